@@ -1,0 +1,3 @@
+"""picoring: token protocols on a ring of MicroPython boards."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,42 @@
+"""Human-readable run reports (rich), from the checker's report dict."""
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _fmt_bound(value):
+    return "unbounded" if value is None else str(value)
+
+
+def print_report(report, console=None):
+    console = console or Console()
+    b = report["bounds"]
+    m = report["messages"]
+    title = "protocol %s, n=%d" % (report["protocol"].upper(), report["n"])
+    if report.get("workload"):
+        title += ", %s" % report["workload"]
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_column("bound", justify="right")
+    table.add_row("requests served", "%d / %d" % (report["served"], report["requests"]), "")
+    table.add_row("messages (token + request)", "%d (%d + %d)" % (m["total"], m["token"], m["request"]), "")
+    table.add_row("messages per request", "%.3f" % report["messages_per_request"], _fmt_bound(b["messages_per_request"]))
+    table.add_row("max service traffic", str(report["max_service_traffic"]), _fmt_bound(b["service_traffic"]))
+    lat = report.get("latency") or {}
+    if lat:
+        table.add_row("latency mean / max", "%.1f / %s" % (lat.get("mean", 0.0), lat.get("max", 0)), "")
+    table.add_row("safety violations", str(report["safety_violations"]), "0")
+    if report.get("quiescent") is not None:
+        table.add_row("quiescent at the end", "yes" if report["quiescent"] else "NO", "yes")
+    if "idle_messages" in report:
+        table.add_row("messages while idle", "%d in %d hop times" % (report["idle_messages"], report["idle_horizon"]),
+                      "unbounded (grows with idle time)")
+    console.print(table)
+    for v in report["violations"][:20]:
+        console.print("[bold red]%s[/]: %s" % (v["kind"], v["message"]), highlight=False)
+    if len(report["violations"]) > 20:
+        console.print("... %d violations in all" % len(report["violations"]))
+    if report.get("schedule_file"):
+        console.print("schedule that led there: %s (replay with --workload file:%s)" % (report["schedule_file"], report["schedule_file"]))
+    console.print("[bold green]OK[/]" if report["ok"] else "[bold red]CHECK FAILED[/]")

@@ -1,0 +1,237 @@
+# The discrete-event core of the simulator: a ring of protocol nodes
+# (firmware/protocol.py), one time unit per hop, a critical section of cs_time
+# units, requests from a workload. Deterministic: within one time unit, events
+# are handled in this order, each group in the order it was produced:
+#   1. critical-section exits due now (then a request deferred to that exit),
+#   2. frames arriving now (sent one unit ago, in sending order),
+#   3. open-loop requests due now,
+#   4. if the ring is quiescent, the closed-loop workload's next request.
+#
+# This file runs under MicroPython too (no deque, no dataclasses), so the tests
+# can run the very same loop and protocol code on the real `micropython`
+# binary and compare traces with CPython.
+
+try:
+    from picoring.firmware.protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS
+except ImportError:  # MicroPython test runner: files side by side
+    from protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS
+
+
+class BusyNodeError(ValueError):
+    """An exact (file) workload asked a node that already has a request outstanding."""
+
+
+def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce_horizon=None,
+        starve_horizon=None, progress=None, holder=0):
+    """Run until the ring is quiescent (or cannot become so). Returns a dict.
+
+    observer: count_to(token_msgs, request_msgs), request(t, node),
+              enter(t, node), exit(t, node)   (the Checker)
+    tracer:   optional; frame(t, ev, node, is_token, payload) for every send
+              and recv, event(t, ev, node) for req/enter/exit
+    """
+    n = len(nodes)
+    if quiesce_horizon is None:
+        quiesce_horizon = 4 * n + 4 * cs_time + 8
+    if starve_horizon is None:
+        starve_horizon = 8 * n * (cs_time + 1) + 16
+    tok = 0  # token frames sent
+    req = 0  # request frames sent
+    nxt = []  # frames due next unit: (dest << 1) | is_token
+    tokq = []  # payloads of the tokens in flight, in sending order
+    exits = []  # (t, node), in time order since cs_time is fixed
+    deferred = [0] * n  # poisson/burst requests waiting for the node's exit
+    n_deferred = 0
+    pending = 0  # requests made and not yet through their critical section
+    schedule = []  # realized requests (t, node): replays the run as file:PATH
+    t_quiet = 0  # last time the ring had nothing left to serve
+    msgs_quiet = 0  # messages sent by then
+    t_service = 0  # last critical-section entry (or start)
+    closed = workload.closed_loop
+    rests = nodes[0].uses_requests  # Q and D can rest; S cannot
+    steps = 0
+    defer_busy = workload.defer_busy
+
+    def send(i, a, t):
+        # Carry out SEND_* bits of action mask a produced by node i at time t.
+        nonlocal tok, req
+        j = i + 1
+        if j == n:
+            j = 0
+        if a & SEND_REQUEST:
+            nxt.append(j << 1)
+            req += 1
+            if tracer:
+                tracer.frame(t, "send", i, 0, None)
+        if a & SEND_TOKEN:
+            node = nodes[i]
+            p = (node.count, node.state, node.seq, node.epoch)
+            nxt.append((j << 1) | 1)
+            tokq.append(p)
+            tok += 1
+            if tracer:
+                tracer.frame(t, "send", i, 1, p)
+
+    def enter(i, t):
+        nonlocal t_service
+        observer.count_to(tok, req)
+        observer.enter(t, i)
+        if tracer:
+            tracer.event(t, "enter", i)
+        t_service = t
+        if cs_time == 0:
+            leave(i, t)
+        else:
+            exits.append((t + cs_time, i))
+
+    def leave(i, t):
+        nonlocal pending, n_deferred, t_quiet, msgs_quiet
+        observer.count_to(tok, req)
+        observer.exit(t, i)
+        if tracer:
+            tracer.event(t, "exit", i)
+        pending -= 1
+        a = nodes[i].exit_cs()
+        if a:
+            send(i, a, t)
+        if deferred[i]:
+            deferred[i] -= 1
+            n_deferred -= 1
+            make_request(i, t)
+        if pending == 0:
+            t_quiet = t
+            msgs_quiet = tok + req
+
+    def make_request(i, t):
+        nonlocal pending
+        pending += 1
+        schedule.append((t, i))
+        observer.count_to(tok, req)
+        observer.request(t, i)
+        if tracer:
+            tracer.event(t, "req", i)
+        a = nodes[i].request()
+        if a & ENTER_CS:
+            enter(i, t)
+        elif a:
+            send(i, a, t)
+
+    nt = workload.next_time()
+    a = nodes[holder].give_token()
+    if a:
+        send(holder, a, 0)
+    t = 0
+    quiescent = None
+    reason = "done"
+    cur = []  # frames arriving now
+    while True:
+        # 1. critical-section exits
+        while exits and exits[0][0] <= t:
+            leave(exits.pop(0)[1], t)
+        # 2. frames
+        if cur:
+            for f in cur:
+                i = f >> 1
+                node = nodes[i]
+                if f & 1:
+                    p = tokq.pop(0)
+                    if tracer:
+                        tracer.frame(t, "recv", i, 1, p)
+                    a = node.on_token(p[0], p[1], p[2], p[3])
+                    holder = i
+                    if a == SEND_TOKEN and not tracer:
+                        # hot path: the token passed straight on
+                        j = i + 1
+                        nxt.append(((0 if j == n else j) << 1) | 1)
+                        tokq.append((node.count, node.state, node.seq, node.epoch))
+                        tok += 1
+                        continue
+                else:
+                    if tracer:
+                        tracer.frame(t, "recv", i, 0, None)
+                    a = node.on_request()
+                    if a == SEND_REQUEST and not tracer:
+                        # hot path: a request message passed on
+                        j = i + 1
+                        nxt.append((0 if j == n else j) << 1)
+                        req += 1
+                        continue
+                if a & ENTER_CS:
+                    enter(i, t)
+                elif a:
+                    send(i, a, t)
+        # 3. open-loop requests
+        if nt is not None and nt <= t:
+            for i, line in workload.due(t):
+                node = nodes[i]
+                if node.pending or node.in_cs:
+                    if not defer_busy:
+                        raise BusyNodeError(
+                            "line %s: node %d requests at t=%d but its request is still outstanding" % (line, i, t))
+                    deferred[i] += 1
+                    n_deferred += 1
+                else:
+                    make_request(i, t)
+            nt = workload.next_time()
+        # 4. closed loop, quiescence, and the end. S never rests: for it, "no
+        # request outstanding" is as quiet as the ring gets.
+        while pending == 0 and (not nxt or not rests):
+            if closed:
+                i = workload.on_quiescent(t, holder)
+                if i is not None:
+                    make_request(i, t)
+                    continue
+            if rests and nt is None and n_deferred == 0:
+                quiescent = True
+            break
+        if quiescent:
+            break
+        done = pending == 0 and n_deferred == 0 and nt is None and (not closed or workload.exhausted)
+        if done and not rests:
+            # S never rests: stop a stated idle horizon after the last service.
+            if t >= t_quiet + idle_horizon:
+                reason = "idle horizon"
+                break
+        elif done and t - t_quiet > quiesce_horizon:
+            quiescent = False
+            reason = ("every request was served by t=%d but frames were still moving at t=%d" % (t_quiet, t))
+            break
+        elif pending and t - t_service > starve_horizon:
+            quiescent = False
+            reason = ("%d request(s) pending and no critical-section entry since t=%d (now t=%d)" % (pending, t_service, t))
+            break
+        if progress is not None:
+            steps += 1
+            if steps >= 4096:
+                steps = 0
+                progress(t, workload.issued, pending, tok + req)
+        # next time: frames sent during this unit arrive in the next one
+        if nxt:
+            t += 1
+            cur = nxt
+            nxt = []
+        else:
+            cur = []
+            candidates = []
+            if exits:
+                candidates.append(exits[0][0])
+            if nt is not None:
+                candidates.append(nt)
+            if not candidates:
+                quiescent = False
+                reason = "%d request(s) pending, nothing in flight and nothing scheduled (deadlock)" % pending
+                break
+            t = min(candidates)
+    observer.count_to(tok, req)
+    return {
+        "end_time": t,
+        "quiescent": quiescent,
+        "reason": reason,
+        "token_msgs": tok,
+        "request_msgs": req,
+        "schedule": schedule,
+        "holder": holder,
+        "idle_since": t_quiet,
+        "messages_when_idle": msgs_quiet,
+        "in_flight": len(nxt),
+    }

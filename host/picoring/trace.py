@@ -1,0 +1,171 @@
+"""The trace: one event record type, a JSON-lines writer and a reader.
+
+Format version 1 (docs/trace-format.md): the first line is a header
+``{"v": 1, "ev": "meta", ...}``; every other line is one event with the keys
+``t`` (time), ``ev`` (req, send, recv, enter, exit, end) and ``node``; frame
+events add ``link`` and ``kind`` (token or request) and, for tokens,
+``payload`` (count, state, seq, epoch). The simulator and the board harness
+write the same format; the checker and pandas (``read_json(lines=True)``)
+read it.
+"""
+
+import json
+
+TRACE_VERSION = 1
+EVENT_KINDS = ("req", "send", "recv", "enter", "exit", "end")
+FRAME_KINDS = ("token", "request")
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read; the message names the file and line."""
+
+
+class Event:
+    """One thing that happened in the ring."""
+
+    __slots__ = ("t", "ev", "node", "link", "kind", "payload", "extra")
+
+    def __init__(self, t, ev, node=None, link=None, kind=None, payload=None, extra=None):
+        self.t = t
+        self.ev = ev
+        self.node = node
+        self.link = link
+        self.kind = kind
+        self.payload = payload
+        self.extra = extra
+
+    def to_dict(self):
+        d = {"t": self.t, "ev": self.ev}
+        if self.node is not None:
+            d["node"] = self.node
+        if self.link is not None:
+            d["link"] = self.link
+        if self.kind is not None:
+            d["kind"] = self.kind
+        if self.payload is not None:
+            d["payload"] = self.payload
+        if self.extra:
+            d.update(self.extra)
+        return d
+
+    @classmethod
+    def from_dict(cls, d):
+        extra = {k: v for k, v in d.items() if k not in _CORE_KEYS}
+        return cls(d.get("t"), d.get("ev"), d.get("node"), d.get("link"), d.get("kind"), d.get("payload"), extra or None)
+
+    def __eq__(self, other):
+        return isinstance(other, Event) and self.to_dict() == other.to_dict()
+
+    def __repr__(self):
+        return "Event(%s)" % ", ".join("%s=%r" % kv for kv in self.to_dict().items())
+
+
+_CORE_KEYS = frozenset(("t", "ev", "node", "link", "kind", "payload"))
+
+
+def header(protocol, n, source, time_unit, **info):
+    """The meta record that starts every trace."""
+    d = {"v": TRACE_VERSION, "ev": "meta", "protocol": protocol, "n": n, "source": source, "time_unit": time_unit}
+    d.update(info)
+    return d
+
+
+class TraceWriter:
+    """Writes events as JSON lines; callable with an Event (a listener)."""
+
+    def __init__(self, path_or_file, meta):
+        if hasattr(path_or_file, "write"):
+            self._file = path_or_file
+            self._owned = False
+        else:
+            self._file = open(path_or_file, "w", encoding="utf-8")
+            self._owned = True
+        self.path = getattr(self._file, "name", None)
+        self._write_line(meta)
+
+    def _write_line(self, d):
+        self._file.write(json.dumps(d, separators=(",", ":")))
+        self._file.write("\n")
+
+    def __call__(self, event):
+        self._write_line(event.to_dict())
+
+    write = __call__
+
+    def close(self):
+        if self._owned and not self._file.closed:
+            self._file.close()
+        elif not self._owned:
+            self._file.flush()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class TraceReader:
+    """Iterates over the events of a trace file; ``meta`` holds its header."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        try:
+            self._file = open(self.path, encoding="utf-8")
+        except OSError as e:
+            raise TraceError("%s: cannot open trace: %s" % (self.path, e.strerror or e)) from None
+        self._lineno = 0
+        first = self._next_record()
+        if first is None:
+            raise TraceError("%s: empty trace (no header line)" % self.path)
+        if first.get("ev") != "meta":
+            raise TraceError("%s:1: first line must be the header {\"v\": %d, \"ev\": \"meta\", ...}" % (self.path, TRACE_VERSION))
+        if first.get("v") != TRACE_VERSION:
+            raise TraceError("%s:1: trace format version %r, this picoring reads version %d" % (self.path, first.get("v"), TRACE_VERSION))
+        for key in ("protocol", "n"):
+            if key not in first:
+                raise TraceError("%s:1: header lacks %r" % (self.path, key))
+        self.meta = first
+
+    def _next_record(self):
+        for line in self._file:
+            self._lineno += 1
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except ValueError as e:
+                raise TraceError("%s:%d: not JSON: %s" % (self.path, self._lineno, e)) from None
+            if not isinstance(d, dict):
+                raise TraceError("%s:%d: a trace line must be a JSON object" % (self.path, self._lineno))
+            return d
+        return None
+
+    @property
+    def lineno(self):
+        return self._lineno
+
+    def __iter__(self):
+        n = self.meta["n"]
+        while True:
+            d = self._next_record()
+            if d is None:
+                return
+            ev = d.get("ev")
+            if ev not in EVENT_KINDS:
+                raise TraceError("%s:%d: unknown event %r" % (self.path, self._lineno, ev))
+            node = d.get("node")
+            if ev != "end" and (not isinstance(node, int) or not 0 <= node < n):
+                raise TraceError("%s:%d: node %r is not in 0..%d" % (self.path, self._lineno, node, n - 1))
+            if ev in ("send", "recv") and d.get("kind") not in FRAME_KINDS:
+                raise TraceError("%s:%d: frame kind %r is not token or request" % (self.path, self._lineno, d.get("kind")))
+            yield Event.from_dict(d)
+
+    def close(self):
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
