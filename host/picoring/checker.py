@@ -10,19 +10,35 @@ Measures (section 1 of the paper):
   service traffic     messages anywhere in the ring from the moment a request is
                       made (its request message, if any, included) to the moment
                       the requester receives the token
-Bounds checked:
-  Q  total <= n * requests        service traffic <= 3/2 n^2 - 5/2 n + 1  (Thm 3.1)
-  D  total <= 2n * requests       service traffic <= 3n - 3               (Thm 4.1)
+Bounds checked (docs/bounds.md has the counterexamples and the arguments):
+  Q  total <= n * requests              (Thm 3.1, holds)
+     service traffic <= (3n^2 - n) / 2  (corrected; the paper prints
+                                         3/2 n^2 - 5/2 n + 1, exceeded at n = 2, 3)
+  D  total <= 3n * requests             (empirical, not proven: the paper prints
+                                         2n, exceeded by the corrected D at n = 5)
+     service traffic <= 3n - 2          (corrected; the paper prints 3n - 3,
+                                         exceeded at n = 3)
   S  unbounded (Thm 2.1): reported, not checked
+The paper's printed bounds are reported next to the checked ones, with the
+number of requests that exceeded them.
 """
 
 
-def bounds_for(protocol, n):
-    """(messages per request, service traffic) the paper proves, or None."""
+def paper_bounds_for(protocol, n):
+    """(messages per request, service traffic) as printed in the paper, or None."""
     if protocol == "q":
         return n, (3 * n * n - 5 * n + 2) // 2
     if protocol in ("d", "d-literal"):
         return 2 * n, 3 * n - 3
+    return None, None
+
+
+def bounds_for(protocol, n):
+    """(messages per request, service traffic) the checker holds a run to."""
+    if protocol == "q":
+        return n, (3 * n * n - n) // 2
+    if protocol in ("d", "d-literal"):
+        return 3 * n, 3 * n - 2
     return None, None
 
 
@@ -31,6 +47,8 @@ class Checker:
         self.protocol = protocol
         self.n = n
         self.bound_mpr, self.bound_service = bounds_for(protocol, n)
+        self.paper_mpr, self.paper_service = paper_bounds_for(protocol, n)
+        self.over_paper_service = 0  # requests whose service traffic exceeded the printed bound
         self.token_msgs = 0
         self.request_msgs = 0
         self.recv_msgs = 0
@@ -111,6 +129,8 @@ class Checker:
         if service > self.max_service:
             self.max_service = service
             self.max_service_request = (rid, node, t_req)
+        if self.paper_service is not None and service > self.paper_service:
+            self.over_paper_service += 1
         if self.bound_service is not None and service > self.bound_service:
             self._violate(
                 "bound", rid, node, t_req,
@@ -174,6 +194,9 @@ class Checker:
             ),
             "latency": {"mean": (self.latency_sum / served) if served else 0.0, "max": self.latency_max},
             "bounds": {"messages_per_request": self.bound_mpr, "service_traffic": self.bound_service},
+            "paper_bounds": {"messages_per_request": self.paper_mpr, "service_traffic": self.paper_service},
+            "over_paper_service_bound": self.over_paper_service,
+            "over_paper_total_bound": bool(self.paper_mpr is not None and self.total > self.paper_mpr * self.requests),
             "safety_violations": self.safety_violations,
             "quiescent": self.quiescent,
             "violations": list(self.violations),

