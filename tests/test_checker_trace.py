@@ -1,0 +1,123 @@
+"""The checker catches planted violations; traces round-trip and pandas reads them."""
+
+import json
+
+import pytest
+
+from picoring.checker import check_trace
+from picoring.cli import main
+from picoring.sim import simulate
+from picoring.trace import TraceError, TraceReader
+
+
+def write_trace(path, protocol, n, events):
+    lines = [{"v": 1, "ev": "meta", "protocol": protocol, "n": n, "source": "test", "time_unit": "hop"}] + events
+    path.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    return path
+
+
+def send(t, node, kind="token"):
+    return {"t": t, "ev": "send", "node": node, "link": node, "kind": kind}
+
+
+def test_clean_trace_passes(tmp_path):
+    p = write_trace(tmp_path / "ok.jsonl", "q", 3, [
+        {"t": 0, "ev": "req", "node": 1}, send(0, 1, "request"), send(1, 2, "request"), send(2, 0),
+        {"t": 3, "ev": "enter", "node": 1}, {"t": 4, "ev": "exit", "node": 1},
+    ])
+    _, report = check_trace(p)
+    assert report["ok"], report["violations"]
+    assert report["messages"] == {"total": 3, "token": 1, "request": 2}
+    assert report["max_service_traffic"] == 3
+
+
+def test_overlapping_critical_sections(tmp_path):
+    p = write_trace(tmp_path / "t.jsonl", "d", 3, [
+        {"t": 0, "ev": "req", "node": 0}, {"t": 0, "ev": "req", "node": 1},
+        {"t": 0, "ev": "enter", "node": 0}, {"t": 1, "ev": "enter", "node": 1},
+        {"t": 2, "ev": "exit", "node": 1},
+    ])
+    _, report = check_trace(p)
+    assert not report["ok"]
+    assert report["safety_violations"] >= 1
+    assert any("while node 0 was in it" in v["message"] for v in report["violations"])
+
+
+def test_entry_without_request(tmp_path):
+    p = write_trace(tmp_path / "t.jsonl", "q", 3, [{"t": 0, "ev": "enter", "node": 2}, {"t": 1, "ev": "exit", "node": 2}])
+    _, report = check_trace(p)
+    assert report["safety_violations"] == 1
+    assert "no pending request" in report["violations"][0]["message"]
+
+
+def test_unserved_request_names_it(tmp_path):
+    p = write_trace(tmp_path / "t.jsonl", "q", 3, [{"t": 5, "ev": "req", "node": 2}, send(5, 2, "request")])
+    _, report = check_trace(p)
+    assert not report["ok"]
+    (v,) = report["violations"]
+    assert v["kind"] == "liveness" and v["request"] == 1 and v["node"] == 2
+    assert "request #1 (node 2, t=5) was never served" in v["message"]
+
+
+def test_over_bound_counts(tmp_path):
+    n = 3
+    events = [{"t": 0, "ev": "req", "node": 1}]
+    events += [send(i, i % n) for i in range(3 * n * n)]  # far more than (3n^2 - n)/2 and n per request
+    events += [{"t": 99, "ev": "enter", "node": 1}, {"t": 100, "ev": "exit", "node": 1}]
+    _, report = check_trace(write_trace(tmp_path / "t.jsonl", "q", n, events))
+    kinds = [v["kind"] for v in report["violations"]]
+    assert kinds.count("bound") == 2
+    assert any("service traffic 27 > bound 12" in v["message"] for v in report["violations"])
+    assert any("27 messages for 1 requests > 3 per request" in v["message"] for v in report["violations"])
+
+
+def test_check_command_exit_status_and_json(tmp_path, capsys):
+    p = write_trace(tmp_path / "t.jsonl", "q", 3, [{"t": 5, "ev": "req", "node": 2}])
+    assert main(["check", str(p), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    for key in ("protocol", "n", "requests", "served", "messages", "messages_per_request", "max_service_traffic",
+                "bounds", "safety_violations", "ok"):
+        assert key in out
+    assert out["ok"] is False
+
+
+@pytest.mark.parametrize("content,message", [
+    ("", "empty trace"),
+    ('{"v": 1, "ev": "meta", "n": 3}\n', "header lacks"),
+    ('{"t": 0, "ev": "req", "node": 1}\n', "first line must be the header"),
+    ('{"v": 9, "ev": "meta", "protocol": "q", "n": 3}\n', "version 9"),
+    ('{"v": 1, "ev": "meta", "protocol": "q", "n": 3}\n{"t": 0, "ev": "req", "node": 1}\nnot json\n', ":3: not JSON"),
+    ('{"v": 1, "ev": "meta", "protocol": "q", "n": 3}\n{"t": 0, "ev": "req", "node": 7}\n', ":2: node 7 is not in 0..2"),
+    ('{"v": 1, "ev": "meta", "protocol": "q", "n": 3}\n{"t": 0, "ev": "send", "node": 1, "kind": "x"}\n', "frame kind"),
+])
+def test_bad_traces_are_clear_errors(tmp_path, content, message, capsys):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(content)
+    with pytest.raises(TraceError, match=message):
+        check_trace(p)
+    assert main(["check", str(p)]) == 2
+    assert message.split(":")[-1].strip()[:10] in capsys.readouterr().err
+
+
+def test_sim_trace_rechecks_to_the_same_report(tmp_path):
+    path = tmp_path / "sim.jsonl"
+    live = simulate("d", 6, "poisson", requests=200, seed=3, trace=str(path))
+    meta, offline = check_trace(path)
+    assert meta["v"] == 1 and meta["source"] == "sim" and meta["protocol"] == "d"
+    for key in ("requests", "served", "messages", "max_service_traffic", "latency", "ok", "safety_violations"):
+        assert offline[key] == live[key]
+    assert offline["frames_in_flight_at_end"] == 0
+    with TraceReader(path) as reader:
+        kinds = {e.ev for e in reader}
+    assert kinds == {"req", "send", "recv", "enter", "exit", "end"}
+
+
+def test_pandas_reads_the_trace(tmp_path):
+    pd = pytest.importorskip("pandas")
+    path = tmp_path / "sim.jsonl"
+    report = simulate("q", 5, "sequential", requests=30, seed=1, trace=str(path))
+    df = pd.read_json(path, lines=True)
+    sends = df[df["ev"] == "send"]
+    assert len(sends) == report["messages"]["total"]
+    assert (sends["kind"] == "token").sum() == report["messages"]["token"]
+    assert set(df["ev"].dropna()) == {"meta", "req", "send", "recv", "enter", "exit", "end"}
