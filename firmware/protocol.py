@@ -195,8 +195,8 @@ class NodeDLiteral(Node):
     Kept selectable as "d-literal": it is not quiescent. A request message
     whose request was served before the message reached T (T overtook the
     requester) still turns T active by rule 2, and an active T that finds no
-    pending request is passed on by rule 4 forever. See docs/protocol-d.md and
-    tests/test_protocol_d_literal.py for the smallest schedule.
+    pending request is passed on by rule 4 forever. See docs/bounds.md and
+    tests/test_bounds_findings.py for the smallest schedule.
     """
 
     name = "d-literal"
@@ -278,7 +278,7 @@ class NodeD(NodeDLiteral):
     nothing to search for: every request it did not find was issued after T
     passed its processor, so that request's message (or the message that
     stopped it) is still chasing T and will wake it again.
-    Argument and counterexample: docs/protocol-d.md.
+    Argument and counterexample: docs/bounds.md.
     """
 
     name = "d"
