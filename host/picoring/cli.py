@@ -108,6 +108,25 @@ def do_bench(args):
     return bench.main(args)
 
 
+# -- virtual -----------------------------------------------------------------
+
+def argparse_virtual(sub):
+    from .virtual_cmd import add_arguments
+
+    add_arguments(sub)
+
+
+def do_virtual(args):
+    from .deploy import DeployError
+    from .virtual import VirtualBoardError
+    from .virtual_cmd import run
+
+    try:
+        return run(args)
+    except (VirtualBoardError, DeployError) as e:
+        raise CommandError(str(e))
+
+
 # -- report printing ---------------------------------------------------------
 
 def _print_report(report, as_json):
@@ -125,6 +144,7 @@ _COMMANDS = {
     "sim": (do_sim, argparse_sim),
     "check": (do_check, argparse_check),
     "bench": (do_bench, argparse_bench),
+    "virtual": (do_virtual, argparse_virtual),
 }
 
 

