@@ -41,9 +41,10 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
     tokq = []  # payloads of the tokens in flight, in sending order
     exits = []  # (t, node), in time order since cs_time is fixed
     deferred = [0] * n  # poisson/burst requests waiting for the node's exit
-    n_deferred = 0
+    n_deferred = 0  # deferred requests, waiting or ready
+    ready = []  # nodes whose deferred request is due now (step 3)
     pending = 0  # requests made and not yet through their critical section
-    schedule = []  # realized requests (t, node): replays the run as file:PATH
+    schedule = []  # realized requests (t, node), in order: replays the run as file:PATH
     t_quiet = 0  # last time the ring had nothing left to serve
     msgs_quiet = 0  # messages sent by then
     t_service = 0  # last critical-section entry (or start)
@@ -95,9 +96,11 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         if a:
             send(i, a, t)
         if deferred[i]:
+            # made in step 3 of this unit, like any request, so that the
+            # realized schedule replays the run exactly as a file workload
             deferred[i] -= 1
             n_deferred -= 1
-            make_request(i, t)
+            ready.append(i)
         if pending == 0:
             t_quiet = t
             msgs_quiet = tok + req
@@ -128,6 +131,73 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         # 1. critical-section exits
         while exits and exits[0][0] <= t:
             leave(exits.pop(0)[1], t)
+        # 2a. fast path: a lone frame, and nothing else can happen while it
+        # travels: run it hop by hop here, without the per-time-unit steps.
+        if len(cur) == 1 and not nxt and not ready and rests and tracer is None and progress is None:
+            stop = nt if nt is not None else t + (1 << 62)
+            if exits and exits[0][0] - 1 < stop:
+                stop = exits[0][0] - 1
+            if pending:
+                if t_service + starve_horizon + 1 < stop:
+                    stop = t_service + starve_horizon + 1
+            elif n_deferred == 0 and nt is None and (not closed or workload.exhausted):
+                if t_quiet + quiesce_horizon + 1 < stop:
+                    stop = t_quiet + quiesce_horizon + 1
+            f = cur[0]
+            cur = ()
+            i = f >> 1
+            ring = nodes  # locals: nodes, n, tok and req are closure cells here
+            size = n
+            t0 = t
+            if f & 1:
+                c, s, q, e = tokq.pop()
+                while True:
+                    node = ring[i]
+                    a = node.on_token(c, s, q, e)
+                    if a != SEND_TOKEN:
+                        break
+                    c = node.count
+                    s = node.state
+                    q = node.seq
+                    e = node.epoch
+                    i += 1
+                    if i == size:
+                        i = 0
+                    if t >= stop:
+                        nxt.append((i << 1) | 1)
+                        tokq.append((c, s, q, e))
+                        i = i - 1 if i else size - 1
+                        a = -1
+                        t += 1  # counted below, undone after
+                        break
+                    t += 1
+                tok += t - t0
+                if a == -1:
+                    t -= 1
+                    a = 0
+                holder = i
+            else:
+                while True:
+                    a = ring[i].on_request()
+                    if a != SEND_REQUEST:
+                        break
+                    i += 1
+                    if i == size:
+                        i = 0
+                    if t >= stop:
+                        nxt.append(i << 1)
+                        a = -1
+                        t += 1
+                        break
+                    t += 1
+                req += t - t0
+                if a == -1:
+                    t -= 1
+                    a = 0
+            if a & ENTER_CS:
+                enter(i, t)
+            elif a:
+                send(i, a, t)
         # 2. frames
         if cur:
             for f in cur:
@@ -160,7 +230,10 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                     enter(i, t)
                 elif a:
                     send(i, a, t)
-        # 3. open-loop requests
+        # 3. open-loop requests: deferred ones that came due at an exit, then the scheduled ones
+        while ready:
+            i = ready.pop(0)
+            make_request(i, t)
         if nt is not None and nt <= t:
             for i, line in workload.due(t):
                 node = nodes[i]
@@ -173,6 +246,9 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                 else:
                     make_request(i, t)
             nt = workload.next_time()
+            while ready:  # a zero-length critical section ended inside this step
+                i = ready.pop(0)
+                make_request(i, t)
         # 4. closed loop, quiescence, and the end. S never rests: for it, "no
         # request outstanding" is as quiet as the ring gets.
         while pending == 0 and (not nxt or not rests):
