@@ -1,0 +1,76 @@
+# Board hardware behind one interface, chosen by the config:
+#   "virtual" in the config -> hal_unix (MicroPython unix port, ptys)
+#   otherwise               -> hal_rp2 (a Pico: machine.UART, USB CDC, LED pin)
+#
+# open_board(cfg) returns a Board with:
+#   uart.readinto(buf) -> bytes read now (0 when none; never blocks)
+#   uart.write(buf)
+#   host.read_byte()   -> 0..255, -1 when nothing is waiting, -2 when the host is gone
+#   host.write(buf)
+#   led                -> object with value(0/1), or None
+#   ticks_us, ticks_diff: the clock (time.ticks_us / time.ticks_diff)
+#   idle               -> callable or None: wait briefly for input when idle
+# Nothing here touches hardware at import time; the node loop gets these passed in.
+
+import sys
+import select
+import time
+
+
+class Board:
+    def __init__(self, uart, host, led=None, name="", idle=None):
+        self.uart = uart
+        self.host = host
+        self.led = led
+        self.name = name
+        self.idle = idle  # called by the node loop when it has nothing to do, or None
+        self.ticks_us = time.ticks_us
+        self.ticks_diff = time.ticks_diff
+
+
+class StreamHost:
+    """The host link over a pair of byte streams (stdin/stdout of the board).
+
+    Polls before each 1-byte read: a stream's readinto() blocks until the whole
+    buffer is filled, and commands are short and rare, so byte-at-a-time is fine.
+    """
+
+    def __init__(self, rx, tx):
+        self._rx = rx
+        self._tx = tx
+        self._b = bytearray(1)
+        self._poll = select.poll()
+        self._poll.register(rx, select.POLLIN)
+        self.write = tx.write
+
+    def read_byte(self):
+        # ipoll(0) instead of poll(0): poll() allocates its result list every call.
+        for _obj, ev in self._poll.ipoll(0):
+            if ev & select.POLLIN:
+                try:
+                    n = self._rx.readinto(self._b)
+                except OSError:
+                    return -2  # the pty's other end closed (EIO)
+                if not n:
+                    return -2  # end of file: the host is gone
+                return self._b[0]
+            if ev & (select.POLLHUP | select.POLLERR):
+                return -2
+        return -1
+
+
+def open_board(cfg):
+    if "virtual" in cfg:
+        import hal_unix
+
+        return hal_unix.open_board(cfg)
+    import hal_rp2
+
+    return hal_rp2.open_board(cfg)
+
+
+def stdio_streams():
+    """sys.stdin/stdout as byte streams (.buffer where the port has it)."""
+    rx = getattr(sys.stdin, "buffer", sys.stdin)
+    tx = getattr(sys.stdout, "buffer", sys.stdout)
+    return rx, tx

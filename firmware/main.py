@@ -1,0 +1,118 @@
+# Board entry point: read picoring.json, open the hardware, run the node loop.
+# A Pico runs this at boot; a virtual board runs `micropython main.py` in its
+# board directory (or `import main` through mpremote). The config path can be
+# overridden with the environment variable PICORING_CONFIG where the port has
+# os.getenv (the unix port).
+
+import sys
+
+CONFIG = "picoring.json"
+_PROTOCOLS = ("s", "q", "d", "d-literal")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _say(text):
+    # Text-safe line on the host link, before the node loop owns it.
+    out = getattr(sys.stdout, "buffer", sys.stdout)
+    out.write(("!" + text + "\n").encode())
+
+
+def config_path():
+    try:
+        import os
+
+        return os.getenv("PICORING_CONFIG") or CONFIG
+    except (ImportError, AttributeError):
+        return CONFIG
+
+
+def load_config(path):
+    import json
+
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError("%s: cannot read (%s)" % (path, e))
+    try:
+        cfg = json.loads(text)
+    except ValueError as e:
+        raise ConfigError("%s: not JSON (%s)" % (path, e))
+    return check_config(cfg, path)
+
+
+def check_config(cfg, path=CONFIG):
+    if not isinstance(cfg, dict):
+        raise ConfigError("%s: must be a JSON object" % path)
+    for key in ("position", "size", "protocol"):
+        if key not in cfg:
+            raise ConfigError("%s: missing %r" % (path, key))
+    size = cfg["size"]
+    pos = cfg["position"]
+    if not isinstance(size, int) or size < 2:
+        raise ConfigError("%s: size must be an integer >= 2, not %r" % (path, size))
+    if not isinstance(pos, int) or not 0 <= pos < size:
+        raise ConfigError("%s: position must be an integer in 0..%d, not %r" % (path, size - 1, pos))
+    if cfg["protocol"] not in _PROTOCOLS:
+        raise ConfigError("%s: protocol must be one of %s, not %r" % (path, ", ".join(_PROTOCOLS), cfg["protocol"]))
+    cs_us = cfg.get("cs_us", 0)
+    if not isinstance(cs_us, int) or cs_us < 0:
+        raise ConfigError("%s: cs_us must be an integer >= 0, not %r" % (path, cs_us))
+    baud = cfg.get("baud", 115200)
+    if not isinstance(baud, int) or baud <= 0:
+        raise ConfigError("%s: baud must be a positive integer, not %r" % (path, baud))
+    if "virtual" in cfg:
+        v = cfg["virtual"]
+        if not isinstance(v, dict) or not isinstance(v.get("uart"), str):
+            raise ConfigError('%s: "virtual" must be {"uart": "/dev/pts/N"}' % path)
+    elif "uart" in cfg and not isinstance(cfg["uart"], dict):
+        raise ConfigError('%s: "uart" must be an object like {"id": 0, "tx": 0, "rx": 1}' % path)
+    return cfg
+
+
+def build(cfg, board):
+    """The node loop for a config and a hal.Board (or stand-ins with the same shape)."""
+    import protocol
+    import node
+
+    pnode = protocol.make_node(cfg["protocol"], cfg["position"], cfg["size"])
+    return node.NodeLoop(
+        pnode,
+        board.uart,
+        board.host,
+        board.ticks_us,
+        board.ticks_diff,
+        cs_us=cfg.get("cs_us", 0),
+        led=board.led,
+        info={"board": cfg.get("board", board.name)},
+        log_capacity=cfg.get("log_capacity", 64),
+    )
+
+
+def main():
+    path = config_path()
+    try:
+        cfg = load_config(path)
+    except ConfigError as e:
+        _say("err config: %s" % e)
+        return 1
+    try:
+        import hal
+
+        board = hal.open_board(cfg)
+    except Exception as e:  # a wrong pin or a missing pty must reach the host as text
+        _say("err hal: %s: %s" % (type(e).__name__, e))
+        return 1
+    loop = build(cfg, board)
+    try:
+        loop.run(give_token=cfg["position"] == 0, idle=getattr(board, "idle", None))
+    except KeyboardInterrupt:
+        _say("stopped ctrl-c")
+        raise
+    return 0
+
+
+main()

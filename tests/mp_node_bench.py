@@ -1,0 +1,144 @@
+# Node loops of a ring in one process, wired by in-memory stand-ins; runs under
+# MicroPython (unix port) and CPython. Prints one JSON line of measurements.
+# Usage: <python> mp_node_bench.py FIRMWARE_DIR [protocol] [n] [rounds] [log 0|1] [flush 0|1] [lock|x] [gcon]
+# Protocol "s" (the default) keeps the token moving without requests: one hop per
+# board per round. "lock" runs the rounds under micropython.heap_lock() instead.
+import sys
+
+sys.path.insert(0, sys.argv[1])
+import gc
+import json
+import time
+
+import protocol
+import node
+
+try:
+    ticks_us = time.ticks_us
+    ticks_diff = time.ticks_diff
+except AttributeError:  # CPython
+    def ticks_us():
+        return int(time.perf_counter() * 1e6) & 0x3FFFFFFF
+
+    def ticks_diff(a, b):
+        return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
+
+
+class MemUart:
+    """One direction of a link: writes land in the next board's buffer. No allocation."""
+
+    def __init__(self, size=256):
+        self.buf = bytearray(size)
+        self.n = 0
+        self.peer = None  # MemUart of the next board (its receive side)
+
+    def write(self, data):
+        p = self.peer
+        b = p.buf
+        j = p.n
+        for x in data:
+            b[j] = x
+            j += 1
+        p.n = j
+        return len(data)
+
+    def readinto(self, buf):
+        n = self.n
+        if not n:
+            return 0
+        src = self.buf
+        for i in range(n):
+            buf[i] = src[i]
+        self.n = 0
+        return n
+
+
+class NullHost:
+    def __init__(self):
+        self.out_bytes = 0
+        self.lines = 0
+
+    def read_byte(self):
+        return -1
+
+    def write(self, data):
+        self.out_bytes += len(data)
+        self.lines += 1
+
+
+def main():
+    proto = sys.argv[2] if len(sys.argv) > 2 else "s"
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    hops = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
+    log_on = (sys.argv[5] if len(sys.argv) > 5 else "1") == "1"
+    flush_on = (sys.argv[6] if len(sys.argv) > 6 else "1") == "1"
+    uarts = [MemUart() for _ in range(n)]
+    for i in range(n):
+        uarts[i].peer = uarts[(i + 1) % n]
+    hosts = [NullHost() for _ in range(n)]
+    loops = []
+    for i in range(n):
+        lp = node.NodeLoop(protocol.make_node(proto, i, n), uarts[i], hosts[i], ticks_us, ticks_diff, log_capacity=64)
+        lp.log.enabled = log_on
+        if not flush_on:
+            lp.log.half = 1 << 30
+            lp.log.flush_one = lambda write, max_records=0: 0
+        loops.append(lp)
+    for i in range(n):
+        loops[i].start(give_token=(i == 0))
+
+    def frames():
+        return sum(lp.tx_frames for lp in loops)
+
+    if len(sys.argv) > 7 and sys.argv[7] == "lock":
+        # Find the first allocation in the steady state: MemoryError with a traceback.
+        for _ in range(200):
+            for lp in loops:
+                lp.step()
+        import micropython
+        micropython.heap_lock()
+        try:
+            for _ in range(hops):
+                for lp in loops:
+                    lp.step()
+        finally:
+            micropython.heap_unlock()
+        print("no allocation in", hops, "rounds")
+        return
+    # Warm up (first passes allocate: bound methods cached, dict lookups, ...).
+    while frames() < 50:
+        for lp in loops:
+            lp.step()
+    gc.collect()
+    if "gcon" not in sys.argv: gc.disable()
+    f0 = frames()
+    a0 = gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
+    busy_us = 0
+    busy_steps = 0
+    t0 = ticks_us()
+    rounds = 0
+    while rounds < hops:  # about one frame per round (one board is busy each round)
+        rounds += 1
+        i = 0
+        while i < n:
+            lp = loops[i]
+            i += 1
+            t = ticks_us()
+            if lp.step():
+                busy_us += ticks_diff(ticks_us(), t)
+                busy_steps += 1
+    total_us = ticks_diff(ticks_us(), t0)
+    a1 = gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
+    gc.enable()
+    sent = frames() - f0
+    print(json.dumps({
+        "impl": sys.implementation.name, "protocol": proto, "n": n, "frames": sent,
+        "alloc_bytes": a1 - a0, "alloc_per_frame": (a1 - a0) / sent,
+        "busy_us_per_frame": busy_us / sent, "total_us_per_frame": total_us / sent,
+        "host_lines": sum(h.lines for h in hosts), "host_bytes": sum(h.out_bytes for h in hosts),
+        "rx_bad": sum(lp.dec.bad for lp in loops), "errors": sum(lp.node.errors for lp in loops),
+        "dropped": sum(lp.log.dropped_total for lp in loops),
+    }))
+
+
+main()

@@ -1,0 +1,180 @@
+"""Real MicroPython unix-port boards: each runs firmware/main.py with its UART on a
+pty; the test relays UART bytes around the ring and talks to each board's USB
+serial through another raw pty. Also: zero allocation per hop, bad config."""
+
+import json
+import os
+import pty
+import select
+import subprocess
+import time
+import tty
+
+import pytest
+
+from picoring import hostlink as hl
+
+from conftest import FIRMWARE, ROOT, run_micropython
+
+
+class PtyRing:
+    def __init__(self, micropython, tmp_path, proto, n, extra=None):
+        self.n = n
+        self.boards = []
+        try:
+            for i in range(n):
+                um, us = pty.openpty()
+                hm, hs = pty.openpty()
+                tty.setraw(us)
+                tty.setraw(hs)
+                d = tmp_path / ("b%d" % i)
+                d.mkdir(parents=True)
+                cfg = {"position": i, "size": n, "protocol": proto, "virtual": {"uart": os.ttyname(us)}}
+                cfg.update(extra or {})
+                (d / "picoring.json").write_text(json.dumps(cfg))
+                p = subprocess.Popen([micropython, "-X", "heapsize=192k", str(FIRMWARE / "main.py")], cwd=d,
+                                     stdin=hs, stdout=hs, stderr=hs, env=dict(os.environ, MICROPYPATH=str(FIRMWARE)),
+                                     start_new_session=True)
+                self.boards.append({"um": um, "us": us, "hm": hm, "hs": hs, "p": p,
+                                    "parser": hl.LineParser(board=i, size=n), "items": [], "wire": 0})
+            self.pump_until(lambda: all(any(getattr(x, "word", "") == "hello" for x in b["items"]) for b in self.boards))
+        except BaseException:
+            self.close()
+            raise
+
+    def pump(self, seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self._pump_once(0.02)
+
+    def pump_until(self, cond, timeout=10):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            self._pump_once(0.02)
+            if cond():
+                return
+        raise AssertionError("timed out after %ss; board output: %r" % (timeout, [b["items"][-5:] for b in self.boards]))
+
+    def _pump_once(self, timeout):
+        fds = [b["um"] for b in self.boards] + [b["hm"] for b in self.boards]
+        r, _, _ = select.select(fds, [], [], timeout)
+        for i, b in enumerate(self.boards):
+            if b["um"] in r:
+                data = os.read(b["um"], 4096)
+                b["wire"] += len(data)
+                os.write(self.boards[(i + 1) % self.n]["um"], data)
+            if b["hm"] in r:
+                try:
+                    data = os.read(b["hm"], 65536)
+                except OSError:
+                    data = b""
+                b["items"] += b["parser"].feed(data)
+
+    def send(self, i, data):
+        os.write(self.boards[i]["hm"], data)
+
+    def events(self, i):
+        return [x for x in self.boards[i]["items"] if isinstance(x, hl.BoardEvent)]
+
+    def replies(self, i, word):
+        return [x for x in self.boards[i]["items"] if isinstance(x, hl.Reply) and x.word == word]
+
+    def close(self):
+        for b in self.boards:
+            if b["p"].poll() is None:
+                b["p"].kill()
+            b["p"].wait(5)
+            for k in ("um", "us", "hm", "hs"):
+                os.close(b[k])
+
+
+@pytest.fixture
+def ring_factory(micropython, tmp_path):
+    rings = []
+
+    def make(proto, n, **extra):
+        r = PtyRing(micropython, tmp_path / ("r%d" % len(rings)), proto, n, extra)
+        rings.append(r)
+        return r
+
+    yield make
+    for r in rings:
+        r.close()
+
+
+def test_q_ring_of_three_request_costs_three_messages(ring_factory):
+    ring = ring_factory("q", 3)
+    ring.send(1, hl.REQUEST)
+    ring.pump_until(lambda: any(e.ev == "exit" for e in ring.events(1)))
+    for i in range(3):
+        ring.send(i, b"!flush\n!status\n")
+    ring.pump_until(lambda: all(ring.replies(i, "status") for i in range(3)))
+    tx = [ring.replies(i, "status")[-1].fields["tx_frames"] for i in range(3)]
+    assert tx == [1, 1, 1]  # 2 request hops (1->2, 2->0) + 1 token hop (0->1)
+    assert [b["wire"] for b in ring.boards] == [16, 7, 7]  # bytes on each link: token 16, request 7
+    assert [(e.ev, e.kind) for e in ring.events(1) if e.ev != "boot"] == [
+        ("req", None), ("send", "request"), ("recv", "token"), ("enter", None), ("exit", None)]
+    assert [(e.ev, e.kind) for e in ring.events(0) if e.ev != "boot"] == [("recv", "request"), ("send", "token")]
+    for b in ring.boards:
+        assert b["parser"].missing == 0 and not b["parser"].garbage
+
+
+def test_d_ring_serves_two_requests_with_a_critical_section_time(ring_factory):
+    ring = ring_factory("d", 3, cs_us=2000)
+    for i in (2, 1):
+        ring.send(i, hl.REQUEST)
+    ring.pump_until(lambda: all(any(e.ev == "exit" for e in ring.events(i)) for i in (1, 2)))
+    enters = sorted((e.tick_us, e.board) for i in range(3) for e in ring.events(i) if e.ev in ("enter", "exit"))
+    assert len(enters) == 4
+
+
+def test_garbage_on_uart_and_host_link_counted_loop_keeps_running(ring_factory):
+    ring = ring_factory("q", 2)
+    os.write(ring.boards[1]["um"], b"\x13\x37garbage\x00" + bytes(range(1, 250)) + b"\x00")  # into board 1 RX
+    ring.send(1, b"no bang here\n\xff\xfe\xfd\n")
+    ring.pump(0.3)
+    ring.send(1, hl.REQUEST)
+    ring.pump_until(lambda: any(e.ev == "exit" for e in ring.events(1)))
+    ring.send(1, b"!status\n")
+    ring.pump_until(lambda: ring.replies(1, "status"))
+    st = ring.replies(1, "status")[-1].fields
+    assert st["bad"] == 2 and st["bad_cobs"] == 1 and st["bad_len"] == 1
+    assert st["bad_lines"] == 2
+    assert [e.aux for e in ring.events(1) if e.ev == "bad"] == ["cobs", "len"]
+
+
+def test_ctrl_c_on_host_link_stops_the_loop(ring_factory):
+    ring = ring_factory("q", 2)
+    ring.send(1, hl.CTRL_C)
+    ring.pump_until(lambda: ring.boards[1]["p"].poll() is not None)
+    assert ring.replies(1, "stopped")
+    # The traceback is REPL noise to the parser: skipped and counted, not raised.
+    assert any("KeyboardInterrupt" in str(line) for _reason, line in ring.boards[1]["parser"].garbage_lines)
+    assert ring.boards[0]["p"].poll() is None  # the other board runs on
+
+
+def test_bad_config_is_reported_as_text(micropython, tmp_path):
+    (tmp_path / "picoring.json").write_text('{"position": 3, "size": 2, "protocol": "q"}')
+    out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout
+    assert out.startswith("!err config: picoring.json: position must be an integer in 0..1, not 3")
+    (tmp_path / "picoring.json").write_text('{"position": 0,')
+    out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout
+    assert out.startswith("!err config: picoring.json: not JSON")
+
+
+def test_hot_path_allocates_nothing(micropython):
+    """Receive, decode, protocol, encode, write and record for thousands of hops
+    under micropython.heap_lock(): any allocation would raise MemoryError."""
+    out = run_micropython(micropython, str(ROOT / "tests" / "mp_node_bench.py"), str(FIRMWARE), "s", "3", "2000", "1", "0", "lock")
+    assert out.strip() == "no allocation in 2000 rounds"
+
+
+def test_measure_hop_cost(micropython):
+    """Per-hop CPU of the node loop on the unix port (printed with -s)."""
+    out = run_micropython(micropython, "-X", "heapsize=192k", str(ROOT / "tests" / "mp_node_bench.py"), str(FIRMWARE), "s", "3", "3000", "1", "1", "x", "gcon")
+    m = json.loads(out)
+    print("unix port, 3 boards, protocol S, logging + flushing: %.1f us CPU per hop, %.1f bytes allocated per hop"
+          % (m["busy_us_per_frame"], m["alloc_per_frame"]))
+    assert m["rx_bad"] == 0 and m["errors"] == 0 and m["dropped"] == 0

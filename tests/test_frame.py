@@ -1,0 +1,152 @@
+"""Link frame codec (firmware/frame.py): exact bytes, round trips, resync, bad frames.
+The same deterministic run is compared between CPython and the real MicroPython."""
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import FIRMWARE, ROOT, run_micropython
+
+sys.path.insert(0, str(FIRMWARE))
+import frame  # noqa: E402  (firmware module, on the board's import path)
+
+DRIVER = str(ROOT / "tests" / "mp_codec_driver.py")
+
+
+def decode_all(dec, data, chunk=None):
+    out = []
+    chunk = chunk or len(data) or 1
+    for i in range(0, len(data), chunk):
+        part = bytearray(data[i:i + chunk])
+        dec.feed(part, len(part))
+        while True:
+            k = dec.next()
+            if not k:
+                break
+            if k == frame.TOKEN:
+                out.append(("token", dec.count, dec.state, dec.seq, dec.epoch, dec.lseq))
+            elif k == frame.REQUEST:
+                out.append(("request", dec.lseq))
+            else:
+                out.append(("bad", frame.BAD_REASONS[dec.last_bad]))
+    return out
+
+
+def test_crc_check_value():
+    # CRC-16/CCITT-FALSE check value.
+    assert frame.crc16(b"123456789", 9) == 0x29B1
+    assert frame.crc16_bitwise(b"123456789", 9) == 0x29B1
+
+
+def test_exact_bytes_of_known_frames():
+    enc = frame.Encoder()
+    token = bytes(enc.token(3, 1, 0x01020304, 7))
+    # 00 | COBS(01 00 03 00 01 04 03 02 01 07 00 crc) | 00
+    assert token == bytes.fromhex("00 02 01 02 03 07 01 04 03 02 01 07 03 32 df 00")
+    assert len(token) == frame.TOKEN_WIRE
+    assert bytes(enc.request()) == bytes.fromhex("00 05 02 01 6b 4c 00")
+    assert enc.lseq == 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255), st.integers(0, 0xFFFFFFFF), st.integers(0, 0xFFFF)),
+    st.none()), max_size=20), st.integers(1, 40))
+def test_round_trip_any_chunking(frames, chunk):
+    enc = frame.Encoder()
+    wire = bytearray()
+    want = []
+    for f in frames:
+        lseq = enc.lseq
+        if f is None:
+            wire += enc.request()
+            want.append(("request", lseq))
+        else:
+            wire += enc.token(*f)
+            want.append(("token",) + f + (lseq,))
+    dec = frame.Decoder()
+    assert decode_all(dec, bytes(wire), chunk) == want
+    assert dec.bad == 0 and dec.frames == len(frames)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60), st.integers(1, 17))
+def test_resync_after_any_garbage(garbage, chunk):
+    enc = frame.Encoder()
+    good = bytes(enc.token(5, 1, 77, 2))
+    dec = frame.Decoder()
+    got = decode_all(dec, garbage + good, chunk)
+    # The frame after the garbage always arrives, whatever the garbage was;
+    # the garbage itself may look like frames, which are dropped and counted.
+    assert got[-1] == ("token", 5, 1, 77, 2, 0)
+    assert all(g[0] == "bad" or g in (("token", 5, 1, 77, 2, 0),) or g[0] in ("token", "request") for g in got)
+    assert dec.bad == sum(1 for g in got if g[0] == "bad")
+
+
+def test_bad_frames_counted_never_delivered():
+    enc = frame.Encoder()
+    t = bytearray(enc.token(3, 1, 0x01020304, 7))
+    t[6] ^= 0x40  # a data byte (not a COBS code byte): CRC error
+    long_frame = b"\x00" + b"\x11" * 40 + b"\x00"
+    cut = b"\x00\x09\x01\x02\x00"  # COBS block announces 8 bytes, frame ends after 2
+    dec = frame.Decoder()
+    got = decode_all(dec, bytes(t) + long_frame + cut + bytes(enc.request()))
+    assert got == [("bad", "crc"), ("bad", "len"), ("bad", "cobs"), ("request", 1)]
+    assert dec.bad == 3 and dec.bad_counts == [1, 1, 1, 0] and dec.frames == 1
+
+
+def test_unknown_kind_and_wrong_length_counted():
+    def wire(raw):
+        raw = bytearray(raw)
+        c = frame.crc16(raw, len(raw))
+        raw += bytes((c >> 8, c & 0xFF))
+        out = bytearray(len(raw) + 3)
+        n = frame._cobs_into(raw, len(raw), out)
+        return bytes(out[:n])
+
+    dec = frame.Decoder()
+    got = decode_all(dec, wire(b"\x07\x00") + wire(b"\x01\x00\x01\x02") + wire(b"\x02\x00\x05"))
+    assert got == [("bad", "kind"), ("bad", "len"), ("bad", "len")]
+    assert dec.bad_counts == [0, 2, 0, 1]
+
+
+def test_idle_delimiters_are_not_bad():
+    dec = frame.Decoder()
+    assert decode_all(dec, b"\x00" * 10) == []
+    assert dec.bad == 0
+
+
+def test_crc_table_is_faster_than_bitwise_on_cpython():
+    import timeit
+    buf = bytes(range(11))
+    table = timeit.timeit(lambda: frame.crc16(buf, 11), number=2000)
+    bitwise = timeit.timeit(lambda: frame.crc16_bitwise(buf, 11), number=2000)
+    assert table < bitwise
+
+
+def test_same_output_under_micropython_and_cpython(micropython):
+    cpy = subprocess.run([sys.executable, DRIVER, str(FIRMWARE)], capture_output=True, text=True, timeout=60, check=True).stdout
+    mpy = run_micropython(micropython, DRIVER, str(FIRMWARE))
+    assert mpy == cpy
+    lines = cpy.splitlines()
+    assert lines[0] == "crc 10673 10673"
+    assert "request 000502016b4c00" in lines
+    assert lines.count("frame bad crc") == 1
+    assert "frame token 9 0 9 9 9" in lines
+    # 11 events into a ring of 8: 3 dropped, reported by a drop record.
+    assert lines[-1] == "log 13 3 0"
+
+
+def test_micropython_crc_table_vs_bitwise(micropython):
+    """The measurement behind the table CRC (printed with -s)."""
+    script = (
+        "import sys, time\nsys.path.insert(0, %r)\nimport frame\nb = bytes(range(11))\n"
+        "t = time.ticks_us()\nfor _ in range(2000): frame.crc16(b, 11)\nt1 = time.ticks_diff(time.ticks_us(), t)\n"
+        "t = time.ticks_us()\nfor _ in range(2000): frame.crc16_bitwise(b, 11)\nt2 = time.ticks_diff(time.ticks_us(), t)\n"
+        "print(t1 / 2000, t2 / 2000)\n" % str(FIRMWARE))
+    out = run_micropython(micropython, "-c", script)
+    table_us, bitwise_us = map(float, out.split())
+    print("micropython crc16 of 11 bytes: table %.2f us, bitwise %.2f us" % (table_us, bitwise_us))
+    assert table_us < bitwise_us

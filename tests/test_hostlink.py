@@ -1,0 +1,136 @@
+"""Host-link codec: the host side (picoring.hostlink) against the firmware's own
+encoder (firmware/hostlink.py run under CPython), garbage, gaps and drops."""
+
+import importlib.util
+
+import pytest
+
+from picoring import hostlink as hl
+from picoring.trace import Event
+
+from conftest import FIRMWARE
+
+
+def _firmware_hostlink():
+    spec = importlib.util.spec_from_file_location("fw_hostlink", FIRMWARE / "hostlink.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fw = _firmware_hostlink()
+
+
+def flushed_lines(log, per_line=12):
+    lines = []
+    while True:
+        parts = []
+        if not log.flush_one(parts.append, per_line):
+            return lines
+        lines.append(b"".join(parts))
+
+
+def test_encode_commands():
+    assert hl.encode_command("ping", 7) == b"!ping 7\n"
+    assert hl.encode_command("log", 0) == b"!log 0\n"
+    assert hl.REQUEST == b"!r\n"
+    with pytest.raises(hl.HostLinkError):
+        hl.encode_command("reboot")
+    with pytest.raises(hl.HostLinkError):
+        hl.encode_command("ping", "a\x03b")
+
+
+def test_events_round_trip_from_firmware_log():
+    ticks = iter(range(100, 10000, 10))
+    log = fw.EventLog(lambda: next(ticks), capacity=16)
+    log.record(fw.EV_REQ, 0, 0, 0, 0, 0)
+    log.record(fw.EV_SEND, 2, 0, 0, 0, 0)
+    log.record(fw.EV_RECV, 1, 1, 4, 70000, 3, tick=5)
+    log.record(fw.EV_ENTER, 0, 0, 0, 70001, 0)
+    log.record(fw.EV_BAD, 0, 0, 1, 0, 0)
+    lines = flushed_lines(log)
+    assert len(lines) == 1 and lines[0].startswith(b"*") and lines[0].endswith(b"\n")
+    assert all(32 <= c < 127 for c in lines[0][:-1])
+    p = hl.LineParser(board=1, size=3)
+    evs = p.feed(lines[0].replace(b"\n", b"\r\n"))  # a Pico's line end
+    assert [e.ev for e in evs] == ["req", "send", "recv", "enter", "bad"]
+    assert [e.seq for e in evs] == [0, 1, 2, 3, 4]
+    assert evs[1].kind == "request" and evs[1].link == 1
+    assert evs[2] == hl.BoardEvent(1, 2, 5, "recv", 0, "token", {"count": 4, "state": 1, "seq": 70000, "epoch": 3})
+    assert evs[4].aux == "crc"
+    assert p.missing == 0 and p.garbage == {}
+    assert evs[2].to_trace(12.5) == Event(12.5, "recv", 1, 0, "token", {"count": 4, "state": 1, "seq": 70000, "epoch": 3})
+    assert evs[4].to_trace(1) is None
+
+
+def test_full_ring_drops_are_reported_and_seen_as_a_gap():
+    log = fw.EventLog(lambda: 1, capacity=8)
+    for k in range(11):
+        log.record(fw.EV_SEND, 1, 0, k, 0, 0)
+    assert log.dropped_total == 3
+    p = hl.LineParser(board=0, size=2)
+    evs = []
+    for line in flushed_lines(log, 5):
+        evs += p.feed(line)
+    log.record(fw.EV_EXIT, 0, 0, 0, 0, 0)
+    for line in flushed_lines(log):
+        evs += p.feed(line)
+    assert [e.payload["count"] for e in evs if e.ev == "send"] == list(range(8))
+    drop = [e for e in evs if e.ev == "drop"]
+    assert len(drop) == 1 and drop[0].aux == 3 and drop[0].seq == 11
+    assert p.gaps == [(8, 11, 3)] and p.missing == 3 and p.reported_dropped == 3
+    assert evs[-1].ev == "exit" and evs[-1].seq == 12
+
+
+def test_garbage_lines_are_counted_with_reasons_never_raised():
+    p = hl.LineParser(board=0, size=2)
+    data = (b"MicroPython v1.29 on 2026; linux\r\n>>> \r\n"
+            b"*AAAA\n"  # base64 of 3 bytes: not whole records
+            b"*!!!!\n"
+            b"*abc\n"
+            b"\xff\xfe\n"
+            b"Traceback (most recent call last):\n"
+            b"!\n"
+            b"!pong 42 123456\r\n"
+            b"!status pos=0 tok=1 bad=0\n")
+    items = p.feed(data[:17]) + p.feed(data[17:])
+    assert [type(i).__name__ for i in items] == ["Reply", "Reply"]
+    assert items[0].word == "pong" and items[0].text == "42 123456"
+    assert items[1].fields == {"pos": 0, "tok": 1, "bad": 0}
+    # the bare REPL prompt is stripped, not counted
+    assert p.garbage == {"not a picoring line": 2, "bad record": 1, "bad base64": 1, "bad base64 length": 1,
+                         "not ascii": 1, "empty reply": 1}
+
+
+def test_first_line_after_a_repl_prompt_is_read():
+    # a board restarted from its REPL prints its hello right after ">>> "
+    p = hl.LineParser()
+    (hello,) = p.feed(b">>> !hello fw=0.1.0 proto=q pos=1 n=3\n")
+    assert hello.word == "hello" and hello.fields["pos"] == 1
+    assert p.board == 1 and p.size == 3
+
+
+def test_bad_event_code_is_garbage():
+    import base64
+    rec = bytes(16)  # event code 0: unknown
+    p = hl.LineParser(board=0)
+    assert p.feed(b"*" + base64.b64encode(rec) + b"\n") == []
+    assert p.garbage == {"bad record": 1}
+
+
+def test_hello_sets_board_and_restarts_numbering():
+    log = fw.EventLog(lambda: 1)
+    log.record(fw.EV_BOOT, 0, 2, 5, 0, 0)
+    log.record(fw.EV_REQ, 0, 0, 0, 0, 0)
+    line = flushed_lines(log)[0]
+    p = hl.LineParser()
+    items = p.feed(b"!hello fw=0.1.0 proto=d pos=2 n=5\n" + line + b"!hello fw=0.1.0 proto=d pos=2 n=5\n" + line)
+    assert p.board == 2 and p.size == 5 and p.missing == 0
+    boot = items[1]
+    assert boot.ev == "boot" and boot.aux == {"position": 2, "size": 5}
+
+
+def test_tick_unwrapper():
+    u = hl.TickUnwrapper()
+    top = hl.TICK_PERIOD - 10
+    assert [u(t) for t in (top, top + 5, 3, 2, 100)] == [top, top + 5, top + 13, top + 12, top + 110]

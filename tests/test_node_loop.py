@@ -1,0 +1,171 @@
+"""The node loop (firmware/node.py) in one CPython process with stand-ins for the
+UART and the host link: exact message counts, event order, garbage, Ctrl-C."""
+
+import sys
+
+import pytest
+
+from picoring import hostlink as hl
+
+from conftest import FIRMWARE
+
+sys.path.insert(0, str(FIRMWARE))
+import node as fw_node  # noqa: E402
+import protocol  # noqa: E402
+
+
+class Wire:
+    """Board i's TX into board i+1's RX, in memory."""
+
+    def __init__(self):
+        self.pending = bytearray()
+        self.peer = None
+        self.frames = 0
+
+    def write(self, data):
+        self.peer.pending += data
+        return len(data)
+
+    def readinto(self, buf):
+        n = min(len(buf), len(self.pending))
+        buf[:n] = self.pending[:n]
+        del self.pending[:n]
+        return n
+
+
+class Host:
+    def __init__(self):
+        self.inbox = bytearray()
+        self.out = bytearray()
+
+    def read_byte(self):
+        if not self.inbox:
+            return -1
+        b = self.inbox[0]
+        del self.inbox[0]
+        return b
+
+    def write(self, data):
+        self.out += data
+
+
+class Ring:
+    def __init__(self, proto, n, cs_us=0):
+        self.t = 0
+        self.wires = [Wire() for _ in range(n)]
+        for i in range(n):
+            self.wires[i].peer = self.wires[(i + 1) % n]
+        self.hosts = [Host() for _ in range(n)]
+        self.loops = [fw_node.NodeLoop(protocol.make_node(proto, i, n), self.wires[i], self.hosts[i],
+                                       self.ticks, lambda a, b: a - b, cs_us=cs_us) for i in range(n)]
+        self.parsers = [hl.LineParser(board=i, size=n) for i in range(n)]
+        for i, lp in enumerate(self.loops):
+            lp.start(give_token=i == 0)
+
+    def ticks(self):
+        self.t += 1
+        return self.t
+
+    def run(self, passes=50):
+        for _ in range(passes):
+            for lp in self.loops:
+                lp.step()
+
+    def command(self, i, line):
+        self.hosts[i].inbox += line
+
+    def items(self, i):
+        out = self.parsers[i].feed(bytes(self.hosts[i].out))
+        self.hosts[i].out.clear()
+        return out
+
+    def events(self, i):
+        return [x for x in self.items(i) if isinstance(x, hl.BoardEvent)]
+
+    def frames(self):
+        return sum(lp.tx_frames for lp in self.loops)
+
+
+def test_q_request_at_node_1_costs_two_request_hops_and_one_token_hop():
+    ring = Ring("q", 3)
+    ring.run()
+    assert ring.frames() == 0  # Q: the token rests at node 0
+    for i in range(3):
+        ring.events(i)
+    ring.command(1, hl.REQUEST)
+    ring.run()
+    assert [lp.tx_frames for lp in ring.loops] == [1, 1, 1]
+    e1 = ring.events(1)
+    assert [(e.ev, e.kind) for e in e1] == [("req", None), ("send", "request"), ("recv", "token"), ("enter", None), ("exit", None)]
+    assert e1[2].payload == {"count": 1, "state": 0, "seq": 0, "epoch": 0} and e1[2].link == 0
+    assert [(e.ev, e.kind, e.link) for e in ring.events(2)] == [("recv", "request", 1), ("send", "request", 2)]
+    e0 = ring.events(0)
+    assert [(e.ev, e.kind) for e in e0] == [("recv", "request"), ("send", "token")]
+    assert e0[1].payload["count"] == 1
+    assert ring.loops[1].node.has_token and not ring.loops[1].node.in_cs
+    assert all(p.missing == 0 and not p.garbage for p in ring.parsers)
+
+
+def test_s_token_circulates_and_serves_a_request():
+    ring = Ring("s", 3)
+    ring.run(10)
+    assert ring.frames() >= 10
+    ring.command(2, b"!req\n")
+    ring.run(100)  # a board that keeps receiving polls its host link every 32 passes
+    evs = [e.ev for e in ring.events(2)]
+    assert "enter" in evs and "exit" in evs and evs.index("req") < evs.index("enter") < evs.index("exit")
+
+
+def test_cs_time_and_rejected_request():
+    ring = Ring("d", 3, cs_us=1000)
+    ring.command(0, hl.REQUEST)
+    ring.run(5)
+    assert ring.loops[0].node.in_cs
+    ring.command(0, hl.REQUEST)  # already in its critical section: refused, logged
+    ring.run(5)
+    assert ring.loops[0].rejected == 1
+    ring.run(2000)
+    assert not ring.loops[0].node.in_cs
+    assert [e.ev for e in ring.events(0)][-4:] == ["req", "enter", "reject", "exit"]
+
+
+def test_commands_status_ping_version_log_zero():
+    ring = Ring("q", 2)
+    ring.command(0, b"!ping 99\n!ver\n!status\n!log 0\n!r\n!log 1\n!zero\n!cs 5\n!nope\n!cs x\n")
+    ring.run(20)  # one command line per pass
+    replies = {r.word: r for r in ring.items(0) if isinstance(r, hl.Reply)}
+    assert replies["pong"].text.split()[0] == "99"
+    assert replies["ver"].fields["fw"] == fw_node.FIRMWARE_VERSION and replies["ver"].fields["proto"] == "q"
+    assert replies["status"].fields["tok"] == 1 and replies["status"].fields["pos"] == 0
+    assert replies["err"].text.startswith("cs:")  # the last error line
+    assert ring.loops[0].cs_us == 5
+    assert ring.loops[0].requests == 0  # zeroed after the request
+
+
+def test_garbage_on_uart_and_host_link_is_counted_and_the_loop_goes_on():
+    ring = Ring("q", 3)
+    ring.wires[1].pending += b"\x13\x37garbage\x00\x01\x02\x00" + bytes(range(1, 200)) + b"\x00"
+    ring.command(1, b"hello there\n\xff\xfe\n!" + b"x" * 200 + b"\n")
+    ring.run()
+    assert ring.loops[1].dec.bad == 3
+    assert ring.loops[1].link.bad_lines == 3
+    bad = [e for e in ring.events(1) if e.ev == "bad"]
+    assert [e.aux for e in bad] == ["cobs", "cobs", "len"]
+    ring.command(1, hl.REQUEST)
+    ring.run()
+    assert [e.ev for e in ring.events(1)][-2:] == ["enter", "exit"]
+
+
+def test_ctrl_c_raises_keyboard_interrupt():
+    ring = Ring("q", 2)
+    ring.command(1, b"!st" + hl.CTRL_C)
+    with pytest.raises(KeyboardInterrupt):
+        ring.run()
+
+
+def test_stop_command_ends_run():
+    ring = Ring("q", 2)
+    lp = ring.loops[1]
+    ring.command(1, b"!stop\n")
+    lp.run()
+    assert ring.hosts[1].out.endswith(b"!bye\n")
