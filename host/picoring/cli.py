@@ -9,6 +9,7 @@ exits with status 1.
 import argparse
 import json
 import sys
+import time
 
 from . import __version__
 
@@ -127,6 +128,153 @@ def do_virtual(args):
         raise CommandError(str(e))
 
 
+# -- run / demo ----------------------------------------------------------------
+
+RING_PROTOCOLS = ("s", "q", "d", "d-literal")
+
+
+def argparse_run(sub):
+    p = sub.add_parser("run", help="run a workload on a ring of boards (real or virtual) and check it")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--ports", help="USB ports in ring order, comma separated (paths or pyserial URLs)")
+    where.add_argument("--virtual", type=int, metavar="N", help="start N virtual boards, deploy, run, tear down")
+    p.add_argument("--protocol", "-p", choices=RING_PROTOCOLS, default="d")
+    p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
+    p.add_argument("--requests", "-k", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--baud", type=int, default=115200, help="UART baud of a virtual ring (default 115200)")
+    p.add_argument("--unit-ms", type=float, default=2.0,
+                   help="real time of one workload time unit (default 2 ms, about one hop at 115200 baud)")
+    p.add_argument("--cs-us", type=int, default=0, help="critical-section length on the boards, in us (virtual ring)")
+    p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
+    p.add_argument("--period", type=int, help="burst: time units between bursts")
+    p.add_argument("--trace", metavar="FILE")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--progress", action="store_true", help="show progress on stderr")
+
+
+def _run_ring(ports, protocol, workload, args, resetter=None, progress=None):
+    from .harness import RingRun
+
+    run = RingRun(ports, protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
+                  resetter=resetter, seed=args.seed, progress=progress)
+    try:
+        run.connect()
+        return run.run()
+    finally:
+        run.close()
+
+
+def _start_virtual(n, protocol, baud, cs_us, console=None):
+    """A virtual ring with the firmware deployed through mpremote (the real deploy path)."""
+    from . import deploy
+    from .virtual import VirtualRing
+
+    ring = VirtualRing(n, baud=baud)
+    ring.start()
+    try:
+        if console is not None:
+            console.print("deploying the firmware to %d virtual boards with mpremote..." % n)
+        deploy.deploy_virtual(ring, {"protocol": protocol, "cs_us": cs_us})
+    except BaseException:
+        ring.stop()
+        raise
+    return ring
+
+
+def do_run(args):
+    from .harness import HarnessError
+    from .workload import make_workload
+
+    if args.requests < 0:
+        raise CommandError("--requests cannot be negative")
+    ring = None
+    if args.virtual is not None:
+        if args.virtual < 2:
+            raise CommandError("--virtual needs at least 2 boards")
+        n = args.virtual
+    else:
+        ports = [p.strip() for p in args.ports.split(",") if p.strip()]
+        n = len(ports)
+        if n < 2:
+            raise CommandError("--ports needs at least 2 ports, in ring order")
+    workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
+    progress = _progress_printer(workload.total) if args.progress else None
+    try:
+        if args.virtual is not None:
+            ring = _start_virtual(n, args.protocol, args.baud, args.cs_us)
+            ports = [b.usb_path for b in ring.boards]
+            report = _run_ring(ports, args.protocol, workload, args, resetter=ring.reset, progress=_ring_progress(progress))
+        else:
+            report = _run_ring(ports, args.protocol, workload, args, progress=_ring_progress(progress))
+    except HarnessError as e:
+        raise CommandError(str(e))
+    finally:
+        if ring is not None:
+            ring.stop()
+    if progress is not None:
+        sys.stderr.write("\n")
+    _print_report(report, args.json)
+    return 0 if report["ok"] else 1
+
+
+def _ring_progress(progress):
+    if progress is None:
+        return None
+
+    def show(issued, total, served, messages):
+        progress(served, issued, issued - served, messages)
+
+    return show
+
+
+def argparse_demo(sub):
+    p = sub.add_parser("demo", help="5 virtual boards, firmware deployed with mpremote, D then Q, checked")
+    p.add_argument("-n", type=int, default=5)
+    p.add_argument("--requests", "-k", type=int, default=200)
+    p.add_argument("--workload", "-w", default="poisson")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+
+
+def do_demo(args):
+    from rich.console import Console
+
+    from .harness import HarnessError
+    from .report import print_summary
+    from .workload import make_workload
+
+    console = Console(stderr=args.json)
+    reports = []
+    start = time.monotonic()
+    ring = _start_virtual(args.n, "d", 115200, 0, console)
+    try:
+        ports = [b.usb_path for b in ring.boards]
+        console.print("virtual boards (USB serial): %s" % " ".join(ports))
+        run_args = argparse.Namespace(unit_ms=2.0, trace=None, seed=args.seed)
+        for protocol in ("d", "q"):
+            if protocol != "d":
+                from . import deploy
+
+                console.print("configuring the boards for protocol %s..." % protocol.upper())
+                deploy.deploy_virtual(ring, {"protocol": protocol, "cs_us": 0})
+            console.print("running %s: %d requests, %s workload..." % (protocol.upper(), args.requests, args.workload))
+            workload = make_workload(args.workload, args.n, args.requests, seed=args.seed)
+            try:
+                reports.append(_run_ring(ports, protocol, workload, run_args, resetter=ring.reset))
+            except HarnessError as e:
+                raise CommandError(str(e))
+    finally:
+        ring.stop()
+    elapsed = time.monotonic() - start
+    if args.json:
+        print(json.dumps({"runs": reports, "seconds": round(elapsed, 1)}, sort_keys=True))
+    else:
+        print_summary(reports, console)
+        console.print("%d virtual boards, %.1f s in all; ring torn down." % (args.n, elapsed))
+    return 0 if all(r["ok"] for r in reports) else 1
+
+
 # -- report printing ---------------------------------------------------------
 
 def _print_report(report, as_json):
@@ -145,6 +293,8 @@ _COMMANDS = {
     "check": (do_check, argparse_check),
     "bench": (do_bench, argparse_bench),
     "virtual": (do_virtual, argparse_virtual),
+    "run": (do_run, argparse_run),
+    "demo": (do_demo, argparse_demo),
 }
 
 

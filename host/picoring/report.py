@@ -31,7 +31,8 @@ def print_report(report, console=None):
                       "%d (see docs/bounds.md)" % paper["service_traffic"])
     lat = report.get("latency") or {}
     if lat:
-        table.add_row("latency mean / max", "%.1f / %s" % (lat.get("mean", 0.0), lat.get("max", 0)), "")
+        unit = "us" if report.get("source") == "ring" else "hop times"
+        table.add_row("latency mean / max", "%.1f / %s %s" % (lat.get("mean", 0.0), lat.get("max", 0), unit), "")
     table.add_row("safety violations", str(report["safety_violations"]), "0")
     if report.get("quiescent") is not None:
         table.add_row("quiescent at the end", "yes" if report["quiescent"] else "NO", "yes")
@@ -46,3 +47,27 @@ def print_report(report, console=None):
     if report.get("schedule_file"):
         console.print("schedule that led there: %s (replay with --workload file:%s)" % (report["schedule_file"], report["schedule_file"]))
     console.print("[bold green]OK[/]" if report["ok"] else "[bold red]CHECK FAILED[/]")
+
+
+def print_summary(reports, console=None):
+    """One row per run: the demo's table."""
+    console = console or Console()
+    table = Table(title="runs checked against the bounds", header_style="bold")
+    for col in ("run", "served", "messages", "per request", "max service", "safety", "quiet", "check"):
+        table.add_column(col, justify="right")
+    for r in reports:
+        b = r["bounds"]
+        table.add_row(
+            "%s n=%d %s" % (r["protocol"].upper(), r["n"], r.get("source", "")),
+            "%d/%d" % (r["served"], r["requests"]),
+            str(r["messages"]["total"]),
+            "%.2f <= %s" % (r["messages_per_request"], _fmt_bound(b["messages_per_request"])),
+            "%d <= %s" % (r["max_service_traffic"], _fmt_bound(b["service_traffic"])),
+            str(r["safety_violations"]),
+            {True: "yes", False: "NO", None: "-"}[r.get("quiescent")],
+            "[green]OK[/]" if r["ok"] else "[red]FAILED[/]",
+        )
+    console.print(table)
+    for r in reports:
+        for v in r["violations"][:10]:
+            console.print("[bold red]%s %s[/]: %s" % (r["protocol"].upper(), v["kind"], v["message"]), highlight=False)

@@ -1,0 +1,506 @@
+"""`picoring run`: drive a ring of boards over their USB serial ports.
+
+Connects to every board (pyserial: a device path, or an rfc2217:// or
+socket:// URL), checks that their configs form one ring, aligns each board's
+microsecond clock with the host's, injects requests from a workload, and turns
+the boards' event streams into one trace that the checker reads as it goes.
+
+Ordering. Board clocks are only aligned to within a fraction of a millisecond,
+about one hop. Events are therefore merged causally: each board's own order is
+kept, and the k-th frame received on a link is never placed before the k-th
+frame sent on it (links are FIFO). Among the events that causality leaves free,
+the estimated host time decides. So "node A left its critical section, then
+node B entered" is exact whenever the token carried the permission from A to
+B, and the checker's safety verdict does not depend on clock error.
+"""
+
+import queue
+import threading
+import time
+from collections import deque
+
+from .checker import Checker
+from .hostlink import CTRL_C, REQUEST, BoardEvent, LineParser, Reply, TickUnwrapper, encode_command
+from .trace import Event, TraceWriter, header
+
+try:
+    import serial
+except ImportError:  # pragma: no cover
+    serial = None
+
+
+class HarnessError(RuntimeError):
+    """A problem with the boards or the ports; the message names the port."""
+
+
+def now_us():
+    return time.monotonic_ns() // 1000
+
+
+# -- one board ---------------------------------------------------------------
+
+
+class BoardLink:
+    """One board's USB serial: a pyserial port, a reader thread, a line parser.
+
+    Everything the board says goes into the shared `inbox` queue as
+    (board index, host receive time in us, BoardEvent or Reply).
+    """
+
+    def __init__(self, index, port, inbox, size=None):
+        self.index = index
+        self.port = port
+        self.inbox = inbox
+        self.parser = LineParser(board=index, size=size)
+        self.unwrap = TickUnwrapper()
+        self.offset = None  # board us - host us, from pings
+        self.rtt = None
+        self.replies = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = None
+        self.serial = None
+
+    def open(self):
+        if serial is None:
+            raise HarnessError("pyserial is not installed")
+        try:
+            self.serial = serial.serial_for_url(self.port, baudrate=115200, timeout=0.02, write_timeout=2)
+        except (serial.SerialException, OSError, ValueError) as e:
+            raise HarnessError("%s: cannot open: %s" % (self.port, e)) from None
+        self._thread = threading.Thread(target=self._read_loop, name="board%d-reader" % self.index, daemon=True)
+        self._thread.start()
+        return self
+
+    def _read_loop(self):
+        ser = self.serial
+        while not self._stop.is_set():
+            try:
+                data = ser.read(max(1, min(ser.in_waiting, 65536)))
+            except (serial.SerialException, OSError, TypeError) as e:
+                if not self._stop.is_set():
+                    self.inbox.put((self.index, now_us(), HarnessError("%s: read failed: %s" % (self.port, e))))
+                return
+            if not data:
+                continue
+            t = now_us()
+            for item in self.parser.feed(data):
+                if isinstance(item, Reply):
+                    self.replies.put((t, item))
+                self.inbox.put((self.index, t, item))
+
+    def write(self, data):
+        try:
+            self.serial.write(data)
+        except (serial.SerialException, OSError) as e:
+            raise HarnessError("%s: write failed: %s" % (self.port, e)) from None
+
+    def command(self, word, *args, expect=None, timeout=3.0):
+        """Send a command and wait for the reply line that starts with `expect`."""
+        expect = expect or word
+        self.write(encode_command(word, *args))
+        return self.wait_reply(expect, timeout)
+
+    def wait_reply(self, word, timeout=3.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-3:])
+                raise HarnessError(
+                    "%s: no %r reply within %.1f s (is it a picoring board running the firmware? %s)"
+                    % (self.port, word, timeout, ("it sent: " + seen) if seen else "it sent nothing readable"))
+            try:
+                t, reply = self.replies.get(timeout=left)
+            except queue.Empty:
+                continue
+            if reply.word == word:
+                return t, reply
+            if reply.word == "err":
+                raise HarnessError("%s: board error: %s" % (self.port, reply.text))
+
+    def ping(self, token):
+        """One clock sample: (rtt us, offset us) with offset = board - host."""
+        t0 = now_us()
+        t1, reply = self.command("ping", token, expect="pong")
+        parts = reply.text.split()
+        if len(parts) != 2 or parts[0] != str(token):
+            raise HarnessError("%s: bad pong %r" % (self.port, reply.text))
+        tick = self.unwrap(int(parts[1]))
+        return t1 - t0, tick - (t0 + t1) // 2
+
+    def align(self, samples=8):
+        """Estimate the clock offset from the ping with the smallest round trip."""
+        best = None
+        for k in range(samples):
+            rtt, offset = self.ping(k)
+            if best is None or rtt < best[0]:
+                best = (rtt, offset)
+        self.rtt, self.offset = best
+        return best
+
+    def host_time(self, tick):
+        """Host us of a board tick (mod 2**30), through this board's unwrapper."""
+        return self.unwrap(tick) - self.offset
+
+    def close(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(1.0)
+        if self.serial is not None:
+            try:
+                self.serial.close()
+            except Exception:
+                pass
+
+
+# -- merging -----------------------------------------------------------------
+
+
+class CausalMerger:
+    """Merges per-board event streams into one order (see the module doc)."""
+
+    def __init__(self, n, window_us=150_000, stall_us=2_000_000):
+        self.n = n
+        self.window_us = window_us
+        self.stall_us = stall_us
+        self.queues = [deque() for _ in range(n)]
+        self.sent = [0] * n  # released sends per link (link i: node i -> i+1)
+        self.received = [0] * n
+        self.last_t = 0
+        self.forced = 0  # recvs released without their send (events lost)
+
+    def push(self, board, t, event):
+        self.queues[board].append((t, event))
+
+    def _ready(self, board, event):
+        if event.ev != "recv":
+            return True
+        link = (board - 1) % self.n
+        return self.sent[link] > self.received[link]
+
+    def release(self, now, final=False):
+        """Events that can be placed now, in order, as (t, BoardEvent)."""
+        out = []
+        horizon = None if final else now - self.window_us
+        while True:
+            best = None
+            blocked_oldest = None
+            for b, q in enumerate(self.queues):
+                if not q:
+                    continue
+                t, e = q[0]
+                if horizon is not None and t > horizon:
+                    continue
+                if not self._ready(b, e):
+                    if blocked_oldest is None or t < blocked_oldest[0]:
+                        blocked_oldest = (t, b)
+                    continue
+                if best is None or t < best[0]:
+                    best = (t, b)
+            if best is None:
+                if blocked_oldest is None:
+                    return out
+                t, b = blocked_oldest
+                # A recv whose send never came: lost events. Place it rather than stall.
+                if final or (horizon is not None and t < now - self.stall_us):
+                    self.forced += 1
+                    best = blocked_oldest
+                else:
+                    return out
+            t, b = best
+            _, e = self.queues[b].popleft()
+            if e.ev == "send":
+                self.sent[b] += 1
+            elif e.ev == "recv":
+                self.received[(b - 1) % self.n] += 1
+            t = max(t, self.last_t)
+            self.last_t = t
+            out.append((t, e))
+
+
+# -- the run -----------------------------------------------------------------
+
+
+class RingRun:
+    """One run of a workload on a ring of boards (already flashed and configured).
+
+    ports: USB ports in ring order (ports[i] is the board at position i).
+    resetter: optional callable(i) that restarts board i (virtual ring); else
+    the boards are restarted through their USB serial (stop, then Ctrl-D).
+    """
+
+    def __init__(self, ports, protocol, workload, unit_us=2000, trace=None, listener=None, resetter=None,
+                 settle_us=60_000, quiesce_timeout_s=5.0, idle_horizon=None, progress=None, seed=0):
+        self.ports = list(ports)
+        self.n = len(self.ports)
+        if self.n < 2:
+            raise HarnessError("a ring needs at least 2 boards, got %d" % self.n)
+        self.protocol = protocol
+        self.workload = workload
+        self.unit_us = unit_us
+        self.trace_path = trace
+        self.listener = listener
+        self.resetter = resetter
+        self.settle_us = settle_us
+        self.quiesce_timeout_us = int(quiesce_timeout_s * 1e6)
+        self.idle_horizon_us = (idle_horizon if idle_horizon is not None else 4 * self.n) * unit_us
+        self.progress = progress
+        self.seed = seed
+        self.inbox = queue.Queue()
+        self.links = []
+        self.checker = Checker(protocol, self.n)
+        self.merger = CausalMerger(self.n)
+        self.writer = None
+        self.board_info = [{} for _ in range(self.n)]
+        self.notices = []
+
+    # -- setup --
+    def connect(self):
+        for i, port in enumerate(self.ports):
+            self.links.append(BoardLink(i, port, self.inbox, self.n).open())
+        self.restart_ring()
+        self.check_ring()
+        for link in self.links:
+            link.align()
+
+    def restart_ring(self, timeout=15.0):
+        """Stop every board, let the wires drain, start them again: the token
+        is created afresh at position 0, which starts last (an S token must not
+        reach a board that is still booting)."""
+        for link in self.links:
+            link.write(CTRL_C)
+        time.sleep(0.2)
+        order = list(range(1, self.n)) + [0]
+        for i in order:
+            link = self.links[i]
+            _drain(link.replies)
+            if self.resetter is not None:
+                self.resetter(i)
+            else:
+                link.write(b"\x04")  # Ctrl-D at the REPL: soft reset, main.py runs again
+            t, hello = link.wait_reply("hello", timeout)
+            link.unwrap = TickUnwrapper()
+            link.parser._next_seq = None
+            self.board_info[i]["hello"] = hello.fields
+
+    def check_ring(self):
+        seen = {}
+        for i, link in enumerate(self.links):
+            f = self.board_info[i].get("hello", {})
+            pos, size, proto = f.get("pos"), f.get("n"), f.get("proto")
+            if proto != self.protocol:
+                raise HarnessError("%s: the board runs protocol %r, this run asks for %r (flash it: picoring flash --protocol %s)"
+                                   % (link.port, proto, self.protocol, self.protocol))
+            if size != self.n:
+                raise HarnessError("%s: the board is configured for a ring of %r, %d ports were given" % (link.port, size, self.n))
+            if pos in seen:
+                raise HarnessError("%s and %s both claim ring position %r" % (seen[pos], link.port, pos))
+            seen[pos] = link.port
+            if pos != i:
+                raise HarnessError("%s is at ring position %r but was given as port #%d: list the ports in ring order"
+                                   % (link.port, pos, i))
+
+    # -- the loop --
+    def run(self):
+        n = self.n
+        wl = self.workload
+        rests = self.protocol != "s"
+        outstanding = [0] * n  # injected and not yet through its critical section
+        deferred = [0] * n
+        sends = recvs = 0
+        holder = 0
+        last_event = now_us()
+        last_exit = None
+        t0 = now_us()
+        next_ping = t0 + 500_000
+        ping_k = 100
+        quiescent = None
+        reason = "done"
+        if self.trace_path is not None:
+            meta = header(self.protocol, n, "ring", "us", seed=self.seed, workload=wl.describe(), ports=self.ports,
+                          unit_us=self.unit_us)
+            self.writer = TraceWriter(self.trace_path, meta)
+        ping_sent = {}
+        _drain(self.inbox)  # hello lines and pongs of the set-up are not part of the run
+        for link in self.links:
+            link.write(encode_command("zero"))
+
+        def inject(i):
+            outstanding[i] += 1
+            self.links[i].write(REQUEST)
+
+        try:
+            while True:
+                now = now_us()
+                # 1. what the boards said
+                while True:
+                    try:
+                        b, t_rx, item = self.inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if isinstance(item, HarnessError):
+                        raise item
+                    if isinstance(item, Reply):
+                        if item.word == "pong":
+                            self._clock_sample(b, t_rx, item, ping_sent)
+                            continue
+                        if item.word == "hello":
+                            raise HarnessError("%s: the board restarted during the run" % self.ports[b])
+                        if item.word == "err":
+                            self.notices.append("%s: %s" % (self.ports[b], item.text))
+                        continue
+                    e = item
+                    if e.ev == "send":
+                        sends += 1
+                    elif e.ev == "recv":
+                        recvs += 1
+                        if e.kind == "token":
+                            holder = b
+                    elif e.ev == "exit":
+                        outstanding[b] -= 1
+                        last_exit = now
+                        if deferred[b]:
+                            deferred[b] -= 1
+                            inject(b)
+                    elif e.ev == "reject":
+                        self.notices.append("%s: a request was refused (one already outstanding)" % self.ports[b])
+                    if e.ev in ("req", "send", "recv", "enter", "exit", "bad", "drop"):
+                        last_event = now
+                        self.merger.push(b, self.links[b].host_time(e.tick_us) - t0, e)
+                # 2. into the checker and the trace, in causal order
+                self._deliver(self.merger.release(now - t0))
+                busy = any(outstanding) or any(deferred)
+                t_units = (now - t0) // self.unit_us
+                # 3. open-loop requests
+                nt = wl.next_time()
+                while nt is not None and nt <= t_units:
+                    for i, line in wl.due(t_units):
+                        if outstanding[i]:
+                            if not wl.defer_busy:
+                                raise HarnessError("%s: line %s: node %d requests but its request is still outstanding"
+                                                   % (wl.describe(), line, i))
+                            deferred[i] += 1
+                        else:
+                            inject(i)
+                    nt = wl.next_time()
+                busy = any(outstanding) or any(deferred)
+                quiet = (not busy and now - last_event > self.settle_us and (sends == recvs or not rests))
+                # 4. closed loop
+                if quiet and wl.closed_loop and not wl.exhausted:
+                    i = wl.on_quiescent(t_units, self._holder(holder) if rests else holder)
+                    if i is not None:
+                        inject(i)
+                        last_event = now
+                        continue
+                # 5. the end
+                done = not busy and nt is None and (not wl.closed_loop or wl.exhausted)
+                if done:
+                    if not rests:
+                        if last_exit is None or now - last_exit >= self.idle_horizon_us:
+                            reason = "idle horizon"
+                            break
+                    elif quiet:
+                        quiescent = True
+                        break
+                    elif now - last_event > self.quiesce_timeout_us or (
+                            last_exit is not None and now - last_exit > self.quiesce_timeout_us):
+                        quiescent = False
+                        reason = "every request was served but frames were still moving %.1f s later" % (
+                            (now - (last_exit or t0)) / 1e6)
+                        break
+                if now >= next_ping:
+                    # keep the clock offsets fresh: crystals drift (~50 ppm is 3 ms a minute)
+                    ping_sent[ping_k] = now_us()
+                    for link in self.links:
+                        link.write(encode_command("ping", ping_k))
+                    ping_k += 1
+                    next_ping = now + 500_000
+                if self.progress is not None:
+                    self.progress(wl.issued, wl.total, self.checker.served, sends)
+                time.sleep(0.001)
+            # flush every board's log, then place the rest
+            for link in self.links:
+                link.command("flush")
+            time.sleep(0.05)
+            while True:
+                try:
+                    b, t_rx, item = self.inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, BoardEvent) and item.ev in ("req", "send", "recv", "enter", "exit", "bad", "drop"):
+                    self.merger.push(b, self.links[b].host_time(item.tick_us) - t0, item)
+            self._deliver(self.merger.release(now_us() - t0, final=True))
+            end_t = self.merger.last_t
+            if self.writer is not None:
+                self.writer(Event(end_t, "end", extra={"quiescent": quiescent, "reason": reason}))
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+        self.checker.last_t = self.merger.last_t
+        return self._report(quiescent, reason)
+
+    def _clock_sample(self, b, t_rx, reply, ping_sent):
+        parts = reply.text.split()
+        if len(parts) != 2 or not parts[0].isdigit() or int(parts[0]) not in ping_sent:
+            return
+        link = self.links[b]
+        t_sent = ping_sent[int(parts[0])]
+        rtt = t_rx - t_sent
+        tick = link.unwrap(int(parts[1]))
+        if rtt <= max(2 * (link.rtt or 0), 2000):  # a slow answer says little about the offset
+            link.offset = tick - (t_sent + t_rx) // 2
+
+    def _holder(self, last_token_recv):
+        # At rest, exactly one board says it holds the token; ask (robust to lost events).
+        holders = []
+        for link in self.links:
+            _, reply = link.command("status")
+            if reply.fields.get("tok") == 1:
+                holders.append(link.index)
+        if len(holders) != 1:
+            self.notices.append("%d boards hold a token at rest: %s" % (len(holders), holders))
+            return last_token_recv
+        return holders[0]
+
+    def _deliver(self, released):
+        for t, e in released:
+            if e.ev in ("bad", "drop"):
+                continue  # counted per board below, not ring events
+            ev = e.to_trace(t)
+            self.checker.feed(ev)
+            if self.writer is not None:
+                self.writer(ev)
+            if self.listener is not None:
+                self.listener(ev)
+
+    def _report(self, quiescent, reason):
+        report = self.checker.finish(quiescent=quiescent, reason=None if quiescent is not False else reason)
+        boards = []
+        lost = 0
+        for link in self.links:
+            p = link.parser
+            lost += p.missing
+            boards.append({
+                "port": link.port, "position": link.index, "clock_rtt_us": link.rtt, "events": p.events,
+                "events_lost": p.missing, "garbage_lines": dict(p.garbage),
+            })
+        report.update(source="ring", workload=self.workload.describe(), seed=self.seed, unit_us=self.unit_us,
+                      stop_reason=reason, boards=boards, events_lost=lost, causal_forced=self.merger.forced,
+                      notices=self.notices)
+        if lost:
+            report["violations"].append({"kind": "events", "request": None, "node": None, "t": None,
+                                         "message": "%d events were lost between the boards and the host: the counts are incomplete" % lost})
+            report["ok"] = False
+        return report
+
+    def close(self):
+        for link in self.links:
+            link.close()
+
+
+def _drain(q):
+    while True:
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            return
