@@ -52,13 +52,14 @@ def print_report(report, console=None):
 def print_summary(reports, console=None):
     """One row per run: the demo's table."""
     console = console or Console()
-    table = Table(title="runs checked against the bounds", header_style="bold")
-    for col in ("run", "served", "messages", "per request", "max service", "safety", "quiet", "check"):
-        table.add_column(col, justify="right")
+    table = Table(title="runs checked against the bounds (msgs/req and max service traffic <= bound)",
+                  header_style="bold")
+    for col in ("run", "served", "msgs", "msgs/req", "max svc", "safety", "quiet", "check"):
+        table.add_column(col, justify="right", no_wrap=True)
     for r in reports:
         b = r["bounds"]
         table.add_row(
-            "%s n=%d %s" % (r["protocol"].upper(), r["n"], r.get("source", "")),
+            "%s n=%d" % (r["protocol"].upper(), r["n"]),
             "%d/%d" % (r["served"], r["requests"]),
             str(r["messages"]["total"]),
             "%.2f <= %s" % (r["messages_per_request"], _fmt_bound(b["messages_per_request"])),
