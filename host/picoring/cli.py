@@ -150,7 +150,7 @@ def argparse_run(sub):
     p.add_argument("--period", type=int, help="burst: time units between bursts")
     p.add_argument("--trace", metavar="FILE")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--progress", action="store_true", help="show progress on stderr")
+    p.add_argument("--progress", action="store_true", help="show progress on stderr (default on a terminal)")
 
 
 def _run_ring(ports, protocol, workload, args, resetter=None, progress=None):
@@ -199,7 +199,8 @@ def do_run(args):
         if n < 2:
             raise CommandError("--ports needs at least 2 ports, in ring order")
     workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
-    progress = _progress_printer(workload.total) if args.progress else None
+    show = args.progress or (sys.stderr.isatty() and not args.json)  # long runs on a terminal show progress
+    progress = _progress_printer(workload.total) if show else None
     try:
         if args.virtual is not None:
             ring = _start_virtual(n, args.protocol, args.baud, args.cs_us)
