@@ -200,14 +200,14 @@ def do_run(args):
             raise CommandError("--ports needs at least 2 ports, in ring order")
     workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
     show = args.progress or (sys.stderr.isatty() and not args.json)  # long runs on a terminal show progress
-    progress = _progress_printer(workload.total) if show else None
+    progress = _ring_progress if show else None
     try:
         if args.virtual is not None:
             ring = _start_virtual(n, args.protocol, args.baud, args.cs_us)
             ports = [b.usb_path for b in ring.boards]
-            report = _run_ring(ports, args.protocol, workload, args, resetter=ring.reset, progress=_ring_progress(progress))
+            report = _run_ring(ports, args.protocol, workload, args, resetter=ring.reset, progress=progress)
         else:
-            report = _run_ring(ports, args.protocol, workload, args, progress=_ring_progress(progress))
+            report = _run_ring(ports, args.protocol, workload, args, progress=progress)
     except HarnessError as e:
         raise CommandError(str(e))
     finally:
@@ -219,14 +219,16 @@ def do_run(args):
     return 0 if report["ok"] else 1
 
 
-def _ring_progress(progress):
-    if progress is None:
-        return None
+_last_progress = [0.0]
 
-    def show(issued, total, served, messages):
-        progress(served, issued, issued - served, messages)
 
-    return show
+def _ring_progress(issued, total, served, messages):
+    now = time.monotonic()
+    if now - _last_progress[0] < 0.2:  # the harness calls this every millisecond
+        return
+    _last_progress[0] = now
+    sys.stderr.write("\rrequests issued %d/%d  served %d  messages %d   " % (issued, total, served, messages))
+    sys.stderr.flush()
 
 
 def argparse_demo(sub):
