@@ -51,6 +51,61 @@ _CR = const(13)
 _BANG = const(33)
 
 
+def _line_len(records):
+    return 1 + 4 * ((records * RECORD_SIZE + 2) // 3) + 1
+
+
+_B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+# Base64 of src[start:start + n] into line as "*...\n", without allocating:
+# binascii.b2a_base64 returns a new bytes object per batch (about 60 bytes per
+# hop). Viper exists on the rp2 and unix ports; elsewhere (CPython) the
+# binascii path is used.
+try:
+    import micropython
+
+    @micropython.viper
+    def _encode_line(src, start: int, n: int, line) -> int:
+        s = ptr8(src)
+        d = ptr8(line)
+        t = ptr8(_B64)
+        d[0] = 42  # "*"
+        i = start
+        end = start + n
+        o = 1
+        while end - i >= 3:
+            b0 = s[i]
+            b1 = s[i + 1]
+            b2 = s[i + 2]
+            d[o] = t[b0 >> 2]
+            d[o + 1] = t[((b0 & 3) << 4) | (b1 >> 4)]
+            d[o + 2] = t[((b1 & 15) << 2) | (b2 >> 6)]
+            d[o + 3] = t[b2 & 63]
+            i += 3
+            o += 4
+        r = end - i
+        if r == 1:
+            b0 = s[i]
+            d[o] = t[b0 >> 2]
+            d[o + 1] = t[(b0 & 3) << 4]
+            d[o + 2] = 61  # "="
+            d[o + 3] = 61
+            o += 4
+        elif r == 2:
+            b0 = s[i]
+            b1 = s[i + 1]
+            d[o] = t[b0 >> 2]
+            d[o + 1] = t[((b0 & 3) << 4) | (b1 >> 4)]
+            d[o + 2] = t[(b1 & 15) << 2]
+            d[o + 3] = 61
+            o += 4
+        d[o] = 10  # "\n"
+        return o + 1
+
+except (ImportError, AttributeError, NameError, SyntaxError, ValueError):
+    _encode_line = None
+
+
 class EventLog:
     """Bounded ring of event records; full means dropped and counted, never silent."""
 
@@ -66,6 +121,11 @@ class EventLog:
         self.dropped_total = 0
         self.enabled = True
         self.half = capacity // 2
+        # "*" + base64 + "\n" of up to BATCH_RECORDS records, and one view per
+        # record count, so that flushing allocates nothing.
+        self._line = bytearray(_line_len(BATCH_RECORDS))
+        lv = memoryview(self._line)
+        self._line_views = [lv[: _line_len(k)] for k in range(BATCH_RECORDS + 1)]
 
     def record(self, ev, kind, aux, count, seq, epoch, tick=-1):
         """Append one event; tick = -1 means now. No allocation."""
@@ -113,8 +173,13 @@ class EventLog:
             n = self.capacity - tail  # up to the end of the ring; the rest next time
         if n > max_records:
             n = max_records
-        write(b"*")
-        write(b2a_base64(self._mv[tail * RECORD_SIZE : (tail + n) * RECORD_SIZE]))
+        if _encode_line is not None:
+            # into the preallocated line, written through a view cut in __init__
+            _encode_line(self._buf, tail * RECORD_SIZE, n * RECORD_SIZE, self._line)
+            write(self._line_views[n])
+        else:
+            write(b"*")
+            write(b2a_base64(self._mv[tail * RECORD_SIZE : (tail + n) * RECORD_SIZE]))
         self.pending -= n
         return n
 
