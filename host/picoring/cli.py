@@ -98,7 +98,7 @@ def do_check(args):
 
 def argparse_bench(sub):
     p = sub.add_parser("bench", help="measure: sim (simulator vs SimPy)")
-    p.add_argument("what", choices=("sim",))
+    p.add_argument("what", choices=("sim", "dash"))
     p.add_argument("--quick", action="store_true", help="smaller runs (seconds, not minutes)")
     p.add_argument("--json", action="store_true")
 
@@ -106,6 +106,10 @@ def argparse_bench(sub):
 def do_bench(args):
     from . import bench
 
+    if args.what == "dash":
+        from . import dash_bench
+
+        return dash_bench.main(args)
     return bench.main(args)
 
 
@@ -291,6 +295,8 @@ def _print_report(report, as_json):
 
 # -- main --------------------------------------------------------------------
 
+from .dash_cmd import argparse_dash, argparse_report, do_dash, do_report  # noqa: E402
+
 _COMMANDS = {
     "sim": (do_sim, argparse_sim),
     "check": (do_check, argparse_check),
@@ -298,6 +304,8 @@ _COMMANDS = {
     "virtual": (do_virtual, argparse_virtual),
     "run": (do_run, argparse_run),
     "demo": (do_demo, argparse_demo),
+    "dash": (do_dash, argparse_dash),
+    "report": (do_report, argparse_report),
 }
 
 

@@ -1,0 +1,238 @@
+"""The dashboard: its model gives the checker's figures, its screen shows them, keys work."""
+
+import io
+import re
+import threading
+
+import pytest
+from rich.console import Console
+
+from picoring import simcore
+from picoring.checker import check_trace
+from picoring.cli import main
+from picoring.dashboard import Dashboard, FeedSource, ScriptedKeys, TerminalKeys
+from picoring.dashmodel import IDLE, IN_CS, REQUESTING, DashModel
+from picoring.firmware.protocol import make_node
+from picoring.sim import TraceTap, simulate
+from picoring.trace import Event, TraceReader, header
+from picoring.workload import make_workload
+
+CASES = [("d", 5, "poisson"), ("q", 6, "burst"), ("s", 4, "poisson"), ("d", 64, "poisson"), ("d-literal", 3, "sequential")]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("traces")
+    out = {}
+    for protocol, n, workload in CASES:
+        path = d / ("%s-%d.jsonl" % (protocol, n))
+        simulate(protocol, n, workload, requests=80, seed=3, trace=str(path))
+        out[(protocol, n)] = path
+    return out
+
+
+def read(path):
+    with TraceReader(path) as reader:
+        return reader.meta, list(reader)
+
+
+def recording_console(width, height):
+    return Console(record=True, width=width, height=height, file=io.StringIO(), force_terminal=False)
+
+
+@pytest.mark.parametrize("protocol,n,workload", CASES)
+def test_replay_gives_the_checkers_numbers_exactly(traces, protocol, n, workload):
+    path = traces[(protocol, n)]
+    meta, events = read(path)
+    dash = Dashboard(recording_console(80, 24), events, meta, speed=None)
+    model = dash.run()
+    assert dash.finished and model.events == len(events)
+    _, expected = check_trace(path)
+    got = model.checker.finish()
+    expected.pop("frames_in_flight_at_end")
+    assert got == expected
+    # the model's own tallies agree with the checker's
+    assert sum(model.token_sends) == expected["messages"]["token"]
+    assert sum(model.request_sends) == expected["messages"]["request"]
+    assert sum(model.served_by_node) == expected["served"]
+    assert sum(model.requests_by_node) == expected["requests"]
+    assert len(model.latencies) == expected["served"]
+    assert max(model.latencies) == expected["latency"]["max"]
+    assert sum(model.latencies) / len(model.latencies) == pytest.approx(expected["latency"]["mean"])
+
+
+@pytest.mark.parametrize("width,height", [(80, 24), (120, 40)])
+@pytest.mark.parametrize("protocol,n", [("d", 5), ("q", 6), ("d", 64)])
+def test_screen_shows_the_checkers_figures(traces, protocol, n, width, height):
+    path = traces[(protocol, n)]
+    meta, events = read(path)
+    console = recording_console(width, height)
+    Dashboard(console, events, meta, speed=None).run()
+    text = console.export_text()
+    lines = text.rstrip("\n").split("\n")
+    assert len(lines) <= height
+    assert max(len(line) for line in lines) <= width
+    _, r = check_trace(path)
+    m = r["messages"]
+    b = r["bounds"]
+    assert re.search(r"served\s+%d / %d" % (r["served"], r["requests"]), text)
+    assert "{:,} (token {:,} + request {:,})".format(m["total"], m["token"], m["request"]) in text
+    assert re.search(r"msgs/req\s+%.2f ≤ %d" % (r["messages_per_request"], b["messages_per_request"]), text)
+    assert re.search(r"max service\s+%d ≤ %d" % (r["max_service_traffic"], b["service_traffic"]), text)
+    assert re.search(r"latency\s+p50 \d+\s+p99 \d+\s+max %d hop" % r["latency"]["max"], text)
+    assert "■ end" in text and " %s " % protocol.upper() in text
+    assert "quiescent=True" in text  # the log's last line: the end event
+
+
+def test_screen_of_a_small_ring_draws_every_node_and_the_token():
+    meta = header("q", 3, "sim", "hop")
+    events = [Event(0, "req", 1), Event(0, "send", 1, 1, "request"), Event(1, "recv", 2, 1, "request"),
+              Event(1, "send", 2, 2, "request"), Event(2, "recv", 0, 2, "request"),
+              Event(2, "send", 0, 0, "token", {"count": 1, "state": 0, "seq": 0, "epoch": 0})]
+    console = recording_console(80, 24)
+    dash = Dashboard(console, events, meta, speed=None)
+    dash.run()
+    text = console.export_text()
+    assert "token on link 0→1  last hop: counter 1" in text
+    assert re.search(r"╭▶ 0 ──●─▶ 1 ────▶ 2 ────▶╮", text)
+    assert re.search(r"state\s+idle\s+req\s+idle", text)
+    model = dash.model
+    assert model.node_state == [IDLE, REQUESTING, IDLE]
+    assert model.consumed_at == [1, 0, 0]
+    model.apply(Event(3, "recv", 1, 0, "token", {"count": 1, "state": 0, "seq": 0, "epoch": 0}))
+    model.apply(Event(3, "enter", 1))
+    assert model.node_state[1] == IN_CS and model.token_place() == ("node", 1)
+    assert model.latencies == [3]
+
+
+@pytest.mark.parametrize("protocol", ["d", "d-literal"])
+def test_derived_flags_are_the_nodes_flags(protocol):
+    """M_p from the frames equals the nodes' own flag at the end of every time unit."""
+    n = 6
+    nodes = [make_node(protocol, i, n) for i in range(n)]
+    wl = make_workload("poisson", n, 150, seed=7, cs_time=1)
+    model = DashModel(protocol, n)
+    checks = [0]
+
+    def listener(event):
+        if model.t is not None and event.t != model.t:
+            # every node handler of the previous time unit has run (simcore traces recv before it)
+            assert model.flag == [node.flag for node in nodes], model.t
+            checks[0] += 1
+        model.apply(event)
+
+    from picoring.checker import Checker
+
+    simcore.run(nodes, wl, 1, Checker(protocol, n), tracer=TraceTap(listener, n), idle_horizon=4 * n)
+    assert checks[0] > 100
+    assert sum(model.stopped_at) > 0  # the workload did stop some request messages
+
+
+def _log_lines(console, dash):
+    console.print(dash.render())
+    text = console.export_text()
+    return text.split(" log")[1].split("\n")[1:-2]
+
+
+def test_keys_filter_the_log(traces):
+    meta, events = read(traces[("d", 5)])
+    console = recording_console(120, 40)
+    dash = Dashboard(console, events, meta, speed=None)
+    dash.run()
+    console.export_text()  # drop the final frame
+    for key in "2\n":
+        dash.on_key(key)
+    assert dash.node_filter == 2
+    lines = [line for line in _log_lines(console, dash) if line.strip()]
+    assert len(lines) > 10 and all(" n2 " in line for line in lines)
+    dash.on_key("k")  # kinds: all -> req -> send
+    dash.on_key("k")
+    lines = [line for line in _log_lines(console, dash) if line.strip()]
+    assert lines and all(" n2 " in line and " send " in line for line in lines)
+    dash.on_key("c")
+    assert dash.node_filter is None and dash.kind_filter == "all"
+    for key in "9\n":  # not a node of this ring: no filter
+        dash.on_key(key)
+    assert dash.node_filter is None
+    dash.on_key("N")
+    assert dash.node_filter == 4
+    dash.on_key("n")
+    assert dash.node_filter == 0
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, dt):
+        self.now += max(dt, 0.001)
+
+
+def test_paced_replay_pause_speed_and_quit(traces):
+    """At speed 1 a simulator trace plays 10 hops a second; pause stops it; q quits before the end."""
+    meta, events = read(traces[("d", 5)])
+    clock = FakeClock()
+    turns = [[]] * 30 + [[" "]] + [[]] * 30 + [[" ", "+"]] + [[]] * 20 + [["q"]]
+    dash = Dashboard(recording_console(80, 24), events, meta, keys=ScriptedKeys(turns), speed=1.0,
+                     clock=clock, sleep=clock.sleep)
+    seen = []
+    real_on_key = dash.on_key
+
+    def on_key(key):
+        seen.append((key, dash.model.t, clock.now))
+        real_on_key(key)
+
+    dash.on_key = on_key
+    model = dash.run()
+    assert dash.quit and not dash.finished
+    assert dash.speed == 2.0
+    (_, t_pause, c_pause), (_, t_resume, c_resume) = seen[0], seen[1]
+    assert c_resume > c_pause and t_resume == t_pause  # nothing played while paused
+    assert 0 < model.events < len(events)
+    # about 10 hops per second of (fake) time before the pause
+    first_t = events[0].t
+    assert abs((t_pause - first_t) - 10 * c_pause) <= 2
+
+
+def test_live_feed_from_a_thread_matches_the_simulators_report():
+    feed = FeedSource(max_buffered=1000)
+    result = {}
+
+    def work():
+        result["report"] = simulate("q", 7, "poisson", requests=300, seed=2, listener=feed)
+        feed.finish()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    dash = Dashboard(recording_console(80, 24), feed, header("q", 7, "sim", "hop"), speed=None)
+    model = dash.run()
+    thread.join()
+    r = result["report"]
+    assert dash.finished
+    assert model.checker.report()["messages"] == r["messages"]
+    assert model.checker.served == r["served"] == 300
+    assert model.checker.max_service == r["max_service_traffic"]
+
+
+def test_frame_counters_from_the_harness_are_shown(traces):
+    meta, events = read(traces[("d", 5)])
+    console = recording_console(80, 24)
+    Dashboard(console, events, meta, speed=None, stats=lambda: {"corrupt": 2, "events lost": 0}).run()
+    assert re.search(r"frames\s+corrupt 2  events lost 0", console.export_text())
+
+
+def test_no_keys_without_a_terminal():
+    with TerminalKeys(io.StringIO()) as keys:
+        assert not keys.interactive and keys.read() == []
+
+
+def test_dash_command_replays_a_trace(traces, capsys):
+    path = traces[("q", 6)]
+    assert main(["dash", "--replay", str(path), "--speed", "0", "--exit"]) == 0
+    out = capsys.readouterr().out
+    _, r = check_trace(path)
+    assert "{:,} (token".format(r["messages"]["total"]) in out  # the final screen
+    assert "OK" in out  # then the checker's report
