@@ -98,7 +98,7 @@ def do_check(args):
 
 def argparse_bench(sub):
     p = sub.add_parser("bench", help="measure: sim (simulator vs SimPy)")
-    p.add_argument("what", choices=("sim", "dash"))
+    p.add_argument("what", choices=("sim", "dash", "ring"))
     p.add_argument("--quick", action="store_true", help="smaller runs (seconds, not minutes)")
     p.add_argument("--json", action="store_true")
 
@@ -110,6 +110,10 @@ def do_bench(args):
         from . import dash_bench
 
         return dash_bench.main(args)
+    if args.what == "ring":
+        from . import bench_ring
+
+        return bench_ring.main(args)
     return bench.main(args)
 
 

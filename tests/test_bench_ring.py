@@ -1,0 +1,57 @@
+"""`picoring bench ring --quick --json`: the command runs a virtual ring of 5 with the
+real firmware and prints its figures. Behaviour only: nothing here asserts on speed."""
+
+import contextlib
+import io
+import json
+
+from picoring.cli import main
+
+
+def test_bench_ring_quick_json():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(["bench", "ring", "--quick", "--json"])
+    assert status == 0
+    r = json.loads(out.getvalue())
+    for key in ("command", "machine", "n", "hops_per_s_log_off", "hops_per_s_log_on", "relay_limit_hops_per_s",
+                "ratio", "ratio_vs_minimal_ring", "node_loop_us_per_msg", "node_loop_us_per_msg_log_on",
+                "alloc_bytes_per_msg", "alloc_bytes_per_msg_log_on", "rings", "direct_pair", "node_loop"):
+        assert key in r, key
+    assert r["n"] == 5
+    assert r["machine"]["micropython"] and r["machine"]["cpus"] >= 1
+    for key in ("hops_per_s_log_off", "hops_per_s_log_on", "relay_limit_hops_per_s", "ratio",
+                "node_loop_us_per_msg", "node_loop_us_per_msg_log_on"):
+        assert r[key] > 0, key
+    assert r["alloc_bytes_per_msg"] >= 0
+    ring = r["rings"][0]
+    assert ring["minimal_ring"]["hops_per_s"] > 0
+    # The token went round the real firmware and the host got the events.
+    assert ring["log_off"]["bad_frames"] == 0 and ring["log_off"]["protocol_errors"] == 0
+    assert ring["log_on"]["events_to_host"] > 0
+
+
+def test_bench_ring_table(capsys):
+    from picoring import bench_ring
+
+    fake = {
+        "command": "picoring bench ring", "quick": True, "n": 5, "protocol": "s", "timing": "t", "seconds": 1.0,
+        "machine": {"python": "CPython", "micropython": "1.29", "cpus": 2, "cpus_usable": 2,
+                    "loadavg_1min_at_start": 0.5, "machine": "x86_64"},
+        "headline_baud": 1000000, "ratio": 0.05, "ratio_log_on": 0.04, "ratio_vs_minimal_ring": 0.6,
+        "rings": [{"baud": 1000000, "wire_limit_hops_per_s": 6250.0, "log_on_over_off": 0.8,
+                   "ratio_vs_minimal_ring": 0.6,
+                   "log_off": {"hops_per_s": 3000.0, "board_cpu_us_per_hop": 100.0, "relay_cpu_us_per_hop": 90.0,
+                               "reader_cpu_us_per_hop": 0.0, "cores_busy": 0.6, "events_to_host": 0, "events_lost": 0},
+                   "log_on": {"hops_per_s": 2400.0, "board_cpu_us_per_hop": None, "relay_cpu_us_per_hop": 95.0,
+                              "reader_cpu_us_per_hop": 80.0, "cores_busy": 0.9, "events_to_host": 1000,
+                              "events_lost": 0},
+                   "minimal_ring": {"hops_per_s": 5000.0}}],
+        "direct_pair": {"hops_per_s": 60000.0, "samples_hops_per_s": [60000.0], "cpu_us_per_hop": 15.0},
+        "node_loop": {"heap": "192k", "us_per_msg_log_off": 33.0, "us_per_msg_log_on": 70.0,
+                      "alloc_bytes_per_msg_log_off": 0.0, "alloc_bytes_per_msg_log_on": 60.0,
+                      "first_allocation_log_off": None, "first_allocation_log_on": "hostlink.py: MemoryError"},
+    }
+    bench_ring.print_table(fake)
+    text = capsys.readouterr().out
+    assert "3,000" in text and "60,000" in text and "no allocation" in text
