@@ -49,15 +49,15 @@ def test_q_service_traffic_exceeds_the_printed_bound_at_n2():
     assert paper_bounds_for("q", 2)[1] == 2
     assert report["max_service_traffic"] == 3
     assert report["over_paper_service_bound"] == 1
-    assert report["ok"]  # within the corrected bound (3n^2 - n) / 2 = 5
-    assert bounds_for("q", 2)[1] == 5
+    assert report["ok"]  # within the corrected bound (5n^2 - 5n + 2) / 2 = 6
+    assert bounds_for("q", 2)[1] == 6
 
 
 def test_q_service_traffic_exceeds_the_printed_bound_at_n3():
     report = run("q", 3, [(0, 2), (1, 0), (1, 1), (3, 1), (4, 2)])
     assert paper_bounds_for("q", 3)[1] == 7
     assert report["max_service_traffic"] == 10
-    assert report["ok"] and bounds_for("q", 3)[1] == 12
+    assert report["ok"] and bounds_for("q", 3)[1] == 16
 
 
 def test_d_service_traffic_exceeds_3n_minus_3():

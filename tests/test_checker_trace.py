@@ -62,12 +62,12 @@ def test_unserved_request_names_it(tmp_path):
 def test_over_bound_counts(tmp_path):
     n = 3
     events = [{"t": 0, "ev": "req", "node": 1}]
-    events += [send(i, i % n) for i in range(3 * n * n)]  # far more than (3n^2 - n)/2 and n per request
+    events += [send(i, i % n) for i in range(3 * n * n)]  # far more than (5n^2 - 5n + 2)/2 and n per request
     events += [{"t": 99, "ev": "enter", "node": 1}, {"t": 100, "ev": "exit", "node": 1}]
     _, report = check_trace(write_trace(tmp_path / "t.jsonl", "q", n, events))
     kinds = [v["kind"] for v in report["violations"]]
     assert kinds.count("bound") == 2
-    assert any("service traffic 27 > bound 12" in v["message"] for v in report["violations"])
+    assert any("service traffic 27 > bound 16" in v["message"] for v in report["violations"])
     assert any("27 messages for 1 requests > 3 per request" in v["message"] for v in report["violations"])
 
 

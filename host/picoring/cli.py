@@ -301,6 +301,8 @@ def _print_report(report, as_json):
 
 from .dash_cmd import argparse_dash, argparse_report, do_dash, do_report  # noqa: E402
 
+from . import explore, fidelity  # noqa: E402 - exhaustive exploration, the paper's claims
+
 _COMMANDS = {
     "sim": (do_sim, argparse_sim),
     "check": (do_check, argparse_check),
@@ -310,6 +312,8 @@ _COMMANDS = {
     "demo": (do_demo, argparse_demo),
     "dash": (do_dash, argparse_dash),
     "report": (do_report, argparse_report),
+    "explore": (explore.do_explore, explore.argparse_explore),
+    "fidelity": (fidelity.do_fidelity, fidelity.argparse_fidelity),
 }
 
 
