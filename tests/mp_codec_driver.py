@@ -69,13 +69,14 @@ def main():
         log.record(hostlink.EV_SEND, 1, 1, k, 1000 + k, 2)
     while True:
         out = []
-        if not log.flush_one(out.append, 5):
+        # copy what is written, as a stream does: the firmware reuses its line buffer
+        if not log.flush_one(lambda b: out.append(bytes(b)), 5):
             break
         lines.append(b"".join(out))
     log.record(hostlink.EV_ENTER, 0, 0, 0, 5, 0)
     while True:
         out = []
-        if not log.flush_one(out.append):
+        if not log.flush_one(lambda b: out.append(bytes(b))):
             break
         lines.append(b"".join(out))
     for ln in lines:
