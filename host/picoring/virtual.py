@@ -116,6 +116,14 @@ def _flush_input(fd):
         pass
 
 
+def _host_has_it_open(master):
+    """True when somebody has the slave side of this pty open (no POLLHUP on the master)."""
+    probe = select.poll()
+    probe.register(master, select.POLLIN)
+    events = probe.poll(0)
+    return not (events and events[0][1] & select.POLLHUP)
+
+
 def _write_some(fd, data):
     """Write without blocking; return how many bytes went."""
     try:
@@ -480,6 +488,10 @@ class VirtualRing:
             return
         b.usb_from_board += len(data)
         b._record_output(data)
+        if not b.host_attached and _host_has_it_open(b._usb_host_master):
+            # Attach now rather than at the next housekeeping: a host that has just opened
+            # the port must get what the board says next (its hello, the reply to a command).
+            b.host_attached = True
         if not b.host_attached:
             b.usb_dropped += len(data)
             return
