@@ -1,9 +1,10 @@
 # Link frame codec for the UART between two boards (docs/hostlink.md, "Link frames").
 #
 # On the wire a frame is   00 | COBS(kind, lseq, payload..., crc_hi, crc_lo) | 00
-#   kind     TOKEN (1) or REQUEST (2)
+#   kind     TOKEN (1), REQUEST (2) or PROBE (4: discovery, never given to the protocol)
 #   lseq     link sequence byte (per sender, wraps at 256; receivers keep the last one)
-#   payload  TOKEN: count u16, state u8, seq u32, epoch u16 (little-endian); REQUEST: none
+#   payload  TOKEN: count u16, state u8, seq u32, epoch u16 (little-endian); REQUEST: none;
+#            PROBE: probe id u16
 #   crc      CRC-16/CCITT-FALSE over kind..payload, big-endian
 # The leading 00 costs one byte and means a frame that follows line garbage is still
 # received: the garbage ends in its own (bad, counted) frame instead of swallowing it.
@@ -22,11 +23,14 @@ except ImportError:  # CPython
 TOKEN = const(1)
 REQUEST = const(2)
 BAD = const(3)  # returned by Decoder.next() for a dropped frame (reason in last_bad)
+PROBE = const(4)  # `picoring discover`: which board does my TX reach?
 
 _TOKEN_RAW = const(13)  # kind, lseq, 9 payload bytes, 2 crc bytes
 _REQUEST_RAW = const(4)  # kind, lseq, 2 crc bytes
+_PROBE_RAW = const(6)  # kind, lseq, probe id u16, 2 crc bytes
 TOKEN_WIRE = const(16)  # 00 + COBS(13 bytes: one code byte more) + 00
 REQUEST_WIRE = const(7)
+PROBE_WIRE = const(9)
 _MAX_RAW = const(16)  # longer frames are bad (bad length) before they end
 
 # Why a frame was dropped (the order is the index into Decoder.bad_counts).
@@ -102,6 +106,7 @@ class Encoder:
         self._raw = bytearray(_MAX_RAW)
         self.token_out = bytearray(TOKEN_WIRE)
         self.request_out = bytearray(REQUEST_WIRE)
+        self.probe_out = bytearray(PROBE_WIRE)
 
     def token(self, count, state, seq, epoch):
         """Encode a token frame; returns token_out (write it whole)."""
@@ -136,6 +141,20 @@ class Encoder:
         _cobs_into(r, _REQUEST_RAW, self.request_out)
         return self.request_out
 
+    def probe(self, pid):
+        """Encode a probe frame carrying pid (0..65535); returns probe_out."""
+        r = self._raw
+        r[0] = PROBE
+        r[1] = self.lseq
+        self.lseq = (self.lseq + 1) & 0xFF
+        r[2] = pid & 0xFF
+        r[3] = (pid >> 8) & 0xFF
+        c = crc16(r, 4)
+        r[4] = c >> 8
+        r[5] = c & 0xFF
+        _cobs_into(r, _PROBE_RAW, self.probe_out)
+        return self.probe_out
+
 
 class Decoder:
     """Incremental receiver: feed(buf, n) then call next() until it returns 0.
@@ -159,6 +178,7 @@ class Decoder:
         self.state = 0
         self.seq = 0
         self.epoch = 0
+        self.probe = 0
         self.lseq = 0
         self.frames = 0
         self.bad = 0
@@ -239,6 +259,10 @@ class Decoder:
         elif kind == REQUEST:
             if ln != _REQUEST_RAW:
                 return self._bad(BAD_LEN)
+        elif kind == PROBE:
+            if ln != _PROBE_RAW:
+                return self._bad(BAD_LEN)
+            self.probe = raw[2] | (raw[3] << 8)
         else:
             return self._bad(BAD_KIND)
         self.lseq = raw[1]

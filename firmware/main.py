@@ -87,7 +87,7 @@ def build(cfg, board):
         board.ticks_diff,
         cs_us=cfg.get("cs_us", 0),
         led=board.led,
-        info={"board": cfg.get("board", board.name)},
+        info={"board": cfg.get("board", board.name), "baud": cfg.get("baud", 115200)},
         log_capacity=cfg.get("log_capacity", 64),
     )
 

@@ -19,7 +19,7 @@ except ImportError:  # CPython
         return value
 
 
-FIRMWARE_VERSION = "0.1.0"
+FIRMWARE_VERSION = "0.2.0"  # 0.2.0: !probe / !probed (discovery), baud= in !ver
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
@@ -27,6 +27,7 @@ _ENTER_CS = const(4)  # protocol.ENTER_CS
 _TOKEN = const(1)  # frame.TOKEN
 _REQUEST = const(2)  # frame.REQUEST
 _BAD = const(3)  # frame.BAD
+_PROBE = const(4)  # frame.PROBE
 _IDLE_HOST_EVERY = const(32)  # busy passes between two host polls
 
 _CMD_R = const(114)  # "!r": the request command, parsed without allocating
@@ -67,6 +68,7 @@ class NodeLoop:
             "flush": self._cmd_flush,
             "cs": self._cmd_cs,
             "stop": self._cmd_stop,
+            "probe": self._cmd_probe,
         }
 
     # -- the loop --------------------------------------------------------
@@ -147,6 +149,9 @@ class NodeLoop:
         elif k == _REQUEST:
             a = node.on_request()
             self._act(a, t, EV_RECV, _REQUEST)
+        elif k == _PROBE:
+            # Discovery only: reported to the host, not forwarded, not an event.
+            self.link.reply("probed %d" % dec.probe)
         else:
             self.log.record(EV_BAD, 0, dec.last_bad, dec.bad, 0, 0, t)
 
@@ -240,13 +245,14 @@ class NodeLoop:
         n = self.node
         import sys
 
-        return "fw=%s proto=%s pos=%d n=%d cs_us=%d board=%s tick_mask=%d rec=%d cap=%d mp=%s" % (
+        return "fw=%s proto=%s pos=%d n=%d cs_us=%d board=%s baud=%s tick_mask=%d rec=%d cap=%d mp=%s" % (
             FIRMWARE_VERSION,
             n.name,
             n.index,
             n.n,
             self.cs_us,
             self.info.get("board", "?"),
+            self.info.get("baud", "?"),
             hostlink.TICK_MASK,
             hostlink.RECORD_SIZE,
             self.log.capacity,
@@ -314,6 +320,14 @@ class NodeLoop:
                 raise ValueError("cs_us must be >= 0")
             self.cs_us = v
         self.link.reply("cs %d" % self.cs_us)
+
+    def _cmd_probe(self, args):
+        # Sends a probe frame on the UART; the board it reaches answers "!probed ID".
+        pid = int(args[0])
+        if not 0 <= pid <= 0xFFFF:
+            raise ValueError("probe id must be 0..65535")
+        self.uart.write(self.enc.probe(pid))
+        self.link.reply("probe %d" % pid)
 
     def _cmd_stop(self, args):
         self.running = False

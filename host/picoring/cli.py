@@ -143,8 +143,9 @@ RING_PROTOCOLS = ("s", "q", "d", "d-literal")
 
 def argparse_run(sub):
     p = sub.add_parser("run", help="run a workload on a ring of boards (real or virtual) and check it")
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--ports", help="USB ports in ring order, comma separated (paths or pyserial URLs)")
+    where = p.add_mutually_exclusive_group()  # none given: ./ring.json (picoring discover)
+    where.add_argument("--ports", help="USB ports in ring order, comma separated (paths, id:SERIAL, pyserial URLs)")
+    where.add_argument("--ring-file", metavar="FILE", help="ring order from picoring discover (default ./ring.json)")
     where.add_argument("--virtual", type=int, metavar="N", help="start N virtual boards, deploy, run, tear down")
     p.add_argument("--protocol", "-p", choices=RING_PROTOCOLS, default="d")
     p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
@@ -202,7 +203,7 @@ def do_run(args):
             raise CommandError("--virtual needs at least 2 boards")
         n = args.virtual
     else:
-        ports = [p.strip() for p in args.ports.split(",") if p.strip()]
+        ports, resetter = boards_cmd.run_ports(args)  # --ports, --ring-file or ./ring.json
         n = len(ports)
         if n < 2:
             raise CommandError("--ports needs at least 2 ports, in ring order")
@@ -215,7 +216,7 @@ def do_run(args):
             ports = [b.usb_path for b in ring.boards]
             report = _run_ring(ports, args.protocol, workload, args, resetter=ring.reset, progress=progress)
         else:
-            report = _run_ring(ports, args.protocol, workload, args, progress=progress)
+            report = _run_ring(ports, args.protocol, workload, args, resetter=resetter, progress=progress)
     except HarnessError as e:
         raise CommandError(str(e))
     finally:
@@ -301,6 +302,8 @@ def _print_report(report, as_json):
 
 from .dash_cmd import argparse_dash, argparse_report, do_dash, do_report  # noqa: E402
 
+from . import boards_cmd  # noqa: E402 - boards, flash, discover, wiring (real boards)
+
 from . import explore, fidelity  # noqa: E402 - exhaustive exploration, the paper's claims
 
 _COMMANDS = {
@@ -310,6 +313,10 @@ _COMMANDS = {
     "virtual": (do_virtual, argparse_virtual),
     "run": (do_run, argparse_run),
     "demo": (do_demo, argparse_demo),
+    "boards": (boards_cmd.do_boards, boards_cmd.argparse_boards),
+    "flash": (boards_cmd.do_flash, boards_cmd.argparse_flash),
+    "discover": (boards_cmd.do_discover, boards_cmd.argparse_discover),
+    "wiring": (boards_cmd.do_wiring, boards_cmd.argparse_wiring),
     "dash": (do_dash, argparse_dash),
     "report": (do_report, argparse_report),
     "explore": (explore.do_explore, explore.argparse_explore),

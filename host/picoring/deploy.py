@@ -47,7 +47,14 @@ FIRMWARE_FILES = firmware_files()
 
 
 class DeployError(RuntimeError):
-    """mpremote could not do what was asked on a port; the message names the port."""
+    """mpremote could not do what was asked on a port; the message names the port.
+
+    stdout: what mpremote printed before it failed (e.g. the `cp` lines of the files
+    it got to), so a caller can say what state the board was left in."""
+
+    def __init__(self, message, stdout=b""):
+        super().__init__(message)
+        self.stdout = stdout or b""
 
 
 def _check_port(port):
@@ -61,24 +68,29 @@ def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote"):
     cmd = [sys.executable, "-m", "mpremote", "connect", port, "resume", *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as e:
         raise DeployError("%s on %s: no answer within %.1fs (is it a MicroPython board, and does its firmware "
-                          "stop on Ctrl-C?)" % (what, port, timeout))
+                          "stop on Ctrl-C?)" % (what, port, timeout), e.stdout)
     if proc.returncode == 0:
         return proc.stdout
     err = (proc.stderr or b"").decode(errors="replace").strip()
     out = (proc.stdout or b"").decode(errors="replace").strip()
     if "failed to access" in err:
-        raise DeployError("%s: cannot open %s (missing, or in use by another program)" % (what, port))
+        raise DeployError("%s: cannot open %s (missing, or in use by another program)" % (what, port), proc.stdout)
     if "could not enter raw repl" in err:
         raise DeployError("%s: %s did not answer as a MicroPython REPL (not a MicroPython board, or its firmware "
-                          "ignores Ctrl-C)" % (what, port))
+                          "ignores Ctrl-C)" % (what, port), proc.stdout)
     raise DeployError("%s on %s failed (mpremote status %d): %s"
-                      % (what, port, proc.returncode, (err or out)[-2000:] or "no message"))
+                      % (what, port, proc.returncode, (err or out)[-2000:] or "no message"), proc.stdout)
 
 
-def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT):
-    """Copy local files to the board's filesystem root (as dest_names, default their own names)."""
+def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT, before=None):
+    """Copy local files to the board's filesystem root (as dest_names, default their own names).
+
+    mpremote's `fs cp` compares SHA-256 hashes and skips a file the board already
+    has ("Up to date: NAME"). Returns {"copied": [names], "up_to_date": [names],
+    "output": mpremote's stdout}. before: mpremote arguments to run first in the
+    same session (e.g. ["exec", code]), to save a connection."""
     files = [Path(f) for f in files]
     if dest_names is None:
         dest_names = [f.name for f in files]
@@ -88,13 +100,26 @@ def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT):
         if not f.is_file():
             raise DeployError("copy to %s: no such local file: %s" % (port, f))
     if not files:
-        return
-    args = []
+        return {"copied": [], "up_to_date": [], "output": b""}
+    args = list(before or [])
     for f, name in zip(files, dest_names):
         if args:
             args.append("+")
         args += ["fs", "cp", str(f), ":" + name]
-    mpremote(port, args, timeout, what="copy %d file(s)" % len(files))
+    out = mpremote(port, args, timeout, what="copy %d file(s)" % len(files))
+    started, up_to_date = copy_progress(out)
+    return {"copied": [n for n in started if n not in up_to_date], "up_to_date": up_to_date, "output": out}
+
+
+def copy_progress(out):
+    """From mpremote's stdout: (names whose copy started, names found up to date)."""
+    started, up_to_date = [], []
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith("cp ") and " :" in line:
+            started.append(line.rsplit(" :", 1)[1].strip())
+        elif line.startswith("Up to date:"):
+            up_to_date.append(line.split(":", 1)[1].strip())
+    return started, up_to_date
 
 
 def write_file(port, name, data, timeout=DEFAULT_TIMEOUT):
@@ -125,9 +150,9 @@ def exec_code(port, code, timeout=DEFAULT_TIMEOUT):
 exec = exec_code  # noqa: A001 - the brief's name, as deploy.exec(port, code)
 
 
-def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT):
+def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=None):
     """Copy the firmware (default FIRMWARE_FILES) and, if given, the config dict as picoring.json,
-    in one mpremote session. The board runs it after its next reset."""
+    in one mpremote session. The board runs it after its next reset. Returns copy_files' summary."""
     files = list(FIRMWARE_FILES if files is None else files)
     names = [Path(f).name for f in files]
     with tempfile.TemporaryDirectory(prefix="picoring-deploy-") as tmp:
@@ -136,7 +161,7 @@ def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT):
             cfg.write_text(json.dumps(config, sort_keys=True))
             files.append(cfg)
             names.append(CONFIG_NAME)
-        copy_files(port, files, names, timeout)
+        return copy_files(port, files, names, timeout, before=before)
 
 
 def board_config(config, index, uart_path, n, baud):

@@ -59,13 +59,17 @@ class BoardLink:
         self._stop = threading.Event()
         self._thread = None
         self.serial = None
+        self.tap = None  # tap(index, "rx"|"tx", bytes): a copy of the traffic (the pytest plugin's log)
 
     def open(self):
         if serial is None:
             raise HarnessError("pyserial is not installed")
         try:
-            self.serial = serial.serial_for_url(self.port, baudrate=115200, timeout=0.02, write_timeout=2)
-        except (serial.SerialException, OSError, ValueError) as e:
+            kw = {"baudrate": 115200, "timeout": 0.02, "write_timeout": 2}
+            if self.port.startswith("rfc2217://"):
+                del kw["write_timeout"]  # pyserial 3.5's rfc2217 raises NotImplementedError for it
+            self.serial = serial.serial_for_url(self.port, **kw)
+        except (serial.SerialException, OSError, ValueError, NotImplementedError) as e:
             raise HarnessError("%s: cannot open: %s" % (self.port, e)) from None
         self._thread = threading.Thread(target=self._read_loop, name="board%d-reader" % self.index, daemon=True)
         self._thread.start()
@@ -83,12 +87,16 @@ class BoardLink:
             if not data:
                 continue
             t = now_us()
+            if self.tap is not None:
+                self.tap(self.index, "rx", data)
             for item in self.parser.feed(data):
                 if isinstance(item, Reply):
                     self.replies.put((t, item))
                 self.inbox.put((self.index, t, item))
 
     def write(self, data):
+        if self.tap is not None:
+            self.tap(self.index, "tx", data)
         try:
             self.serial.write(data)
         except (serial.SerialException, OSError) as e:
@@ -230,7 +238,7 @@ class RingRun:
     """
 
     def __init__(self, ports, protocol, workload, unit_us=2000, trace=None, listener=None, resetter=None,
-                 settle_us=60_000, quiesce_timeout_s=5.0, idle_horizon=None, progress=None, seed=0):
+                 settle_us=60_000, quiesce_timeout_s=5.0, idle_horizon=None, progress=None, seed=0, tap=None):
         self.ports = list(ports)
         self.n = len(self.ports)
         if self.n < 2:
@@ -246,6 +254,7 @@ class RingRun:
         self.idle_horizon_us = (idle_horizon if idle_horizon is not None else 4 * self.n) * unit_us
         self.progress = progress
         self.seed = seed
+        self.tap = tap
         self.inbox = queue.Queue()
         self.links = []
         self.checker = Checker(protocol, self.n)
@@ -257,7 +266,9 @@ class RingRun:
     # -- setup --
     def connect(self):
         for i, port in enumerate(self.ports):
-            self.links.append(BoardLink(i, port, self.inbox, self.n).open())
+            link = BoardLink(i, port, self.inbox, self.n)
+            link.tap = self.tap
+            self.links.append(link.open())
         self.restart_ring()
         self.check_ring()
         for link in self.links:

@@ -28,7 +28,7 @@ KIND_NAMES = {0: None, 1: "token", 2: "request"}
 BAD_REASONS = ("crc", "len", "cobs", "kind")
 
 # Commands a board understands (the first word after "!").
-COMMANDS = ("r", "req", "status", "ping", "log", "ver", "zero", "flush", "cs", "stop")
+COMMANDS = ("r", "req", "status", "ping", "log", "ver", "zero", "flush", "cs", "stop", "probe")
 
 _MAX_LINE = 1024
 

@@ -1,0 +1,1 @@
+# Board definitions (boards/*.toml): the host imports this folder as picoring.boards to find them.
