@@ -200,6 +200,7 @@ class NodeDLiteral(Node):
     """
 
     name = "d-literal"
+    active_budget = False  # rule 4 passes an active T on, whatever happens
 
     def request(self):
         # Rule 1.
@@ -242,9 +243,19 @@ class NodeDLiteral(Node):
                 self.count = self.n - 1
                 self.state = CHECK
                 return self._enter()  # T is passed at the end of the CS
-            self.count = count
+            # Rule 4, no pending request: T is passed to the next processor.
             self.state = ACTIVE
-            return self._idle_active()
+            if self.active_budget:
+                # Corrected D (NodeD): the hop budget, inline (a call costs
+                # microseconds on a Pico).
+                count -= 1
+                if count <= 0:
+                    self.count = 0
+                    self.has_token = True  # nothing left to search for: T rests here
+                    self.state = CHECK
+                    return 0
+            self.count = count
+            return SEND_TOKEN
         # Rule 5.
         self.count = count - 1
         self.state = CHECK
@@ -255,10 +266,6 @@ class NodeDLiteral(Node):
             return SEND_TOKEN  # passed straight on
         self.has_token = True  # the check tour is over: T rests here
         return 0
-
-    def _idle_active(self):
-        # Rule 4, no pending request: T is passed to the next processor.
-        return SEND_TOKEN
 
     def exit_cs(self):
         self.in_cs = False
@@ -282,18 +289,11 @@ class NodeD(NodeDLiteral):
     """
 
     name = "d"
+    active_budget = True  # rule 4: see NodeDLiteral.on_token
 
     def _activate(self):
         self.state = ACTIVE
         self.count = self.n - 1
-
-    def _idle_active(self):
-        self.count -= 1
-        if self.count > 0:
-            return SEND_TOKEN
-        self.has_token = True  # nothing left to search for: T rests here
-        self.state = CHECK
-        return 0
 
 
 PROTOCOLS = {
