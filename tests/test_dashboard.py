@@ -236,3 +236,11 @@ def test_dash_command_replays_a_trace(traces, capsys):
     _, r = check_trace(path)
     assert "{:,} (token".format(r["messages"]["total"]) in out  # the final screen
     assert "OK" in out  # then the checker's report
+
+
+def test_dash_on_ports_that_are_not_there_is_a_clear_error(capsys):
+    from picoring.cli import main
+
+    status = main(["dash", "--ports", "/dev/nonexistent-picoring0,/dev/nonexistent-picoring1", "-k", "1", "--exit"])
+    assert status == 2
+    assert "/dev/nonexistent-picoring0" in capsys.readouterr().err

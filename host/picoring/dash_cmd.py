@@ -18,6 +18,8 @@ def argparse_dash(sub):
     where.add_argument("--replay", metavar="TRACE", help="replay a trace file")
     where.add_argument("--virtual", type=int, metavar="N", help="start N virtual boards and run a workload on them, live")
     where.add_argument("--sim", action="store_true", help="run the simulator, paced to --speed")
+    where.add_argument("--ports", help="real (or already running) boards, in ring order: run a workload on them, live")
+    where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
     p.add_argument("--protocol", "-p", choices=PROTOCOL_CHOICES, default="d")
     p.add_argument("-n", type=int, default=8, help="--sim: ring size (default 8)")
     p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
@@ -45,6 +47,11 @@ def do_dash(args):
         return _dash_replay(args, console, speed)
     if args.sim:
         return _dash_sim(args, console, speed)
+    if args.ports is not None or args.ring_file is not None:
+        from .boards_cmd import run_ports
+
+        ports, resetter = run_ports(args)
+        return _dash_ring(args, console, ports, resetter, None)
     return _dash_virtual(args, console)
 
 
@@ -128,23 +135,33 @@ def _dash_sim(args, console, speed):
 
 def _dash_virtual(args, console):
     from .cli import CommandError, _start_virtual
+
+    n = args.virtual
+    if n < 2:
+        raise CommandError("--virtual needs at least 2 boards")
+    ring = _start_virtual(n, args.protocol, args.baud, args.cs_us, console)
+    return _dash_ring(args, console, [b.usb_path for b in ring.boards], ring.reset, ring)
+
+
+def _dash_ring(args, console, ports, resetter, ring):
+    """A workload on boards (ring: the VirtualRing to stop afterwards, or None), live."""
+    from .cli import CommandError
     from .dashboard import FeedSource
     from .harness import HarnessError, RingRun
     from .report import print_report
     from .trace import header
     from .workload import make_workload
 
-    n = args.virtual
+    n = len(ports)
     if n < 2:
-        raise CommandError("--virtual needs at least 2 boards")
+        raise CommandError("a ring needs at least 2 boards, got %d" % n)
     if args.requests < 0:
         raise CommandError("--requests cannot be negative")
-    workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
     feed = FeedSource()  # unbounded: the harness must never wait for the screen
     result = {}
-    ring = _start_virtual(n, args.protocol, args.baud, args.cs_us, console)
+    run = thread = None
     try:
-        ports = [b.usb_path for b in ring.boards]
+        workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
 
         class DashRingRun(RingRun):
             """RingRun that also counts the corrupt frames the boards report (not ring events)."""
@@ -158,7 +175,7 @@ def _dash_virtual(args, console):
                 super()._deliver(released)
 
         run = DashRingRun(ports, args.protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
-                          listener=feed, resetter=ring.reset, seed=args.seed)
+                          listener=feed, resetter=resetter, seed=args.seed)
 
         def stats():
             parsers = [link.parser for link in run.links]
@@ -179,7 +196,7 @@ def _dash_virtual(args, console):
                 run.close()
                 feed.finish()
 
-        console.print("connecting to %d virtual boards and restarting them..." % n)
+        console.print("connecting to %d boards and restarting them..." % n)
         meta = header(args.protocol, n, "ring", "us", workload=workload.describe(), ports=ports)
         thread = threading.Thread(target=work, name="dash-ring", daemon=True)
         thread.start()
@@ -188,7 +205,12 @@ def _dash_virtual(args, console):
         if not dash.finished:
             console.print("stopping the ring (the run was cut short)...")
     finally:
-        ring.stop()  # also ends a run cut short: its reads fail and the thread returns
+        if ring is not None:
+            ring.stop()  # also ends a run cut short: its reads fail and the thread returns
+        elif run is not None:
+            run.close()  # real boards: closing the ports ends a run cut short
+    if thread is None:
+        return 1
     thread.join(5)
     error = result.get("error")
     if error is not None and dash.finished:
