@@ -30,6 +30,12 @@ _BAD = const(3)  # frame.BAD
 _PROBE = const(4)  # frame.PROBE
 _IDLE_HOST_EVERY = const(32)  # busy passes between two host polls
 
+# The copies above are compile-time constants (const() is inlined only for names
+# defined in this module); they must not drift from their sources.
+if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.ENTER_CS) != (_SEND_TOKEN, _SEND_REQUEST, _ENTER_CS) or (
+        frame.TOKEN, frame.REQUEST, frame.BAD, frame.PROBE) != (_TOKEN, _REQUEST, _BAD, _PROBE):
+    raise ImportError("node.py's protocol/frame constants disagree with protocol.py/frame.py")
+
 _CMD_R = const(114)  # "!r": the request command, parsed without allocating
 
 

@@ -484,16 +484,15 @@ def print_table(result, console=None):
     console.print("target picoring >= %gx SimPy (process-based model): %s" % (result["target_ratio"], verdict))
 
 
-def main(args):
-    if args.what != "sim":  # pragma: no cover - argparse restricts it
-        raise ValueError("unknown bench %r" % args.what)
-    _simpy()
+def run_command(args, run, print_table):
+    """What every `picoring bench X` does: run (a status line on a terminal), then
+    print one JSON object or the table."""
     log = None
     if not args.json and sys.stderr.isatty():
         def log(msg):
             sys.stderr.write("\r\x1b[K" + msg)
             sys.stderr.flush()
-    result = run_bench(quick=args.quick, log=log)
+    result = run(quick=args.quick, log=log)
     if log:
         sys.stderr.write("\r\x1b[K")
     if args.json:
@@ -501,3 +500,10 @@ def main(args):
     else:
         print_table(result)
     return 0
+
+
+def main(args):
+    if args.what != "sim":  # pragma: no cover - argparse restricts it
+        raise ValueError("unknown bench %r" % args.what)
+    _simpy()
+    return run_command(args, run_bench, print_table)

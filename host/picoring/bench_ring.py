@@ -585,16 +585,6 @@ def print_table(result, console=None):
 
 
 def main(args):
-    log = None
-    if not args.json and sys.stderr.isatty():
-        def log(msg):
-            sys.stderr.write("\r\x1b[K" + msg)
-            sys.stderr.flush()
-    result = run_bench(quick=args.quick, log=log)
-    if log:
-        sys.stderr.write("\r\x1b[K")
-    if args.json:
-        print(json.dumps(result, sort_keys=True))
-    else:
-        print_table(result)
-    return 0
+    from .bench import run_command
+
+    return run_command(args, run_bench, print_table)

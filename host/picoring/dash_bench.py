@@ -10,7 +10,6 @@ For rings of 5 and 64 (protocol D, poisson workload, simulator events):
 """
 
 import io
-import json
 import time
 
 from rich.console import Console
@@ -113,19 +112,12 @@ def run_bench(quick=False, log=None):
 
 
 def main(args):
-    import sys
+    from .bench import run_command
 
-    log = None
-    if not args.json and sys.stderr.isatty():
-        def log(msg):
-            sys.stderr.write("\r\x1b[K" + msg)
-            sys.stderr.flush()
-    result = run_bench(quick=args.quick, log=log)
-    if log:
-        sys.stderr.write("\r\x1b[K")
-    if args.json:
-        print(json.dumps(result, sort_keys=True))
-        return 0
+    return run_command(args, run_bench, print_table)
+
+
+def print_table(result):
     from rich import box
     from rich.table import Table
 
@@ -144,4 +136,3 @@ def main(args):
                   "writing to memory, refresh 12/s; behind = events due by the playback clock but not yet applied."
                   % (", ".join("n=%s %s" % (n, format(r["events"], ",")) for n, r in result.items()),
                      "/".join(str(r["paced"]["seconds"]) for r in result.values())))
-    return 0

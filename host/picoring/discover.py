@@ -17,7 +17,7 @@ import time
 from . import boarddefs, flash as flashmod
 from .harness import HarnessError
 from .hostlink import encode_command
-from .ports import PortError, write_ring_file
+from .ports import write_ring_file
 
 
 class WiringError(RuntimeError):
