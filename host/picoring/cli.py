@@ -160,13 +160,18 @@ def argparse_run(sub):
     p.add_argument("--trace", metavar="FILE")
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="show progress on stderr (default on a terminal)")
+    p.add_argument("--faults", metavar="SPEC",
+                   help="virtual ring: inject faults on every wire, e.g. corrupt=0.01,drop=0.005,seed=7 (docs/faults.md)")
+    p.add_argument("--stall-timeout", type=float, default=5.0, metavar="S",
+                   help="end the run when requests are outstanding and nothing was served for S seconds (default 5)")
 
 
 def _run_ring(ports, protocol, workload, args, resetter=None, progress=None):
     from .harness import RingRun
 
     run = RingRun(ports, protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
-                  resetter=resetter, seed=args.seed, progress=progress)
+                  resetter=resetter, seed=args.seed, progress=progress,
+                  stall_timeout_s=getattr(args, "stall_timeout", 5.0))
     try:
         run.connect()
         return run.run()
@@ -195,8 +200,17 @@ def do_run(args):
     from .harness import HarnessError
     from .workload import make_workload
 
+    from .wire import FaultPlan
+
     if args.requests < 0:
         raise CommandError("--requests cannot be negative")
+    faults = None
+    if args.faults is not None:
+        if args.virtual is None:
+            raise CommandError("--faults needs --virtual N: faults are injected on the virtual ring's wires")
+        faults = FaultPlan.coerce(args.faults)  # ValueError "faults: ..." before anything starts
+        if faults is not None:
+            faults.check(args.virtual)
     ring = None
     if args.virtual is not None:
         if args.virtual < 2:
@@ -214,7 +228,11 @@ def do_run(args):
         if args.virtual is not None:
             ring = _start_virtual(n, args.protocol, args.baud, args.cs_us)
             ports = [b.usb_path for b in ring.boards]
+            if faults is not None:
+                ring.set_faults(faults)  # after the deploy: timed cuts count from the run's start
             report = _run_ring(ports, args.protocol, workload, args, resetter=ring.reset, progress=progress)
+            report["wires"] = [w.counters() for w in ring.wires]
+            report["faults"] = faults.describe() if faults is not None else None
         else:
             report = _run_ring(ports, args.protocol, workload, args, resetter=resetter, progress=progress)
     except HarnessError as e:

@@ -238,7 +238,8 @@ class RingRun:
     """
 
     def __init__(self, ports, protocol, workload, unit_us=2000, trace=None, listener=None, resetter=None,
-                 settle_us=60_000, quiesce_timeout_s=5.0, idle_horizon=None, progress=None, seed=0, tap=None):
+                 settle_us=60_000, quiesce_timeout_s=5.0, idle_horizon=None, progress=None, seed=0, tap=None,
+                 stall_timeout_s=5.0):
         self.ports = list(ports)
         self.n = len(self.ports)
         if self.n < 2:
@@ -251,6 +252,9 @@ class RingRun:
         self.resetter = resetter
         self.settle_us = settle_us
         self.quiesce_timeout_us = int(quiesce_timeout_s * 1e6)
+        # Requests outstanding and no critical section entered or left for this long: the
+        # ring has stalled (a lost token: nothing regenerates it yet). The run ends and says so.
+        self.stall_timeout_us = int(stall_timeout_s * 1e6)
         self.idle_horizon_us = (idle_horizon if idle_horizon is not None else 4 * self.n) * unit_us
         self.progress = progress
         self.seed = seed
@@ -262,6 +266,9 @@ class RingRun:
         self.writer = None
         self.board_info = [{} for _ in range(self.n)]
         self.notices = []
+        self.bad_events = [{} for _ in range(self.n)]  # per board: {reason: bad-frame events seen}
+        self.final_status = [None] * self.n  # each board's !status fields at the end of the run
+        self.stalled = None
 
     # -- setup --
     def connect(self):
@@ -327,6 +334,8 @@ class RingRun:
         ping_k = 100
         quiescent = None
         reason = "done"
+        was_busy = False
+        last_progress = t0
         if self.trace_path is not None:
             meta = header(self.protocol, n, "ring", "us", seed=self.seed, workload=wl.describe(), ports=self.ports,
                           unit_us=self.unit_us)
@@ -375,6 +384,10 @@ class RingRun:
                             inject(b)
                     elif e.ev == "reject":
                         self.notices.append("%s: a request was refused (one already outstanding)" % self.ports[b])
+                    elif e.ev == "bad":
+                        self._count_bad(b, e)
+                    if e.ev in ("enter", "exit"):
+                        last_progress = now
                     if e.ev in ("req", "send", "recv", "enter", "exit", "bad", "drop"):
                         last_event = now
                         self.merger.push(b, self.links[b].host_time(e.tick_us) - t0, e)
@@ -395,6 +408,17 @@ class RingRun:
                             inject(i)
                     nt = wl.next_time()
                 busy = any(outstanding) or any(deferred)
+                if busy and not was_busy:
+                    last_progress = now
+                was_busy = busy
+                if busy and now - last_progress > self.stall_timeout_us:
+                    waited = (now - last_progress) / 1e6
+                    self.stalled = {"outstanding": sum(outstanding), "queued": sum(deferred),
+                                    "not_issued": wl.total - wl.issued, "seconds": round(waited, 1)}
+                    reason = ("the ring stalled (token probably lost): no critical section entered or left for "
+                              "%.1f s with %d requests outstanding at the boards (%d more queued behind them, "
+                              "%d not issued)" % (waited, sum(outstanding), sum(deferred), wl.total - wl.issued))
+                    break
                 quiet = (not busy and now - last_event > self.settle_us and (sends == recvs or not rests))
                 # 4. closed loop
                 if quiet and wl.closed_loop and not wl.exhausted:
@@ -438,8 +462,11 @@ class RingRun:
                     b, t_rx, item = self.inbox.get_nowait()
                 except queue.Empty:
                     break
+                if isinstance(item, BoardEvent) and item.ev == "bad":
+                    self._count_bad(b, item)
                 if isinstance(item, BoardEvent) and item.ev in ("req", "send", "recv", "enter", "exit", "bad", "drop"):
                     self.merger.push(b, self.links[b].host_time(item.tick_us) - t0, item)
+            self._final_status()
             self._deliver(self.merger.release(now_us() - t0, final=True))
             end_t = self.merger.last_t
             if self.writer is not None:
@@ -449,6 +476,20 @@ class RingRun:
                 self.writer.close()
         self.checker.last_t = self.merger.last_t
         return self._report(quiescent, reason)
+
+    def _count_bad(self, b, e):
+        reason = e.aux if isinstance(e.aux, str) else "?"
+        self.bad_events[b][reason] = self.bad_events[b].get(reason, 0) + 1
+
+    def _final_status(self):
+        """Each board's counters (bad frames by reason, frames received) since the run's !zero."""
+        for i, link in enumerate(self.links):
+            try:
+                _, reply = link.command("status")
+            except HarnessError as e:
+                self.notices.append("%s: no final status: %s" % (link.port, e))
+                continue
+            self.final_status[i] = reply.fields
 
     def _clock_sample(self, b, t_rx, reply, ping_sent):
         parts = reply.text.split()
@@ -491,13 +532,24 @@ class RingRun:
         for link in self.links:
             p = link.parser
             lost += p.missing
-            boards.append({
+            entry = {
                 "port": link.port, "position": link.index, "clock_rtt_us": link.rtt, "events": p.events,
                 "events_lost": p.missing, "garbage_lines": dict(p.garbage),
-            })
+                # frames that arrived broken on the link from the previous board and were dropped
+                "bad_frame_events": dict(self.bad_events[link.index]),
+            }
+            st = self.final_status[link.index]
+            if st is not None:
+                entry["link_in"] = {"wire": (link.index - 1) % self.n, "rx_frames": st.get("rx_frames"),
+                                    "bad": st.get("bad"),
+                                    "bad_by_reason": {r: st.get("bad_" + r, 0) for r in ("crc", "len", "cobs", "kind")}}
+            boards.append(entry)
         report.update(source="ring", workload=self.workload.describe(), seed=self.seed, unit_us=self.unit_us,
                       stop_reason=reason, boards=boards, events_lost=lost, causal_forced=self.merger.forced,
-                      notices=self.notices)
+                      notices=self.notices, stalled=self.stalled)
+        if self.stalled is not None:
+            report["violations"].insert(0, {"kind": "stall", "request": None, "node": None, "t": None, "message": reason})
+            report["ok"] = False
         if lost:
             report["violations"].append({"kind": "events", "request": None, "node": None, "t": None,
                                          "message": "%d events were lost between the boards and the host: the counts are incomplete" % lost})

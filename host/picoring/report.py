@@ -44,6 +44,8 @@ def print_report(report, console=None):
         console.print("[bold red]%s[/]: %s" % (v["kind"], v["message"]), highlight=False)
     if len(report["violations"]) > 20:
         console.print("... %d violations in all" % len(report["violations"]))
+    for line in link_lines(report):
+        console.print(line, highlight=False)
     if report.get("schedule_file"):
         console.print("schedule that led there: %s (replay with --workload file:%s)" % (report["schedule_file"], report["schedule_file"]))
     console.print("[bold green]OK[/]" if report["ok"] else "[bold red]CHECK FAILED[/]")
@@ -72,3 +74,35 @@ def print_summary(reports, console=None):
     for r in reports:
         for v in r["violations"][:10]:
             console.print("[bold red]%s %s[/]: %s" % (r["protocol"].upper(), v["kind"], v["message"]), highlight=False)
+
+
+def link_lines(report):
+    """Per link: what the wire's faults injected (virtual ring) and the bad frames the
+    receiving board dropped, e.g. "wire 1 (board 1 -> 2): 12 bytes corrupted in 12 frames;
+    board 2 dropped 12 bad frames (crc 12)". Links with nothing to say are left out."""
+    boards = report.get("boards") or []
+    wires = {w["wire"]: w for w in report.get("wires") or []}
+    n = report.get("n") or len(boards)
+    out = []
+    if report.get("faults"):
+        out.append("faults injected: %s" % report["faults"])
+    for b in sorted(boards, key=lambda b: (b["position"] - 1) % n):
+        link = b.get("link_in")
+        if link is None:
+            continue
+        w = link["wire"]
+        wire = wires.get(w, {})
+        injected = wire.get("faults")
+        bad = link.get("bad") or 0
+        if not bad and not (injected and any(v for k, v in injected.items() if k != "frames")):
+            continue
+        if injected is not None:
+            from .wire import describe_injected
+
+            text = describe_injected(injected)
+        else:
+            text = "no faults injected"
+        reasons = ", ".join("%s %d" % (r, c) for r, c in link["bad_by_reason"].items() if c)
+        out.append("wire %d (board %d -> %d): %s; board %d dropped %d bad frames%s"
+                   % (w, w, (w + 1) % n, text, b["position"], bad, " (%s)" % reasons if reasons else ""))
+    return out

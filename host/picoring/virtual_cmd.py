@@ -17,6 +17,8 @@ def add_arguments(sub):
     up.add_argument("-n", type=int, required=True, help="number of boards")
     up.add_argument("--baud", type=int, default=115200, help="UART speed of every wire (default 115200)")
     up.add_argument("--heapsize", help="MicroPython heap per board, e.g. 192K (default: the unix port's 2M)")
+    up.add_argument("--faults", metavar="SPEC",
+                    help="inject faults on every wire, e.g. corrupt=0.01,drop=0.005,seed=7 (docs/faults.md)")
     st = vsub.add_parser("status", parents=[common], help="boards (pid, alive, paths) and byte counters per wire")
     st.add_argument("--json", action="store_true")
     rs = vsub.add_parser("reset", parents=[common], help="restart board I (it runs main.py again; its USB path stays)")
@@ -39,7 +41,7 @@ def run(args, out=None, err=None):
             raise ValueError("-n must be at least 1")
         if args.baud <= 0:
             raise ValueError("--baud must be positive")
-        state = virtual_daemon.up(state_dir, args.n, args.baud, args.heapsize)
+        state = virtual_daemon.up(state_dir, args.n, args.baud, args.heapsize, faults=args.faults)
         for b in state["boards"]:
             print(b["usb"], file=out)
         print("virtual ring of %d board(s) at %d baud is up (supervisor pid %d, state %s)"
@@ -87,3 +89,10 @@ def _print_status(status, state, out):
         print("%-8s %-4s %10d %10d %10d %10d %9d"
               % ("%d->%d" % (w["wire"], (w["wire"] + 1) % n), "CUT" if w["cut"] else "-", w["bytes_in"], w["bytes_out"],
                  w["bytes_dropped"], w["bytes_overrun"], w["in_flight"]), file=out)
+    if status.get("faults"):
+        from .wire import describe_injected
+
+        print("faults: %s" % status["faults"], file=out)
+        for w in status["wires"]:
+            if "faults" in w:
+                print("  wire %d: %s" % (w["wire"], describe_injected(w["faults"])), file=out)

@@ -68,7 +68,7 @@ def _state_of(ring, started):
                         "fs_dir": b.fs_dir} for b in ring.boards]}
 
 
-def supervise(state_dir, n, baud, heapsize=None):
+def supervise(state_dir, n, baud, heapsize=None, faults=None):
     """Run a ring until `down` or a signal. Exit status 0, or 3 if a ring is already up here."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +84,7 @@ def supervise(state_dir, n, baud, heapsize=None):
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
-    ring = VirtualRing(n, baud=baud, workdir=state_dir, heapsize=heapsize)
+    ring = VirtualRing(n, baud=baud, workdir=state_dir, heapsize=heapsize, faults=faults)
     server = None
     try:
         ring.start()
@@ -218,11 +218,17 @@ def request(state_dir, message, timeout=15.0):
     return reply
 
 
-def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0):
-    """Start a detached supervisor with a ring of n boards; return its state once it is up."""
+def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None):
+    """Start a detached supervisor with a ring of n boards; return its state once it is up.
+    faults: a fault SPEC for every wire (docs/faults.md), checked here before anything starts."""
+    from .wire import FaultPlan
+
     state_dir = Path(state_dir)
     if n < 1:
         raise ValueError("-n must be at least 1")
+    plan = FaultPlan.coerce(faults)
+    if plan is not None:
+        plan.check(n)
     find_micropython()  # fail here, with the install hint, rather than in the log
     state_dir.mkdir(parents=True, exist_ok=True)
     if is_up(state_dir):
@@ -236,6 +242,8 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0):
     cmd = [sys.executable, "-m", "picoring.virtual_daemon", "--dir", str(state_dir), "-n", str(n), "--baud", str(baud)]
     if heapsize:
         cmd += ["--heapsize", str(heapsize)]
+    if plan is not None:
+        cmd += ["--faults", plan.describe()]
     with open(state_dir / LOG, "ab") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True, env=env)
@@ -360,9 +368,10 @@ def main(argv=None):
     p.add_argument("-n", type=int, required=True)
     p.add_argument("--baud", type=int, default=115200)
     p.add_argument("--heapsize")
+    p.add_argument("--faults", help="fault SPEC for every wire (docs/faults.md)")
     args = p.parse_args(argv)
     try:
-        return supervise(args.dir, args.n, args.baud, args.heapsize)
+        return supervise(args.dir, args.n, args.baud, args.heapsize, args.faults)
     except VirtualBoardError as e:
         print("supervisor: %s" % e, file=sys.stderr)
         return 1

@@ -16,15 +16,22 @@ latency added to every byte, implemented), and `transform`, a callable
 bytes -> bytes applied to every chunk as it enters the wire: a later drop or
 corrupt fault is a transform. Counters: bytes_in, bytes_out, bytes_dropped
 (cut or removed by transform), bytes_overrun (the receiver's buffer was full).
+
+Fault injection (docs/faults.md): `faults`, a WireFaults made by a FaultPlan from
+a SPEC string such as "corrupt=0.01,drop=0.005,delay=0.002:5ms,cut=2@3s:500ms,seed=7",
+drops frames or bytes, flips bits, holds frames back and cuts the wire for a while,
+seeded, with its own counters (`counters()["faults"]`).
 """
 
+import math
+import random
 from collections import deque
 
 BITS_PER_BYTE = 10  # start bit + 8 data bits + stop bit, no parity
 
 
 class Wire:
-    __slots__ = ("index", "baud", "byte_time", "cut", "delay", "transform",
+    __slots__ = ("index", "baud", "byte_time", "cut", "delay", "transform", "faults",
                  "bytes_in", "bytes_out", "bytes_dropped", "bytes_overrun",
                  "_chunks", "_idle_at", "_queued")
 
@@ -37,11 +44,13 @@ class Wire:
         self.cut = False
         self.delay = 0.0
         self.transform = None
+        self.faults = None  # WireFaults (FaultPlan.for_wire)
         self.bytes_in = 0
         self.bytes_out = 0
         self.bytes_dropped = 0
         self.bytes_overrun = 0
-        # Each chunk: [time its first byte starts on the wire, data, bytes already released].
+        # Each chunk: [time its first byte starts on the wire, data, bytes already released,
+        #              fault cuts started when it was sent (a later cut loses the rest of it)].
         self._chunks = deque()
         self._idle_at = 0.0  # when the sender's shift register is free again
         self._queued = 0
@@ -68,27 +77,51 @@ class Wire:
         if self.cut:
             self.bytes_dropped += len(data)
             return
-        if not data:
-            return
-        start = max(now, self._idle_at)
-        self._idle_at = start + len(data) * self.byte_time
-        self._chunks.append([start, bytes(data), 0])
-        self._queued += len(data)
+        faults = self.faults
+        if faults is None:
+            segments = ((data, 0.0),)
+            epoch = 0
+        else:
+            if faults.cut_now(now):
+                faults.cut_bytes += len(data)
+                self.bytes_dropped += len(data)
+                return
+            epoch = faults.cuts_started
+            segments = faults.apply(data)
+            kept = sum(len(d) for d, _ in segments)
+            self.bytes_dropped += len(data) - kept
+        for data, hold in segments:
+            if not data:
+                continue
+            start = max(now + hold, self._idle_at)
+            self._idle_at = start + len(data) * self.byte_time
+            self._chunks.append([start, bytes(data), 0, epoch])
+            self._queued += len(data)
 
     def next_due(self):
         """Arrival time of the next byte still on the wire, or None."""
         if not self._chunks:
             return None
-        start, _, released = self._chunks[0]
+        start, _, released, _ = self._chunks[0]
         return start + (released + 1) * self.byte_time + self.delay
 
     def take_due(self, now):
         """The bytes that have fully arrived at board i+1 by `now` (b"" if none)."""
         out = []
         chunks = self._chunks
+        faults = self.faults
+        if faults is not None and chunks:
+            faults.cut_now(now)
+            while chunks and chunks[0][3] != faults.cuts_started:
+                # A cut began after this chunk went onto the wire: what had not arrived is lost.
+                _, data, released, _ = chunks.popleft()
+                lost = len(data) - released
+                faults.cut_bytes += lost
+                self.bytes_dropped += lost
+                self._queued -= lost
         while chunks:
             chunk = chunks[0]
-            start, data, released = chunk
+            start, data, released, _ = chunk
             arrived = int((now - self.delay - start) / self.byte_time + 1e-9)
             if arrived <= released:
                 break
@@ -116,7 +149,370 @@ class Wire:
         self.bytes_overrun += count
 
     def counters(self):
-        return {"wire": self.index, "baud": self.baud, "cut": self.cut,
-                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
-                "bytes_dropped": self.bytes_dropped, "bytes_overrun": self.bytes_overrun,
-                "in_flight": self._queued}
+        out = {"wire": self.index, "baud": self.baud, "cut": self.cut,
+               "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
+               "bytes_dropped": self.bytes_dropped, "bytes_overrun": self.bytes_overrun,
+               "in_flight": self._queued}
+        if self.faults is not None:
+            out["faults"] = self.faults.counters()
+        return out
+
+
+# -- fault injection -----------------------------------------------------------
+#
+# A FaultPlan is parsed from a SPEC string (docs/faults.md) and gives each wire its own
+# WireFaults: seeded random streams, one per fault kind, so that each fault's pattern is a
+# function of the byte (or frame) index on that wire alone, whatever the timing of the run.
+
+FAULT_KINDS = ("corrupt", "drop", "dropbyte", "delay", "cut")
+_SPEC_KEYS = FAULT_KINDS + ("seed",)
+_UNITS = (("us", 1e-6), ("ms", 1e-3), ("s", 1.0))
+
+
+def _fail(msg):
+    raise ValueError("faults: " + msg)
+
+
+def _prob(text, item):
+    t = text.strip()
+    scale = 1.0
+    if t.endswith("%"):
+        t, scale = t[:-1], 0.01
+    try:
+        p = float(t) * scale
+    except ValueError:
+        _fail("%r in %r is not a probability (a number from 0 to 1, or a percentage like 1%%)" % (text, item))
+    if not 0.0 <= p <= 1.0 or p != p:
+        _fail("%r in %r is not a probability: it must be between 0 and 1" % (text, item))
+    return p
+
+
+def _duration(text, item):
+    t = text.strip()
+    for unit, scale in _UNITS:
+        if t.endswith(unit):
+            num = t[:-len(unit)]
+            if unit == "s" and num.endswith(("m", "u")):
+                continue
+            try:
+                v = float(num) * scale
+            except ValueError:
+                break
+            if v < 0 or v != v or v == float("inf"):
+                break
+            return v
+    _fail("%r in %r is not a duration (a number with a unit: us, ms or s, e.g. 5ms)" % (text, item))
+
+
+def _fmt_duration(s):
+    if s >= 1 and s == int(s):
+        return "%ds" % s
+    if s * 1e3 >= 1 and abs(s * 1e3 - round(s * 1e3)) < 1e-9:
+        return "%dms" % round(s * 1e3)
+    return "%gus" % (s * 1e6)
+
+
+class FaultPlan:
+    """What to inject on the wires of a ring: parsed from a SPEC string (docs/faults.md).
+
+    FaultPlan.parse("corrupt=0.01,drop=0.005,dropbyte=0.001,delay=0.002:5ms,cut=2@3s:500ms,seed=7")
+
+    settings[None] are the defaults for every wire, settings[i] overrides for wire i:
+      corrupt, drop, dropbyte  probabilities (per byte, per frame, per byte)
+      delay                    (probability per frame, seconds)
+      cut                      (cuts per second, seconds) or None
+    cuts: timed cuts [(wire or None for every wire, at seconds, for seconds)].
+    """
+
+    def __init__(self, seed=0):
+        self.seed = seed
+        self.settings = {None: {}}
+        self.cuts = []
+
+    @classmethod
+    def coerce(cls, faults):
+        """A FaultPlan from a plan, a SPEC string, or None (None and "" give None)."""
+        if faults is None or isinstance(faults, FaultPlan):
+            return faults
+        if isinstance(faults, str):
+            plan = cls.parse(faults)
+            return plan if plan.active() else None
+        raise TypeError("faults must be a SPEC string or a FaultPlan, not %r" % (type(faults).__name__,))
+
+    @classmethod
+    def parse(cls, spec):
+        plan = cls()
+        seen = set()
+        items = [s.strip() for s in (spec or "").split(",")]
+        if items == [""] or items == ["none"]:
+            return plan
+        for item in items:
+            if not item:
+                _fail("empty item in %r (items are separated by single commas)" % spec)
+            key, eq, value = item.partition("=")
+            key = key.strip()
+            if not eq:
+                _fail("%r is not KEY=VALUE (e.g. corrupt=0.01)" % item)
+            wire = None
+            if key.startswith("wire") and "." in key:
+                head, _, key = key.partition(".")
+                if not head[4:].isdigit():
+                    _fail("%r: a wire is named wireI with I a number (wire 0 runs from board 0 to board 1)" % item)
+                wire = int(head[4:])
+                if key == "seed":
+                    _fail("%r: the seed is for the whole ring, not one wire" % item)
+            if key not in _SPEC_KEYS:
+                _fail("%r is not a fault (known: %s)" % (key, ", ".join(_SPEC_KEYS)))
+            if key != "cut" or "@" not in value:
+                if (wire, key) in seen:
+                    _fail("%r is given twice" % (key if wire is None else "wire%d.%s" % (wire, key)))
+                seen.add((wire, key))
+            target = plan.settings.setdefault(wire, {})
+            if key == "seed":
+                try:
+                    plan.seed = int(value)
+                except ValueError:
+                    _fail("seed=%s: the seed must be an integer" % value)
+            elif key in ("corrupt", "drop", "dropbyte"):
+                target[key] = _prob(value, item)
+            elif key == "delay":
+                p, colon, d = value.partition(":")
+                if not colon:
+                    _fail("%r: delay needs PROBABILITY:DURATION, e.g. delay=0.01:5ms" % item)
+                target[key] = (_prob(p, item), _duration(d, item))
+            else:  # cut
+                when, colon, d = value.partition(":")
+                if not colon:
+                    _fail("%r: cut needs RATE/s:DURATION (e.g. cut=0.2/s:500ms) or [WIRE]@TIME:DURATION (e.g. cut=2@3s:500ms)" % item)
+                length = _duration(d, item)
+                if "@" in when:
+                    w, _, at = when.partition("@")
+                    w = w.strip()
+                    if w and not w.isdigit():
+                        _fail("%r: %r is not a wire number" % (item, w))
+                    if w and wire is not None and int(w) != wire:
+                        _fail("%r names two wires" % item)
+                    plan.cuts.append((int(w) if w else wire, _duration(at, item), length))
+                else:
+                    r = when.strip()
+                    if r.endswith("/s"):
+                        r = r[:-2]
+                    try:
+                        rate = float(r)
+                    except ValueError:
+                        rate = -1.0
+                    if not rate >= 0 or rate == float("inf"):
+                        _fail("%r: %r is not a rate (cuts per second, e.g. 0.2/s)" % (item, when))
+                    target[key] = (rate, length)
+        for w in [w for w, v in plan.settings.items() if w is not None and not v]:
+            del plan.settings[w]  # wire0.cut=@...: a timed cut, no settings of its own
+        return plan
+
+    def active(self):
+        return bool(self.cuts) or any(v for s in self.settings.values() for v in s.values())
+
+    def check(self, n):
+        """ValueError if the plan names a wire a ring of n does not have."""
+        wires = [w for w in self.settings if w is not None] + [c[0] for c in self.cuts if c[0] is not None]
+        for w in wires:
+            if not 0 <= w < n:
+                _fail("wire%d does not exist: a ring of %d has wires 0..%d (wire i runs from board i to board i+1)"
+                      % (w, n, n - 1))
+        return self
+
+    def for_wire(self, i, t0):
+        """The WireFaults of wire i, with its clock starting at t0 (time.monotonic())."""
+        s = dict(self.settings[None])
+        s.update(self.settings.get(i, {}))
+        cuts = [(at, length) for w, at, length in self.cuts if w is None or w == i]
+        return WireFaults(i, s, cuts, self.seed, t0)
+
+    def describe(self):
+        """The canonical SPEC of this plan (parse(describe()) gives the same plan)."""
+        parts = []
+
+        def fmt(prefix, key, v):
+            if key == "delay":
+                return "%s%s=%g:%s" % (prefix, key, v[0], _fmt_duration(v[1]))
+            if key == "cut":
+                return "%s%s=%g/s:%s" % (prefix, key, v[0], _fmt_duration(v[1]))
+            return "%s%s=%g" % (prefix, key, v)
+
+        for wire in [None] + sorted(w for w in self.settings if w is not None):
+            for key in FAULT_KINDS:
+                v = self.settings.get(wire, {}).get(key)
+                if v:
+                    parts.append(fmt("" if wire is None else "wire%d." % wire, key, v))
+        for w, at, length in self.cuts:
+            parts.append("cut=%s@%s:%s" % ("" if w is None else w, _fmt_duration(at), _fmt_duration(length)))
+        parts.append("seed=%d" % self.seed)
+        return ",".join(parts)
+
+
+class _Hits:
+    """Bernoulli(p) trials drawn as geometric gaps: one random number per hit, not per trial."""
+
+    __slots__ = ("p", "rng", "left", "_log1mp")
+
+    def __init__(self, p, rng):
+        self.p = p
+        self.rng = rng
+        self._log1mp = math.log1p(-p) if 0 < p < 1 else None
+        self.left = self._gap()
+
+    def _gap(self):
+        if self.p >= 1:
+            return 0
+        u = self.rng.random()
+        return int(math.log1p(-u) / self._log1mp)
+
+    def hit(self):
+        if self.left:
+            self.left -= 1
+            return False
+        self.left = self._gap()
+        return True
+
+
+class WireFaults:
+    """The faults of one wire, applied by Wire.send / Wire.take_due.
+
+    A frame, for drop and delay, is a run of non-zero bytes (link frames are 00-delimited):
+    dropping one removes its bytes and leaves the delimiters, so the receiver sees an idle
+    line, not a bad frame. Counters: see counters().
+    """
+
+    def __init__(self, index, settings, cuts, seed, t0):
+        self.index = index
+        self.t0 = t0
+
+        def rng(kind):
+            return random.Random("picoring-faults/%d/%d/%s" % (seed, index, kind))
+
+        p = settings.get("corrupt", 0.0)
+        self._corrupt = _Hits(p, rng("corrupt")) if p else None
+        self._bit_rng = rng("bit")
+        p = settings.get("dropbyte", 0.0)
+        self._dropbyte = _Hits(p, rng("dropbyte")) if p else None
+        p = settings.get("drop", 0.0)
+        self._drop = _Hits(p, rng("drop")) if p else None
+        delay = settings.get("delay")
+        self._delay = _Hits(delay[0], rng("delay")) if delay and delay[0] else None
+        self.delay_s = delay[1] if delay else 0.0
+        self._per_byte = bool(self._corrupt or self._dropbyte or self._drop or self._delay)
+        # Cut windows (start, end) in seconds since t0: the timed ones, and the random ones
+        # generated lazily (a Poisson process of `rate` cuts per second, each `length` long).
+        self._timed = sorted(cuts)
+        cut = settings.get("cut")
+        self._cut_rng = rng("cut")
+        self._cut_rate, self._cut_len = cut if cut and cut[0] > 0 else (0.0, 0.0)
+        self._next_random = self._cut_rng.expovariate(self._cut_rate) if self._cut_rate else None
+        self._windows = []  # started windows not yet over: (start, end)
+        self.cuts_started = 0
+        self._in_frame = False
+        self._dropping = False
+        self._hit_frame = False
+        self._next_hit = False
+        # counters
+        self.frames = 0           # frames that entered the wire
+        self.frames_dropped = 0
+        self.bytes_dropped = 0    # single bytes dropped (dropbyte), not counting dropped frames
+        self.corrupted = 0        # bytes with a bit flipped
+        self.frames_corrupted = 0 # frames spoiled by a corrupted byte (of theirs, or a 00 around them)
+        self.delayed = 0
+        self.cut_bytes = 0        # bytes lost to a fault cut (sent while cut, or in flight when it began)
+
+    # -- cuts --
+    def _advance(self, now):
+        """Start every cut window that has begun by `now`; drop the ones that are over."""
+        t = now - self.t0
+        while self._timed and self._timed[0][0] <= t:
+            at, length = self._timed.pop(0)
+            self._windows.append((at, at + length))
+            self.cuts_started += 1
+        while self._next_random is not None and self._next_random <= t:
+            start = self._next_random
+            self._windows.append((start, start + self._cut_len))
+            self.cuts_started += 1
+            self._next_random = start + self._cut_len + self._cut_rng.expovariate(self._cut_rate)
+        if self._windows:
+            self._windows = [w for w in self._windows if w[1] > t]
+        return t
+
+    def cut_now(self, now):
+        """True while a fault cut is on at `now`. Also counts the cuts started by then."""
+        t = self._advance(now)
+        return any(a <= t for a, _ in self._windows)
+
+    # -- bytes --
+    def apply(self, data):
+        """The segments [(bytes, extra hold seconds)] that go onto the wire for `data`."""
+        if not self._per_byte:
+            return [(data, 0.0)]
+        segs = []
+        out = bytearray()
+        hold = 0.0
+        corrupt, dropbyte, drop, delay = self._corrupt, self._dropbyte, self._drop, self._delay
+        for b in data:
+            ends = False  # this 00 ends a frame (else it is idle or the next frame's leading 00)
+            if b:
+                if not self._in_frame:
+                    self._in_frame = True
+                    self._hit_frame = self._next_hit
+                    self._next_hit = False
+                    self.frames += 1
+                    self._dropping = drop is not None and drop.hit()
+                    if self._dropping:
+                        self.frames_dropped += 1
+                    elif delay is not None and delay.hit():
+                        self.delayed += 1
+                        if out:
+                            segs.append((bytes(out), hold))
+                            out = bytearray()
+                        hold = self.delay_s
+                if self._dropping:
+                    continue
+            elif self._in_frame:
+                ends = True
+                self._in_frame = False
+                if self._dropping:
+                    self._dropping = False
+            if dropbyte is not None and dropbyte.hit():
+                self.bytes_dropped += 1
+                continue
+            if corrupt is not None and corrupt.hit():
+                b ^= 1 << self._bit_rng.randrange(8)
+                self.corrupted += 1
+                if ends or self._in_frame:  # a byte of the frame, or the 00 that ends it
+                    if not self._hit_frame:
+                        self._hit_frame = True
+                        self.frames_corrupted += 1
+                elif not self._next_hit:    # a 00 before a frame: the next frame is spoiled
+                    self._next_hit = True
+                    self.frames_corrupted += 1
+            out.append(b)
+        if out:
+            segs.append((bytes(out), hold))
+        return segs
+
+    def counters(self):
+        return {"frames": self.frames, "frames_dropped": self.frames_dropped, "bytes_dropped": self.bytes_dropped,
+                "corrupted": self.corrupted, "frames_corrupted": self.frames_corrupted, "delayed": self.delayed,
+                "cuts": self.cuts_started, "cut_bytes": self.cut_bytes}
+
+
+def describe_injected(c):
+    """One line of what a wire's faults did, from WireFaults.counters()."""
+    parts = []
+    if c["corrupted"]:
+        parts.append("%d bytes corrupted in %d frames" % (c["corrupted"], c["frames_corrupted"]))
+    if c["frames_dropped"]:
+        parts.append("%d frames dropped" % c["frames_dropped"])
+    if c["bytes_dropped"]:
+        parts.append("%d single bytes dropped" % c["bytes_dropped"])
+    if c["delayed"]:
+        parts.append("%d frames delayed" % c["delayed"])
+    if c["cuts"]:
+        parts.append("%d cuts (%d bytes lost)" % (c["cuts"], c["cut_bytes"]))
+    text = ", ".join(parts) or "nothing injected"
+    return text + (" (of %d frames)" % c["frames"] if c["frames"] else "")

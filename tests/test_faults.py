@@ -1,0 +1,244 @@
+"""Fault injection on the virtual ring's wires (docs/faults.md): the SPEC grammar, each fault
+on a Wire alone (deterministic per seed), and short runs of the real firmware on a virtual
+ring with faults: corrupted frames are dropped and counted by the receiving board, and a lost
+token ends the run with a clear stall report instead of a hang."""
+
+import json
+import sys
+import time
+
+import pytest
+
+from picoring import cli
+from picoring.report import link_lines
+from picoring.wire import FaultPlan, Wire
+
+from conftest import FIRMWARE
+
+sys.path.insert(0, str(FIRMWARE))
+import frame  # noqa: E402
+
+SPEC = "corrupt=0.01,drop=0.005,dropbyte=0.001,delay=0.002:5ms,cut=2@3s:500ms,seed=7"
+
+
+# -- the SPEC ------------------------------------------------------------------
+
+def test_spec_parses_and_round_trips():
+    plan = FaultPlan.parse(SPEC)
+    assert plan.seed == 7
+    assert plan.settings[None] == {"corrupt": 0.01, "drop": 0.005, "dropbyte": 0.001, "delay": (0.002, 0.005)}
+    assert plan.cuts == [(2, 3.0, 0.5)]
+    assert plan.describe() == SPEC
+    assert FaultPlan.parse(plan.describe()).describe() == SPEC
+    p = FaultPlan.parse("corrupt=1%,wire1.drop=0.5,cut=0.2/s:100ms,cut=@1s:2ms,wire0.cut=@500ms:1s")
+    assert p.settings == {None: {"corrupt": 0.01, "cut": (0.2, 0.1)}, 1: {"drop": 0.5}}
+    assert p.cuts == [(None, 1.0, 0.002), (0, 0.5, 1.0)]
+    assert FaultPlan.coerce("") is None and FaultPlan.coerce("none") is None and FaultPlan.coerce(None) is None
+    # per-wire settings override the ring's
+    w1 = p.for_wire(1, 0.0)
+    assert w1._drop is not None and w1._corrupt is not None
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("corupt=0.01", "faults: 'corupt' is not a fault (known: corrupt, drop, dropbyte, delay, cut, seed)"),
+    ("corrupt=1.5", "'1.5' in 'corrupt=1.5' is not a probability"),
+    ("corrupt=x", "'x' in 'corrupt=x' is not a probability"),
+    ("drop", "'drop' is not KEY=VALUE"),
+    ("delay=0.1", "delay needs PROBABILITY:DURATION"),
+    ("delay=0.1:5", "'5' in 'delay=0.1:5' is not a duration"),
+    ("cut=2", "cut needs RATE/s:DURATION"),
+    ("cut=x/s:1s", "'x/s' is not a rate"),
+    ("cut=a@1s:1s", "'a' is not a wire number"),
+    ("seed=1.5", "seed=1.5: the seed must be an integer"),
+    ("drop=0.1,drop=0.2", "'drop' is given twice"),
+    ("wireA.drop=0.1", "a wire is named wireI"),
+    ("wire1.seed=3", "the seed is for the whole ring"),
+    ("corrupt=0.1,,drop=0.1", "empty item"),
+])
+def test_bad_specs_name_the_bad_part(spec, message):
+    with pytest.raises(ValueError) as e:
+        FaultPlan.parse(spec)
+    assert str(e.value).startswith("faults: ")
+    assert message in str(e.value)
+
+
+def test_wire_numbers_are_checked_against_the_ring():
+    with pytest.raises(ValueError, match="wire3 does not exist: a ring of 3 has wires 0..2"):
+        FaultPlan.parse("cut=3@1s:1s").check(3)
+    with pytest.raises(ValueError, match="wire5 does not exist"):
+        FaultPlan.parse("wire5.corrupt=0.1").check(3)
+    FaultPlan.parse("wire2.corrupt=0.1").check(3)
+
+
+# -- faults on one wire ----------------------------------------------------------
+
+def token_stream(count):
+    enc = frame.Encoder()
+    return [bytes(enc.token(1, 1, k, 0)) for k in range(count)]
+
+
+def through(spec, frames, wire=0, gap=0.002):
+    """Send frames one by one every `gap` s through a faulty wire; return (wire, decoder, tokens)."""
+    w = Wire(wire, 115200)
+    w.faults = FaultPlan.parse(spec).for_wire(wire, 0.0)
+    got = bytearray()
+    t = 0.0
+    for f in frames:
+        w.send(f, t)
+        t += gap
+        got += w.take_due(t)
+    got += w.take_due(t + 100)
+    dec = frame.Decoder()
+    dec.feed(got, len(got))
+    seqs = []
+    while True:
+        k = dec.next()
+        if not k:
+            break
+        if k == frame.TOKEN:
+            seqs.append(dec.seq)
+    return w, dec, seqs
+
+
+def test_same_seed_same_faults_other_seed_others():
+    frames = token_stream(1000)
+    a = through("corrupt=0.01,drop=0.01,dropbyte=0.002,seed=1", frames)
+    b = through("corrupt=0.01,drop=0.01,dropbyte=0.002,seed=1", frames)
+    c = through("corrupt=0.01,drop=0.01,dropbyte=0.002,seed=2", frames)
+    assert a[2] == b[2] and a[0].counters() == b[0].counters()
+    assert a[2] != c[2]
+    # each wire draws its own faults
+    d = through("corrupt=0.01,drop=0.01,dropbyte=0.002,seed=1", frames, wire=1)
+    assert d[2] != a[2]
+
+
+def test_corrupted_frames_are_dropped_by_the_crc_and_counted():
+    frames = token_stream(2000)
+    w, dec, seqs = through("corrupt=0.01,seed=3", frames)
+    f = w.faults.counters()
+    assert f["frames"] == 2000 and f["corrupted"] > 200
+    # every frame hit is lost, every other one arrives, nothing arrives wrong
+    assert len(seqs) == 2000 - f["frames_corrupted"]
+    assert seqs == sorted(seqs) and set(seqs) <= set(range(2000))
+    # one bad frame per hit frame, give or take the frames a flipped 00 merged or split
+    assert f["frames_corrupted"] * 0.9 <= dec.bad <= f["corrupted"] * 2
+    assert w.bytes_dropped == 0
+
+
+def test_drop_removes_whole_frames_silently():
+    frames = token_stream(1000)
+    w, dec, seqs = through("drop=0.1,seed=4", frames)
+    f = w.faults.counters()
+    assert 60 < f["frames_dropped"] < 140
+    assert len(seqs) == 1000 - f["frames_dropped"] and dec.bad == 0
+    assert w.bytes_dropped == f["frames_dropped"] * 14  # the body; the two 00 stay: an idle line
+
+
+def test_dropbyte_loses_single_bytes():
+    frames = token_stream(1000)
+    w, dec, seqs = through("dropbyte=0.005,seed=5", frames)
+    f = w.faults.counters()
+    assert f["bytes_dropped"] > 40 and w.bytes_dropped == f["bytes_dropped"]
+    assert len(seqs) >= 1000 - f["bytes_dropped"] and dec.bad >= 1
+
+
+def test_delay_holds_a_frame_and_what_follows_fifo():
+    w = Wire(0, 10000)  # 1 ms a byte
+    w.faults = FaultPlan.parse("delay=1:50ms").for_wire(0, 0.0)
+    w.send(b"\x00\x01\x02\x00", 0.0)
+    # the frame starts at its first non-zero byte: the leading 00 goes now, the rest 50 ms later
+    assert w.take_due(0.0011) == b"\x00"
+    assert w.take_due(0.040) == b""
+    assert w.take_due(0.0535) == b"\x01\x02\x00"
+    assert w.faults.delayed == 1
+
+
+def test_timed_cut_loses_what_is_sent_and_in_flight():
+    w = Wire(0, 10000)
+    w.faults = FaultPlan.parse("cut=@1s:500ms").for_wire(0, 0.0)
+    w.send(b"\x11" * 20, 0.99)          # 20 ms of bytes: 10 arrive before the cut
+    assert w.take_due(0.9999) == b"\x11" * 9
+    assert w.take_due(1.001) == b""     # the cut began: the rest is lost
+    w.send(b"\x22", 1.2)                # sent while cut
+    assert w.take_due(1.3) == b""
+    w.send(b"\x33", 1.6)                # mended
+    assert w.take_due(1.7) == b"\x33"
+    f = w.faults.counters()
+    assert f["cuts"] == 1 and f["cut_bytes"] == 11 + 1 and w.bytes_dropped == 12
+
+
+def test_random_cuts_follow_their_rate():
+    w = Wire(0, 115200)
+    w.faults = FaultPlan.parse("cut=2/s:10ms,seed=9").for_wire(0, 0.0)
+    t = 0.0
+    while t < 100:
+        w.send(b"\x00\x05\x00", t)
+        w.take_due(t + 0.001)
+        t += 0.005
+    f = w.faults.counters()
+    assert 140 < f["cuts"] < 260
+    assert f["cut_bytes"] > 0
+
+
+def test_link_lines_put_injected_next_to_dropped():
+    report = {"n": 3, "faults": "corrupt=0.05,seed=1",
+              "wires": [{"wire": 1, "faults": {"frames": 40, "frames_dropped": 0, "bytes_dropped": 0, "corrupted": 12,
+                                              "frames_corrupted": 12, "delayed": 0, "cuts": 0, "cut_bytes": 0}}],
+              "boards": [{"position": 2, "link_in": {"wire": 1, "bad": 12, "rx_frames": 28,
+                                                     "bad_by_reason": {"crc": 11, "len": 1, "cobs": 0, "kind": 0}}}]}
+    assert link_lines(report) == [
+        "faults injected: corrupt=0.05,seed=1",
+        "wire 1 (board 1 -> 2): 12 bytes corrupted in 12 frames (of 40 frames); board 2 dropped 12 bad frames (crc 11, len 1)"]
+
+
+# -- the real firmware on a faulty virtual ring ------------------------------------
+
+def run_json(capsys, *argv):
+    t = time.monotonic()
+    status = cli.main(list(argv) + ["--json"])
+    out, err = capsys.readouterr()
+    return status, json.loads(out) if out.strip() else None, err, time.monotonic() - t
+
+
+def test_corruption_is_counted_by_the_receiving_board(capsys):
+    # Q, a few requests; corrupted frames (token or request) are dropped by the CRC. A corrupted
+    # token is a lost token, so the run may stall: either way it ends, and what the wires
+    # corrupted shows up as bad frames on the board each wire leads to.
+    status, report, err, took = run_json(capsys, "run", "--virtual", "3", "-p", "q", "-w", "sequential", "-k", "30",
+                                         "--seed", "1", "--faults", "corrupt=0.05,seed=2", "--stall-timeout", "2")
+    assert report is not None, err
+    assert report["faults"] == "corrupt=0.05,seed=2"
+    assert report["safety_violations"] == 0
+    assert status == (0 if report["ok"] else 1)
+    if not report["ok"]:
+        assert report["violations"][0]["kind"] == "stall"
+    hit = 0
+    for b in report["boards"]:
+        wire = report["wires"][b["link_in"]["wire"]]["faults"]
+        if wire["frames_corrupted"]:
+            hit += 1
+            assert b["link_in"]["bad"] >= 1, (wire, b)
+            assert b["link_in"]["bad"] <= 2 * wire["corrupted"]
+        else:
+            assert b["link_in"]["bad"] == 0
+    assert hit >= 1
+    assert took < 60
+
+
+def test_a_lost_token_ends_the_run_with_a_stall(capsys):
+    # Every frame on every wire is dropped: the first time the token has to move, it is gone.
+    status, report, err, took = run_json(capsys, "run", "--virtual", "3", "-p", "d", "-w", "adversarial", "-k", "5",
+                                         "--faults", "drop=1", "--stall-timeout", "1.5")
+    assert status == 1
+    stall = report["violations"][0]
+    assert stall["kind"] == "stall" and "token probably lost" in stall["message"]
+    assert report["stalled"]["outstanding"] == 1 and report["served"] < 5
+    assert sum(w["faults"]["frames_dropped"] for w in report["wires"]) >= 1
+    assert took < 40
+
+
+def test_run_faults_errors(capsys):
+    assert cli.main(["run", "--virtual", "3", "--faults", "corupt=0.1"]) == 2
+    assert "faults: 'corupt' is not a fault" in capsys.readouterr().err
+    assert cli.main(["run", "--ports", "a,b", "--faults", "drop=0.1"]) == 2
+    assert "--faults needs --virtual" in capsys.readouterr().err
