@@ -185,7 +185,7 @@ def _restart_ring(ring, timeout=15.0):
 
 def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
     from . import deploy
-    from .harness import BoardLink
+    from .harness import BoardLink, drain
     from .hostlink import encode_command
     from .virtual import VirtualRing
 
@@ -229,11 +229,11 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
                     for lk in links:
                         lk.command("log", 1 if mode == "on" else 0)
                     time.sleep(SETTLE_S)
-                    _drain(inbox)
+                    drain(inbox)
                     a = snapshot()
                     time.sleep(interval)
                     b = snapshot()
-                    _drain(inbox)
+                    drain(inbox)
                     dt = b["t"] - a["t"]
                     hops = b["tx"] - a["tx"]
                     s = {
@@ -279,12 +279,6 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
     return out
 
 
-def _drain(q):
-    while True:
-        try:
-            q.get_nowait()
-        except queue.Empty:
-            return
 
 
 # -- 2. the minimal ring (same VirtualRing, minimal relay on every board) ---------

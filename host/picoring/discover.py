@@ -15,7 +15,7 @@ import queue
 import time
 
 from . import boarddefs, flash as flashmod
-from .harness import HarnessError
+from .harness import HarnessError, drain
 from .hostlink import encode_command
 from .ports import write_ring_file
 
@@ -32,7 +32,7 @@ def successors(links, timeout=5.0):
     inbox = links[0].inbox
     for link in links:
         link.command("ver", timeout=timeout)  # the link answers both ways before any probe is sent
-    _drain(inbox)
+    drain(inbox)
     for i, link in enumerate(links):
         link.write(encode_command("probe", i + 1))
     deadline = time.monotonic() + timeout
@@ -176,9 +176,3 @@ def save(path, ordered, board):
     return write_ring_file(path, ordered, {"board": board})
 
 
-def _drain(q):
-    while True:
-        try:
-            q.get_nowait()
-        except queue.Empty:
-            return

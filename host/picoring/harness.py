@@ -291,7 +291,7 @@ class RingRun:
         order = list(range(1, self.n)) + [0]
         for i in order:
             link = self.links[i]
-            _drain(link.replies)
+            drain(link.replies)
             if self.resetter is not None:
                 self.resetter(i)
             else:
@@ -341,7 +341,7 @@ class RingRun:
                           unit_us=self.unit_us)
             self.writer = TraceWriter(self.trace_path, meta)
         ping_sent = {}
-        _drain(self.inbox)  # hello lines and pongs of the set-up are not part of the run
+        drain(self.inbox)  # hello lines and pongs of the set-up are not part of the run
         for link in self.links:
             link.write(encode_command("zero"))
 
@@ -561,7 +561,8 @@ class RingRun:
             link.close()
 
 
-def _drain(q):
+def drain(q):
+    """Empty a queue without waiting (what is in it is stale)."""
     while True:
         try:
             q.get_nowait()
