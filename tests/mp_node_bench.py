@@ -68,6 +68,10 @@ class NullHost:
 
 def main():
     proto = sys.argv[2] if len(sys.argv) > 2 else "s"
+    if proto != "s":
+        # no requests are made here: a Q or D token rests at once and the rounds never end
+        print("mp_node_bench: only protocol s moves the token without requests, not %r" % proto)
+        sys.exit(2)
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     hops = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
     log_on = (sys.argv[5] if len(sys.argv) > 5 else "1") == "1"
