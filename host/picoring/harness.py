@@ -326,7 +326,10 @@ class RingRun:
         outstanding = [0] * n  # injected and not yet through its critical section
         deferred = [0] * n
         sends = recvs = 0
-        holder = 0
+        holder = 0  # the board that last received the token (S: the one just behind it)
+        # tokens received minus tokens sent per board: at rest, the holder is the one board at 1
+        # (Q and D start with the token resting at position 0)
+        tokens = [1] + [0] * (n - 1)
         last_event = now_us()
         last_exit = None
         t0 = now_us()
@@ -372,10 +375,13 @@ class RingRun:
                     e = item
                     if e.ev == "send":
                         sends += 1
+                        if e.kind == "token":
+                            tokens[b] -= 1
                     elif e.ev == "recv":
                         recvs += 1
                         if e.kind == "token":
                             holder = b
+                            tokens[b] += 1
                     elif e.ev == "exit":
                         outstanding[b] -= 1
                         last_exit = now
@@ -422,7 +428,7 @@ class RingRun:
                 quiet = (not busy and now - last_event > self.settle_us and (sends == recvs or not rests))
                 # 4. closed loop
                 if quiet and wl.closed_loop and not wl.exhausted:
-                    i = wl.on_quiescent(t_units, self._holder(holder) if rests else holder)
+                    i = wl.on_quiescent(t_units, self._holder(tokens, holder) if rests else holder)
                     if i is not None:
                         inject(i)
                         last_event = now
@@ -502,13 +508,13 @@ class RingRun:
         if rtt <= max(2 * (link.rtt or 0), 2000):  # a slow answer says little about the offset
             link.offset = tick - (t_sent + t_rx) // 2
 
-    def _holder(self, last_token_recv):
-        # At rest, exactly one board says it holds the token; ask (robust to lost events).
-        holders = []
-        for link in self.links:
-            _, reply = link.command("status")
-            if reply.fields.get("tok") == 1:
-                holders.append(link.index)
+    def _holder(self, tokens, last_token_recv):
+        """The board holding the token at rest, from the token balance of the events seen;
+        if lost events leave it ambiguous, the boards are asked (one !status each)."""
+        holders = [b for b, k in enumerate(tokens) if k == 1]
+        if len(holders) == 1 and sum(tokens) == 1:
+            return holders[0]
+        holders = [link.index for link in self.links if link.command("status")[1].fields.get("tok") == 1]
         if len(holders) != 1:
             self.notices.append("%d boards hold a token at rest: %s" % (len(holders), holders))
             return last_token_recv
