@@ -162,25 +162,14 @@ def _dash_ring(args, console, ports, resetter, ring):
     run = thread = None
     try:
         workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
-
-        class DashRingRun(RingRun):
-            """RingRun that also counts the corrupt frames the boards report (not ring events)."""
-
-            corrupt_frames = 0
-
-            def _deliver(self, released):
-                for _, e in released:
-                    if e.ev == "bad":
-                        self.corrupt_frames += 1
-                super()._deliver(released)
-
-        run = DashRingRun(ports, args.protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
+        run = RingRun(ports, args.protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
                           listener=feed, resetter=resetter, seed=args.seed)
 
         def stats():
             parsers = [link.parser for link in run.links]
             return {
-                "corrupt": run.corrupt_frames,  # frames that failed their check on a board's UART
+                # frames that failed their check on a board's UART (counted by the harness)
+                "corrupt": sum(sum(reasons.values()) for reasons in run.bad_events),
                 "dropped": sum(p.reported_dropped for p in parsers),  # events a board's log had no room for
                 "lost": sum(p.missing for p in parsers),  # events missing between a board and the host
                 "garbage lines": sum(sum(p.garbage.values()) for p in parsers),
