@@ -315,15 +315,19 @@ class Explorer:
     def label_of(self, sid, t):
         return self.successors(self.states[sid])[t][0]
 
-    def path_to(self, sid):
-        """Shortest schedule (list of transition labels) from the initial state to sid."""
+    def _path(self, pred, sid):
+        """Transition labels from the initial state to sid, following pred (state -> (prev << 8) | t)."""
         steps = []
         while sid:
-            p = self.parent[sid]
+            p = pred[sid]
             steps.append((p >> 8, p & 0xFF))
             sid = p >> 8
         steps.reverse()
         return [self.label_of(u, t) for u, t in steps]
+
+    def path_to(self, sid):
+        """Shortest schedule from the initial state to sid."""
+        return self._path(self.parent, sid)
 
     def _edges_of(self, v):
         e = self.edges
@@ -530,13 +534,8 @@ class Explorer:
         raise KeyError((v, t))
 
     def path_longest(self, sid):
-        steps = []
-        while sid:
-            p = self.M_pred[sid]
-            steps.append((p >> 8, p & 0xFF))
-            sid = p >> 8
-        steps.reverse()
-        return [self.label_of(u, t) for u, t in steps]
+        """The schedule to sid with the most messages (the longest-path predecessors)."""
+        return self._path(self.M_pred, sid)
 
     def requests_made(self, sid):
         return sum(self.R - b for b in self.states[sid][2])
