@@ -169,20 +169,6 @@ def _median(xs):
 
 # -- 1. the firmware ring ------------------------------------------------------
 
-def _restart_ring(ring, timeout=15.0):
-    """Every board to its REPL (no token anywhere), then main.py on boards 1..n-1 and
-    board 0 last: one fresh token, made by board 0 once the others are listening.
-    (deploy_virtual resets the boards one by one as it goes, so a token made by board 0
-    meanwhile can meet boards still being deployed.)"""
-    for b in ring.boards:
-        ring.reset(b.index, run_main=False)
-    for b in ring.boards:
-        b.wait_output(b">>> ", timeout)
-    for i in list(range(1, ring.n)) + [0]:
-        ring.reset(i)
-        ring.boards[i].wait_output(b"!hello", timeout)
-
-
 def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
     from . import deploy
     from .harness import BoardLink, drain
@@ -192,8 +178,7 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
     out = {"baud": baud, "n": n, "wire_limit_hops_per_s": baud / (BITS_PER_BYTE * FRAME_BYTES)}
     with VirtualRing(n, baud=baud) as ring:
         t0 = time.monotonic()
-        deploy.deploy_virtual(ring, {"protocol": "s", "cs_us": 0})
-        _restart_ring(ring)
+        deploy.deploy_virtual(ring, {"protocol": "s", "cs_us": 0})  # one fresh token: board 0 starts last
         out["setup_s"] = round(time.monotonic() - t0, 2)
         inbox = queue.Queue()
         links = []

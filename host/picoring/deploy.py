@@ -178,16 +178,27 @@ def board_config(config, index, uart_path, n, baud):
     return cfg
 
 
+def start_order(n):
+    """Boards 1..n-1 first, position 0 (which makes the token) last: a token must not
+    reach a board that is still stopped or being deployed."""
+    return list(range(1, n)) + [0]
+
+
 def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     """The real deploy path, end to end, on an in-process VirtualRing: every board is reset
     into its REPL (so deploy does not depend on the old firmware), gets the firmware and its
-    config through mpremote on its USB pty, and is reset to run main.py."""
+    config through mpremote on its USB pty, and once all are deployed they are reset to run
+    main.py in start_order. With picoring's own firmware (files None), each waits for its
+    hello before the next starts, so board 0's token finds every board listening."""
     for b in ring.boards:
         ring.reset(b.index, run_main=False)
     for b in ring.boards:
         b.wait_output(b">>> ", timeout)
         deploy_board(b.usb_path, board_config(config, b.index, b.uart_path, ring.n, ring.baud), files, timeout)
-        ring.reset(b.index)
+    for i in start_order(ring.n):
+        ring.reset(i)
+        if files is None:
+            ring.boards[i].wait_output(b"!hello", timeout)
 
 
 def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEOUT):
@@ -201,5 +212,6 @@ def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEO
         virtual_daemon.reset(state_dir, b["index"], repl=True)
     for b in state["boards"]:
         deploy_board(b["usb"], board_config(config, b["index"], b["uart"], state["n"], state["baud"]), files, timeout)
-        virtual_daemon.reset(state_dir, b["index"])
+    for i in start_order(state["n"]):
+        virtual_daemon.reset(state_dir, i)
     return state

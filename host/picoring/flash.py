@@ -20,7 +20,7 @@ import re
 import time
 
 from . import boarddefs, deploy
-from .harness import BoardLink, HarnessError
+from .harness import BoardLink, HarnessError, drain
 from .hostlink import CTRL_C
 from .ports import PortError
 
@@ -122,11 +122,7 @@ def open_link(index, target, inbox=None, tap=None):
 def restart(link, target):
     """Restart one board into main.py: its ring's reset for a virtual board, else a soft reset
     through the REPL (Ctrl-C stops the firmware, Ctrl-B leaves a raw REPL, Ctrl-D soft-resets)."""
-    while True:
-        try:
-            link.replies.get_nowait()
-        except queue.Empty:
-            break
+    drain(link.replies)
     if target.resetter is not None:
         target.reset()
         return
@@ -230,8 +226,8 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                       "copied": summary["copied"], "up_to_date": summary["up_to_date"], "identity": ident,
                       "copy_s": round(time.monotonic() - t0, 2)}
     # Start position 0 last: it creates the token, which should find the others running.
-    order = sorted(range(n), key=lambda i: (positions[i] == 0, positions[i]))
-    for i in order:
+    index_of = {positions[i]: i for i in range(n)}
+    for i in (index_of[p] for p in deploy.start_order(n)):
         t = targets[i]
         t0 = time.monotonic()
         link = open_link(positions[i], t, tap=tap)

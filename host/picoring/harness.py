@@ -20,6 +20,7 @@ import time
 from collections import deque
 
 from .checker import Checker
+from .deploy import start_order
 from .hostlink import CTRL_C, REQUEST, BoardEvent, LineParser, Reply, TickUnwrapper, encode_command
 from .trace import Event, TraceWriter, header
 
@@ -288,8 +289,7 @@ class RingRun:
         for link in self.links:
             link.write(CTRL_C)
         time.sleep(0.2)
-        order = list(range(1, self.n)) + [0]
-        for i in order:
+        for i in start_order(self.n):
             link = self.links[i]
             drain(link.replies)
             if self.resetter is not None:
