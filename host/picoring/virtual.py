@@ -457,12 +457,11 @@ class VirtualRing:
 
     def _relay_loop(self):
         boards, wires, n = self.boards, self.wires, self.n
-        probe = select.poll()
         next_housekeeping = 0.0
         while not self._stopping:
             now = time.monotonic()
             if now >= next_housekeeping:
-                self._housekeeping(probe, now)
+                self._housekeeping(now)
                 next_housekeeping = now + _HOUSEKEEPING_S
             # What to wait for.
             readers = {self._wake_r: None}
@@ -547,13 +546,10 @@ class VirtualRing:
         finally:
             os.close(fd)
 
-    def _housekeeping(self, probe, now):
+    def _housekeeping(self, now):
         for b in self.boards:
             # A host side nobody has open reports POLLHUP; one that someone opened does not.
-            probe.register(b._usb_host_master, select.POLLIN)
-            events = probe.poll(0)
-            probe.unregister(b._usb_host_master)
-            hung_up = bool(events and events[0][1] & select.POLLHUP)
+            hung_up = not _host_has_it_open(b._usb_host_master)
             if b.host_attached and hung_up:
                 self._host_detached(b)
             elif not b.host_attached and not hung_up:
