@@ -10,11 +10,21 @@
 #             on_request()     a request message arrived from the previous node
 #             on_token(...)    the token arrived from the previous node
 #             exit_cs()        the local critical section has finished
+#           Recovery on a lossy ring (docs/recovery.md; not in the paper):
+#             boot()           the board has just started and knows nothing
+#             on_timeout()     no token seen for the regeneration timeout
+#             on_claim(...)    a claim or join frame arrived
+#             on_request_again()  a re-announced request message arrived
 # Actions out (bit mask returned by every handler):
 #             SEND_TOKEN       send the token to the next node; its fields are
 #                              this node's count/state/seq/epoch attributes
 #             SEND_REQUEST     send one (anonymous) request message to the next node
 #             ENTER_CS         the critical section starts now; call exit_cs() at its end
+#             SEND_CLAIM       send a claim/join frame: fields claim_epoch,
+#                              claim_origin, claim_join, claim_seq, claim_nonce
+#             SEND_AGAIN       send a re-announced request message
+#             REGENERATED      (for the log) a new token was made here
+#             DISCARDED        (for the log) a token of an old epoch was dropped here
 #
 # "p has T" in the paper means the token is at p: resting there or held in p's
 # critical section. A token that only passes through p is never "had" between
@@ -37,6 +47,14 @@ except ImportError:  # CPython
 SEND_TOKEN = const(1)
 SEND_REQUEST = const(2)
 ENTER_CS = const(4)
+SEND_CLAIM = const(8)
+SEND_AGAIN = const(16)
+REGENERATED = const(32)
+DISCARDED = const(64)
+
+# claim key owner meaning "a token of this epoch has been seen here": it outranks
+# every claim of the same epoch (claims carry positions 0..65534).
+OWNER_TOKEN = const(0xFFFF)
 
 # Token state of protocol D (the "bit" of section 4).
 CHECK = const(0)
@@ -46,16 +64,30 @@ ACTIVE = const(1)
 TOKEN_FIELDS = ("count", "state", "seq", "epoch")
 
 
+def newer(a, b):
+    """True when epoch a is later than epoch b (16-bit serial numbers, RFC 1982)."""
+    d = (a - b) & 0xFFFF
+    return 0 < d < 0x8000
+
+
 class Node:
-    """Common part: token custody, the pending request, the critical section.
+    """Common part: token custody, the pending request, the critical section,
+    and the recovery rules that keep one token on a lossy ring.
 
     Token fields, meaningful while has_token is true (and read by the caller
     right after a SEND_TOKEN action):
       count  protocol counter (Q: registered requests, D: check-tour hops left)
-      state  CHECK or ACTIVE (D only; 0 elsewhere)
+      state  D: CHECK or ACTIVE; Q: hops since the token was last held (recovery)
       seq    number of critical-section entries since the ring started
              (for the link layer and the checker: detects a lost/duplicated token)
-      epoch  token generation, kept as is by the protocols (for token regeneration)
+      epoch  token generation: a regenerated token has a later epoch, and a
+             token of an epoch older than this node knows is discarded
+
+    Recovery state (docs/recovery.md): known_epoch/known_owner, the highest
+    claim key (epoch, originator) this node has adopted, with owner OWNER_TOKEN
+    once a token of that epoch has been seen; fresh, true from boot() until the
+    node's join round has told it the ring's epoch (a fresh node drops every
+    token: it cannot tell a live one from an old one).
     """
 
     name = ""
@@ -77,6 +109,20 @@ class Node:
         self.epoch = 0
         self.flag = 0  # M_p of protocol D
         self.errors = 0  # frames that cannot happen in a fault-free ring
+        self.known_epoch = 0
+        self.known_owner = OWNER_TOKEN
+        self.fresh = False
+        self.starting = False  # must make the ring's first token (boot(starter=True))
+        self.claim_epoch = 0
+        self.claim_origin = 0
+        self.claim_join = 0
+        self.claim_seq = 0
+        self.claim_nonce = 0
+        self.nonce = 0  # this incarnation's number (boot): frames of an earlier one are not ours
+        self.again_origin = 0  # of the re-announced request message to send
+        self.discarded = 0  # tokens of an old epoch (or reaching a fresh node) dropped here
+        self.regenerated = 0
+        self.stale_counts = 0  # Q: counters found stale and cleared (only after faults)
 
     def give_token(self):
         """Place the single token here when the ring starts."""
@@ -98,6 +144,180 @@ class Node:
     def busy(self):
         """True while this node holds something that must still happen."""
         return self.pending or self.in_cs
+
+    def waiting(self):
+        """True while a timeout should run here (see on_timeout)."""
+        return self.fresh or self.starting or (self.pending and not self.has_token)
+
+    # -- recovery (docs/recovery.md) -------------------------------------
+
+    def _gate(self, epoch):
+        """The epoch gate every on_token passes first. Returns the epoch the
+        token goes on with, or -1: drop it."""
+        if self.fresh:
+            self.discarded += 1
+            return -1
+        known = self.known_epoch
+        if epoch != known and not newer(epoch, known):
+            if self.known_owner == self.index and epoch == (known - 1) & 0xFFFF:
+                # Our own claim is out and no later claim has passed here: this
+                # token is the live one (this node accepted its epoch before it
+                # claimed), arriving before the claim came back. Keep it as a
+                # holder would: it takes the claim's epoch and the claim ends.
+                self.known_owner = OWNER_TOKEN
+                self.starting = False
+                return known
+            self.discarded += 1
+            return -1
+        self.known_epoch = epoch
+        self.known_owner = OWNER_TOKEN
+        self.starting = False
+        return epoch
+
+    def boot(self, starter=False, nonce=0):
+        """The board has just started: it knows neither the ring's epoch nor
+        whether a token exists. It asks (a join round) before trusting any
+        token; the starter (position 0) then makes the first token by a claim
+        if the ring has never had one.
+
+        nonce (0..65535) tells this incarnation apart from the board's earlier
+        ones (the node loop draws it at random): a join or claim an earlier
+        incarnation sent may still be on its way round, and taking it for its
+        own would let this one reuse a claim key that is still out (found by
+        `picoring explore --faults restart=2`; docs/recovery.md)."""
+        self.fresh = True
+        self.starting = starter
+        self.nonce = nonce & 0xFFFF
+        return self._join()
+
+    def _join(self):
+        self.claim_epoch = 0
+        self.claim_origin = self.index
+        self.claim_join = 1
+        self.claim_seq = 0
+        self.claim_nonce = self.nonce
+        return SEND_CLAIM
+
+    def _claim(self):
+        e = (self.known_epoch + 1) & 0xFFFF
+        self.known_epoch = e
+        self.known_owner = self.index
+        self.claim_epoch = e
+        self.claim_origin = self.index
+        self.claim_join = 0
+        self.claim_seq = self.seq
+        self.claim_nonce = self.nonce
+        return SEND_CLAIM
+
+    def on_timeout(self):
+        """No token seen for the regeneration timeout while waiting(): a fresh
+        node asks again for the ring's epoch; a node that needs the token
+        re-announces its request (it may have been lost) and claims a new
+        token (the token may have been lost)."""
+        if self.fresh:
+            return self._join()
+        if self.has_token or not (self.pending or self.starting):
+            return 0
+        a = self._claim()
+        if self.pending and self.uses_requests:
+            a |= self._again()
+        return a
+
+    def _again(self):
+        self.again_origin = self.index
+        return SEND_AGAIN
+
+    def on_claim(self, epoch, origin, join, seq, nonce=0):
+        """A claim (join=0) or join (join=1) frame arrived.
+
+        A claim (epoch, origin) travels the ring once. A node forwards it only
+        if its key beats every key the node has adopted, and adopts it (so
+        from then on it drops tokens of older epochs); a node that has the
+        token stops it and gives its token the claim's epoch. On a FIFO ring
+        a claim cannot pass the token, so a claim that comes back to its
+        originator still being its highest key has met no token: the
+        originator makes a new one. A join only collects the highest epoch
+        and sequence number round the ring, for a fresh node."""
+        if origin == self.index:
+            if nonce != self.nonce:
+                return 0  # sent by an earlier incarnation of this board: stopped
+            if join:
+                if not self.fresh:
+                    return 0  # the answer to an earlier join; this one is already known
+                self.fresh = False
+                self.known_epoch = epoch
+                self.known_owner = OWNER_TOKEN
+                if seq > self.seq:
+                    self.seq = seq
+                if self.starting and epoch == 0:
+                    return self._claim()  # no token has ever existed: make the first
+                self.starting = False
+                return 0
+            if self.fresh or epoch != self.known_epoch or self.known_owner != origin:
+                return 0  # overtaken by a later claim, or a token was seen meanwhile
+            # Our claim went round without meeting the token: make a new one.
+            if seq > self.seq:
+                self.seq = seq
+            self.known_owner = OWNER_TOKEN
+            self.epoch = epoch
+            self.regenerated += 1
+            if self.starting and not self.pending:
+                # The ring's first token starts as the paper's does: at rest here.
+                self.starting = False
+                return self.give_token() | REGENERATED
+            self.starting = False
+            return self._regenerate() | REGENERATED
+        if seq < self.seq:
+            seq = self.seq
+        if join:
+            if not self.fresh and newer(self.known_epoch, epoch):
+                epoch = self.known_epoch
+            return self._forward_claim(epoch, origin, 1, seq, nonce)
+        if self.fresh:
+            return 0  # cannot judge a claim yet: stopping it is always safe
+        if not (newer(epoch, self.known_epoch) or (epoch == self.known_epoch and origin > self.known_owner)):
+            return 0  # a stale claim: stopped here
+        self.known_epoch = epoch
+        if self.has_token:
+            # The token is alive here: the claim ends, the token takes its epoch.
+            self.known_owner = OWNER_TOKEN
+            self.epoch = epoch
+            return 0
+        self.known_owner = origin
+        return self._forward_claim(epoch, origin, 0, seq, nonce)
+
+    def _forward_claim(self, epoch, origin, join, seq, nonce):
+        self.claim_epoch = epoch
+        self.claim_origin = origin
+        self.claim_join = join
+        self.claim_seq = seq
+        self.claim_nonce = nonce
+        return SEND_CLAIM
+
+    def _new_token(self):
+        self.has_token = True
+        self.count = 0
+        self.state = CHECK
+
+    def _regenerate(self):
+        """Put a new token here (the protocols override what it does next)."""
+        self._new_token()
+        if self.pending:
+            return self._enter()
+        return 0
+
+    def on_request_again(self, origin=-1):
+        """A re-announced request message from processor origin. It travels like a
+        request message to the token, but at most once round the ring: back at its
+        origin, there was no token at rest to find (the claim sent with it deals
+        with that). Q has no M_p flags, so its plain request messages have no such
+        limit (docs/recovery.md, known costs)."""
+        if origin == self.index:
+            return 0
+        if self.has_token:
+            return self.on_request()
+        self.again_origin = origin
+        return SEND_AGAIN
 
 
 class NodeS(Node):
@@ -123,6 +343,9 @@ class NodeS(Node):
         return 0
 
     def on_token(self, count, state, seq, epoch):
+        epoch = self._gate(epoch)
+        if epoch < 0:
+            return DISCARDED
         if self.has_token:
             self.errors += 1  # a second token: dropped, never acted on
             return 0
@@ -138,6 +361,12 @@ class NodeS(Node):
     def exit_cs(self):
         self.in_cs = False
         return self._pass()
+
+    def _regenerate(self):
+        self._new_token()
+        if self.pending:
+            return self._enter()
+        return self._pass()  # S's token never rests
 
 
 class NodeQ(Node):
@@ -163,22 +392,35 @@ class NodeQ(Node):
 
     def on_token(self, count, state, seq, epoch):
         # Rule 3.
+        epoch = self._gate(epoch)
+        if epoch < 0:
+            return DISCARDED
         if self.has_token:
             self.errors += 1  # a second token: dropped, never acted on
             return 0
+        self.seq = seq
+        self.epoch = epoch
         if self.pending:
             self.has_token = True
-            self.count = count - 1
-            self.state = state
-            self.seq = seq
-            self.epoch = epoch
+            self.count = count - 1 if count > 0 else 0
+            self.state = 0
             return self._enter()
         # Passed straight on: has_token never becomes true, the fields are
         # only kept for the caller to send.
+        # Deviation (recovery, docs/recovery.md): state counts the nodes T has
+        # passed since it was last held. With count > 0 some processor is
+        # pending and T reaches it within n hops, so on a fault-free ring this
+        # never reaches n; after a lost token or a re-announced request the
+        # counter can be stale, and T would circle forever: it rests instead.
+        state += 1
+        if state >= self.n:
+            self.stale_counts += 1  # never on a fault-free ring (explore checks it)
+            self.has_token = True
+            self.count = 0
+            self.state = 0
+            return 0
         self.count = count
         self.state = state
-        self.seq = seq
-        self.epoch = epoch
         return SEND_TOKEN
 
     def exit_cs(self):
@@ -187,6 +429,18 @@ class NodeQ(Node):
         if self.count > 0:
             return self._pass()
         return 0
+
+    def _regenerate(self):
+        # A new token cannot know the lost one's counter: it sweeps the ring
+        # once (count n, passed on by every processor that is not pending,
+        # decremented by those that are) and rests by the hop rule above.
+        # Requests it misses are re-announced by their own timeouts.
+        self._new_token()
+        self.count = self.n
+        if self.pending:
+            self.count -= 1
+            return self._enter()
+        return self._pass()
 
 
 class NodeDLiteral(Node):
@@ -230,12 +484,18 @@ class NodeDLiteral(Node):
         return 0  # the request message is stopped here
 
     def on_token(self, count, state, seq, epoch):
+        epoch = self._gate(epoch)
+        if epoch < 0:
+            return DISCARDED
         if self.has_token:
             self.errors += 1  # a second token: dropped, never acted on
             return 0
-        self.flag = 0
         self.seq = seq
         self.epoch = epoch
+        return self._take(count, state)
+
+    def _take(self, count, state):
+        self.flag = 0
         if state == ACTIVE:
             # Rule 4.
             if self.pending:
@@ -272,6 +532,26 @@ class NodeDLiteral(Node):
         if self.state == ACTIVE or self.count > 0:
             return self._pass()
         return 0
+
+    def _regenerate(self):
+        # A new token makes a check tour of the whole ring, as if it had just
+        # arrived here with counter n (rule 5): it clears every M_p flag left
+        # by request messages that were lost, and serves whoever is pending.
+        self.has_token = False
+        return self._take(self.n, CHECK)
+
+    def on_request_again(self, origin=-1):
+        # A re-announced request message is not stopped by M_p (rule 3): the
+        # flag that would stop it may belong to a request message that was
+        # lost; this one must reach T. It stays a re-announced message.
+        a = Node.on_request_again(self, origin)
+        if a & SEND_AGAIN:
+            self.flag = 1
+        return a
+
+    def _again(self):
+        self.flag = 1
+        return Node._again(self)
 
 
 class NodeD(NodeDLiteral):

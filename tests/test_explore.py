@@ -25,6 +25,17 @@ class QNoDecrement(NodeQ):
         return a
 
 
+class QNoDecrementNoHopRule(QNoDecrement):
+    """The same bug with Q's stale-counter hop rule (recovery) switched off too."""
+
+    name = "q-no-decrement-no-hop-rule"
+
+    def on_token(self, count, state, seq, epoch):
+        a = QNoDecrement.on_token(self, count, state, seq, epoch)
+        self.state = 0  # the hop count never grows: T circles forever
+        return a
+
+
 class DNeverResetsFlag(NodeD):
     """D whose token never resets M_p (rules 2, 4, 5 forget M_p = 0)."""
 
@@ -50,8 +61,20 @@ class QPassesDuringCS(NodeQ):
         return NodeQ.on_request(self)
 
 
-def test_planted_missing_decrement_is_a_livelock_with_its_schedule():
+def test_planted_missing_decrement_trips_the_hop_rule_which_never_fires_without_faults():
+    # Q's recovery rule (a token that passed n idle nodes rests) stops the
+    # livelock, but it fires, and firing is an error on a fault-free ring.
     rep = explore(QNoDecrement, 2, 1)
+    assert rep["safety"]["ok"] and rep["livelock"]["ok"]
+    assert rep["token_integrity"]["ok"] is False
+    r = replay(QNoDecrement, 2, rep["token_integrity"]["schedule"])
+    assert r["in_flight"] == 0 and r["pending"] == []
+    for proto in ("q", "d", "s"):
+        assert explore(proto, 3, 2)["token_integrity"]["ok"]
+
+
+def test_planted_missing_decrement_is_a_livelock_with_its_schedule():
+    rep = explore(QNoDecrementNoHopRule, 2, 1)
     assert rep["safety"]["ok"] and rep["served"]["ok"]
     assert rep["livelock"]["ok"] is False and "quiescence" in rep["failures"]
     assert rep["livelock"]["prefix"] == [
@@ -60,7 +83,7 @@ def test_planted_missing_decrement_is_a_livelock_with_its_schedule():
     assert rep["livelock"]["cycle"] == ["deliver token 1->0", "deliver token 0->1"]
     assert rep["messages_per_request"]["unbounded"]
     # the schedule is real: replayed on fresh nodes, the token is still on the move
-    r = replay(QNoDecrement, 2, rep["livelock"]["prefix"] + rep["livelock"]["cycle"] * 3)
+    r = replay(QNoDecrementNoHopRule, 2, rep["livelock"]["prefix"] + rep["livelock"]["cycle"] * 3)
     assert r["in_flight"] == 1 and r["pending"] == []
 
 
