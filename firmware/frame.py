@@ -1,10 +1,12 @@
 # Link frame codec for the UART between two boards (docs/hostlink.md, "Link frames").
 #
 # On the wire a frame is   00 | COBS(kind, lseq, payload..., crc_hi, crc_lo) | 00
-#   kind     TOKEN (1), REQUEST (2) or PROBE (4: discovery, never given to the protocol)
+#   kind     TOKEN (1), REQUEST (2), PROBE (4: discovery, never given to the protocol),
+#            CLAIM (5: token recovery, docs/recovery.md) or AGAIN (6: a re-announced request)
 #   lseq     link sequence byte (per sender, wraps at 256; receivers keep the last one)
 #   payload  TOKEN: count u16, state u8, seq u32, epoch u16 (little-endian); REQUEST: none;
-#            PROBE: probe id u16
+#            PROBE: probe id u16; CLAIM: epoch u16, origin u16, join u8, seq u32, nonce u16;
+#            AGAIN: origin u16
 #   crc      CRC-16/CCITT-FALSE over kind..payload, big-endian
 # The leading 00 costs one byte and means a frame that follows line garbage is still
 # received: the garbage ends in its own (bad, counted) frame instead of swallowing it.
@@ -24,13 +26,19 @@ TOKEN = const(1)
 REQUEST = const(2)
 BAD = const(3)  # returned by Decoder.next() for a dropped frame (reason in last_bad)
 PROBE = const(4)  # `picoring discover`: which board does my TX reach?
+CLAIM = const(5)  # a claim for a new token, or a join round of a board that just started
+AGAIN = const(6)  # a request message announced again after a timeout
 
 _TOKEN_RAW = const(13)  # kind, lseq, 9 payload bytes, 2 crc bytes
 _REQUEST_RAW = const(4)  # kind, lseq, 2 crc bytes
 _PROBE_RAW = const(6)  # kind, lseq, probe id u16, 2 crc bytes
+_AGAIN_RAW = const(6)  # kind, lseq, origin u16, 2 crc bytes
+_CLAIM_RAW = const(15)  # kind, lseq, epoch u16, origin u16, join, seq u32, nonce u16, 2 crc bytes
 TOKEN_WIRE = const(16)  # 00 + COBS(13 bytes: one code byte more) + 00
 REQUEST_WIRE = const(7)
 PROBE_WIRE = const(9)
+CLAIM_WIRE = const(18)
+AGAIN_WIRE = const(9)
 _MAX_RAW = const(16)  # longer frames are bad (bad length) before they end
 
 # Why a frame was dropped (the order is the index into Decoder.bad_counts).
@@ -107,6 +115,8 @@ class Encoder:
         self.token_out = bytearray(TOKEN_WIRE)
         self.request_out = bytearray(REQUEST_WIRE)
         self.probe_out = bytearray(PROBE_WIRE)
+        self.claim_out = bytearray(CLAIM_WIRE)
+        self.again_out = bytearray(AGAIN_WIRE)
 
     def token(self, count, state, seq, epoch):
         """Encode a token frame; returns token_out (write it whole)."""
@@ -141,26 +151,57 @@ class Encoder:
         _cobs_into(r, _REQUEST_RAW, self.request_out)
         return self.request_out
 
-    def probe(self, pid):
-        """Encode a probe frame carrying pid (0..65535); returns probe_out."""
+    def again(self, origin):
+        """Encode a re-announced request frame from processor origin; returns again_out."""
+        return self._u16(AGAIN, origin, _AGAIN_RAW, self.again_out)
+
+    def _u16(self, kind, value, n, out):
         r = self._raw
-        r[0] = PROBE
+        r[0] = kind
         r[1] = self.lseq
         self.lseq = (self.lseq + 1) & 0xFF
-        r[2] = pid & 0xFF
-        r[3] = (pid >> 8) & 0xFF
+        r[2] = value & 0xFF
+        r[3] = (value >> 8) & 0xFF
         c = crc16(r, 4)
         r[4] = c >> 8
         r[5] = c & 0xFF
-        _cobs_into(r, _PROBE_RAW, self.probe_out)
-        return self.probe_out
+        _cobs_into(r, n, out)
+        return out
+
+    def claim(self, epoch, origin, join, seq, nonce=0):
+        """Encode a claim (join=0) or join (join=1) frame; returns claim_out."""
+        r = self._raw
+        r[0] = CLAIM
+        r[1] = self.lseq
+        self.lseq = (self.lseq + 1) & 0xFF
+        r[2] = epoch & 0xFF
+        r[3] = (epoch >> 8) & 0xFF
+        r[4] = origin & 0xFF
+        r[5] = (origin >> 8) & 0xFF
+        r[6] = join & 0xFF
+        r[7] = seq & 0xFF
+        r[8] = (seq >> 8) & 0xFF
+        r[9] = (seq >> 16) & 0xFF
+        r[10] = (seq >> 24) & 0xFF
+        r[11] = nonce & 0xFF
+        r[12] = (nonce >> 8) & 0xFF
+        c = crc16(r, 13)
+        r[13] = c >> 8
+        r[14] = c & 0xFF
+        _cobs_into(r, _CLAIM_RAW, self.claim_out)
+        return self.claim_out
+
+    def probe(self, pid):
+        """Encode a probe frame carrying pid (0..65535); returns probe_out."""
+        return self._u16(PROBE, pid, _PROBE_RAW, self.probe_out)
 
 
 class Decoder:
     """Incremental receiver: feed(buf, n) then call next() until it returns 0.
 
-    next() returns TOKEN or REQUEST for each complete valid frame and leaves its
-    fields in count/state/seq/epoch/lseq; for a dropped frame it returns BAD
+    next() returns the kind of each complete valid frame and leaves its fields
+    in count/state/seq/epoch/lseq (a claim's in epoch/origin/join/seq, a probe's
+    in probe); for a dropped frame it returns BAD
     (counted in bad and bad_counts[reason], reason in last_bad) so the caller can
     log it, but a bad frame's content is never exposed.
     """
@@ -179,6 +220,9 @@ class Decoder:
         self.seq = 0
         self.epoch = 0
         self.probe = 0
+        self.origin = 0
+        self.join = 0
+        self.nonce = 0
         self.lseq = 0
         self.frames = 0
         self.bad = 0
@@ -259,6 +303,18 @@ class Decoder:
         elif kind == REQUEST:
             if ln != _REQUEST_RAW:
                 return self._bad(BAD_LEN)
+        elif kind == AGAIN:
+            if ln != _AGAIN_RAW:
+                return self._bad(BAD_LEN)
+            self.origin = raw[2] | (raw[3] << 8)
+        elif kind == CLAIM:
+            if ln != _CLAIM_RAW:
+                return self._bad(BAD_LEN)
+            self.epoch = raw[2] | (raw[3] << 8)
+            self.origin = raw[4] | (raw[5] << 8)
+            self.join = raw[6] & 1
+            self.seq = raw[7] | (raw[8] << 8) | (raw[9] << 16) | (raw[10] << 24)
+            self.nonce = raw[11] | (raw[12] << 8)
         elif kind == PROBE:
             if ln != _PROBE_RAW:
                 return self._bad(BAD_LEN)

@@ -36,6 +36,10 @@ EV_BAD = const(6)  # bad frame dropped (aux = reason, count = bad frames so far)
 EV_DROP = const(7)  # events lost because the ring was full (seq = how many)
 EV_REJECT = const(8)  # local request refused: one is pending or in its CS already
 EV_BOOT = const(9)  # the node loop started (aux = position, count = ring size)
+EV_REGEN = const(10)  # a new token was made here (token fields as for a send)
+EV_DISCARD = const(11)  # a received token was dropped: old epoch (aux 0) or fresh board (aux 1)
+EV_TIMEOUT = const(12)  # no token for the timeout (aux = what was done, count = the timeout that fired, ms)
+EV_HOSTERR = const(13)  # a host line was refused (aux = why, node.HOSTERR_*)
 
 RECORD_SIZE = const(16)
 # Record layout, little-endian: event seq u16, tick_us u32 (ticks_us mod 2**30),
@@ -210,7 +214,9 @@ class HostLink:
         self.closed = False
 
     def poll(self):
-        """Returns the length of a complete command line now in self.line, else 0."""
+        """Returns the length of a complete command line now in self.line, 0 when
+        there is none yet, or -1 (not a command: no "!") or -2 (too long) for a
+        line that was refused (counted in bad_lines)."""
         read_byte = self._read_byte
         line = self.line
         while True:
@@ -228,12 +234,12 @@ class HostLink:
                 if self._overflow:
                     self._overflow = False
                     self.bad_lines += 1
-                    continue
+                    return -2
                 if n == 0:
                     continue  # blank line or the \n of \r\n
                 if line[0] != _BANG:
                     self.bad_lines += 1
-                    continue
+                    return -1
                 return n
             if self._n < len(line):
                 line[self._n] = b

@@ -64,6 +64,12 @@ def check_config(cfg, path=CONFIG):
     baud = cfg.get("baud", 115200)
     if not isinstance(baud, int) or baud <= 0:
         raise ConfigError("%s: baud must be a positive integer, not %r" % (path, baud))
+    regen_ms = cfg.get("regen_ms", 500)
+    if not isinstance(regen_ms, int) or regen_ms < 0:
+        raise ConfigError("%s: regen_ms must be an integer >= 0 (0: no recovery timeouts), not %r" % (path, regen_ms))
+    audit = cfg.get("audit_file")
+    if audit is not None and not isinstance(audit, str):
+        raise ConfigError("%s: audit_file must be a path, not %r" % (path, audit))
     if "virtual" in cfg:
         v = cfg["virtual"]
         if not isinstance(v, dict) or not isinstance(v.get("uart"), str):
@@ -89,7 +95,46 @@ def build(cfg, board):
         led=board.led,
         info={"board": cfg.get("board", board.name), "baud": cfg.get("baud", 115200)},
         log_capacity=cfg.get("log_capacity", 64),
+        regen_us=cfg.get("regen_ms", 500) * 1000,
+        audit=shared_counter(cfg["audit_file"]) if cfg.get("audit_file") else None,
+        nonce=boot_nonce(),
     )
+
+
+def boot_nonce():
+    """A random 16-bit number for this boot (protocol.Node.boot): the rp2 and unix
+    ports have os.urandom (on rp2 from the ring oscillator); a port without it falls
+    back to the clock, which differs between boots less reliably."""
+    try:
+        import os
+
+        b = os.urandom(2)
+        return b[0] | (b[1] << 8)
+    except (ImportError, AttributeError, OSError):
+        import time
+
+        return time.ticks_us() & 0xFFFF
+
+
+def shared_counter(path):
+    """The safety audit of virtual boards (docs/recovery.md): every board of the
+    ring shares one counter file and increments it across its critical
+    section, read at entry and written at exit. Two critical sections that
+    overlap lose an increment, whatever the protocol claims."""
+    box = [0]
+
+    def enter():
+        try:
+            with open(path) as f:
+                box[0] = int(f.read() or 0)
+        except OSError:
+            box[0] = 0
+
+    def leave():
+        with open(path, "w") as f:
+            f.write(str(box[0] + 1))
+
+    return enter, leave
 
 
 def main():
@@ -108,7 +153,7 @@ def main():
         return 1
     loop = build(cfg, board)
     try:
-        loop.run(give_token=cfg["position"] == 0, idle=getattr(board, "idle", None))
+        loop.run(boot=True, idle=getattr(board, "idle", None))
     except KeyboardInterrupt:
         _say("stopped ctrl-c")
         raise

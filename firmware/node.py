@@ -10,6 +10,7 @@ import protocol
 import frame
 import hostlink
 from hostlink import EV_REQ, EV_SEND, EV_RECV, EV_ENTER, EV_EXIT, EV_BAD, EV_REJECT, EV_BOOT
+from hostlink import EV_REGEN, EV_DISCARD, EV_TIMEOUT, EV_HOSTERR
 
 try:
     from micropython import const
@@ -19,30 +20,52 @@ except ImportError:  # CPython
         return value
 
 
-FIRMWARE_VERSION = "0.2.0"  # 0.2.0: !probe / !probed (discovery), baud= in !ver
+FIRMWARE_VERSION = "0.3.0"  # 0.3.0: token recovery (claims, epochs, timeouts); 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
 _ENTER_CS = const(4)  # protocol.ENTER_CS
+_SEND_CLAIM = const(8)  # protocol.SEND_CLAIM
+_SEND_AGAIN = const(16)  # protocol.SEND_AGAIN
+_REGENERATED = const(32)  # protocol.REGENERATED
+_DISCARDED = const(64)  # protocol.DISCARDED
 _TOKEN = const(1)  # frame.TOKEN
 _REQUEST = const(2)  # frame.REQUEST
 _BAD = const(3)  # frame.BAD
 _PROBE = const(4)  # frame.PROBE
+_CLAIM = const(5)  # frame.CLAIM
+_AGAIN = const(6)  # frame.AGAIN
 _IDLE_HOST_EVERY = const(32)  # busy passes between two host polls
 
 # The copies above are compile-time constants (const() is inlined only for names
 # defined in this module); they must not drift from their sources.
-if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.ENTER_CS) != (_SEND_TOKEN, _SEND_REQUEST, _ENTER_CS) or (
-        frame.TOKEN, frame.REQUEST, frame.BAD, frame.PROBE) != (_TOKEN, _REQUEST, _BAD, _PROBE):
+if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.ENTER_CS, protocol.SEND_CLAIM, protocol.SEND_AGAIN,
+        protocol.REGENERATED, protocol.DISCARDED) != (_SEND_TOKEN, _SEND_REQUEST, _ENTER_CS, _SEND_CLAIM, _SEND_AGAIN,
+                                                      _REGENERATED, _DISCARDED) or (
+        frame.TOKEN, frame.REQUEST, frame.BAD, frame.PROBE, frame.CLAIM, frame.AGAIN) != (
+        _TOKEN, _REQUEST, _BAD, _PROBE, _CLAIM, _AGAIN):
     raise ImportError("node.py's protocol/frame constants disagree with protocol.py/frame.py")
 
 _CMD_R = const(114)  # "!r": the request command, parsed without allocating
+
+# Why a host line was refused (aux of an EV_HOSTERR event; hostlink.HostLink.last_bad 1, 2).
+HOSTERR_NOT_COMMAND = const(1)  # a line not starting with "!"
+HOSTERR_TOO_LONG = const(2)
+HOSTERR_NOT_TEXT = const(3)
+HOSTERR_UNKNOWN = const(4)
+HOSTERR_BAD_ARGS = const(5)
+
+# Timeout kinds (aux of an EV_TIMEOUT event).
+TIMEOUT_JOIN = const(1)  # a fresh board asked again for the ring's epoch
+TIMEOUT_CLAIM = const(2)  # the starter claimed the first token again
+TIMEOUT_AGAIN = const(3)  # a waiting request was re-announced and a new token claimed
 
 
 class NodeLoop:
     """Runs one node. uart/host/led/clock are passed in (hal.Board or stand-ins)."""
 
-    def __init__(self, node, uart, host, ticks_us, ticks_diff, cs_us=0, led=None, info=None, log_capacity=64, rxbuf=64):
+    def __init__(self, node, uart, host, ticks_us, ticks_diff, cs_us=0, led=None, info=None, log_capacity=64, rxbuf=64,
+                 regen_us=500_000, retry_us=None, audit=None, nonce=0):
         self.node = node
         self.uart = uart
         self.link = hostlink.HostLink(host)
@@ -63,6 +86,21 @@ class NodeLoop:
         self.requests = 0
         self.rejected = 0
         self.passes = 0
+        # Recovery timing (docs/recovery.md). regen_us is the base regeneration
+        # timeout (Delta_max of the wandering token); gen_us is this board's
+        # current one: x1.5 on each token it regenerates, back 5% of the way to
+        # the base on each token it receives. retry_us paces join rounds and the
+        # starter's first claim (cheap, nothing to regenerate yet). 0: off.
+        self.regen_us = regen_us
+        self.gen_us = regen_us
+        self.retry_us = retry_us if retry_us is not None else min(regen_us, 50_000 + 4_000 * node.n)
+        self._watch = False  # node.waiting(), cached after every event
+        self._wait_since = 0
+        self.timeouts = 0
+        # audit: optional (enter, exit) callables run at the edges of every
+        # critical section (virtual boards: a shared counter, read-modify-write).
+        self.audit = audit
+        self.nonce = nonce  # this boot's incarnation number (protocol.Node.boot)
         self._commands = {
             "r": self._cmd_request,
             "req": self._cmd_request,
@@ -79,23 +117,30 @@ class NodeLoop:
 
     # -- the loop --------------------------------------------------------
 
-    def start(self, give_token=False):
-        """Announce the board; the first node takes the token."""
+    def start(self, give_token=False, boot=False):
+        """Announce the board. give_token: the token starts here (a fault-free
+        ring of stand-ins, set up all at once). boot: a real start; the board
+        joins the ring (learns its epoch) and position 0 makes the first token
+        by a claim, so a board that restarts never makes a second one."""
         self.running = True
         n = self.node
         self.link.reply("hello " + self._version_text())
         self.log.record(EV_BOOT, 0, n.index, n.n, 0, 0)
+        t = self.ticks_us()
         if give_token:
-            self._act(n.give_token(), self.ticks_us())
+            self._act(n.give_token(), t)
+        elif boot:
+            self._act(n.boot(starter=n.index == 0, nonce=self.nonce), t)
+            self._wait_since = t
         self._show()
 
-    def run(self, give_token=False, idle=None):
+    def run(self, give_token=False, idle=None, boot=False):
         """Loop until "!stop", the host going away, or KeyboardInterrupt (raised).
 
         idle: optional callable, called after a pass that did nothing with no
         event left to send; it may wait briefly for input (a virtual board
         sleeps in poll() there instead of spinning a host core)."""
-        self.start(give_token)
+        self.start(give_token, boot)
         log = self.log
         try:
             while self.running:
@@ -131,14 +176,23 @@ class NodeLoop:
         if node.in_cs:
             t = self.ticks_us()
             if self.ticks_diff(t, self._cs_start) >= self.cs_us:
+                if self.audit is not None:
+                    self.audit[1]()
                 a = node.exit_cs()
                 self._act(a, t, EV_EXIT)
+                busy = True
+        if self._watch and self.regen_us:
+            t = self.ticks_us()
+            if self.ticks_diff(t, self._wait_since) >= (self.retry_us if node.fresh or node.starting else self.gen_us):
+                self._timeout(t)
                 busy = True
         self.passes += 1
         if not busy or self.passes & (_IDLE_HOST_EVERY - 1) == 0:
             ln = self.link.poll()
-            if ln:
+            if ln > 0:
                 self._command(ln)
+            elif ln < 0:
+                self._host_error(HOSTERR_NOT_COMMAND if ln == -1 else HOSTERR_TOO_LONG)
             elif self.link.closed:
                 self.running = False
         log = self.log
@@ -155,6 +209,12 @@ class NodeLoop:
         elif k == _REQUEST:
             a = node.on_request()
             self._act(a, t, EV_RECV, _REQUEST)
+        elif k == _CLAIM:
+            a = node.on_claim(dec.epoch, dec.origin, dec.join, dec.seq, dec.nonce)
+            self._act(a, t, EV_RECV, _CLAIM)
+        elif k == _AGAIN:
+            a = node.on_request_again(dec.origin)
+            self._act(a, t, EV_RECV, _AGAIN)
         elif k == _PROBE:
             # Discovery only: reported to the host, not forwarded, not an event.
             self.link.reply("probed %d" % dec.probe)
@@ -166,31 +226,78 @@ class NodeLoop:
         caused them (ev at tick t) and the frames sent."""
         node = self.node
         dec = self.dec
-        sent = 0
+        uart = self.uart
         if a & _SEND_TOKEN:
-            self.uart.write(self.enc.token(node.count, node.state, node.seq, node.epoch))
-            sent = _TOKEN
+            uart.write(self.enc.token(node.count, node.state, node.seq, node.epoch))
         elif a & _SEND_REQUEST:
-            self.uart.write(self.enc.request())
-            sent = _REQUEST
+            uart.write(self.enc.request())
+        if a & _SEND_AGAIN:
+            uart.write(self.enc.again(node.again_origin))
+        if a & _SEND_CLAIM:
+            uart.write(self.enc.claim(node.claim_epoch, node.claim_origin, node.claim_join, node.claim_seq,
+                                      node.claim_nonce))
         if a & _ENTER_CS:
             self._cs_start = t
+            if self.audit is not None:
+                self.audit[0]()
         log = self.log
         if ev:
             if ev == EV_RECV and kind == _TOKEN:
                 log.record(EV_RECV, _TOKEN, dec.state, dec.count, dec.seq, dec.epoch, t)
+                if a & _DISCARDED:
+                    log.record(EV_DISCARD, _TOKEN, 1 if node.fresh else 0, dec.count, dec.seq, dec.epoch, t)
+                else:
+                    # A token seen: the wait starts again, the timeout decays
+                    # towards its base (wandering token, section 4.1).
+                    self._wait_since = t
+                    self.gen_us -= (self.gen_us - self.regen_us) // 20
+            elif kind == _CLAIM:
+                log.record(EV_RECV, _CLAIM, dec.join, dec.origin, dec.seq, dec.epoch, t)
+            elif kind == _AGAIN:
+                log.record(EV_RECV, _AGAIN, 0, dec.origin, 0, 0, t)
             else:
                 log.record(ev, kind, 0, 0, 0, 0, t)
-        if sent:
-            self.tx_frames += 1
-            if sent == _TOKEN:
+        if a & _REGENERATED:
+            self._wait_since = t
+            # Each token this board makes makes it slower to make another (x1.5,
+            # capped): the wandering token's rule against regeneration storms.
+            self.gen_us = min(self.gen_us * 3 // 2, self.regen_us * 64)
+            log.record(EV_REGEN, _TOKEN, node.state, node.count, node.seq, node.epoch, t)
+        if a & (_SEND_TOKEN | _SEND_REQUEST | _SEND_AGAIN | _SEND_CLAIM):
+            if a & _SEND_TOKEN:
+                self.tx_frames += 1
                 log.record(EV_SEND, _TOKEN, node.state, node.count, node.seq, node.epoch)
-            else:
+            elif a & _SEND_REQUEST:
+                self.tx_frames += 1
                 log.record(EV_SEND, _REQUEST, 0, 0, 0, 0)
+            if a & _SEND_AGAIN:
+                self.tx_frames += 1
+                log.record(EV_SEND, _AGAIN, 0, node.again_origin, 0, 0)
+            if a & _SEND_CLAIM:
+                self.tx_frames += 1
+                log.record(EV_SEND, _CLAIM, node.claim_join, node.claim_origin, node.claim_seq, node.claim_epoch)
         if a & _ENTER_CS:
-            log.record(EV_ENTER, 0, 0, 0, node.seq, 0, t)
+            log.record(EV_ENTER, 0, 0, 0, node.seq, node.epoch, t)
+        # node.waiting(), inline: this runs once per frame
+        self._watch = node.fresh or node.starting or (node.pending and not node.has_token)
         if a or ev == EV_EXIT:
             self._show()
+
+    def _timeout(self, t):
+        """No token for the timeout while waiting (docs/recovery.md)."""
+        node = self.node
+        fired = self.retry_us
+        if node.fresh:
+            why = TIMEOUT_JOIN
+        elif node.pending:
+            why = TIMEOUT_AGAIN
+            fired = self.gen_us
+        else:
+            why = TIMEOUT_CLAIM
+        self.timeouts += 1
+        self._wait_since = t
+        self.log.record(EV_TIMEOUT, 0, why, min(fired // 1000, 0xFFFF), node.seq, node.known_epoch, t)
+        self._act(node.on_timeout(), t)
 
     def _show(self):
         """LED on while the token is here (resting or in the critical section)."""
@@ -210,6 +317,7 @@ class NodeLoop:
             self.log.record(EV_REJECT, 0, 0, 0, 0, 0, t)
             return
         self.requests += 1
+        self._wait_since = t
         self._act(node.request(), t, EV_REQ)
 
     # -- commands --------------------------------------------------------
@@ -222,18 +330,24 @@ class NodeLoop:
         try:
             words = bytes(line[1:ln]).decode().split()
         except UnicodeError:
-            words = ()
+            words = None
         if not words:
             self.link.bad_lines += 1
+            self._host_error(HOSTERR_NOT_TEXT if words is None else HOSTERR_NOT_COMMAND)
             return
         handler = self._commands.get(words[0])
         if handler is None:
             self.link.reply("err unknown command %r" % words[0])
+            self._host_error(HOSTERR_UNKNOWN)
             return
         try:
             handler(words[1:])
         except (ValueError, IndexError) as e:
             self.link.reply("err %s: %s" % (words[0], e))
+            self._host_error(HOSTERR_BAD_ARGS)
+
+    def _host_error(self, why):
+        self.log.record(EV_HOSTERR, 0, why, self.link.bad_lines, 0, 0)
 
     def _cmd_request(self, args):
         self.request()
@@ -251,7 +365,7 @@ class NodeLoop:
         n = self.node
         import sys
 
-        return "fw=%s proto=%s pos=%d n=%d cs_us=%d board=%s baud=%s tick_mask=%d rec=%d cap=%d mp=%s" % (
+        return "fw=%s proto=%s pos=%d n=%d cs_us=%d board=%s baud=%s tick_mask=%d rec=%d cap=%d mp=%s regen_us=%d" % (
             FIRMWARE_VERSION,
             n.name,
             n.index,
@@ -263,6 +377,7 @@ class NodeLoop:
             hostlink.RECORD_SIZE,
             self.log.capacity,
             ".".join(str(x) for x in sys.implementation.version[:3]),
+            self.regen_us,
         )
 
     def _cmd_version(self, args):
@@ -271,7 +386,10 @@ class NodeLoop:
     def status_text(self):
         n = self.node
         d = self.dec
-        return "pos=%d tok=%d cs=%d pend=%d count=%d state=%d seq=%d epoch=%d flag=%d errors=%d rx_frames=%d tx_frames=%d rx_bytes=%d bad=%d bad_crc=%d bad_len=%d bad_cobs=%d bad_kind=%d bad_lines=%d req=%d rej=%d eseq=%d pending=%d dropped=%d log=%d" % (
+        return ("pos=%d tok=%d cs=%d pend=%d count=%d state=%d seq=%d epoch=%d flag=%d errors=%d rx_frames=%d tx_frames=%d "
+                "rx_bytes=%d bad=%d bad_crc=%d bad_len=%d bad_cobs=%d bad_kind=%d bad_lines=%d req=%d rej=%d eseq=%d "
+                "pending=%d dropped=%d log=%d fresh=%d starting=%d known_epoch=%d regen=%d discarded=%d stale=%d "
+                "timeouts=%d gen_ms=%d") % (
             n.index,
             n.has_token,
             n.in_cs,
@@ -297,6 +415,14 @@ class NodeLoop:
             self.log.pending,
             self.log.dropped_total,
             self.log.enabled,
+            n.fresh,
+            n.starting,
+            n.known_epoch,
+            n.regenerated,
+            n.discarded,
+            n.stale_counts,
+            self.timeouts,
+            self.gen_us // 1000,
         )
 
     def _cmd_status(self, args):
@@ -312,6 +438,9 @@ class NodeLoop:
         self.link.bad_lines = 0
         self.node.errors = 0
         self.log.dropped_total = 0
+        self.timeouts = 0
+        n = self.node
+        n.regenerated = n.discarded = n.stale_counts = 0
         self.link.reply("zero")
 
     def _cmd_flush(self, args):

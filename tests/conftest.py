@@ -1,6 +1,7 @@
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,15 @@ def run_micropython(binary, *args, timeout=60, cwd=None):
     if proc.returncode != 0:
         raise AssertionError("micropython failed (%d):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
     return proc.stdout
+
+
+TIMEOUT = 20.0  # seconds: what a virtual ring may take to answer, on a loaded machine
+
+
+def wait_for(condition, timeout=TIMEOUT, what="condition"):
+    """Poll condition() until it is true; an AssertionError naming `what` after timeout."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(0.01)

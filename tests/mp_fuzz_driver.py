@@ -31,6 +31,10 @@ def main():
                     out.append("request %d" % dec.lseq)
                 elif k == frame.PROBE:
                     out.append("probe %d %d" % (dec.probe, dec.lseq))
+                elif k == frame.CLAIM:
+                    out.append("claim %d %d %d %d %d %d" % (dec.epoch, dec.origin, dec.join, dec.seq, dec.nonce, dec.lseq))
+                elif k == frame.AGAIN:
+                    out.append("again %d %d" % (dec.origin, dec.lseq))
                 else:
                     out.append("bad %s %d" % (frame.BAD_REASONS[dec.last_bad], dec.bad))
     for ln in out:

@@ -21,6 +21,7 @@ class PtyRing:
     def __init__(self, micropython, tmp_path, proto, n, extra=None):
         self.n = n
         self.boards = []
+        self.filters = {}  # wire -> callable(wire, bytes) -> bytes: faults on the way
         try:
             for i in range(n):
                 um, us = pty.openpty()
@@ -38,9 +39,29 @@ class PtyRing:
                 self.boards.append({"um": um, "us": us, "hm": hm, "hs": hs, "p": p,
                                     "parser": hl.LineParser(board=i, size=n), "items": [], "wire": 0})
             self.pump_until(lambda: all(any(getattr(x, "word", "") == "hello" for x in b["items"]) for b in self.boards))
+            self.wait_formed()
         except BaseException:
             self.close()
             raise
+
+    def wait_formed(self, timeout=10):
+        """Until every board has joined and position 0 has made the token; then
+        zero the counters and forget the start-up events (as the harness does)."""
+        end = time.monotonic() + timeout
+        while True:
+            for i in range(self.n):
+                self.send(i, b"!status\n")
+            self.pump(0.05)
+            last = [self.replies(i, "status")[-1].fields for i in range(self.n) if self.replies(i, "status")]
+            if len(last) == self.n and not any(f["fresh"] or f["starting"] for f in last):
+                break
+            assert time.monotonic() < end, "the ring did not form: %r" % last
+        for i in range(self.n):
+            self.send(i, b"!flush\n!zero\n")
+        self.pump_until(lambda: all(self.replies(i, "zero") for i in range(self.n)))
+        for b in self.boards:
+            b["items"] = []
+            b["wire"] = 0
 
     def pump(self, seconds):
         end = time.monotonic() + seconds
@@ -62,6 +83,8 @@ class PtyRing:
             if b["um"] in r:
                 data = os.read(b["um"], 4096)
                 b["wire"] += len(data)
+                if self.filters.get(i) is not None:
+                    data = self.filters[i](i, data)
                 os.write(self.boards[(i + 1) % self.n]["um"], data)
             if b["hm"] in r:
                 try:
@@ -141,6 +164,74 @@ def test_garbage_on_uart_and_host_link_counted_loop_keeps_running(ring_factory):
     assert st["bad"] == 2 and st["bad_cobs"] == 1 and st["bad_len"] == 1
     assert st["bad_lines"] == 2
     assert [e.aux for e in ring.events(1) if e.ev == "bad"] == ["cobs", "len"]
+    # every refused host line is an event with its reason, and the loop answered the rest
+    ring.send(1, b"!\xff\xfe\n!nosuchcommand\n!cs -5\n!" + b"x" * 200 + b"\n!status\n")
+    ring.pump_until(lambda: len(ring.replies(1, "status")) == 2)
+    assert [e.aux for e in ring.events(1) if e.ev == "hosterr"] == [
+        "not a command", "not a command", "not text", "unknown command", "bad arguments", "too long"]
+    assert [r.text for r in ring.replies(1, "err")] == ["unknown command 'nosuchcommand'", "cs: cs_us must be >= 0"]
+
+
+class DropFirstToken:
+    """A wire filter for PtyRing: loses the first token frame on one wire, as a corrupted
+    byte would (the CRC drops it), and passes every other frame whole."""
+
+    def __init__(self, wire):
+        import frame
+
+        self.wire = wire
+        self.frame = frame
+        self.buf = b""
+        self.dropped = None
+
+    def __call__(self, i, data):
+        if i != self.wire or self.dropped is not None:
+            return data
+        self.buf += data
+        *frames, self.buf = self.buf.split(b"\x00")
+        out = b""
+        for f in frames:
+            if not f:
+                continue
+            dec = self.frame.Decoder()
+            raw = b"\x00" + f + b"\x00"
+            dec.feed(raw, len(raw))
+            if dec.next() == self.frame.TOKEN and self.dropped is None:
+                self.dropped = (dec.count, dec.state, dec.seq, dec.epoch)
+                continue
+            out += raw
+        if self.dropped is not None:
+            out += self.buf  # the rest goes as it comes
+            self.buf = b""
+        return out
+
+
+@pytest.mark.parametrize("protocol", ["s", "q", "d"])
+def test_a_dropped_token_is_regenerated_and_no_entry_repeats(ring_factory, protocol):
+    import sys
+
+    sys.path.insert(0, str(FIRMWARE))
+    ring = ring_factory(protocol, 3, regen_ms=100)
+    ring.send(1, hl.REQUEST)
+    ring.pump_until(lambda: any(e.ev == "exit" for e in ring.events(1)))
+    ring.filters[1] = drop = DropFirstToken(1)  # the next token from board 1 to board 2 is lost
+    ring.send(2, hl.REQUEST)
+    ring.pump_until(lambda: any(e.ev == "exit" for e in ring.events(2)), timeout=10)
+    assert drop.dropped is not None
+    for i in (0, 1, 2):
+        if i != 2:
+            ring.send(i, hl.REQUEST)
+            ring.pump_until(lambda: sum(e.ev == "exit" for e in ring.events(i)) == (2 if i == 1 else 1))
+    for i in range(3):
+        ring.send(i, b"!flush\n")
+    ring.pump(0.2)
+    regens = [(i, e.payload["epoch"]) for i in range(3) for e in ring.events(i) if e.ev == "regen"]
+    assert len(regens) == 1 and regens[0][1] >= 1, regens
+    entries = sorted((e.tick_us, e.payload["seq"], i) for i in range(3) for e in ring.events(i) if e.ev == "enter")
+    assert len(entries) == 4
+    seqs = sorted(s for _, s, _ in entries)
+    assert seqs == list(range(seqs[0], seqs[0] + 4))  # every entry numbered once: no repeat, no gap
+    assert any(e.ev == "timeout" for i in range(3) for e in ring.events(i))
 
 
 def test_ctrl_c_on_host_link_stops_the_loop(ring_factory):

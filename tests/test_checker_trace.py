@@ -103,7 +103,7 @@ def test_sim_trace_rechecks_to_the_same_report(tmp_path):
     path = tmp_path / "sim.jsonl"
     live = simulate("d", 6, "poisson", requests=200, seed=3, trace=str(path))
     meta, offline = check_trace(path)
-    assert meta["v"] == 1 and meta["source"] == "sim" and meta["protocol"] == "d"
+    assert meta["v"] == 2 and meta["source"] == "sim" and meta["protocol"] == "d"
     for key in ("requests", "served", "messages", "max_service_traffic", "latency", "ok", "safety_violations"):
         assert offline[key] == live[key]
     assert offline["frames_in_flight_at_end"] == 0
@@ -121,3 +121,58 @@ def test_pandas_reads_the_trace(tmp_path):
     assert len(sends) == report["messages"]["total"]
     assert (sends["kind"] == "token").sum() == report["messages"]["token"]
     assert set(df["ev"].dropna()) == {"meta", "req", "send", "recv", "enter", "exit", "end"}
+
+
+# -- restarts on a lossy ring (docs/recovery.md) --------------------------------
+
+def _lossy_checker():
+    from picoring.checker import Checker
+    from picoring.trace import Event
+
+    c = Checker("q", 3)
+    c.feed(Event(0, "timeout", 2, extra={"why": "again", "gen_ms": 100, "epoch": 0}))  # recovery acted
+    for node in (0, 1):
+        c.feed(Event(1, "req", node))
+    return c, Event
+
+
+def test_a_board_that_dies_in_its_critical_section_is_not_an_overlap():
+    c, Event = _lossy_checker()
+    c.feed(Event(2, "enter", 0, payload={"seq": 5, "epoch": 0}))  # board 0 dies in there
+    c.feed(Event(3, "regen", 1, payload={"count": 0, "state": 0, "seq": 4, "epoch": 1}))
+    c.feed(Event(3, "enter", 1, payload={"seq": 5, "epoch": 1}))  # its number 5 was lost with it
+    c.feed(Event(4, "exit", 1))
+    c.feed(Event(5, "notice", 0, extra={"what": "restarted", "text": "..."}))  # the host learns it late
+    rep = c.finish()
+    assert rep["safety_violations"] == 0 and rep["ok"], rep["violations"]
+    assert rep["recovery"]["critical_sections_ended_by_a_restart"] == 1
+    assert rep["recovery"]["entry_numbers_reused_after_a_restart"] == 1
+
+
+def test_an_overlap_with_a_live_board_is_still_a_violation():
+    c, Event = _lossy_checker()
+    c.feed(Event(2, "enter", 0, payload={"seq": 5, "epoch": 0}))
+    c.feed(Event(3, "enter", 1, payload={"seq": 6, "epoch": 1}))
+    c.feed(Event(4, "exit", 0))  # board 0 was alive in its critical section
+    c.feed(Event(5, "exit", 1))
+    rep = c.finish()
+    assert rep["safety_violations"] == 1
+    assert "node 1 entered the critical section while node 0 was in it" in rep["violations"][0]["message"]
+
+
+def test_a_repeated_entry_number_of_a_board_that_lives_on_is_a_violation():
+    c, Event = _lossy_checker()
+    c.feed(Event(2, "enter", 0, payload={"seq": 5, "epoch": 0}))
+    c.feed(Event(3, "exit", 0))
+    c.feed(Event(4, "enter", 1, payload={"seq": 5, "epoch": 1}))  # suspect: 0 might have died...
+    c.feed(Event(5, "exit", 1))
+    c.feed(Event(6, "req", 0))
+    c.feed(Event(7, "enter", 0, payload={"seq": 6, "epoch": 1}))  # ... but it enters again: it did not
+    rep = c.finish()
+    assert rep["safety_violations"] == 1 and "entry number 5" in rep["violations"][0]["message"]
+    c2, Event = _lossy_checker()
+    c2.feed(Event(2, "enter", 0, payload={"seq": 5, "epoch": 0}))
+    c2.feed(Event(3, "exit", 0))
+    c2.feed(Event(4, "enter", 1, payload={"seq": 5, "epoch": 1}))
+    rep = c2.finish()  # never resolved: a violation
+    assert rep["safety_violations"] == 1

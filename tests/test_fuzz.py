@@ -34,13 +34,17 @@ def decode(data, chunks):
             kind = dec.next()
             if not kind:
                 break
-            assert kind in (frame.TOKEN, frame.REQUEST, frame.PROBE, frame.BAD)
+            assert kind in (frame.TOKEN, frame.REQUEST, frame.PROBE, frame.CLAIM, frame.AGAIN, frame.BAD)
             if kind == frame.TOKEN:
                 out.append(("token", dec.count, dec.state, dec.seq, dec.epoch, dec.lseq))
             elif kind == frame.REQUEST:
                 out.append(("request", dec.lseq))
             elif kind == frame.PROBE:
                 out.append(("probe", dec.probe, dec.lseq))
+            elif kind == frame.CLAIM:
+                out.append(("claim", dec.epoch, dec.origin, dec.join, dec.seq, dec.nonce, dec.lseq))
+            elif kind == frame.AGAIN:
+                out.append(("again", dec.origin, dec.lseq))
             else:
                 out.append(("bad", frame.BAD_REASONS[dec.last_bad]))
     return dec, out
@@ -74,6 +78,11 @@ def reference(segment):
         return ("request", lseq)
     if kind == frame.PROBE and len(body) == 2:
         return ("probe", body[0] | body[1] << 8, lseq)
+    if kind == frame.AGAIN and len(body) == 2:
+        return ("again", body[0] | body[1] << 8, lseq)
+    if kind == frame.CLAIM and len(body) == 11:
+        return ("claim", body[0] | body[1] << 8, body[2] | body[3] << 8, body[4] & 1,
+                int.from_bytes(body[5:9], "little"), body[9] | body[10] << 8, lseq)
     return None
 
 
@@ -107,6 +116,12 @@ def _frames(draw_list):
         elif isinstance(item, int):
             wire += enc.probe(item)
             want.append(("probe", item, lseq))
+        elif item[0] == "again":
+            wire += enc.again(item[1])
+            want.append(item + (lseq,))
+        elif item[0] == "claim":
+            wire += enc.claim(*item[1:])
+            want.append(item + (lseq,))
         else:
             wire += enc.token(*item)
             want.append(("token",) + item + (lseq,))
@@ -118,6 +133,9 @@ items = st.lists(st.one_of(
     st.none(),
     st.integers(0, 0xFFFF),
     st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255), st.integers(0, 0xFFFFFFFF), st.integers(0, 0xFFFF)),
+    st.tuples(st.just("again"), st.integers(0, 0xFFFF)),
+    st.tuples(st.just("claim"), st.integers(0, 0xFFFF), st.integers(0, 0xFFFF), st.integers(0, 1),
+              st.integers(0, 0xFFFFFFFF), st.integers(0, 0xFFFF)),
 ), max_size=30)
 
 
@@ -212,6 +230,11 @@ def _fuzz_stream(seed, size=6000):
             data += enc.request()
         elif r < 0.6:
             data += enc.probe(rng.randrange(1 << 16))
+        elif r < 0.65:
+            data += enc.claim(rng.randrange(1 << 16), rng.randrange(1 << 16), rng.randrange(2), rng.randrange(1 << 32),
+                              rng.randrange(1 << 16))
+        elif r < 0.7:
+            data += enc.again(rng.randrange(1 << 16))
         elif r < 0.8:
             f = bytearray(enc.token(1, 2, 3, 4))
             f[rng.randrange(len(f))] ^= 1 << rng.randrange(8)

@@ -504,7 +504,7 @@ def test_plugin_fixtures_and_serial_traffic_on_failure(pytester):
     result = pytester.runpytest("--ring-virtual", "2",
                                 "--ring-log-dir", str(pytester.path / "serial-logs"))
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*picoring serial /dev/pts/*<- from the board*"])
+    result.stdout.fnmatch_lines(["*picoring serial /*/usb0 *<- from the board*"])  # a virtual board's USB path
     out = result.stdout.str()
     assert "-> \\x03" in out and "!hello fw=" in out and "-> !r" in out  # Ctrl-C, restart, requests
     logs = sorted(os.listdir(pytester.path / "serial-logs"))

@@ -19,6 +19,8 @@ from picoring import cli, deploy, virtual_daemon
 from picoring.virtual import VirtualBoardError, VirtualRing, find_micropython
 from picoring.wire import Wire
 
+from conftest import TIMEOUT, wait_for
+
 # A tiny firmware: byte 'w' on the host link sends `send` bytes (0, 1, 2, ...) on the UART;
 # UART bytes are counted and every `report`-th one reported as "rx COUNT SUM"; 0x03 stops it.
 TEST_MAIN = r'''
@@ -50,15 +52,6 @@ while True:
                 uart.write(bytes(range(cfg["send"])))
 '''
 
-TIMEOUT = 20.0
-
-
-def wait_for(condition, timeout=TIMEOUT, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
-        time.sleep(0.01)
 
 
 def gone(pid):
@@ -284,6 +277,18 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
         assert run_cli(capsys, "virtual", "reset", "1", "--dir", d)[0] == 0
         wait_for(lambda: virtual_daemon.read_state(d)["boards"][1]["pid"] != old, what="state.json to show the new pid")
         assert run_cli(capsys, "virtual", "reset", "5", "--dir", d)[2].count("no board 5") == 1
+
+        # faults by hand: a power cycle, a pulled USB cable (the port path goes and comes back)
+        status, out, err = run_cli(capsys, "virtual", "reset", "1", "--power", "--dir", d)
+        assert status == 0 and "board 1 power-cycled" in err, err
+        assert run_cli(capsys, "virtual", "unplug", "2", "--dir", d)[0] == 0
+        assert not os.path.exists(paths[2]) and os.path.exists(paths[1])
+        text = run_cli(capsys, "virtual", "status", "--dir", d)[1]
+        assert "UNPLUGGED" in text and "1 power cycles" in text and "1 unplugs" in text
+        assert run_cli(capsys, "virtual", "plug", "2", "--dir", d)[0] == 0
+        assert os.path.exists(paths[2])
+        boards = json.loads(run_cli(capsys, "virtual", "status", "--json", "--dir", d)[1])["boards"]
+        assert [(b["power_cycles"], b["unplugs"], b["usb_present"]) for b in boards] == [(0, 0, True), (1, 0, True), (0, 1, True)]
 
         pids = [state["supervisor_pid"]] + [b["pid"] for b in virtual_daemon.read_state(d)["boards"]]
         status, out, err = run_cli(capsys, "virtual", "down", "--dir", d)

@@ -55,6 +55,8 @@ def argparse_flash(sub):
     p.add_argument("--baud", type=int, help="UART baud of the ring (default: the board file's, 115200)")
     p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names(), help="board type (boards/*.toml)")
     p.add_argument("--cs-us", type=int, default=0, help="critical-section length on the boards, in us")
+    p.add_argument("--regen-ms", type=int, help="base token-regeneration timeout on the boards (default 500; "
+                                                "docs/recovery.md): above the longest legitimate wait for the token")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per board for the copy (default 60)")
     p.add_argument("--json", action="store_true")
 
@@ -77,7 +79,9 @@ def do_flash(args, out=None):
     say = (lambda text: print(text, file=sys.stderr)) if not args.json else None
     if say:
         say("flashing %d board(s) from %s: protocol %s, board %s" % (len(targets), where, args.protocol, args.board))
-    results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us,
+    if args.regen_ms is not None and args.regen_ms < 0:
+        raise ValueError("--regen-ms must be >= 0 (0: no recovery timeouts)")
+    results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us, regen_ms=args.regen_ms,
                     copy_timeout=args.timeout, log=say)
     elapsed = time.monotonic() - t0
     if args.json:

@@ -22,6 +22,15 @@ Bounds checked (docs/bounds.md has the counterexamples and the arguments):
   S  unbounded (Thm 2.1): reported, not checked
 The paper's printed bounds are reported next to the checked ones, with the
 number of requests that exceeded them.
+
+On a lossy ring (docs/recovery.md) the bounds are the fault-free ones and do
+not apply once recovery has acted (a timeout, a discarded or regenerated
+token, a failed request): from then on they are reported, not checked. What
+is checked still: mutual exclusion, that entries carry strictly increasing
+token sequence numbers (an audit that does not trust the protocol: a
+duplicated token shows as a repeated number), and that every request is
+served or reported failed with a reason. Claim and re-announced request
+frames are recovery traffic, counted apart from the paper's messages.
 """
 
 
@@ -68,6 +77,22 @@ class Checker:
         self.last_t = 0
         self.quiescent = None
         self.stop_reason = None
+        # recovery (lossy rings)
+        self.recovery_msgs = {"claim": 0, "again": 0}
+        self.regenerations = []  # (t, node, epoch, time since the last sign of the token before it)
+        self._token_seen_t = None
+        self.discarded = 0
+        self.timeouts = 0
+        self.failed = {}  # reason -> requests reported failed
+        self.faults_at = None  # time of the first recovery action: bounds stop applying
+        self.over_bound_after_faults = 0
+        self.last_entry_seq = None
+        self._entry_max = {}  # node -> highest entry number it made since it last restarted
+        self._suspect_seqs = []  # [t, node, seq, {boards whose restart would explain it}]
+        self._suspect_overlaps = []  # (node that entered, node still in its CS, t)
+        self.restarts = 0
+        self.crashed_in_cs = 0  # critical sections ended by their board's restart
+        self.entry_numbers_reused = 0  # after the board that held them restarted
 
     # -- counters ---------------------------------------------------------
     @property
@@ -84,18 +109,43 @@ class Checker:
         """Consume one trace Event."""
         ev = event.ev
         if ev == "send":
-            if event.kind == "token":
+            kind = event.kind
+            if kind == "token":
+                self._token_seen_t = event.t
                 self.token_msgs += 1
-            else:
+            elif kind == "request":
                 self.request_msgs += 1
+            else:
+                self.recovery_msgs[kind] = self.recovery_msgs.get(kind, 0) + 1
+                if kind == "again":
+                    self._faults(event.t)
         elif ev == "recv":
-            self.recv_msgs += 1
+            if event.kind in ("token", "request"):
+                self.recv_msgs += 1
         elif ev == "req":
             self.request(event.t, event.node)
         elif ev == "enter":
-            self.enter(event.t, event.node)
+            self._token_seen_t = event.t
+            self.enter(event.t, event.node, (event.payload or {}).get("seq"))
         elif ev == "exit":
+            self._token_seen_t = event.t
             self.exit(event.t, event.node)
+        elif ev == "regen":
+            gap = None if self._token_seen_t is None or event.t is None else event.t - self._token_seen_t
+            self.regenerations.append((event.t, event.node, (event.payload or {}).get("epoch"), gap))
+            self._token_seen_t = event.t
+            self._faults(event.t)
+        elif ev == "discard":
+            self.discarded += 1
+            self._faults(event.t)
+        elif ev == "timeout":
+            self.timeouts += 1
+            self._faults(event.t)
+        elif ev == "fail":
+            self.fail(event.t, event.node, (event.extra or {}).get("reason", "unknown"))
+        elif ev == "notice":
+            if (event.extra or {}).get("what") == "restarted":
+                self.restarted(event.t, event.node)
         elif ev == "end":
             extra = event.extra or {}
             if "quiescent" in extra:
@@ -114,10 +164,47 @@ class Checker:
         self.pending[node] = (rid, t, self.total)
         self._check_total(rid)
 
-    def enter(self, t, node):
+    def _faults(self, t):
+        if self.faults_at is None:
+            self.faults_at = t
+
+    def fail(self, t, node, reason):
+        """The request pending at node will never be served, for a reason the
+        harness knows (the board restarted): reported, not a liveness violation."""
+        self._faults(t)
+        if self.pending.pop(node, None) is not None:
+            self.failed[reason] = self.failed.get(reason, 0) + 1
+
+    def enter(self, t, node, seq=None):
         if self.in_cs is not None:
-            self.safety_violations += 1
-            self._violate("safety", None, node, t, "node %d entered the critical section while node %d was in it" % (node, self.in_cs))
+            if self.faults_at is not None:
+                # On a lossy ring the board in its critical section may have died in it
+                # (power cycle: its exit never comes). Judged when that is known: it
+                # restarts (a crash, forgiven) or it exits (an overlap), or at the end.
+                self._suspect_overlaps.append((node, self.in_cs, t))
+            else:
+                self.safety_violations += 1
+                self._violate("safety", None, node, t, "node %d entered the critical section while node %d was in it"
+                              % (node, self.in_cs))
+        if seq is not None:
+            # The token counts entries; a second live token repeats or reverses the count.
+            if self.last_entry_seq is not None and seq <= self.last_entry_seq:
+                culprits = [y for y, m in self._entry_max.items() if m >= seq]
+                if self.faults_at is not None and culprits:
+                    # A board that dies holding the token takes the last entry number with
+                    # it, and the regenerated token repeats it (docs/recovery.md): forgiven
+                    # if every board that made a number >= seq restarts before entering again.
+                    self._suspect_seqs.append([t, node, seq, set(culprits)])
+                else:
+                    self._entry_violation(t, node, seq, self.last_entry_seq)
+            for suspect in self._suspect_seqs:
+                if node in suspect[3]:  # it is alive: its number was not lost with it
+                    suspect[3].clear()
+                    self._entry_violation(suspect[0], suspect[1], suspect[2], None)
+            self._suspect_seqs = [x for x in self._suspect_seqs if x[3]]
+            self.last_entry_seq = seq if self.last_entry_seq is None else max(seq, self.last_entry_seq)
+            if seq > self._entry_max.get(node, -1):
+                self._entry_max[node] = seq
         self.in_cs = node
         req = self.pending.pop(node, None)
         if req is None:
@@ -144,10 +231,43 @@ class Checker:
 
     def exit(self, t, node):
         if self.in_cs != node:
+            overlapped = [x for x in self._suspect_overlaps if x[1] == node]
+            if overlapped:
+                # It was alive in its critical section when the other one entered.
+                self._suspect_overlaps = [x for x in self._suspect_overlaps if x[1] != node]
+                for x, y, tx in overlapped:
+                    self.safety_violations += 1
+                    self._violate("safety", None, x, tx, "node %d entered the critical section while node %d was in it"
+                                  % (x, y))
+                return
             self.safety_violations += 1
             self._violate("safety", None, node, t, "node %d left a critical section it was not in" % node)
         self.in_cs = None
         self._check_total(self.requests)
+
+    def restarted(self, t, node):
+        """The board at node restarted (power cycle, reset): a critical section it was in
+        ended there, and the entry numbers it alone knew are gone (docs/recovery.md)."""
+        self._faults(t)
+        self.restarts += 1
+        if self.in_cs == node:
+            self.in_cs = None
+            self.crashed_in_cs += 1
+        forgiven = [x for x in self._suspect_overlaps if x[1] == node]
+        if forgiven:
+            self.crashed_in_cs += 1
+            self._suspect_overlaps = [x for x in self._suspect_overlaps if x[1] != node]
+        self._entry_max.pop(node, None)
+        for suspect in self._suspect_seqs:
+            suspect[3].discard(node)
+            if not suspect[3]:
+                self.entry_numbers_reused += 1
+        self._suspect_seqs = [x for x in self._suspect_seqs if x[3]]
+
+    def _entry_violation(self, t, node, seq, before):
+        self.safety_violations += 1
+        self._violate("safety", None, node, t, "node %d entered with token entry number %d%s: not strictly increasing "
+                      "(two tokens?)" % (node, seq, "" if before is None else " after number %d" % before))
 
     def _check_total(self, rid):
         if self.bound_mpr is None or self.over_bound_request is not None:
@@ -156,6 +276,9 @@ class Checker:
             self.over_bound_request = rid
 
     def _violate(self, kind, rid, node, t, message):
+        if kind == "bound" and self.faults_at is not None:
+            self.over_bound_after_faults += 1  # the fault-free bounds no longer apply
+            return
         if len(self.violations) < self._max_violations:
             self.violations.append({"kind": kind, "request": rid, "node": node, "t": t, "message": message})
 
@@ -166,6 +289,14 @@ class Checker:
             self.quiescent = quiescent
         if reason is not None:
             self.stop_reason = reason
+        for x, y, tx in self._suspect_overlaps:  # the board in its CS neither exited nor restarted
+            self.safety_violations += 1
+            self._violate("safety", None, x, tx, "node %d entered the critical section while node %d was in it "
+                          "(and node %d never left it)" % (x, y, y))
+        self._suspect_overlaps = []
+        for t, node, seq, _ in self._suspect_seqs:
+            self._entry_violation(t, node, seq, None)
+        self._suspect_seqs = []
         for node, (rid, t_req, _) in sorted(self.pending.items(), key=lambda kv: kv[1][0]):
             self._violate("liveness", rid, node, t_req, "request #%d (node %d, t=%s) was never served" % (rid, node, t_req))
         if self.bound_mpr is not None and self.requests and self.total > self.bound_mpr * self.requests:
@@ -199,6 +330,22 @@ class Checker:
             "over_paper_service_bound": self.over_paper_service,
             "over_paper_total_bound": bool(self.paper_mpr is not None and self.total > self.paper_mpr * self.requests),
             "safety_violations": self.safety_violations,
+            "failed": dict(self.failed),
+            "recovery": {
+                "faults_at": self.faults_at,
+                "regenerations": len(self.regenerations),
+                # each: when, where, the new epoch, and how long the ring had been without any
+                # sign of a token before it (a lost token: from its last send to the new one)
+                "regenerated": [dict(zip(("t", "node", "epoch", "after"), r)) for r in self.regenerations],
+                "discarded_tokens": self.discarded,
+                "timeouts": self.timeouts,
+                "messages": dict(self.recovery_msgs),
+                "over_bound_after_faults": self.over_bound_after_faults,
+                "last_entry_seq": self.last_entry_seq,
+                "restarts": self.restarts,
+                "critical_sections_ended_by_a_restart": self.crashed_in_cs,
+                "entry_numbers_reused_after_a_restart": self.entry_numbers_reused,
+            },
             "quiescent": self.quiescent,
             "violations": list(self.violations),
             "ok": not self.violations,

@@ -8,6 +8,7 @@ exits with status 1.
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -164,9 +165,12 @@ def argparse_run(sub):
                    help="virtual ring: inject faults on every wire, e.g. corrupt=0.01,drop=0.005,seed=7 (docs/faults.md)")
     p.add_argument("--stall-timeout", type=float, default=5.0, metavar="S",
                    help="end the run when requests are outstanding and nothing was served for S seconds (default 5)")
+    p.add_argument("--regen-ms", type=int, default=500, metavar="MS",
+                   help="virtual ring: the boards' base token-regeneration timeout (default 500; docs/recovery.md)")
 
 
-def _run_ring(ports, protocol, workload, args, resetter=None, progress=None):
+def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, connected=None):
+    """connected: called once the ring has formed, just before the run (arms faults, ...)."""
     from .harness import RingRun
 
     run = RingRun(ports, protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
@@ -174,13 +178,17 @@ def _run_ring(ports, protocol, workload, args, resetter=None, progress=None):
                   stall_timeout_s=getattr(args, "stall_timeout", 5.0))
     try:
         run.connect()
+        if connected is not None:
+            connected()
         return run.run()
     finally:
         run.close()
 
 
-def _start_virtual(n, protocol, baud, cs_us, console=None):
-    """A virtual ring with the firmware deployed through mpremote (the real deploy path)."""
+def _start_virtual(n, protocol, baud, cs_us, console=None, regen_ms=None, audit=False):
+    """A virtual ring with the firmware deployed through mpremote (the real deploy path).
+    audit: the boards share a counter file, incremented across every critical section
+    (docs/recovery.md); ring.audit_file is its path."""
     from . import deploy
     from .virtual import VirtualRing
 
@@ -189,11 +197,37 @@ def _start_virtual(n, protocol, baud, cs_us, console=None):
     try:
         if console is not None:
             console.print("deploying the firmware to %d virtual boards with mpremote..." % n)
-        deploy.deploy_virtual(ring, {"protocol": protocol, "cs_us": cs_us})
+        config = {"protocol": protocol, "cs_us": cs_us}
+        if regen_ms is not None:
+            config["regen_ms"] = regen_ms
+        ring.audit_file = None
+        if audit:
+            ring.audit_file = os.path.join(ring.workdir, "audit-counter")
+            config["audit_file"] = ring.audit_file
+        deploy.deploy_virtual(ring, config)
     except BaseException:
         ring.stop()
         raise
     return ring
+
+
+def read_audit(ring, report):
+    """The shared counter's value against the critical sections the run saw complete.
+    Overlapping critical sections lose increments: counter < entries. A board that dies
+    in its critical section never writes its increment (the checker counts those); one
+    that dies just after can take the events of a finished critical section with it,
+    and then the counter is ahead of the entries seen."""
+    crashed = (report.get("recovery") or {}).get("critical_sections_ended_by_a_restart", 0)
+    entries = report["served"] - crashed
+    events_lost = bool(report.get("events_lost") or any(report.get("restarts") or ()))
+    try:
+        with open(ring.audit_file) as f:
+            value = int(f.read() or 0)
+    except (OSError, ValueError) as e:
+        return {"counter": None, "entries": entries, "ok": False, "error": str(e)}
+    ok = value == entries or (events_lost and value > entries)
+    return {"counter": value, "entries": entries, "ok": ok, "unseen_entries": max(value - entries, 0),
+            "ended_by_a_restart": crashed}
 
 
 def do_run(args):
@@ -226,13 +260,26 @@ def do_run(args):
     progress = _ring_progress if show else None
     try:
         if args.virtual is not None:
-            ring = _start_virtual(n, args.protocol, args.baud, args.cs_us)
+            ring = _start_virtual(n, args.protocol, args.baud, args.cs_us, regen_ms=args.regen_ms, audit=True)
             ports = [b.usb_path for b in ring.boards]
-            if faults is not None:
-                ring.set_faults(faults)  # after the deploy: timed cuts count from the run's start
-            report = _run_ring(ports, args.protocol, workload, args, resetter=ring.reset, progress=progress)
+
+            def connected():
+                with open(ring.audit_file, "w") as f:
+                    f.write("0")
+                if faults is not None:
+                    ring.set_faults(faults)  # once the ring has formed: timed faults count from the run's start
+
+            report = _run_ring(ports, args.protocol, workload, args, resetter=ring.reset, progress=progress,
+                               connected=connected)
             report["wires"] = [w.counters() for w in ring.wires]
             report["faults"] = faults.describe() if faults is not None else None
+            report["audit"] = read_audit(ring, report)
+            if not report["audit"]["ok"]:
+                report["ok"] = False
+                report["violations"].insert(0, {
+                    "kind": "safety", "request": None, "node": None, "t": None,
+                    "message": "audit: the shared counter is %s after %d critical sections: they overlapped"
+                               % (report["audit"]["counter"], report["audit"]["entries"])})
         else:
             report = _run_ring(ports, args.protocol, workload, args, resetter=resetter, progress=progress)
     except HarnessError as e:

@@ -528,6 +528,11 @@ class Dashboard:
         lat = Text("p50 %s  p99 %s  max %s %s" % (_num(p50), _num(p99), _num(c.latency_max) if c.served else "-", unit))
         safety = Text(str(c.safety_violations), style="bold red" if c.safety_violations else "green")
         safety.append(" violations" if c.safety_violations != 1 else " violation", style="")
+        if c.faults_at is not None:
+            # recovery acted (docs/recovery.md): the fault-free bounds are reported, not checked
+            for t in (mpr_text, svc):
+                t.append(" faults: not checked", style="dim")
+            safety.append("  regen %d  timeouts %d" % (len(c.regenerations), c.timeouts), style="yellow")
         frames = self._frame_stats()
         rows = [("served", served), ("messages", msgs), ("msgs/req", mpr_text), ("max service", svc),
                 ("latency", lat), ("safety", safety)]

@@ -74,9 +74,14 @@ class DashModel:
                 self.token_node = None
                 self.token_link = link
                 self.token_payload = event.payload
-            else:
+            elif event.kind in ("request", "again"):
                 self.request_sends[link] += 1
                 self.flag[node] = 1
+            # claims (token recovery) are not the paper's traffic: counted by the checker
+        elif ev == "regen":
+            self.token_node = node  # a new token, made here (docs/recovery.md)
+            self.token_link = None
+            self.token_payload = event.payload
         elif ev == "recv":
             link = event.link if event.link is not None else (node - 1) % self.n
             if event.kind == "token":
@@ -85,7 +90,7 @@ class DashModel:
                 self.token_link = None
                 self.token_payload = event.payload
                 self.flag[node] = 0
-            else:
+            elif event.kind in ("request", "again"):
                 self.request_recvs[link] += 1
                 if self.token_node == node:
                     self.consumed_at[node] += 1

@@ -75,9 +75,11 @@ def check_port(target):
     s.close()
 
 
-def make_config(target, position, n, protocol, board, baud=None, cs_us=0):
+def make_config(target, position, n, protocol, board, baud=None, cs_us=0, regen_ms=None):
     """The picoring.json of one board (firmware/main.py's keys)."""
     cfg = {"position": position, "size": n, "protocol": protocol, "baud": baud or board["baud"], "cs_us": cs_us}
+    if regen_ms is not None:
+        cfg["regen_ms"] = regen_ms  # base token-regeneration timeout (docs/recovery.md)
     cfg.update(boarddefs.config_for(board))
     if target.virtual:
         cfg["virtual"] = {"uart": target.virtual_uart}
@@ -170,7 +172,7 @@ def _state_text(states):
     return "; ".join("%s: %s" % (s["label"], s["state"]) for s in states)
 
 
-def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions=None, cs_us=0, files=None,
+def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions=None, cs_us=0, files=None, regen_ms=None,
           copy_timeout=COPY_TIMEOUT, confirm_timeout=CONFIRM_TIMEOUT, tap=None, log=None):
     """Flash and configure targets (positions[i] is targets[i]'s ring position, default i).
 
@@ -202,7 +204,7 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                 fail(i, "cannot restart it into its REPL: %s" % e)
             states[i]["state"] = "stopped (REPL)"
     for i, t in enumerate(targets):
-        cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us)
+        cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms)
         log("%s: copying the firmware and picoring.json (position %d)" % (t.label(), positions[i]))
         t0 = time.monotonic()
         try:

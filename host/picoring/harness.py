@@ -40,12 +40,34 @@ def now_us():
 
 # -- one board ---------------------------------------------------------------
 
+RECONNECT_S = 0.2  # how often a link whose port went away tries to open it again
+
+
+class LinkNotice:
+    """The link itself changed, not the board's output: word "disconnected" (the port went
+    away: a cable pulled, a board that reboots) or "reconnected" (the same port opened
+    again); text says why. Put into the inbox like a Reply."""
+
+    __slots__ = ("board", "word", "text")
+
+    def __init__(self, board, word, text):
+        self.board = board
+        self.word = word
+        self.text = text
+
+    def __repr__(self):
+        return "LinkNotice(%r, %r, %r)" % (self.board, self.word, self.text)
+
 
 class BoardLink:
     """One board's USB serial: a pyserial port, a reader thread, a line parser.
 
     Everything the board says goes into the shared `inbox` queue as
-    (board index, host receive time in us, BoardEvent or Reply).
+    (board index, host receive time in us, BoardEvent or Reply). When the port goes
+    away (unplugged, the board power-cycled) the link does not die: it puts a
+    LinkNotice("disconnected") into the inbox, drops what is written meanwhile
+    (counted in writes_dropped), opens the same port again every RECONNECT_S and,
+    once it is back, puts a LinkNotice("reconnected") and goes on reading.
     """
 
     def __init__(self, index, port, inbox, size=None):
@@ -59,32 +81,53 @@ class BoardLink:
         self.replies = queue.Queue()
         self._stop = threading.Event()
         self._thread = None
+        self._lock = threading.Lock()  # guards swapping self.serial against writers
         self.serial = None
+        self.connected = False
+        self.disconnects = 0
+        self.reconnects = 0
+        self.writes_dropped = 0  # writes while the port was gone (bytes: bytes_dropped)
+        self.bytes_dropped = 0
         self.tap = None  # tap(index, "rx"|"tx", bytes): a copy of the traffic (the pytest plugin's log)
 
-    def open(self):
+    def _open_port(self):
         if serial is None:
             raise HarnessError("pyserial is not installed")
         try:
             kw = {"baudrate": 115200, "timeout": 0.02, "write_timeout": 2}
             if self.port.startswith("rfc2217://"):
                 del kw["write_timeout"]  # pyserial 3.5's rfc2217 raises NotImplementedError for it
-            self.serial = serial.serial_for_url(self.port, **kw)
+            return serial.serial_for_url(self.port, **kw)
         except (serial.SerialException, OSError, ValueError, NotImplementedError) as e:
             raise HarnessError("%s: cannot open: %s" % (self.port, e)) from None
+
+    def open(self):
+        self.serial = self._open_port()
+        self.connected = True
         self._thread = threading.Thread(target=self._read_loop, name="board%d-reader" % self.index, daemon=True)
         self._thread.start()
         return self
 
     def _read_loop(self):
-        ser = self.serial
         while not self._stop.is_set():
+            ser = self.serial
+            if ser is None:
+                # A half line must not be glued to what the port says when it is back (cut here:
+                # this thread is the parser's only user).
+                self.parser.cut()
+                # Try at once (a board that power-cycles is back within milliseconds), then
+                # every RECONNECT_S until the port is there or the link is closed.
+                if not self._reopen():
+                    self._stop.wait(RECONNECT_S)
+                continue
             try:
                 data = ser.read(max(1, min(ser.in_waiting, 65536)))
-            except (serial.SerialException, OSError, TypeError) as e:
+            except (serial.SerialException, OSError, TypeError, AttributeError, ValueError) as e:
+                # TypeError, AttributeError, ValueError: pyserial's port was closed under the
+                # read (by close(), or by a writer that found the port gone)
                 if not self._stop.is_set():
-                    self.inbox.put((self.index, now_us(), HarnessError("%s: read failed: %s" % (self.port, e))))
-                return
+                    self._lost(ser, "on read", e)
+                continue
             if not data:
                 continue
             t = now_us()
@@ -95,13 +138,56 @@ class BoardLink:
                     self.replies.put((t, item))
                 self.inbox.put((self.index, t, item))
 
+    def _lost(self, ser, when, error):
+        """The port went away (once per loss, whoever notices first: the reader or a writer)."""
+        with self._lock:
+            if self.serial is not ser or ser is None:
+                return
+            self.serial = None
+            self.connected = False
+            self.disconnects += 1
+        try:
+            ser.close()
+        except Exception:
+            pass
+        text = "%s: the port went away (%s: %s)" % (self.port, when, error)
+        self.inbox.put((self.index, now_us(), LinkNotice(self.index, "disconnected", text)))
+
+    def _reopen(self):
+        """Open the same port again; False while it is not there."""
+        try:
+            ser = self._open_port()
+        except HarnessError:
+            return False
+        with self._lock:
+            if self._stop.is_set():
+                ser.close()
+                return True
+            self.serial = ser
+            self.connected = True
+            self.reconnects += 1
+        self.inbox.put((self.index, now_us(), LinkNotice(self.index, "reconnected", "%s: the port is back" % self.port)))
+        return True
+
     def write(self, data):
         if self.tap is not None:
             self.tap(self.index, "tx", data)
-        try:
-            self.serial.write(data)
-        except (serial.SerialException, OSError) as e:
-            raise HarnessError("%s: write failed: %s" % (self.port, e)) from None
+        with self._lock:
+            ser = self.serial
+            if ser is None:  # the port is gone: what is sent now is lost, as on a pulled cable
+                self.writes_dropped += 1
+                self.bytes_dropped += len(data)
+                return
+            try:
+                ser.write(data)
+                return
+            except serial.SerialTimeoutException as e:  # the port is there, the board does not read
+                raise HarnessError("%s: write failed: %s" % (self.port, e)) from None
+            except (serial.SerialException, OSError) as e:
+                error = e
+            self.writes_dropped += 1
+            self.bytes_dropped += len(data)
+        self._lost(ser, "on write", error)
 
     def command(self, word, *args, expect=None, timeout=3.0):
         """Send a command and wait for the reply line that starts with `expect`."""
@@ -114,6 +200,9 @@ class BoardLink:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                if not self.connected:
+                    raise HarnessError("%s: no %r reply within %.1f s: the port is gone (disconnected %d times)"
+                                       % (self.port, word, timeout, self.disconnects))
                 seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-3:])
                 raise HarnessError(
                     "%s: no %r reply within %.1f s (is it a picoring board running the firmware? %s)"
@@ -151,13 +240,20 @@ class BoardLink:
         """Host us of a board tick (mod 2**30), through this board's unwrapper."""
         return self.unwrap(tick) - self.offset
 
+    def counters(self):
+        return {"connected": self.connected, "disconnects": self.disconnects, "reconnects": self.reconnects,
+                "writes_dropped": self.writes_dropped, "bytes_dropped": self.bytes_dropped}
+
     def close(self):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(1.0)
-        if self.serial is not None:
+        with self._lock:
+            ser, self.serial = self.serial, None
+            self.connected = False
+        if ser is not None:
             try:
-                self.serial.close()
+                ser.close()
             except Exception:
                 pass
 
@@ -230,6 +326,10 @@ class CausalMerger:
 # -- the run -----------------------------------------------------------------
 
 
+# Board events that go through the causal merger (the rest are handled as they come).
+MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout")
+
+
 class RingRun:
     """One run of a workload on a ring of boards (already flashed and configured).
 
@@ -270,6 +370,10 @@ class RingRun:
         self.bad_events = [{} for _ in range(self.n)]  # per board: {reason: bad-frame events seen}
         self.final_status = [None] * self.n  # each board's !status fields at the end of the run
         self.stalled = None
+        self.reconnect_wait_s = 3.0  # at the end, for a board whose USB link is down
+        self.restarts = [0] * self.n
+        self.unsent = {}  # reason -> requests that never left the host
+        self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
 
     # -- setup --
     def connect(self):
@@ -283,9 +387,10 @@ class RingRun:
             link.align()
 
     def restart_ring(self, timeout=15.0):
-        """Stop every board, let the wires drain, start them again: the token
-        is created afresh at position 0, which starts last (an S token must not
-        reach a board that is still booting)."""
+        """Stop every board, let the wires drain, start them again, and wait
+        until the ring has formed: every board has joined (learnt the ring's
+        epoch) and position 0, which starts last, has made the token by its
+        claim (docs/recovery.md)."""
         for link in self.links:
             link.write(CTRL_C)
         time.sleep(0.2)
@@ -300,6 +405,26 @@ class RingRun:
             link.unwrap = TickUnwrapper()
             link.parser._next_seq = None
             self.board_info[i]["hello"] = hello.fields
+        self.wait_formed(timeout)
+
+    def wait_formed(self, timeout=15.0):
+        """Until no board is fresh and position 0 has seen or made the token."""
+        deadline = time.monotonic() + timeout
+        while True:
+            waiting = []
+            for link in self.links:
+                f = link.command("status")[1].fields
+                if f.get("fresh") or f.get("starting"):
+                    waiting.append((link, f))
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                link, f = waiting[0]
+                what = ("is still joining: its join round never came back" if f.get("fresh")
+                        else "has not made the first token: its claim never came back")
+                raise HarnessError("the ring did not form in %.0f s: %s (position %s) %s; is every TX wired to the next "
+                                   "board's RX, and are all the boards running?" % (timeout, link.port, f.get("pos"), what))
+            time.sleep(0.02)
 
     def check_ring(self):
         seen = {}
@@ -344,13 +469,26 @@ class RingRun:
                           unit_us=self.unit_us)
             self.writer = TraceWriter(self.trace_path, meta)
         ping_sent = {}
+        lossy = False  # a frame went bad or missing, or recovery acted: frames may never arrive
+        longest_timeout = 0  # us: the longest recovery timeout a board has reported firing
+        for link in self.links:
+            link.command("flush")  # the ring's start-up (join and claim rounds) is not part of the run
         drain(self.inbox)  # hello lines and pongs of the set-up are not part of the run
         for link in self.links:
             link.write(encode_command("zero"))
 
         def inject(i):
+            link = self.links[i]
+            dropped = link.writes_dropped
+            link.write(REQUEST)
+            if link.writes_dropped != dropped:
+                # The board's USB link is down: the request never left the host. Failed now,
+                # with its reason (the checker never sees it: there is no req event).
+                why = "its board's USB link was down"
+                self.unsent[why] = self.unsent.get(why, 0) + 1
+                self.notices.append("%s: a request could not be sent: the USB link is down" % self.ports[i])
+                return
             outstanding[i] += 1
-            self.links[i].write(REQUEST)
 
         try:
             while True:
@@ -363,12 +501,23 @@ class RingRun:
                         break
                     if isinstance(item, HarnessError):
                         raise item
+                    if isinstance(item, LinkNotice):
+                        # The USB link went away or came back (the board may run on meanwhile).
+                        self._notice(b, now - t0, item.word, item.text)
+                        continue
                     if isinstance(item, Reply):
                         if item.word == "pong":
                             self._clock_sample(b, t_rx, item, ping_sent)
                             continue
                         if item.word == "hello":
-                            raise HarnessError("%s: the board restarted during the run" % self.ports[b])
+                            # The board restarted (power cycle, reset): it rejoins the ring by itself;
+                            # the request it had pending is gone with its memory: reported failed.
+                            lossy = True
+                            tokens[b] = 0
+                            self._restarted(b, now - t0, outstanding[b])
+                            outstanding[b] = 0
+                            next_ping = now  # its clock started again: a fresh offset soon
+                            continue
                         if item.word == "err":
                             self.notices.append("%s: %s" % (self.ports[b], item.text))
                         continue
@@ -382,8 +531,19 @@ class RingRun:
                         if e.kind == "token":
                             holder = b
                             tokens[b] += 1
+                    elif e.ev == "regen":
+                        tokens[b] += 1
+                        lossy = True
+                    elif e.ev in ("discard", "timeout"):
+                        if e.ev == "discard":
+                            tokens[b] -= 1
+                        else:
+                            longest_timeout = max(longest_timeout, 1000 * ((e.aux or {}).get("gen_ms") or 0))
+                        lossy = True
                     elif e.ev == "exit":
-                        outstanding[b] -= 1
+                        # (a request written to a board just after it restarted, and so not
+                        # counted failed, is served by the new incarnation: never below 0)
+                        outstanding[b] = max(outstanding[b] - 1, 0)
                         last_exit = now
                         if deferred[b]:
                             deferred[b] -= 1
@@ -392,9 +552,12 @@ class RingRun:
                         self.notices.append("%s: a request was refused (one already outstanding)" % self.ports[b])
                     elif e.ev == "bad":
                         self._count_bad(b, e)
+                        lossy = True
+                    elif e.ev == "hosterr":
+                        self.notices.append("%s: refused a host line: %s" % (self.ports[b], e.aux))
                     if e.ev in ("enter", "exit"):
                         last_progress = now
-                    if e.ev in ("req", "send", "recv", "enter", "exit", "bad", "drop"):
+                    if e.ev in MERGED_EVENTS:
                         last_event = now
                         self.merger.push(b, self.links[b].host_time(e.tick_us) - t0, e)
                 # 2. into the checker and the trace, in causal order
@@ -417,7 +580,8 @@ class RingRun:
                 if busy and not was_busy:
                     last_progress = now
                 was_busy = busy
-                if busy and now - last_progress > self.stall_timeout_us:
+                # Recovery may legitimately take a few of the boards' current timeouts.
+                if busy and now - last_progress > max(self.stall_timeout_us, 3 * longest_timeout):
                     waited = (now - last_progress) / 1e6
                     self.stalled = {"outstanding": sum(outstanding), "queued": sum(deferred),
                                     "not_issued": wl.total - wl.issued, "seconds": round(waited, 1)}
@@ -425,7 +589,10 @@ class RingRun:
                               "%.1f s with %d requests outstanding at the boards (%d more queued behind them, "
                               "%d not issued)" % (waited, sum(outstanding), sum(deferred), wl.total - wl.issued))
                     break
-                quiet = (not busy and now - last_event > self.settle_us and (sends == recvs or not rests))
+                # Quiet: nothing in flight. Frames lost on a lossy ring never arrive, so
+                # there the wait is longer instead of sends == recvs.
+                quiet = (not busy and (now - last_event > self.settle_us and (sends == recvs or not rests)
+                                       or lossy and now - last_event > 3 * self.settle_us))
                 # 4. closed loop
                 if quiet and wl.closed_loop and not wl.exhausted:
                     i = wl.on_quiescent(t_units, self._holder(tokens, holder) if rests else holder)
@@ -459,9 +626,18 @@ class RingRun:
                 if self.progress is not None:
                     self.progress(wl.issued, wl.total, self.checker.served, sends)
                 time.sleep(0.001)
-            # flush every board's log, then place the rest
+            # flush every board's log, then place the rest; a board whose USB link is down
+            # gets a moment to come back (its events of the meantime are lost either way)
+            deadline = time.monotonic() + self.reconnect_wait_s
+            while not all(link.connected for link in self.links) and time.monotonic() < deadline:
+                time.sleep(0.05)
             for link in self.links:
-                link.command("flush")
+                try:
+                    link.command("flush")
+                except HarnessError as e:
+                    if link.connected:
+                        raise
+                    self.notices.append("%s: no final flush: %s" % (link.port, e))
             time.sleep(0.05)
             while True:
                 try:
@@ -470,7 +646,7 @@ class RingRun:
                     break
                 if isinstance(item, BoardEvent) and item.ev == "bad":
                     self._count_bad(b, item)
-                if isinstance(item, BoardEvent) and item.ev in ("req", "send", "recv", "enter", "exit", "bad", "drop"):
+                if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
                     self.merger.push(b, self.links[b].host_time(item.tick_us) - t0, item)
             self._final_status()
             self._deliver(self.merger.release(now_us() - t0, final=True))
@@ -482,6 +658,26 @@ class RingRun:
                 self.writer.close()
         self.checker.last_t = self.merger.last_t
         return self._report(quiescent, reason)
+
+    def _restarted(self, b, t, failed):
+        link = self.links[b]
+        link.unwrap = TickUnwrapper()
+        link.parser._next_seq = None
+        self.restarts[b] += 1
+        text = "%s: the board restarted; it rejoins the ring" % self.ports[b]
+        if failed:
+            text += "; its pending request is reported failed"
+        self.notices.append(text)
+        for _ in range(failed):
+            self.merger.push(b, t, BoardEvent(b, None, None, "fail", aux={"reason": "board restarted"}))
+        self._notice(b, t, "restarted", text)
+
+    def _notice(self, b, t, word, text):
+        """Something the host saw happen to a board, for the trace and the report."""
+        if word != "restarted":
+            self.notices.append(text)
+        self.link_events.append({"t": t, "board": b, "what": word, "text": text})
+        self.merger.push(b, t, BoardEvent(b, None, None, "notice", aux={"what": word, "text": text}))
 
     def _count_bad(self, b, e):
         reason = e.aux if isinstance(e.aux, str) else "?"
@@ -550,9 +746,25 @@ class RingRun:
                                     "bad": st.get("bad"),
                                     "bad_by_reason": {r: st.get("bad_" + r, 0) for r in ("crc", "len", "cobs", "kind")}}
             boards.append(entry)
+        # Requests the host sent that no board ever took (no req event): written to a board
+        # while it was restarting. Reported failed, never silently dropped.
+        for why, k in self.unsent.items():
+            report["failed"][why] = report["failed"].get(why, 0) + k
+        vanished = self.workload.issued - report["requests"] - sum(self.unsent.values())
+        if vanished > 0:
+            if any(self.restarts):
+                why = "sent while its board restarted, never taken"
+                report["failed"][why] = report["failed"].get(why, 0) + vanished
+            else:
+                report["violations"].append({"kind": "liveness", "request": None, "node": None, "t": None,
+                                             "message": "%d requests were sent to the boards and never taken"
+                                                        % vanished})
+                report["ok"] = False
         report.update(source="ring", workload=self.workload.describe(), seed=self.seed, unit_us=self.unit_us,
+                      issued=self.workload.issued,
                       stop_reason=reason, boards=boards, events_lost=lost, causal_forced=self.merger.forced,
-                      notices=self.notices, stalled=self.stalled)
+                      notices=self.notices, stalled=self.stalled, restarts=list(self.restarts),
+                      link_events=self.link_events)
         if self.stalled is not None:
             report["violations"].insert(0, {"kind": "stall", "request": None, "node": None, "t": None, "message": reason})
             report["ok"] = False

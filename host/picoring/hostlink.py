@@ -23,9 +23,16 @@ RECORD_FORMAT = "<HIBBHIH"  # eseq, tick, code, aux, count, seq, epoch
 TICK_PERIOD = 1 << 30  # board ticks are ticks_us() mod 2**30 (the Pico's own period)
 SEQ_PERIOD = 1 << 16
 
-EV_NAMES = {1: "req", 2: "send", 3: "recv", 4: "enter", 5: "exit", 6: "bad", 7: "drop", 8: "reject", 9: "boot"}
-KIND_NAMES = {0: None, 1: "token", 2: "request"}
+EV_NAMES = {1: "req", 2: "send", 3: "recv", 4: "enter", 5: "exit", 6: "bad", 7: "drop", 8: "reject", 9: "boot",
+            10: "regen", 11: "discard", 12: "timeout", 13: "hosterr"}
+KIND_NAMES = {0: None, 1: "token", 2: "request", 5: "claim", 6: "again"}
 BAD_REASONS = ("crc", "len", "cobs", "kind")
+# aux of a timeout event (firmware node.TIMEOUT_*) and of a hosterr event (node.HOSTERR_*)
+TIMEOUT_REASONS = {1: "join", 2: "claim", 3: "again"}
+HOSTERR_REASONS = {1: "not a command", 2: "too long", 3: "not text", 4: "unknown command", 5: "bad arguments"}
+# Ring events that go into the trace (the rest are about one board and its links).
+TRACE_EVENTS = ("req", "send", "recv", "enter", "exit", "regen", "discard", "timeout",
+                "fail", "notice")  # the last two are the host's: a request failed, a board restarted, ...
 
 # Commands a board understands (the first word after "!").
 COMMANDS = ("r", "req", "status", "ping", "log", "ver", "zero", "flush", "cs", "stop", "probe")
@@ -56,10 +63,11 @@ class BoardEvent:
 
     def to_trace(self, t):
         """The trace.Event of this event at host time t (None for board-only events)."""
-        if self.ev not in ("req", "send", "recv", "enter", "exit"):
+        if self.ev not in TRACE_EVENTS:
             return None
-        payload = self.payload if self.kind == "token" else None
-        return Event(t, self.ev, self.board, self.link if self.ev in ("send", "recv") else None, self.kind, payload)
+        extra = self.aux if self.ev in ("discard", "timeout", "fail", "notice") else None
+        return Event(t, self.ev, self.board, self.link if self.ev in ("send", "recv") else None, self.kind,
+                     self.payload, extra)
 
     def __eq__(self, other):
         return isinstance(other, BoardEvent) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
@@ -126,12 +134,24 @@ def decode_records(board, data, size=None):
                 link = board if ev == "send" else (board - 1) % size
             if kind == "token":
                 payload = {"count": count, "state": aux, "seq": seq, "epoch": epoch}
+            elif kind == "claim":
+                payload = {"epoch": epoch, "origin": count, "join": aux, "seq": seq}
+            elif kind == "again":
+                payload = {"origin": count}
+        elif ev in ("regen", "discard"):
+            payload = {"count": count, "state": aux if ev == "regen" else 0, "seq": seq, "epoch": epoch}
+            if ev == "discard":
+                extra = {"fresh": bool(aux)}
+        elif ev == "timeout":
+            extra = {"why": TIMEOUT_REASONS.get(aux, aux), "gen_ms": count, "epoch": epoch}
+        elif ev == "hosterr":
+            extra = HOSTERR_REASONS.get(aux, aux)
         elif ev == "bad":
             extra = BAD_REASONS[aux] if aux < len(BAD_REASONS) else aux
         elif ev == "drop":
             extra = seq
         elif ev == "enter":
-            payload = {"seq": seq}
+            payload = {"seq": seq, "epoch": epoch}
         elif ev == "boot":
             extra = {"position": aux, "size": count}
         out.append(BoardEvent(board, eseq, tick, ev, link, kind, payload, extra))
@@ -177,6 +197,13 @@ class LineParser:
         for line in lines:
             out.extend(self.feed_line(line))
         return out
+
+    def cut(self):
+        """The stream broke (the port went away): an unfinished line is dropped, counted as
+        garbage, so that it is not glued to what comes when the port is back."""
+        if self._partial:
+            self._skip("cut off", self._partial)
+            self._partial = b""
 
     def feed_line(self, line):
         """Parse one line (bytes or str, with or without its line end)."""

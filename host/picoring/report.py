@@ -34,6 +34,20 @@ def print_report(report, console=None):
         unit = "us" if report.get("source") == "ring" else "hop times"
         table.add_row("latency mean / max", "%.1f / %s %s" % (lat.get("mean", 0.0), lat.get("max", 0), unit), "")
     table.add_row("safety violations", str(report["safety_violations"]), "0")
+    audit = report.get("audit")
+    if audit:
+        table.add_row("audit: shared counter / entries", "%s / %d" % (audit["counter"], audit["entries"]), "equal")
+    rec = report.get("recovery") or {}
+    if rec.get("faults_at") is not None:
+        msgs = rec.get("messages") or {}
+        table.add_row("token regenerations", str(rec["regenerations"]), "")
+        table.add_row("timeouts / tokens discarded", "%d / %d" % (rec["timeouts"], rec["discarded_tokens"]), "")
+        table.add_row("recovery frames (claim, again)", "%d, %d" % (msgs.get("claim", 0), msgs.get("again", 0)), "")
+        if rec.get("over_bound_after_faults"):
+            table.add_row("  over a fault-free bound after faults", str(rec["over_bound_after_faults"]), "not checked")
+    failed = report.get("failed") or {}
+    if failed:
+        table.add_row("requests failed", ", ".join("%d %s" % (k, r) for r, k in sorted(failed.items())), "")
     if report.get("quiescent") is not None:
         table.add_row("quiescent at the end", "yes" if report["quiescent"] else "NO", "yes")
     if "idle_messages" in report:

@@ -1,7 +1,7 @@
 """The trace: one event record type, a JSON-lines writer and a reader.
 
-Format version 1 (docs/trace-format.md): the first line is a header
-``{"v": 1, "ev": "meta", ...}``; every other line is one event with the keys
+Format version 2 (docs/trace-format.md): the first line is a header
+``{"v": 2, "ev": "meta", ...}``; every other line is one event with the keys
 ``t`` (time), ``ev`` (req, send, recv, enter, exit, end) and ``node``; frame
 events add ``link`` and ``kind`` (token or request) and, for tokens,
 ``payload`` (count, state, seq, epoch). The simulator and the board harness
@@ -11,9 +11,11 @@ read it.
 
 import json
 
-TRACE_VERSION = 1
-EVENT_KINDS = ("req", "send", "recv", "enter", "exit", "end")
-FRAME_KINDS = ("token", "request")
+TRACE_VERSION = 2
+READS_VERSIONS = (1, 2)  # version 2 adds the recovery events and frame kinds; 1 is a subset
+EVENT_KINDS = ("req", "send", "recv", "enter", "exit", "end",
+               "regen", "discard", "timeout", "fail", "notice")  # the last five: version 2
+FRAME_KINDS = ("token", "request", "claim", "again")
 
 
 class TraceError(ValueError):
@@ -120,8 +122,9 @@ class TraceReader:
             raise TraceError("%s: empty trace (no header line)" % self.path)
         if first.get("ev") != "meta":
             raise TraceError("%s:1: first line must be the header {\"v\": %d, \"ev\": \"meta\", ...}" % (self.path, TRACE_VERSION))
-        if first.get("v") != TRACE_VERSION:
-            raise TraceError("%s:1: trace format version %r, this picoring reads version %d" % (self.path, first.get("v"), TRACE_VERSION))
+        if first.get("v") not in READS_VERSIONS:
+            raise TraceError("%s:1: trace format version %r, this picoring reads versions %s"
+                             % (self.path, first.get("v"), ", ".join(map(str, READS_VERSIONS))))
         for key in ("protocol", "n"):
             if key not in first:
                 raise TraceError("%s:1: header lacks %r" % (self.path, key))
@@ -155,10 +158,11 @@ class TraceReader:
             if ev not in EVENT_KINDS:
                 raise TraceError("%s:%d: unknown event %r" % (self.path, self._lineno, ev))
             node = d.get("node")
-            if ev != "end" and (not isinstance(node, int) or not 0 <= node < n):
+            if ev not in ("end", "notice") and (not isinstance(node, int) or not 0 <= node < n):
                 raise TraceError("%s:%d: node %r is not in 0..%d" % (self.path, self._lineno, node, n - 1))
             if ev in ("send", "recv") and d.get("kind") not in FRAME_KINDS:
-                raise TraceError("%s:%d: frame kind %r is not token or request" % (self.path, self._lineno, d.get("kind")))
+                raise TraceError("%s:%d: frame kind %r is not one of %s"
+                                 % (self.path, self._lineno, d.get("kind"), ", ".join(FRAME_KINDS)))
             yield Event.from_dict(d)
 
     def close(self):

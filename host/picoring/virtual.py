@@ -20,6 +20,14 @@ pty open for the board's whole life, the host side can come and go (board
 output is dropped while nothing has it open, as a Pico drops USB output with
 no host), and usb_path stays the same across resets.
 
+usb_path is a symlink (<workdir>/usb<i>) to the host side's pty, as
+/dev/serial/by-id/... is to a Pico's /dev/ttyACM*: unplugging the USB link
+(`unplug`, or a power cycle) closes that pty, so a host that has it open gets a
+hang-up, and removes the symlink, so opening it fails; plugging it back makes a
+new pty under the same usb_path. Nothing else can take a pty away from a host
+that has it open without privileges (TIOCVHANGUP needs CAP_SYS_ADMIN), and a new
+pty gets whatever /dev/pts number is free.
+
 Why raw: the firmware reads single bytes from its host link (canonical mode
 would hold them until a newline), echo would reflect everything mpremote sends
 back into it, and 0x03 must reach the firmware as a byte (it raises
@@ -32,11 +40,16 @@ relay thread with PR_SET_PDEATHSIG=SIGKILL (it dies when that thread or the
 owning process dies, even by SIGKILL), in its own process group; stop() kills
 them, an atexit hook stops any ring still running, and boards that exit on
 their own (Ctrl-D in the REPL, sys.exit) are restarted like a Pico's soft reset.
+
+Faults (docs/faults.md): the wires carry out a FaultPlan's wire faults; the ring
+carries out its board faults at their times (power_cycle, unplug), and the same
+calls are public.
 """
 
 import atexit
 import ctypes
 import json
+import math
 import os
 import queue
 import select
@@ -63,6 +76,7 @@ _WAKE_GRANULARITY_S = 1e-4  # a wire byte may arrive up to this late; saves waki
 _WIRE_BACKLOG = 4096        # stop reading a board's TX while this much is on its wire
 _TAIL = 4096                # last bytes of board output kept for wait_output()
 _RESTART_MIN_S = 1.0        # a board that keeps exiting is restarted at most once a second
+_POWER_ON_HOLD_S = 2.0      # a power-cycled board's first USB output waits this long for a host
 
 
 class VirtualBoardError(RuntimeError):
@@ -135,7 +149,7 @@ def _write_some(fd, data):
 class VirtualBoard:
     """One board: its ptys, its process and its counters. Created and driven by VirtualRing."""
 
-    def __init__(self, index, fs_dir, micropython, heapsize=None):
+    def __init__(self, index, fs_dir, micropython, heapsize, usb_path):
         self.index = index
         self.fs_dir = str(fs_dir)
         self.micropython = micropython
@@ -148,19 +162,72 @@ class VirtualBoard:
         self.usb_dropped = 0      # board output with no host attached (or host not reading)
         self.host_attached = False
         self.run_main = True
+        # Faults: power cycles, USB unplugs, and what they lost.
+        self.power_cycles = 0
+        self.unplugs = 0
+        self.tx_lost = 0          # UART bytes lost at power cycles (not yet on the line)
+        self.off_until = None     # powered off (power_cycle with off > 0) until this monotonic time
+        self.unplugged_until = None  # USB link unplugged until this time (inf: until plug())
+        # After a power cycle the host needs a moment to open the port again; what the board
+        # says first (its hello) is kept for it, at most _TAIL bytes for _POWER_ON_HOLD_S.
+        self.hold_until = None
+        self._held = bytearray()
         self._tail = bytearray()
         self._tail_cond = threading.Condition()
         self._generation = 0      # bumped at every (re)start, so waiters see only fresh output
         # Board side of the USB link: the process gets the slave, the relay reads the master.
         self._usb_board_master, self._usb_board_slave = _raw_pty()
-        # Host side: users open usb_path; the ring keeps only the master.
-        self._usb_host_master, slave = _raw_pty()
-        self.usb_path = os.ttyname(slave)
-        os.close(slave)
+        # Host side: users open usb_path, a symlink to a pty whose master the ring keeps.
+        self.usb_path = str(usb_path)
+        self._usb_host_master = None
+        self.usb_pts = None
+        self._usb_plug()
         # UART: the firmware opens uart_path; the ring keeps the slave open so the
         # master never hangs up while the board is between opens.
         self._uart_master, self._uart_slave = _raw_pty()
         self.uart_path = os.ttyname(self._uart_slave)
+
+    # -- the USB host side (see the module doc: a symlink to a pty) --
+
+    def _usb_plug(self):
+        """A fresh host-side pty under usb_path; the previous one (if any) is closed afterwards,
+        so a host that had it open sees a hang-up and finds the path already back."""
+        old = self._usb_host_master
+        master, slave = _raw_pty()
+        pts = os.ttyname(slave)
+        os.close(slave)
+        tmp = self.usb_path + ".new"
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        os.symlink(pts, tmp)
+        os.replace(tmp, self.usb_path)  # atomic: the path is never missing on the way
+        self._usb_host_master, self.usb_pts = master, pts
+        self.host_attached = False
+        if old is not None:
+            os.close(old)
+
+    def _usb_unplug(self):
+        """The host side goes away: the path vanishes, a host holding the pty gets a hang-up."""
+        try:
+            os.unlink(self.usb_path)
+        except FileNotFoundError:
+            pass
+        if self._usb_host_master is not None:
+            os.close(self._usb_host_master)
+        self._usb_host_master = None
+        self.usb_pts = None
+        self.host_attached = False
+        self._drop_held()
+
+    def _drop_held(self):
+        self.usb_dropped += len(self._held)
+        self._held.clear()
+        self.hold_until = None
+
+    def usb_present(self):
+        return self._usb_host_master is not None
 
     @property
     def pid(self):
@@ -235,14 +302,24 @@ class VirtualBoard:
     def _close_fds(self):
         for fd in (self._usb_board_master, self._usb_board_slave, self._usb_host_master,
                    self._uart_master, self._uart_slave):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self._usb_host_master = None
+        try:
+            if os.path.islink(self.usb_path):
+                os.unlink(self.usb_path)
+        except OSError:
+            pass
 
     def info(self):
         return {"index": self.index, "pid": self.pid, "alive": self.alive(), "usb": self.usb_path,
+                "usb_pts": self.usb_pts, "usb_present": self.usb_present(), "powered": self.off_until is None,
                 "uart": self.uart_path, "fs_dir": self.fs_dir, "restarts": self.restarts,
+                "power_cycles": self.power_cycles, "unplugs": self.unplugs, "tx_lost": self.tx_lost,
                 "host_attached": self.host_attached, "usb_to_board": self.usb_to_board,
                 "usb_from_board": self.usb_from_board, "usb_dropped": self.usb_dropped}
 
@@ -290,6 +367,7 @@ class VirtualRing:
         self._stopped = False
         self._error = None
         self._lock = threading.Lock()
+        self._board_faults = []  # the plan's timed board faults not yet due: [(monotonic time, kind, board, s)]
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -310,7 +388,7 @@ class VirtualRing:
             for i in range(self.n):
                 fs_dir = self.workdir / ("board%d" % i)
                 fs_dir.mkdir(parents=True, exist_ok=True)
-                self.boards.append(VirtualBoard(i, fs_dir, self.micropython, self.heapsize))
+                self.boards.append(VirtualBoard(i, fs_dir, self.micropython, self.heapsize, self.workdir / ("usb%d" % i)))
             self._wake_r, self._wake_w = os.pipe()
             os.set_blocking(self._wake_r, False)
             os.set_blocking(self._wake_w, False)
@@ -366,11 +444,101 @@ class VirtualRing:
 
         def restart():
             board._kill()
+            board.off_until = None  # a reset while powered off powers it on
             board.run_main = run_main
             board._spawn()
             board.run_main = True
+            self._usb_back_if_due(board, time.monotonic())
 
         self._call(restart, timeout)
+
+    def power_cycle(self, i, off=0.0, timeout=10.0):
+        """Pull board i's power and give it back after `off` seconds: its process is killed
+        (SIGKILL, no clean exit), what it had not yet put on its UART line is lost (the bytes
+        already on the line still arrive), its USB link goes away (a host that has usb_path open
+        gets a hang-up) and comes back under the same usb_path when it powers on, and it runs
+        main.py again. With off=0 the path is back at once and the board starts right away."""
+        board = self._board(i)
+        self._call(lambda: self._power_cycle(board, off, time.monotonic()), timeout)
+
+    def unplug(self, i, seconds=None, timeout=10.0):
+        """Pull board i's USB cable for `seconds` (None: until plug(i)). A host holding usb_path
+        gets a hang-up, opening it fails, and what the board writes meanwhile is lost; the
+        board keeps running (a Pico powered from VSYS). Then the port is back under usb_path."""
+        board = self._board(i)
+        if seconds is not None and not seconds >= 0:
+            raise ValueError("unplug: seconds must be >= 0, got %r" % (seconds,))
+        self._call(lambda: self._unplug(board, seconds, time.monotonic()), timeout)
+
+    def plug(self, i, timeout=10.0):
+        """Plug board i's USB cable back in now (if it is powered, the port is back)."""
+        board = self._board(i)
+
+        def plug():
+            board.unplugged_until = None
+            self._usb_back_if_due(board, time.monotonic())
+
+        self._call(plug, timeout)
+
+    def _power_cycle(self, board, off, now):
+        board._kill()
+        board._drop_held()
+        board.power_cycles += 1
+        # Its TX FIFO dies with it: what the relay has not read yet, and what is queued on the
+        # wire but not yet started on the line. Its USB output not yet relayed is lost too.
+        board.tx_lost += len(_read_all(board._uart_master)) + self.wires[board.index].sender_lost(now)
+        board.usb_dropped += len(_read_all(board._usb_board_master))
+        if off > 0:
+            board.off_until = now + off
+            if board.usb_present():
+                board._usb_unplug()
+        else:
+            if board.usb_present():
+                board._usb_plug()  # the host sees a hang-up and the port already back
+            board._spawn()
+            board.hold_until = now + _POWER_ON_HOLD_S
+
+    def _unplug(self, board, seconds, now):
+        board.unplugs += 1
+        until = math.inf if seconds is None else now + seconds
+        board.unplugged_until = max(until, board.unplugged_until or until)
+        if board.usb_present():
+            board._usb_unplug()
+
+    def _usb_back_if_due(self, board, now):
+        """Power the board on, and plug its USB link back, once their times have come."""
+        if board.off_until is not None and board.off_until <= now:
+            board.off_until = None
+            board._spawn()
+            board.hold_until = now + _POWER_ON_HOLD_S
+        if board.unplugged_until is not None and board.unplugged_until <= now:
+            board.unplugged_until = None
+        if board.off_until is None and board.unplugged_until is None and not board.usb_present():
+            board._usb_plug()
+
+    def _next_board_timer(self):
+        times = [t for b in self.boards for t in (b.off_until, b.unplugged_until) if t is not None]
+        if self._board_faults:
+            times.append(self._board_faults[0][0])
+        return min(times) if times else math.inf
+
+    def _board_timers(self, now):
+        # A board that cannot be started or plugged in again must not stop the relay: the
+        # rest of the ring keeps running, and status shows that board dead or unplugged.
+        while self._board_faults and self._board_faults[0][0] <= now:
+            _, kind, i, seconds = self._board_faults.pop(0)
+            try:
+                if kind == "restart":
+                    self._power_cycle(self.boards[i], seconds, now)
+                else:
+                    self._unplug(self.boards[i], seconds, now)
+            except OSError as e:
+                print("picoring virtual ring: board %d: %s failed: %s" % (i, kind, e), file=sys.stderr)
+        for b in self.boards:
+            try:
+                self._usb_back_if_due(b, now)
+            except OSError as e:
+                print("picoring virtual ring: board %d did not come back: %s" % (b.index, e), file=sys.stderr)
 
     def _board(self, i):
         if not 0 <= i < len(self.boards):
@@ -388,8 +556,9 @@ class VirtualRing:
         self.wire(i).set_cut(cut)
 
     def set_faults(self, faults, timeout=10.0):
-        """Replace the faults of every wire (a SPEC string, a FaultPlan, or None for none).
-        The plan's clock (timed cuts) starts now; the wires' fault counters start from 0."""
+        """Replace the faults of every wire and the timed board faults (a SPEC string, a FaultPlan,
+        or None for none). The plan's clock (timed cuts, restarts, unplugs) starts now; the
+        wires' fault counters start from 0. A board already off or unplugged comes back as planned."""
         plan = FaultPlan.coerce(faults)
         if plan is not None:
             plan.check(self.n)
@@ -403,6 +572,7 @@ class VirtualRing:
         now = time.monotonic()
         for i, w in enumerate(self.wires):
             w.faults = plan.for_wire(i, now) if plan is not None else None
+        self._board_faults = [(now + at, kind, b, s) for at, kind, b, s in plan.board_events()] if plan else []
 
     def status(self):
         return {"n": self.n, "baud": self.baud, "workdir": str(self.workdir), "running": self.running(),
@@ -458,12 +628,16 @@ class VirtualRing:
     def _relay_loop(self):
         boards, wires, n = self.boards, self.wires, self.n
         next_housekeeping = 0.0
+        next_board_timer = 0.0
         while not self._stopping:
             now = time.monotonic()
             if now >= next_housekeeping:
                 self._housekeeping(now)
                 next_housekeeping = now + _HOUSEKEEPING_S
             # What to wait for.
+            if now >= next_board_timer:
+                self._board_timers(now)
+                next_board_timer = self._next_board_timer()
             readers = {self._wake_r: None}
             for b in boards:
                 readers[b._usb_board_master] = ("usb_out", b)
@@ -472,13 +646,13 @@ class VirtualRing:
             for i, b in enumerate(boards):
                 if wires[i].queued() < _WIRE_BACKLOG:
                     readers[b._uart_master] = ("tx", i)
-            wake_at = next_housekeeping
+            wake_at = min(next_housekeeping, next_board_timer)
             for w in wires:
                 due = w.next_due()
                 if due is not None and due < wake_at:
                     wake_at = due
             timeout = max(0.0, wake_at - time.monotonic())
-            if timeout and wake_at < next_housekeeping:
+            if timeout and wake_at < min(next_housekeeping, next_board_timer):
                 timeout += _WAKE_GRANULARITY_S
             ready, _, _ = select.select(list(readers), [], [], timeout)
             now = time.monotonic()
@@ -487,6 +661,7 @@ class VirtualRing:
                 if what is None:
                     self._drain_wake()
                     self._run_calls()
+                    next_board_timer = 0.0  # a call may have unplugged or powered off a board
                     continue
                 kind, who = what
                 if kind == "tx":
@@ -511,17 +686,33 @@ class VirtualRing:
             return
         b.usb_from_board += len(data)
         b._record_output(data)
+        if not b.usb_present():  # unplugged: nobody can hear it
+            b.usb_dropped += len(data)
+            return
         if not b.host_attached and _host_has_it_open(b._usb_host_master):
             # Attach now rather than at the next housekeeping: a host that has just opened
             # the port must get what the board says next (its hello, the reply to a command).
-            b.host_attached = True
+            self._attach_host(b)
         if not b.host_attached:
-            b.usb_dropped += len(data)
+            if b.hold_until is not None and len(b._held) + len(data) <= _TAIL:
+                b._held += data  # just powered on: kept for the host that is reconnecting
+            else:
+                b.usb_dropped += len(data)
             return
         sent = _write_some(b._usb_host_master, data)
         b.usb_dropped += len(data) - sent
 
+    def _attach_host(self, b):
+        b.host_attached = True
+        if b._held:
+            sent = _write_some(b._usb_host_master, bytes(b._held))
+            b.usb_dropped += len(b._held) - sent
+            b._held.clear()
+        b.hold_until = None
+
     def _host_to_board(self, b):
+        if not b.usb_present():  # unplugged by a call run earlier in this pass
+            return
         try:
             data = os.read(b._usb_host_master, 4096)
         except BlockingIOError:
@@ -548,15 +739,19 @@ class VirtualRing:
 
     def _housekeeping(self, now):
         for b in self.boards:
-            # A host side nobody has open reports POLLHUP; one that someone opened does not.
-            hung_up = not _host_has_it_open(b._usb_host_master)
-            if b.host_attached and hung_up:
-                self._host_detached(b)
-            elif not b.host_attached and not hung_up:
-                b.host_attached = True
+            if b.usb_present():  # (unplugged: there is no host side to look at)
+                # A host side nobody has open reports POLLHUP; one that someone opened does not.
+                hung_up = not _host_has_it_open(b._usb_host_master)
+                if b.host_attached and hung_up:
+                    self._host_detached(b)
+                elif not b.host_attached and not hung_up:
+                    self._attach_host(b)
+                elif b.hold_until is not None and now >= b.hold_until:
+                    b._drop_held()  # no host came for it
             # A board that exited by itself (Ctrl-D in the REPL, sys.exit, a crash) restarts,
             # as a Pico soft-resets; at most once a second so a crashing main.py cannot spin.
-            if b.proc is not None and b.proc.poll() is not None and now - b.started_at >= _RESTART_MIN_S:
+            if (b.proc is not None and b.off_until is None and b.proc.poll() is not None
+                    and now - b.started_at >= _RESTART_MIN_S):
                 b.restarts += 1
                 try:
                     b._spawn()
@@ -589,6 +784,16 @@ def _read_some(fd):
         return os.read(fd, 4096)
     except (BlockingIOError, OSError):
         return b""
+
+
+def _read_all(fd):
+    """Everything waiting on a non-blocking fd (what a killed board wrote and nobody took)."""
+    out = b""
+    while True:
+        data = _read_some(fd)
+        if not data:
+            return out
+        out += data
 
 
 def write_state(path, data):

@@ -1,4 +1,4 @@
-"""`picoring virtual up|status|reset|deploy|down`: thin handlers over virtual_daemon."""
+"""`picoring virtual up|status|reset|unplug|plug|deploy|down`: thin handlers over virtual_daemon."""
 
 import argparse
 import json
@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 def add_arguments(sub):
-    p = sub.add_parser("virtual", help="a ring of virtual boards (MicroPython unix-port processes): up, status, reset, deploy, down")
+    p = sub.add_parser("virtual", help="a ring of virtual boards (MicroPython unix-port processes): up, status, reset, "
+                                        "unplug, plug, deploy, down")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--dir", metavar="D",
                         help="state directory (default $XDG_RUNTIME_DIR/picoring/virtual or ~/.cache/picoring/virtual)")
@@ -18,12 +19,21 @@ def add_arguments(sub):
     up.add_argument("--baud", type=int, default=115200, help="UART speed of every wire (default 115200)")
     up.add_argument("--heapsize", help="MicroPython heap per board, e.g. 192K (default: the unix port's 2M)")
     up.add_argument("--faults", metavar="SPEC",
-                    help="inject faults on every wire, e.g. corrupt=0.01,drop=0.005,seed=7 (docs/faults.md)")
+                    help="inject faults, e.g. corrupt=0.01,drop=0.005,restart=1@10s,seed=7 (docs/faults.md)")
     st = vsub.add_parser("status", parents=[common], help="boards (pid, alive, paths) and byte counters per wire")
     st.add_argument("--json", action="store_true")
     rs = vsub.add_parser("reset", parents=[common], help="restart board I (it runs main.py again; its USB path stays)")
     rs.add_argument("board", type=int, metavar="I")
     rs.add_argument("--repl", action="store_true", help="do not run main.py: straight to the REPL (safe mode)")
+    rs.add_argument("--power", action="store_true",
+                    help="a power cycle: killed with no clean exit, its UART bytes not yet sent are lost, "
+                         "its USB port hangs up and comes back")
+    rs.add_argument("--off", type=float, default=0.0, metavar="S", help="--power: stay off S seconds (default 0)")
+    un = vsub.add_parser("unplug", parents=[common], help="pull board I's USB cable (the board keeps running)")
+    un.add_argument("board", type=int, metavar="I")
+    un.add_argument("--for", dest="seconds", type=float, metavar="S", help="plug it back after S seconds (default: at `plug I`)")
+    pl = vsub.add_parser("plug", parents=[common], help="plug board I's USB cable back in")
+    pl.add_argument("board", type=int, metavar="I")
     dp = vsub.add_parser("deploy", parents=[common], help="copy the firmware and a config to every board with mpremote, then reset them")
     dp.add_argument("--config", metavar="FILE", help="JSON config for every board (each also gets its virtual UART path)")
     vsub.add_parser("down", parents=[common], help="stop every board and the supervisor (safe to call twice)")
@@ -55,8 +65,24 @@ def run(args, out=None, err=None):
             _print_status(status, virtual_daemon.read_state(state_dir) or {}, out)
         return 0
     if action == "reset":
-        info = virtual_daemon.reset(state_dir, args.board, repl=args.repl)
-        print("board %d restarted (pid %d, %s)" % (info["index"], info["pid"], info["usb"]), file=err)
+        if args.power:
+            if args.repl:
+                raise ValueError("--power and --repl do not go together: a power cycle runs main.py")
+            info = virtual_daemon.power_cycle(state_dir, args.board, args.off)
+            what = "power-cycled" + (" (off %gs)" % args.off if args.off else "")
+        else:
+            info = virtual_daemon.reset(state_dir, args.board, repl=args.repl)
+            what = "restarted"
+        print("board %d %s (pid %s, %s)" % (info["index"], what, info["pid"], info["usb"]), file=err)
+        return 0
+    if action in ("unplug", "plug"):
+        if action == "unplug":
+            info = virtual_daemon.unplug(state_dir, args.board, args.seconds)
+            how = "for %gs" % args.seconds if args.seconds is not None else "until: picoring virtual plug %d" % args.board
+            print("board %d: USB unplugged %s (%s)" % (info["index"], how, info["usb"]), file=err)
+        else:
+            info = virtual_daemon.plug(state_dir, args.board)
+            print("board %d: USB plugged in (%s)" % (info["index"], info["usb"]), file=err)
         return 0
     if action == "deploy":
         from .deploy import deploy_virtual_cli
@@ -77,12 +103,18 @@ def run(args, out=None, err=None):
 def _print_status(status, state, out):
     print("virtual ring: %d board(s), %d baud, supervisor pid %s, dir %s"
           % (status["n"], status["baud"], state.get("supervisor_pid", "?"), status["workdir"]), file=out)
-    print("%-5s %-8s %-6s %-14s %-14s %-8s %-4s %10s %10s" % ("board", "pid", "alive", "usb", "uart", "restarts", "host",
+    print("%-5s %-8s %-6s %-14s %-14s %-8s %-9s %10s %10s" % ("board", "pid", "alive", "usb", "uart", "restarts", "host",
                                                            "usb in", "usb out"), file=out)
     for b in status["boards"]:
-        print("%-5d %-8s %-6s %-14s %-14s %-8d %-4s %10d %10d"
-              % (b["index"], b["pid"], "yes" if b["alive"] else "NO", b["usb"], b["uart"], b["restarts"],
-                 "yes" if b["host_attached"] else "-", b["usb_to_board"], b["usb_from_board"]), file=out)
+        host = "yes" if b["host_attached"] else "-"
+        if not b["usb_present"]:
+            host = "UNPLUGGED" if b["powered"] else "OFF"
+        print("%-5d %-8s %-6s %-14s %-14s %-8d %-9s %10d %10d"
+              % (b["index"], b["pid"], "yes" if b["alive"] else "NO", b["usb"], b["uart"],
+                 b["restarts"], host, b["usb_to_board"], b["usb_from_board"]), file=out)
+        if b["power_cycles"] or b["unplugs"]:
+            print("      %d power cycles (%d UART bytes lost), %d unplugs"
+                  % (b["power_cycles"], b["tx_lost"], b["unplugs"]), file=out)
     n = status["n"]
     print("%-8s %-4s %10s %10s %10s %10s %9s" % ("wire", "cut", "sent", "arrived", "dropped", "overrun", "in flight"), file=out)
     for w in status["wires"]:

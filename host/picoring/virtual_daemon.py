@@ -5,7 +5,8 @@ the command and the terminal); it owns a VirtualRing and answers one JSON line
 per connection on a unix socket in the state directory. Files there:
 
   state.json       supervisor pid, baud, boards (pid, usb, uart, fs_dir); written when the ring is up
-  control.sock     the supervisor's socket (status, reset, cut, down)
+  control.sock     the supervisor's socket (status, reset, power, unplug, plug, cut, down)
+  usb<i>           board i's USB port: a symlink to its pty, gone while unplugged
   supervisor.lock  flock-ed by the supervisor for its whole life: the authority on "is a ring up"
   supervisor.log   its stdout/stderr
   board<i>/        board i's filesystem (kept by `down`, as a Pico keeps its flash)
@@ -142,6 +143,19 @@ def _serve(conn, ring):
             i = int(request["board"])
             ring.reset(i, run_main=not request.get("repl", False))
             reply = {"ok": True, "board": ring.boards[i].info()}
+        elif cmd == "power":
+            i = int(request["board"])
+            ring.power_cycle(i, off=float(request.get("off", 0.0)))
+            reply = {"ok": True, "board": ring.boards[i].info()}
+        elif cmd == "unplug":
+            i = int(request["board"])
+            seconds = request.get("seconds")
+            ring.unplug(i, None if seconds is None else float(seconds))
+            reply = {"ok": True, "board": ring.boards[i].info()}
+        elif cmd == "plug":
+            i = int(request["board"])
+            ring.plug(i)
+            reply = {"ok": True, "board": ring.boards[i].info()}
         elif cmd == "cut":
             ring.cut(int(request["wire"]), bool(request.get("cut", True)))
             reply = {"ok": True, "wire": ring.wire(int(request["wire"])).counters()}
@@ -267,6 +281,18 @@ def status(state_dir, timeout=15.0):
 
 def reset(state_dir, board, repl=False, timeout=15.0):
     return request(state_dir, {"cmd": "reset", "board": board, "repl": repl}, timeout)["board"]
+
+
+def power_cycle(state_dir, board, off=0.0, timeout=15.0):
+    return request(state_dir, {"cmd": "power", "board": board, "off": off}, timeout)["board"]
+
+
+def unplug(state_dir, board, seconds=None, timeout=15.0):
+    return request(state_dir, {"cmd": "unplug", "board": board, "seconds": seconds}, timeout)["board"]
+
+
+def plug(state_dir, board, timeout=15.0):
+    return request(state_dir, {"cmd": "plug", "board": board}, timeout)["board"]
 
 
 def cut(state_dir, wire, is_cut=True, timeout=15.0):

@@ -20,7 +20,8 @@ corrupt fault is a transform. Counters: bytes_in, bytes_out, bytes_dropped
 Fault injection (docs/faults.md): `faults`, a WireFaults made by a FaultPlan from
 a SPEC string such as "corrupt=0.01,drop=0.005,delay=0.002:5ms,cut=2@3s:500ms,seed=7",
 drops frames or bytes, flips bits, holds frames back and cuts the wire for a while,
-seeded, with its own counters (`counters()["faults"]`).
+seeded, with its own counters (`counters()["faults"]`). The plan's board faults
+(restart, unplug) are carried out by the VirtualRing, not by a wire.
 """
 
 import math
@@ -64,6 +65,26 @@ class Wire:
             self.bytes_dropped += self._queued
             self._chunks.clear()
             self._queued = 0
+
+    def sender_lost(self, now):
+        """Board i lost power at `now`: the bytes that had not started on the line (its TX FIFO)
+        are gone; the ones already on it still arrive, as on a real UART. Returns how many were lost."""
+        lost = 0
+        kept = deque()
+        end = now
+        for start, data, released, epoch in self._chunks:
+            # byte k goes out at start + k * byte_time (a delayed frame has not started yet)
+            started = int((now - start) / self.byte_time + 1e-9) + 1 if now >= start else 0
+            started = max(released, min(len(data), started))
+            lost += len(data) - started
+            if started > released:
+                kept.append([start, data[:started], released, epoch])
+                end = start + started * self.byte_time
+        self._chunks = kept
+        self._idle_at = end
+        self._queued -= lost
+        self.bytes_dropped += lost
+        return lost
 
     # -- data path -----------------------------------------------------------
 
@@ -164,8 +185,9 @@ class Wire:
 # WireFaults: seeded random streams, one per fault kind, so that each fault's pattern is a
 # function of the byte (or frame) index on that wire alone, whatever the timing of the run.
 
-FAULT_KINDS = ("corrupt", "drop", "dropbyte", "delay", "cut")
-_SPEC_KEYS = FAULT_KINDS + ("seed",)
+FAULT_KINDS = ("corrupt", "corruptframe", "drop", "dropbyte", "delay", "cut")  # per wire
+BOARD_FAULTS = ("restart", "unplug")  # timed, per board; the VirtualRing carries them out
+_SPEC_KEYS = FAULT_KINDS + BOARD_FAULTS + ("seed",)
 _UNITS = (("us", 1e-6), ("ms", 1e-3), ("s", 1.0))
 
 
@@ -204,6 +226,18 @@ def _duration(text, item):
     _fail("%r in %r is not a duration (a number with a unit: us, ms or s, e.g. 5ms)" % (text, item))
 
 
+def _board_at(value, item, what):
+    """B@T[:D] of a board fault: (board, at seconds, D text or None)."""
+    board, at_sign, rest = value.partition("@")
+    board = board.strip()
+    if not at_sign or not board:
+        _fail("%r: %s needs BOARD@TIME, e.g. %s" % (item, what, "restart=1@3s" if what == "restart" else "unplug=1@3s:2s"))
+    if not board.isdigit():
+        _fail("%r: %r is not a board number" % (item, board))
+    at, colon, length = rest.partition(":")
+    return int(board), _duration(at, item), length if colon else None
+
+
 def _fmt_duration(s):
     if s >= 1 and s == int(s):
         return "%ds" % s
@@ -220,14 +254,19 @@ class FaultPlan:
     settings[None] are the defaults for every wire, settings[i] overrides for wire i:
       corrupt, drop, dropbyte  probabilities (per byte, per frame, per byte)
       delay                    (probability per frame, seconds)
+      corruptframe             probability per frame
       cut                      (cuts per second, seconds) or None
     cuts: timed cuts [(wire or None for every wire, at seconds, for seconds)].
+    restarts: [(board, at seconds, seconds off)]: power cycles.
+    unplugs: [(board, at seconds, for seconds)]: USB links pulled.
     """
 
     def __init__(self, seed=0):
         self.seed = seed
         self.settings = {None: {}}
         self.cuts = []
+        self.restarts = []
+        self.unplugs = []
 
     @classmethod
     def coerce(cls, faults):
@@ -261,8 +300,20 @@ class FaultPlan:
                 wire = int(head[4:])
                 if key == "seed":
                     _fail("%r: the seed is for the whole ring, not one wire" % item)
+                if key in BOARD_FAULTS:
+                    _fail("%r: %s is a fault of a board, not of a wire (%s=B@TIME...: B is the board)" % (item, key, key))
             if key not in _SPEC_KEYS:
                 _fail("%r is not a fault (known: %s)" % (key, ", ".join(_SPEC_KEYS)))
+            if key == "restart":
+                board, at, off = _board_at(value, item, key)
+                plan.restarts.append((board, at, _duration(off, item) if off is not None else 0.0))
+                continue
+            if key == "unplug":
+                board, at, length = _board_at(value, item, key)
+                if length is None:
+                    _fail("%r: unplug needs BOARD@TIME:DURATION, e.g. unplug=1@3s:2s" % item)
+                plan.unplugs.append((board, at, _duration(length, item)))
+                continue
             if key != "cut" or "@" not in value:
                 if (wire, key) in seen:
                     _fail("%r is given twice" % (key if wire is None else "wire%d.%s" % (wire, key)))
@@ -273,7 +324,7 @@ class FaultPlan:
                     plan.seed = int(value)
                 except ValueError:
                     _fail("seed=%s: the seed must be an integer" % value)
-            elif key in ("corrupt", "drop", "dropbyte"):
+            elif key in ("corrupt", "corruptframe", "drop", "dropbyte"):
                 target[key] = _prob(value, item)
             elif key == "delay":
                 p, colon, d = value.partition(":")
@@ -309,16 +360,27 @@ class FaultPlan:
         return plan
 
     def active(self):
-        return bool(self.cuts) or any(v for s in self.settings.values() for v in s.values())
+        return (bool(self.cuts or self.restarts or self.unplugs)
+                or any(v for s in self.settings.values() for v in s.values()))
 
     def check(self, n):
-        """ValueError if the plan names a wire a ring of n does not have."""
+        """ValueError if the plan names a wire or a board a ring of n does not have."""
         wires = [w for w in self.settings if w is not None] + [c[0] for c in self.cuts if c[0] is not None]
         for w in wires:
             if not 0 <= w < n:
                 _fail("wire%d does not exist: a ring of %d has wires 0..%d (wire i runs from board i to board i+1)"
                       % (w, n, n - 1))
+        for key, events in (("restart", self.restarts), ("unplug", self.unplugs)):
+            for b, _, _ in events:
+                if not 0 <= b < n:
+                    _fail("%s=%d@...: board %d does not exist: a ring of %d has boards 0..%d" % (key, b, b, n, n - 1))
         return self
+
+    def board_events(self):
+        """The timed board faults, in time order: [(at seconds, "restart"|"unplug", board, seconds)]
+        (seconds: how long the board stays off, or its USB link unplugged)."""
+        return sorted([(at, "restart", b, off) for b, at, off in self.restarts]
+                      + [(at, "unplug", b, length) for b, at, length in self.unplugs])
 
     def for_wire(self, i, t0):
         """The WireFaults of wire i, with its clock starting at t0 (time.monotonic())."""
@@ -345,6 +407,10 @@ class FaultPlan:
                     parts.append(fmt("" if wire is None else "wire%d." % wire, key, v))
         for w, at, length in self.cuts:
             parts.append("cut=%s@%s:%s" % ("" if w is None else w, _fmt_duration(at), _fmt_duration(length)))
+        for b, at, off in self.restarts:
+            parts.append("restart=%d@%s%s" % (b, _fmt_duration(at), ":" + _fmt_duration(off) if off else ""))
+        for b, at, length in self.unplugs:
+            parts.append("unplug=%d@%s:%s" % (b, _fmt_duration(at), _fmt_duration(length)))
         parts.append("seed=%d" % self.seed)
         return ",".join(parts)
 
@@ -377,9 +443,9 @@ class _Hits:
 class WireFaults:
     """The faults of one wire, applied by Wire.send / Wire.take_due.
 
-    A frame, for drop and delay, is a run of non-zero bytes (link frames are 00-delimited):
-    dropping one removes its bytes and leaves the delimiters, so the receiver sees an idle
-    line, not a bad frame. Counters: see counters().
+    A frame, for drop, delay and corruptframe, is a run of non-zero bytes (link frames are
+    00-delimited): dropping one removes its bytes and leaves the delimiters, so the receiver
+    sees an idle line, not a bad frame. Counters: see counters().
     """
 
     def __init__(self, index, settings, cuts, seed, t0):
@@ -392,6 +458,9 @@ class WireFaults:
         p = settings.get("corrupt", 0.0)
         self._corrupt = _Hits(p, rng("corrupt")) if p else None
         self._bit_rng = rng("bit")
+        p = settings.get("corruptframe", 0.0)
+        self._corruptframe = _Hits(p, rng("corruptframe")) if p else None
+        self._frame_bit_rng = rng("framebit")
         p = settings.get("dropbyte", 0.0)
         self._dropbyte = _Hits(p, rng("dropbyte")) if p else None
         p = settings.get("drop", 0.0)
@@ -399,7 +468,7 @@ class WireFaults:
         delay = settings.get("delay")
         self._delay = _Hits(delay[0], rng("delay")) if delay and delay[0] else None
         self.delay_s = delay[1] if delay else 0.0
-        self._per_byte = bool(self._corrupt or self._dropbyte or self._drop or self._delay)
+        self._per_byte = bool(self._corrupt or self._corruptframe or self._dropbyte or self._drop or self._delay)
         # Cut windows (start, end) in seconds since t0: the timed ones, and the random ones
         # generated lazily (a Poisson process of `rate` cuts per second, each `length` long).
         self._timed = sorted(cuts)
@@ -453,7 +522,9 @@ class WireFaults:
         out = bytearray()
         hold = 0.0
         corrupt, dropbyte, drop, delay = self._corrupt, self._dropbyte, self._drop, self._delay
-        for b in data:
+        corruptframe = self._corruptframe
+        flip_at = -1  # index in data of the byte corruptframe flips a bit of
+        for i, b in enumerate(data):
             ends = False  # this 00 ends a frame (else it is idle or the next frame's leading 00)
             if b:
                 if not self._in_frame:
@@ -461,6 +532,15 @@ class WireFaults:
                     self._hit_frame = self._next_hit
                     self._next_hit = False
                     self.frames += 1
+                    if corruptframe is not None and corruptframe.hit():
+                        # One byte of the frame, among those in this chunk (a board writes a frame
+                        # whole, so that is all of it); drawn for every hit frame, dropped or not,
+                        # so the Nth frame's flip does not depend on the other faults.
+                        end = data.find(0, i)
+                        length = (end if end >= 0 else len(data)) - i
+                        rng = self._frame_bit_rng
+                        flip_at = i + int(rng.random() * length)
+                        flip_pick = rng.random()
                     self._dropping = drop is not None and drop.hit()
                     if self._dropping:
                         self.frames_dropped += 1
@@ -480,6 +560,14 @@ class WireFaults:
             if dropbyte is not None and dropbyte.hit():
                 self.bytes_dropped += 1
                 continue
+            if i == flip_at:
+                # A bit whose flip leaves the byte non-zero: a 00 would split the frame in two.
+                bits = [k for k in range(8) if b ^ (1 << k)]
+                b ^= 1 << bits[int(flip_pick * len(bits))]
+                self.corrupted += 1
+                if not self._hit_frame:
+                    self._hit_frame = True
+                    self.frames_corrupted += 1
             if corrupt is not None and corrupt.hit():
                 b ^= 1 << self._bit_rng.randrange(8)
                 self.corrupted += 1

@@ -1,0 +1,291 @@
+"""Board faults on the virtual ring (docs/faults.md): power cycles and pulled USB cables, by call
+and from a fault SPEC, and the harness's BoardLink riding through them (it reconnects and says so).
+
+The boards run a tiny firmware (no mpremote deploy): "!hello" at start, "!tick K" every 50 ms,
+"!pong" to "!ping", and "!send N" writes N bytes on its UART; UART bytes received are counted
+in "!status rx=...". Timeouts are generous for a loaded 2-core machine.
+"""
+
+import json
+import os
+import queue
+import time
+
+import pytest
+import serial
+
+from picoring.harness import BoardLink, HarnessError, LinkNotice
+from picoring import virtual
+from picoring.hostlink import LineParser, Reply
+from picoring.virtual import VirtualRing
+
+from conftest import TIMEOUT, wait_for
+
+FIRMWARE = r'''
+import json
+import select
+import sys
+import time
+
+cfg = json.load(open("picoring.json"))
+uart = open(cfg["uart"], "r+b")
+out = sys.stdout
+out.write("!hello fw=t pos=%d n=%d\n" % (cfg["pos"], cfg["n"]))
+poll = select.poll()
+poll.register(sys.stdin, select.POLLIN)
+poll.register(uart, select.POLLIN)
+line = b""
+rx = 0
+k = 0
+last = time.ticks_ms()
+while True:
+    for obj, ev in poll.ipoll(10):
+        if obj is uart:
+            rx += len(uart.read(1))
+            continue
+        c = sys.stdin.buffer.read(1)
+        if c != b"\n":
+            line += c
+            continue
+        word, _, arg = line.decode().partition(" ")
+        line = b""
+        if word == "!ping":
+            out.write("!pong %s %d\n" % (arg, time.ticks_us() & 0x3FFFFFFF))
+        elif word == "!send":
+            uart.write(b"\x55" * int(arg))
+        elif word == "!status":
+            out.write("!status rx=%d tick=%d\n" % (rx, k))
+    if time.ticks_diff(time.ticks_ms(), last) >= 50:
+        k += 1
+        last = time.ticks_ms()
+        out.write("!tick %d\n" % k)
+'''
+
+
+
+@pytest.fixture
+def ring(tmp_path):
+    """A ring of 2 at 1200 baud (120 bytes a second: a long send is still on its way seconds later)."""
+    with VirtualRing(2, baud=1200, workdir=tmp_path / "ring") as r:
+        for b in r.boards:
+            with open(os.path.join(b.fs_dir, "main.py"), "w") as f:
+                f.write(FIRMWARE)
+            with open(os.path.join(b.fs_dir, "picoring.json"), "w") as f:
+                json.dump({"uart": b.uart_path, "pos": b.index, "n": r.n}, f)
+            r.reset(b.index)
+        for b in r.boards:
+            b.wait_output(b"!tick 1\n", TIMEOUT)
+        yield r
+
+
+def readline(port, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = port.readline()
+        if line:
+            return line
+    raise AssertionError("no line from %s within %.1fs" % (port.port, timeout))
+
+
+def ticks_until_dead(port):
+    """Read until the port hangs up; return the last tick number seen (SerialException expected)."""
+    last = None
+    with pytest.raises(serial.SerialException):
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            line = port.readline()
+            if line.startswith(b"!tick "):
+                last = int(line.split()[1])
+    return last
+
+
+# -- pyserial on the host side -------------------------------------------------------
+
+def test_unplug_hangs_up_the_host_and_the_port_comes_back_under_the_same_path(ring):
+    b = ring.boards[0]
+    path, pid = b.usb_path, b.pid
+    with serial.Serial(path, timeout=0.2) as usb:
+        assert readline(usb).startswith(b"!tick ")
+        t = time.monotonic()
+        ring.unplug(0, 1.0)
+        last = ticks_until_dead(usb)  # the host's open port hangs up
+        with pytest.raises(serial.SerialException, match="No such file"):
+            serial.Serial(path)  # and the device is gone
+        with pytest.raises(serial.SerialException):
+            usb.write(b"!ping 1\n")
+    assert not b.info()["usb_present"]
+    wait_for(lambda: os.path.exists(path), what="the port to come back")
+    back = time.monotonic() - t
+    assert 0.9 <= back < 1.0 + 5.0, back
+    with serial.Serial(path, timeout=0.2) as usb:
+        usb.write(b"!ping 7\n")
+        while True:
+            line = readline(usb)
+            if line.startswith(b"!tick ") and last is not None:
+                # what the board wrote while unplugged is lost: about 20 ticks in 1 s
+                assert int(line.split()[1]) >= last + 10, (last, line)
+                last = None
+            if line.startswith(b"!pong 7 "):
+                break
+    assert b.pid == pid and b.alive()  # the board kept running (powered from VSYS)
+    info = b.info()
+    assert info["unplugs"] == 1 and info["power_cycles"] == 0 and info["usb_dropped"] > 0
+
+
+def test_unplug_until_plug(ring):
+    b = ring.boards[1]
+    ring.unplug(1)
+    time.sleep(0.3)
+    assert not os.path.exists(b.usb_path)
+    ring.plug(1)
+    assert os.path.exists(b.usb_path)
+    with serial.Serial(b.usb_path, timeout=0.2) as usb:
+        assert readline(usb).startswith(b"!tick ")
+
+
+def test_power_cycle_loses_the_tx_fifo_and_the_host_sees_hello_again(ring):
+    b0, b1 = ring.boards
+    pid = b0.pid
+    with serial.Serial(b0.usb_path, timeout=0.2) as usb:
+        usb.write(b"!send 600\n")  # 5 s on the wire at 1200 baud
+        wait_for(lambda: ring.wire(0).bytes_out >= 20, what="the first bytes to arrive")
+        ring.power_cycle(0)
+        ticks_until_dead(usb)
+    assert b0.pid != pid and os.path.exists(b0.usb_path)  # the same path, back at once
+    b0.wait_output(b"!tick 2\n", TIMEOUT)
+    with serial.Serial(b0.usb_path, timeout=0.2) as usb:
+        # a host that takes a while to reopen the port still gets what the board said first
+        assert readline(usb) == b"!hello fw=t pos=0 n=2\n"
+        assert readline(usb) == b"!tick 1\n"
+    w = ring.wire(0)
+    info = b0.info()
+    assert info["power_cycles"] == 1 and info["restarts"] == 0
+    # all 600 bytes were on the wire; those not yet on the line died with the board, the one
+    # being sent still arrived
+    assert w.bytes_in == 600 and w.bytes_dropped == info["tx_lost"] > 400
+    assert w.queued() == 0 and w.bytes_out + w.bytes_dropped == 600
+    with serial.Serial(b1.usb_path, timeout=0.2) as usb:
+        usb.write(b"!status\n")
+        while True:
+            line = readline(usb)
+            if line.startswith(b"!status "):
+                break
+    assert line.split()[1] == b"rx=%d" % w.bytes_out
+
+
+def test_power_off_for_a_while(ring, monkeypatch):
+    b = ring.boards[1]
+    pid = b.pid
+    ring.power_cycle(1, off=0.5)
+    assert not b.alive() and not os.path.exists(b.usb_path) and not b.info()["powered"]
+    time.sleep(0.2)
+    assert not b.alive()  # not restarted as a board that exited would be
+    wait_for(lambda: b.alive() and os.path.exists(b.usb_path), what="the board to power on")
+    b.wait_output(b"!tick 1\n", TIMEOUT)
+    with serial.Serial(b.usb_path, timeout=0.2) as usb:
+        assert readline(usb) == b"!hello fw=t pos=1 n=2\n"
+    assert b.pid != pid and b.power_cycles == 1
+    # the output of a board just powered on waits for a host for a while, not for ever
+    monkeypatch.setattr(virtual, "_POWER_ON_HOLD_S", 0.3)
+    ring.power_cycle(1)
+    b.wait_output(b"!tick 12\n", TIMEOUT)
+    dropped = b.usb_dropped
+    with serial.Serial(b.usb_path, timeout=0.2) as usb:
+        line = readline(usb)
+    assert line.startswith(b"!tick ") and int(line.split()[1]) >= 12  # no hello: it was dropped
+    assert dropped >= len(b"!hello fw=t pos=1 n=2\n")
+
+
+def test_restart_and_unplug_from_the_fault_spec(ring):
+    b0, b1 = ring.boards
+    pids = [b0.pid, b1.pid]
+    t = time.monotonic()
+    ring.set_faults("restart=1@300ms,unplug=0@200ms:700ms")
+    assert ring.status()["faults"] == "restart=1@300ms,unplug=0@200ms:700ms,seed=0"
+    wait_for(lambda: b1.power_cycles == 1, what="the planned restart")
+    assert time.monotonic() - t >= 0.3
+    wait_for(lambda: b0.unplugs == 1, what="the planned unplug")
+    assert not os.path.exists(b0.usb_path)
+    wait_for(lambda: os.path.exists(b0.usb_path), what="board 0's port to come back")
+    assert time.monotonic() - t >= 0.9
+    b1.wait_output(b"!hello fw=t pos=1", TIMEOUT)
+    assert b1.pid != pids[1] and b0.pid == pids[0]
+    assert (b0.power_cycles, b1.unplugs) == (0, 0)
+
+
+# -- the harness's BoardLink --------------------------------------------------------
+
+def notices(inbox, until, timeout=TIMEOUT):
+    """Inbox items up to and including the first that satisfies until(item)."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _, _, item = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError("inbox: nothing matching within %.1fs; got %r" % (timeout, got[-10:]))
+        got.append(item)
+        if until(item):
+            return got
+
+
+def is_notice(word):
+    return lambda item: isinstance(item, LinkNotice) and item.word == word
+
+
+def ticks(items):
+    return [int(i.text) for i in items if isinstance(i, Reply) and i.word == "tick"]
+
+
+def test_boardlink_rides_through_an_unplug(ring):
+    inbox = queue.Queue()
+    link = BoardLink(0, ring.boards[0].usb_path, inbox, 2).open()
+    try:
+        before = ticks(notices(inbox, lambda i: isinstance(i, Reply) and i.word == "tick"))
+        ring.unplug(0, 1.0)
+        gone = notices(inbox, is_notice("disconnected"))
+        assert not link.connected and ring.boards[0].usb_path in gone[-1].text
+        link.write(b"!ping 1\n")  # dropped, not raised
+        assert (link.writes_dropped, link.bytes_dropped) == (1, 8)
+        with pytest.raises(HarnessError, match="the port is gone"):
+            link.command("ping", 2, expect="pong", timeout=0.3)
+        back = notices(inbox, is_notice("reconnected"))
+        assert not any(isinstance(i, LinkNotice) for i in back[:-1])  # one notice each way
+        t, pong = link.command("ping", 3, expect="pong")
+        assert pong.text.split()[0] == "3"
+        after = ticks(notices(inbox, lambda i: isinstance(i, Reply) and i.word == "tick"))
+        assert after[0] >= before[-1] + 10  # the ticks of the unplugged second are lost
+        assert link.counters() == {"connected": True, "disconnects": 1, "reconnects": 1,
+                                   "writes_dropped": 2, "bytes_dropped": 16}
+        assert not any(i.word == "hello" for i in back if isinstance(i, Reply))  # the board kept running
+        assert set(link.parser.garbage) <= {"cut off"}  # no half line glued to the new stream
+    finally:
+        link.close()
+
+
+def test_boardlink_sees_hello_after_a_power_cycle_through_the_reopened_port(ring):
+    inbox = queue.Queue()
+    link = BoardLink(1, ring.boards[1].usb_path, inbox, 2).open()
+    try:
+        notices(inbox, lambda i: isinstance(i, Reply) and i.word == "tick")
+        ring.power_cycle(1)
+        got = notices(inbox, lambda i: isinstance(i, Reply) and i.word == "hello")
+        words = [i.word for i in got if isinstance(i, LinkNotice)]
+        assert words == ["disconnected", "reconnected"]  # and the hello came after them
+        assert got[-1].fields["pos"] == 1
+        assert (link.disconnects, link.reconnects, link.connected) == (1, 1, True)
+        link.command("ping", 4, expect="pong")
+    finally:
+        link.close()
+    assert not link._thread.is_alive()
+
+
+def test_a_cut_line_is_not_glued_to_the_next_stream():
+    p = LineParser(board=0)
+    assert [r.word for r in p.feed(b"!tick 1\n!ti")] == ["tick"]
+    p.cut()
+    assert [r.word for r in p.feed(b"!hello fw=t\n")] == ["hello"]
+    assert p.garbage == {"cut off": 1}
+    q = LineParser(board=0)  # without cut(): one line of garbage, no hello
+    q.feed(b"!tick 1\n!ti")
+    assert [r.word for r in q.feed(b"!hello fw=t\n")] == ["ti!hello"]
