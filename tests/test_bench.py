@@ -152,3 +152,28 @@ def test_bench_table(quick_json):
     text = buf.getvalue()
     for word in ("picoring msg/s", "SimPy msg/s", "ratio", "command:", "machine:", "10000", "target"):
         assert word in text
+
+
+def test_soak_regeneration_times_from_a_trace(tmp_path):
+    # A token lost on link 1 while node 2 waited: node 2 times out (200 ms fired) and regenerates
+    # 10 ms later; the ring round trip is n x the median matched hop (3 x 1 ms).
+    from picoring.bench_soak import regeneration_times
+    from picoring.trace import Event, TraceWriter, header
+
+    tok = {"count": 0, "state": 0, "seq": 4, "epoch": 0}
+    events = [
+        Event(0, "send", 0, 0, "token", tok), Event(1000, "recv", 1, 0, "token", tok),
+        Event(1500, "req", 2),
+        Event(2000, "send", 1, 1, "token", tok),  # lost
+        Event(202000, "timeout", 2, extra={"why": "again", "gen_ms": 200, "epoch": 0}),
+        Event(212000, "regen", 2, payload={"count": 0, "state": 0, "seq": 4, "epoch": 1}),
+        Event(212000, "enter", 2, payload={"seq": 5, "epoch": 1}),
+    ]
+    path = tmp_path / "t.jsonl"
+    with TraceWriter(str(path), header("d", 3, "ring", "us")) as w:
+        for e in events:
+            w(e)
+    rtt_us, rows = regeneration_times(str(path), 3)
+    assert rtt_us == 3000
+    assert rows == [{"t": 212000, "node": 2, "after_ms": 210.0, "waited": True, "repair_ms": 10.0,
+                     "timeout_ms": 200, "budget_ms": 203.0}]
