@@ -65,7 +65,11 @@ def _check_port(port):
 def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote"):
     """Run `mpremote connect PORT resume ARGS...`; return its stdout (bytes) or raise DeployError."""
     _check_port(port)
-    cmd = [sys.executable, "-m", "mpremote", "connect", port, "resume", *args]
+    # mpremote knows a pty only by its /dev/pts/ name (and is 8x slower on one it takes for
+    # a USB serial port); a virtual board's port is a symlink to one, as /dev/serial/by-id/
+    # names are to /dev/ttyACM*. Give it the device itself.
+    device = os.path.realpath(port) if port.startswith("/") else port
+    cmd = [sys.executable, "-m", "mpremote", "connect", device, "resume", *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as e:
