@@ -60,6 +60,11 @@ def print_report(report, console=None):
         console.print("... %d violations in all" % len(report["violations"]))
     for line in link_lines(report):
         console.print(line, highlight=False)
+    notices = report.get("notices") or []
+    for text in notices[:10]:  # boards restarted, USB links lost and back, refused lines...
+        console.print("[yellow]notice[/]: %s" % text, highlight=False)
+    if len(notices) > 10:
+        console.print("... %d notices in all (--json has them)" % len(notices))
     if report.get("schedule_file"):
         console.print("schedule that led there: %s (replay with --workload file:%s)" % (report["schedule_file"], report["schedule_file"]))
     console.print("[bold green]OK[/]" if report["ok"] else "[bold red]CHECK FAILED[/]")
