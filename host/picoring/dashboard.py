@@ -448,7 +448,9 @@ class Dashboard:
                 text.append(" counter %d" % p.get("count", 0))
             text.append("  seq %d" % p.get("seq", 0), style="dim")
         tok, req = m.in_flight()
-        text.append("   in flight: %d token, %d request" % (tok, req), style="dim")
+        # on a lossy ring a lost frame is sent and never received: not in flight, gone
+        label = "sent, not received" if m.checker.faults_at is not None else "in flight"
+        text.append("   %s: %d token, %d request" % (label, tok, req), style="dim")
         return text
 
     def _node_table(self, width, height):
