@@ -4,7 +4,6 @@ The same deterministic run is compared between CPython and the real MicroPython.
 import subprocess
 import sys
 
-import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import FIRMWARE, ROOT, run_micropython
@@ -150,3 +149,17 @@ def test_micropython_crc_table_vs_bitwise(micropython):
     table_us, bitwise_us = map(float, out.split())
     print("micropython crc16 of 11 bytes: table %.2f us, bitwise %.2f us" % (table_us, bitwise_us))
     assert table_us < bitwise_us
+
+
+def test_recovery_frames_round_trip_at_their_wire_sizes():
+    enc = frame.Encoder()
+    dec = frame.Decoder()
+    claim = bytes(enc.claim(0xBEEF, 300, 1, 0x01020304, 0xCAFE))
+    again = bytes(enc.again(7))
+    assert len(claim) == frame.CLAIM_WIRE == 18 and len(again) == frame.AGAIN_WIRE == 9
+    buf = bytearray(claim + again)
+    dec.feed(buf, len(buf))
+    assert dec.next() == frame.CLAIM
+    assert (dec.epoch, dec.origin, dec.join, dec.seq, dec.nonce) == (0xBEEF, 300, 1, 0x01020304, 0xCAFE)
+    assert dec.next() == frame.AGAIN and dec.origin == 7
+    assert dec.next() == 0 and dec.bad == 0
