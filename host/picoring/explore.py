@@ -93,6 +93,43 @@ _SUCC_SHIFT = 23
 INF = 1 << 60
 
 
+def _protocol_class(protocol):
+    """(node class, name) of a protocol name from firmware.protocol.PROTOCOLS or a
+    Node subclass (a planted bug in the tests)."""
+    if isinstance(protocol, str):
+        if protocol not in PROTOCOLS:
+            raise ValueError("unknown protocol %r" % (protocol,))
+        return PROTOCOLS[protocol], protocol
+    return protocol, getattr(protocol, "name", None) or protocol.__name__
+
+
+def _check_size(n, most, what):
+    if n < 2:
+        raise ValueError("a ring needs at least 2 nodes")
+    if n > most:
+        raise ValueError("n too large for %s" % what)
+
+
+def _walk_back(parent, sid, shift):
+    """(state, transition) steps from the initial state to sid, following parent
+    (state -> (previous state << shift) | transition index)."""
+    mask = (1 << shift) - 1
+    steps = []
+    while sid:
+        p = parent[sid]
+        steps.append((p >> shift, p & mask))
+        sid = p >> shift
+    steps.reverse()
+    return steps
+
+
+def _schedule_lines(lines, label, steps, indent="      "):
+    """A schedule as numbered report lines."""
+    lines.append("    %s (%d steps):" % (label, len(steps)))
+    for k, x in enumerate(steps, 1):
+        lines.append("%s%2d. %s" % (indent, k, x))
+
+
 class StateBudgetExceeded(Exception):
     pass
 
@@ -105,18 +142,8 @@ class Explorer:
     """
 
     def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0):
-        if isinstance(protocol, str):
-            if protocol not in PROTOCOLS:
-                raise ValueError("unknown protocol %r" % (protocol,))
-            self.cls = PROTOCOLS[protocol]
-            self.protocol = protocol
-        else:
-            self.cls = protocol
-            self.protocol = getattr(protocol, "name", None) or protocol.__name__
-        if n < 2:
-            raise ValueError("a ring needs at least 2 nodes")
-        if n > 60:
-            raise ValueError("n too large for the explorer")
+        self.cls, self.protocol = _protocol_class(protocol)
+        _check_size(n, 60, "the explorer")
         if requests_per_node < 0:
             raise ValueError("requests per node cannot be negative")
         self.n = n
@@ -329,13 +356,7 @@ class Explorer:
 
     def _path(self, pred, sid):
         """Transition labels from the initial state to sid, following pred (state -> (prev << 8) | t)."""
-        steps = []
-        while sid:
-            p = pred[sid]
-            steps.append((p >> 8, p & 0xFF))
-            sid = p >> 8
-        steps.reverse()
-        return [self.label_of(u, t) for u, t in steps]
+        return [self.label_of(u, t) for u, t in _walk_back(pred, sid, 8)]
 
     def path_to(self, sid):
         """Shortest schedule from the initial state to sid."""
@@ -809,9 +830,7 @@ def format_report(rep):
                  % (rep["states"], rep["transitions"], rep["max_depth"], rep["seconds"]))
 
     def sched(label, s, indent="      "):
-        lines.append("    %s (%d steps):" % (label, len(s)))
-        for k, x in enumerate(s, 1):
-            lines.append("%s%2d. %s" % (indent, k, x))
+        _schedule_lines(lines, label, s, indent)
 
     ok = lambda b: "ok" if b else "FAIL"  # noqa: E731
     lines.append("  safety (at most one node in its critical section): %s" % ok(rep["safety"]["ok"]))
@@ -1077,18 +1096,8 @@ class LossyExplorer:
 
     def __init__(self, protocol, n, requests_per_node=1, drops=0, timeouts=0, restarts=0, boot=False,
                  max_states=2_000_000, exact=False, drop_anywhere=False):
-        if isinstance(protocol, str):
-            if protocol not in PROTOCOLS:
-                raise ValueError("unknown protocol %r" % (protocol,))
-            self.cls = PROTOCOLS[protocol]
-            self.protocol = protocol
-        else:
-            self.cls = protocol
-            self.protocol = getattr(protocol, "name", None) or protocol.__name__
-        if n < 2:
-            raise ValueError("a ring needs at least 2 nodes")
-        if n > 16:
-            raise ValueError("n too large for the lossy explorer")
+        self.cls, self.protocol = _protocol_class(protocol)
+        _check_size(n, 16, "the lossy explorer")
         for what, v in (("requests per node", requests_per_node), ("drops", drops), ("timeouts", timeouts),
                         ("restarts", restarts)):
             if v < 0:
@@ -1583,13 +1592,7 @@ class LossyExplorer:
         return lb
 
     def path_to(self, sid):
-        steps = []
-        while sid:
-            p = self.parent[sid]
-            steps.append((p >> 12, p & 0xFFF))
-            sid = p >> 12
-        steps.reverse()
-        return [self.label_of(u, t) for u, t in steps]
+        return [self.label_of(u, t) for u, t in _walk_back(self.parent, sid, 12)]
 
     def schedule_of(self, where):
         """Labels of the shortest schedule to a recorded violation."""
@@ -1850,9 +1853,7 @@ def format_faults_report(rep):
                     " (stopped at the first violation)" if not rep["complete"] and not rep.get("budget_hit") else ""))
 
     def sched(label, s, indent="      "):
-        lines.append("    %s (%d steps):" % (label, len(s)))
-        for k, x in enumerate(s, 1):
-            lines.append("%s%2d. %s" % (indent, k, x))
+        _schedule_lines(lines, label, s, indent)
 
     for key, what in _INVARIANTS:
         d = rep[key]
