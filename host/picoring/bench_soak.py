@@ -86,7 +86,7 @@ def regeneration_times(trace_path, n):
 
 def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, faults=DEFAULT_FAULTS,
              restart=2, regen_ms=200, seed=1, trace=None, rate=None):
-    from . import cli
+    from . import audit, deploy
     from .harness import RingRun
     from .wire import FaultPlan
     from .workload import make_workload
@@ -99,7 +99,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
         raise ValueError("--restart: board %d does not exist in a ring of %d" % (restart, n))
     say = log or (lambda msg: None)
     say("starting %d virtual boards and deploying the firmware..." % n)
-    ring = cli._start_virtual(n, protocol, 115200, 0, regen_ms=regen_ms, audit=True)
+    ring = deploy.start_virtual(n, protocol, regen_ms=regen_ms, audit=True)
     tmp = None
     if trace is None:
         tmp = tempfile.NamedTemporaryFile(prefix="picoring-soak-", suffix=".jsonl", delete=False)
@@ -126,8 +126,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
                       seed=seed, progress=progress, stall_timeout_s=120.0)
         try:
             run.connect()
-            with open(ring.audit_file, "w") as f:
-                f.write("0")
+            audit.reset(ring)
             ring.set_faults(plan)
             t_start[0] = time.monotonic()
             report = run.run()
@@ -135,7 +134,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
         finally:
             run.close()
         wires = [w.counters() for w in ring.wires]
-        audit = cli.read_audit(ring, report)
+        counter = audit.read(ring, report)
     finally:
         ring.stop()
     rtt_us, regens = regeneration_times(trace, n)
@@ -157,7 +156,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
         "restart": None if restart is None else {"board": restart, "done": bool(restarted)},
         "regen_ms": regen_ms, "seconds": round(took, 1),
         "overlapping_critical_sections": report["safety_violations"],
-        "audit": audit,
+        "audit": counter,
         "served": report["served"], "failed": failed, "lost": lost,
         "stalled": report.get("stalled"),
         "regenerations": len(regens),
@@ -182,7 +181,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
         "events_lost": report["events_lost"],
         "notices": report["notices"][:20],
         "violations": report["violations"][:20],
-        "ok": (report["safety_violations"] == 0 and audit["ok"] and lost == 0),
+        "ok": (report["safety_violations"] == 0 and counter["ok"] and lost == 0),
     }
 
 

@@ -8,7 +8,6 @@ exits with status 1.
 
 import argparse
 import json
-import os
 import sys
 import time
 
@@ -200,52 +199,8 @@ def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, con
         run.close()
 
 
-def _start_virtual(n, protocol, baud, cs_us, console=None, regen_ms=None, audit=False):
-    """A virtual ring with the firmware deployed through mpremote (the real deploy path).
-    audit: the boards share a counter file, incremented across every critical section
-    (docs/recovery.md); ring.audit_file is its path."""
-    from . import deploy
-    from .virtual import VirtualRing
-
-    ring = VirtualRing(n, baud=baud)
-    ring.start()
-    try:
-        if console is not None:
-            console.print("deploying the firmware to %d virtual boards with mpremote..." % n)
-        config = {"protocol": protocol, "cs_us": cs_us}
-        if regen_ms is not None:
-            config["regen_ms"] = regen_ms
-        ring.audit_file = None
-        if audit:
-            ring.audit_file = os.path.join(ring.workdir, "audit-counter")
-            config["audit_file"] = ring.audit_file
-        deploy.deploy_virtual(ring, config)
-    except BaseException:
-        ring.stop()
-        raise
-    return ring
-
-
-def read_audit(ring, report):
-    """The shared counter's value against the critical sections the run saw complete.
-    Overlapping critical sections lose increments: counter < entries. A board that dies
-    in its critical section never writes its increment (the checker counts those); one
-    that dies just after can take the events of a finished critical section with it,
-    and then the counter is ahead of the entries seen."""
-    crashed = (report.get("recovery") or {}).get("critical_sections_ended_by_a_restart", 0)
-    entries = report["served"] - crashed
-    events_lost = bool(report.get("events_lost") or any(report.get("restarts") or ()))
-    try:
-        with open(ring.audit_file) as f:
-            value = int(f.read() or 0)
-    except (OSError, ValueError) as e:
-        return {"counter": None, "entries": entries, "ok": False, "error": str(e)}
-    ok = value == entries or (events_lost and value > entries)
-    return {"counter": value, "entries": entries, "ok": ok, "unseen_entries": max(value - entries, 0),
-            "ended_by_a_restart": crashed}
-
-
 def do_run(args):
+    from . import audit, deploy
     from .harness import HarnessError
     from .workload import make_workload
 
@@ -275,12 +230,11 @@ def do_run(args):
     progress = _ring_progress if show else None
     try:
         if args.virtual is not None:
-            ring = _start_virtual(n, args.protocol, args.baud, args.cs_us, regen_ms=args.regen_ms, audit=True)
+            ring = deploy.start_virtual(n, args.protocol, args.baud, args.cs_us, regen_ms=args.regen_ms, audit=True)
             ports = [b.usb_path for b in ring.boards]
 
             def connected():
-                with open(ring.audit_file, "w") as f:
-                    f.write("0")
+                audit.reset(ring)
                 if faults is not None:
                     ring.set_faults(faults)  # once the ring has formed: timed faults count from the run's start
 
@@ -288,7 +242,7 @@ def do_run(args):
                                connected=connected)
             report["wires"] = [w.counters() for w in ring.wires]
             report["faults"] = faults.describe() if faults is not None else None
-            report["audit"] = read_audit(ring, report)
+            report["audit"] = audit.read(ring, report)
             if not report["audit"]["ok"]:
                 report["ok"] = False
                 report["violations"].insert(0, {
@@ -332,6 +286,7 @@ def argparse_demo(sub):
 def do_demo(args):
     from rich.console import Console
 
+    from . import deploy
     from .harness import HarnessError
     from .report import print_summary
     from .workload import make_workload
@@ -339,15 +294,13 @@ def do_demo(args):
     console = Console(stderr=args.json)
     reports = []
     start = time.monotonic()
-    ring = _start_virtual(args.n, "d", 115200, 0, console)
+    ring = deploy.start_virtual(args.n, "d", 115200, 0, console)
     try:
         ports = [b.usb_path for b in ring.boards]
         console.print("virtual boards (USB serial): %s" % " ".join(ports))
         run_args = argparse.Namespace(unit_ms=2.0, trace=None, seed=args.seed)
         for protocol in ("d", "q"):
             if protocol != "d":
-                from . import deploy
-
                 console.print("configuring the boards for protocol %s..." % protocol.upper())
                 deploy.deploy_virtual(ring, {"protocol": protocol, "cs_us": 0})
             console.print("running %s: %d requests, %s workload..." % (protocol.upper(), args.requests, args.workload))

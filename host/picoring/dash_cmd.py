@@ -134,12 +134,13 @@ def _dash_sim(args, console, speed):
 
 
 def _dash_virtual(args, console):
-    from .cli import CommandError, _start_virtual
+    from .cli import CommandError
+    from .deploy import start_virtual
 
     n = args.virtual
     if n < 2:
         raise CommandError("--virtual needs at least 2 boards")
-    ring = _start_virtual(n, args.protocol, args.baud, args.cs_us, console)
+    ring = start_virtual(n, args.protocol, args.baud, args.cs_us, console)
     return _dash_ring(args, console, [b.usb_path for b in ring.boards], ring.reset, ring)
 
 

@@ -219,3 +219,27 @@ def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEO
     for i in start_order(state["n"]):
         virtual_daemon.reset(state_dir, i)
     return state
+
+
+def start_virtual(n, protocol, baud=115200, cs_us=0, console=None, regen_ms=None, audit=False):
+    """A fresh VirtualRing of n boards with the firmware deployed through mpremote (the
+    real deploy path), configured for protocol. audit: the boards share the counter
+    file of picoring.audit, incremented across every critical section."""
+    from . import audit as audit_file
+    from .virtual import VirtualRing
+
+    ring = VirtualRing(n, baud=baud)
+    ring.start()
+    try:
+        if console is not None:
+            console.print("deploying the firmware to %d virtual boards with mpremote..." % n)
+        config = {"protocol": protocol, "cs_us": cs_us}
+        if regen_ms is not None:
+            config["regen_ms"] = regen_ms
+        if audit:
+            config["audit_file"] = audit_file.path(ring)
+        deploy_virtual(ring, config)
+    except BaseException:
+        ring.stop()
+        raise
+    return ring
