@@ -484,14 +484,16 @@ def print_table(result, console=None):
     console.print("target picoring >= %gx SimPy (process-based model): %s" % (result["target_ratio"], verdict))
 
 
+def _status_line(msg):
+    sys.stderr.write("\r\x1b[K" + msg)
+    sys.stderr.flush()
+
+
 def run_command(args, run, print_table):
     """What every `picoring bench X` does: run (a status line on a terminal), then
-    print one JSON object or the table."""
-    log = None
-    if not args.json and sys.stderr.isatty():
-        def log(msg):
-            sys.stderr.write("\r\x1b[K" + msg)
-            sys.stderr.flush()
+    print one JSON object or the table. Exit status 1 when the result says
+    "ok": false (a bench that also checks something, e.g. the soak)."""
+    log = _status_line if not args.json and sys.stderr.isatty() else None
     result = run(quick=args.quick, log=log)
     if log:
         sys.stderr.write("\r\x1b[K")
@@ -499,7 +501,7 @@ def run_command(args, run, print_table):
         print(json.dumps(result, sort_keys=True))
     else:
         print_table(result)
-    return 0
+    return 0 if result.get("ok", True) else 1
 
 
 def main(args):

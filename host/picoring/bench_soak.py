@@ -240,13 +240,6 @@ def main(args):
                             2 if args.restart is None else args.restart),
                         regen_ms=args.regen_ms or 200, seed=args.seed or 1, trace=args.trace)
 
-    outcome = []
-
-    def run_and_keep(quick=False, log=None):
-        outcome.append(run(quick=quick, log=log))
-        return outcome[-1]
-
-    run_command(args, run_and_keep, print_soak)
-    return 0 if outcome and outcome[-1]["ok"] else 1
+    return run_command(args, run, print_soak)
 
 
