@@ -151,49 +151,52 @@ class Encoder:
         _cobs_into(r, _REQUEST_RAW, self.request_out)
         return self.request_out
 
+    # token() and request() are written out in full: every hop encodes one, and a
+    # call costs microseconds on a Pico. The rare frames share the helpers below.
+
     def again(self, origin):
         """Encode a re-announced request frame from processor origin; returns again_out."""
-        return self._u16(AGAIN, origin, _AGAIN_RAW, self.again_out)
+        r = self._head(AGAIN)
+        _put(r, 2, origin, 2)
+        return self._seal(4, self.again_out)
 
-    def _u16(self, kind, value, n, out):
+    def claim(self, epoch, origin, join, seq, nonce=0):
+        """Encode a claim (join=0) or join (join=1) frame; returns claim_out."""
+        r = self._head(CLAIM)
+        _put(r, 2, epoch, 2)
+        _put(r, 4, origin, 2)
+        r[6] = join & 0xFF
+        _put(r, 7, seq, 4)
+        _put(r, 11, nonce, 2)
+        return self._seal(13, self.claim_out)
+
+    def probe(self, pid):
+        """Encode a probe frame carrying pid (0..65535); returns probe_out."""
+        r = self._head(PROBE)
+        _put(r, 2, pid, 2)
+        return self._seal(4, self.probe_out)
+
+    def _head(self, kind):
         r = self._raw
         r[0] = kind
         r[1] = self.lseq
         self.lseq = (self.lseq + 1) & 0xFF
-        r[2] = value & 0xFF
-        r[3] = (value >> 8) & 0xFF
-        c = crc16(r, 4)
-        r[4] = c >> 8
-        r[5] = c & 0xFF
-        _cobs_into(r, n, out)
+        return r
+
+    def _seal(self, n, out):
+        """The CRC of raw[0:n] after it, the whole COBS-framed into out; returns out."""
+        r = self._raw
+        c = crc16(r, n)
+        r[n] = c >> 8
+        r[n + 1] = c & 0xFF
+        _cobs_into(r, n + 2, out)
         return out
 
-    def claim(self, epoch, origin, join, seq, nonce=0):
-        """Encode a claim (join=0) or join (join=1) frame; returns claim_out."""
-        r = self._raw
-        r[0] = CLAIM
-        r[1] = self.lseq
-        self.lseq = (self.lseq + 1) & 0xFF
-        r[2] = epoch & 0xFF
-        r[3] = (epoch >> 8) & 0xFF
-        r[4] = origin & 0xFF
-        r[5] = (origin >> 8) & 0xFF
-        r[6] = join & 0xFF
-        r[7] = seq & 0xFF
-        r[8] = (seq >> 8) & 0xFF
-        r[9] = (seq >> 16) & 0xFF
-        r[10] = (seq >> 24) & 0xFF
-        r[11] = nonce & 0xFF
-        r[12] = (nonce >> 8) & 0xFF
-        c = crc16(r, 13)
-        r[13] = c >> 8
-        r[14] = c & 0xFF
-        _cobs_into(r, _CLAIM_RAW, self.claim_out)
-        return self.claim_out
 
-    def probe(self, pid):
-        """Encode a probe frame carrying pid (0..65535); returns probe_out."""
-        return self._u16(PROBE, pid, _PROBE_RAW, self.probe_out)
+def _put(buf, i, value, size):
+    """value little-endian into buf[i:i + size]."""
+    for k in range(size):
+        buf[i + k] = (value >> (8 * k)) & 0xFF
 
 
 class Decoder:
