@@ -8,6 +8,7 @@ import binascii
 
 import frame
 import hostlink
+import mp_frames
 
 
 def hx(b):
@@ -37,24 +38,7 @@ def main():
     wire += b"garbage\xff\x01" + bad + b"\x00" + b"\x11" * 40 + b"\x00" + unknown + enc.token(9, 0, 9, 9)
     dec = frame.Decoder()
     # Feed in uneven chunks through one reused buffer (as from uart.readinto).
-    buf = bytearray(7)
-    i = 0
-    while i < len(wire):
-        n = min(len(buf), len(wire) - i)
-        for j in range(n):
-            buf[j] = wire[i + j]
-        i += n
-        dec.feed(buf, n)
-        while True:
-            k = dec.next()
-            if not k:
-                break
-            if k == frame.TOKEN:
-                print("frame token", dec.count, dec.state, dec.seq, dec.epoch, dec.lseq)
-            elif k == frame.REQUEST:
-                print("frame request", dec.lseq)
-            else:
-                print("frame bad", frame.BAD_REASONS[dec.last_bad])
+    mp_frames.feed(dec, bytearray(7), wire, lambda text: print("frame", text))
     print("counts", dec.frames, dec.bad, list(dec.bad_counts))
 
     clock = [1000]
