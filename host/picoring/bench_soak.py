@@ -30,57 +30,37 @@ REQUESTS = (10_000, 1_000)  # (full, --quick)
 
 
 def regeneration_times(trace_path, n):
-    """Each regeneration, from the trace: how long the ring had been without any sign of a
-    token (its last send, entry, exit, or a regeneration), whether a request was waiting
-    at that moment, the timeout that fired at the origin before it, and the time from the
-    first timeout after the last sign to the new token (detection to repair). Also the ring
-    round trip: n times the median token hop latency (a token frame matched by its link and
-    payload; frames that were lost have no match)."""
+    """Each regeneration of the run in the trace, as the checker times it (Checker.
+    _regenerated: time without a token, whether a request waited, first timeout to
+    new token, the timeout that fired), in ms, against that timeout plus one ring
+    round trip. The round trip is n times the median token hop latency (a token
+    frame matched by its link and payload; frames that were lost have no match)."""
+    from .checker import Checker
     from .trace import TraceReader
 
     sent = {}
     lat = []
-    pending = set()
-    last_sign = None
-    waited = False
-    first_timeout = None
-    fired = {}
-    rows = []
     with TraceReader(trace_path) as reader:
+        checker = Checker(reader.meta["protocol"], reader.meta["n"])
         for e in reader:
-            ev = e.ev
-            if ev == "req":
-                pending.add(e.node)
-            elif ev == "fail":
-                pending.discard(e.node)
-            elif ev == "timeout":
-                if (e.extra or {}).get("why") == "again":
-                    fired[e.node] = e.extra.get("gen_ms")
-                if first_timeout is None:
-                    first_timeout = e.t
-            elif ev == "regen":
-                rows.append({
-                    "t": e.t, "node": e.node,
-                    "after_ms": None if last_sign is None else (e.t - last_sign) / 1000,
-                    "waited": waited,
-                    "repair_ms": None if first_timeout is None else (e.t - first_timeout) / 1000,
-                    "timeout_ms": fired.get(e.node),
-                })
-            if ev == "enter":
-                pending.discard(e.node)
-            if e.kind == "token" and ev in ("send", "recv"):
+            checker.feed(e)
+            if e.kind == "token" and e.ev in ("send", "recv"):
                 key = (e.link, tuple(sorted((e.payload or {}).items())))
-                if ev == "send":
+                if e.ev == "send":
                     sent[key] = e.t
                 elif key in sent:
                     lat.append(e.t - sent.pop(key))
-            if (ev == "send" and e.kind == "token") or ev in ("enter", "exit", "regen"):
-                last_sign = e.t
-                waited = bool(pending)
-                first_timeout = None
     rtt_us = statistics.median(lat) * n if lat else None
-    for r in rows:
-        r["budget_ms"] = None if r["timeout_ms"] is None or rtt_us is None else r["timeout_ms"] + rtt_us / 1000
+    rows = []
+    for r in checker.regenerations:
+        rows.append({
+            "t": r["t"], "node": r["node"],
+            "after_ms": None if r["after"] is None else r["after"] / 1000,
+            "waited": r["waited"],
+            "repair_ms": None if r["repair"] is None else r["repair"] / 1000,
+            "timeout_ms": r["timeout_ms"],
+            "budget_ms": None if r["timeout_ms"] is None or rtt_us is None else r["timeout_ms"] + rtt_us / 1000,
+        })
     return rtt_us, rows
 
 

@@ -79,8 +79,11 @@ class Checker:
         self.stop_reason = None
         # recovery (lossy rings)
         self.recovery_msgs = {"claim": 0, "again": 0}
-        self.regenerations = []  # (t, node, epoch, time since the last sign of the token before it)
-        self._token_seen_t = None
+        self.regenerations = []  # dicts: see _regenerated
+        self._token_seen_t = None  # the last sign of a token: a token sent, an entry, an exit, a new token
+        self._waited = False  # a request was pending at that sign
+        self._first_timeout_t = None  # the first recovery timeout since that sign
+        self._fired = {}  # node -> the re-announce timeout (ms) that fired there last
         self.discarded = 0
         self.timeouts = 0
         self.failed = {}  # reason -> requests reported failed
@@ -111,7 +114,7 @@ class Checker:
         if ev == "send":
             kind = event.kind
             if kind == "token":
-                self._token_seen_t = event.t
+                self._token_sign(event.t)
                 self.token_msgs += 1
             elif kind == "request":
                 self.request_msgs += 1
@@ -125,21 +128,25 @@ class Checker:
         elif ev == "req":
             self.request(event.t, event.node)
         elif ev == "enter":
-            self._token_seen_t = event.t
             self.enter(event.t, event.node, (event.payload or {}).get("seq"))
+            self._token_sign(event.t)
         elif ev == "exit":
-            self._token_seen_t = event.t
             self.exit(event.t, event.node)
+            self._token_sign(event.t)
         elif ev == "regen":
-            gap = None if self._token_seen_t is None or event.t is None else event.t - self._token_seen_t
-            self.regenerations.append((event.t, event.node, (event.payload or {}).get("epoch"), gap))
-            self._token_seen_t = event.t
+            self._regenerated(event)
+            self._token_sign(event.t)
             self._faults(event.t)
         elif ev == "discard":
             self.discarded += 1
             self._faults(event.t)
         elif ev == "timeout":
             self.timeouts += 1
+            extra = event.extra or {}
+            if extra.get("why") == "again":
+                self._fired[event.node] = extra.get("gen_ms")
+            if self._first_timeout_t is None:
+                self._first_timeout_t = event.t
             self._faults(event.t)
         elif ev == "fail":
             self.fail(event.t, event.node, (event.extra or {}).get("reason", "unknown"))
@@ -163,6 +170,25 @@ class Checker:
             self._violate("workload", rid, node, t, "node %d requested again before its request was served" % node)
         self.pending[node] = (rid, t, self.total)
         self._check_total(rid)
+
+    def _token_sign(self, t):
+        self._token_seen_t = t
+        self._waited = bool(self.pending)
+        self._first_timeout_t = None
+
+    def _regenerated(self, event):
+        """A new token: how long the ring had been without any sign of one (after),
+        whether a request was waiting then (else the wait began only when somebody
+        asked), the time from the first timeout since to the new token (repair), and
+        the timeout that last fired at its origin (timeout_ms)."""
+        t = event.t
+        seen, first = self._token_seen_t, self._first_timeout_t
+        self.regenerations.append({
+            "t": t, "node": event.node, "epoch": (event.payload or {}).get("epoch"),
+            "after": None if seen is None or t is None else t - seen, "waited": self._waited,
+            "repair": None if first is None or t is None else t - first,
+            "timeout_ms": self._fired.get(event.node),
+        })
 
     def _faults(self, t):
         if self.faults_at is None:
@@ -334,9 +360,7 @@ class Checker:
             "recovery": {
                 "faults_at": self.faults_at,
                 "regenerations": len(self.regenerations),
-                # each: when, where, the new epoch, and how long the ring had been without any
-                # sign of a token before it (a lost token: from its last send to the new one)
-                "regenerated": [dict(zip(("t", "node", "epoch", "after"), r)) for r in self.regenerations],
+                "regenerated": list(self.regenerations),
                 "discarded_tokens": self.discarded,
                 "timeouts": self.timeouts,
                 "messages": dict(self.recovery_msgs),
