@@ -136,8 +136,7 @@ def restart(link, target):
 
 
 def wait_hello(link, timeout):
-    _, hello = link.wait_reply("hello", timeout)
-    link.parser._next_seq = None
+    _, hello = link.wait_reply("hello", timeout)  # (the parser restarts event numbering on it)
     return hello.fields
 
 

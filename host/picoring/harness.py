@@ -240,6 +240,11 @@ class BoardLink:
         """Host us of a board tick (mod 2**30), through this board's unwrapper."""
         return self.unwrap(tick) - self.offset
 
+    def board_restarted(self):
+        """The board said hello again: its clock started over (its event numbering too,
+        which the parser follows by itself on the hello line)."""
+        self.unwrap = TickUnwrapper()
+
     def counters(self):
         return {"connected": self.connected, "disconnects": self.disconnects, "reconnects": self.reconnects,
                 "writes_dropped": self.writes_dropped, "bytes_dropped": self.bytes_dropped}
@@ -402,8 +407,7 @@ class RingRun:
             else:
                 link.write(b"\x04")  # Ctrl-D at the REPL: soft reset, main.py runs again
             t, hello = link.wait_reply("hello", timeout)
-            link.unwrap = TickUnwrapper()
-            link.parser._next_seq = None
+            link.board_restarted()
             self.board_info[i]["hello"] = hello.fields
         self.wait_formed(timeout)
 
@@ -660,22 +664,18 @@ class RingRun:
         return self._report(quiescent, reason)
 
     def _restarted(self, b, t, failed):
-        link = self.links[b]
-        link.unwrap = TickUnwrapper()
-        link.parser._next_seq = None
+        self.links[b].board_restarted()
         self.restarts[b] += 1
         text = "%s: the board restarted; it rejoins the ring" % self.ports[b]
         if failed:
             text += "; its pending request is reported failed"
-        self.notices.append(text)
         for _ in range(failed):
             self.merger.push(b, t, BoardEvent(b, None, None, "fail", aux={"reason": "board restarted"}))
         self._notice(b, t, "restarted", text)
 
     def _notice(self, b, t, word, text):
         """Something the host saw happen to a board, for the trace and the report."""
-        if word != "restarted":
-            self.notices.append(text)
+        self.notices.append(text)
         self.link_events.append({"t": t, "board": b, "what": word, "text": text})
         self.merger.push(b, t, BoardEvent(b, None, None, "notice", aux={"what": word, "text": text}))
 
