@@ -7,12 +7,23 @@
 #   payload  TOKEN: count u16, state u8, seq u32, epoch u16 (little-endian); REQUEST: none;
 #            PROBE: probe id u16; CLAIM: epoch u16, origin u16, join u8, seq u32, nonce u16;
 #            AGAIN: origin u16
+#            seq is an entry number of 30 bits (SEQ_MASK): the top two bits of its field
+#            are sent as 0 and ignored on receipt, so that no board ever holds a
+#            number that needs a long int (30-bit small ints on the rp2 port).
 #   crc      CRC-16/CCITT-FALSE over kind..payload, big-endian
 # The leading 00 costs one byte and means a frame that follows line garbage is still
 # received: the garbage ends in its own (bad, counted) frame instead of swallowing it.
 #
 # Runs on MicroPython and CPython. Every frame has a fixed size, so the encoder keeps
 # one preallocated buffer per kind and nothing is allocated per frame.
+#
+# Speed (docs/performance.md): on a Pico every bytecode costs about a microsecond, so
+# the per-byte work (CRC, COBS both ways, field packing) is done by @micropython.viper
+# functions where the port has the viper emitter. Each one has a pure-Python twin
+# (the *_py functions) that CPython and the simulator use; tests/test_frame_twins.py
+# checks that both give identical bytes and results over random input, under the real
+# micropython binary and under CPython. The decoder's state, counters and the fields of
+# the last frame live in one int array (Decoder.st) that both twins read and write.
 
 try:
     from micropython import const
@@ -29,6 +40,8 @@ PROBE = const(4)  # `picoring discover`: which board does my TX reach?
 CLAIM = const(5)  # a claim for a new token, or a join round of a board that just started
 AGAIN = const(6)  # a request message announced again after a timeout
 
+SEQ_MASK = const(0x3FFFFFFF)  # entry numbers wrap at 2**30 (see the header)
+
 _TOKEN_RAW = const(13)  # kind, lseq, 9 payload bytes, 2 crc bytes
 _REQUEST_RAW = const(4)  # kind, lseq, 2 crc bytes
 _PROBE_RAW = const(6)  # kind, lseq, probe id u16, 2 crc bytes
@@ -40,6 +53,8 @@ PROBE_WIRE = const(9)
 CLAIM_WIRE = const(18)
 AGAIN_WIRE = const(9)
 _MAX_RAW = const(16)  # longer frames are bad (bad length) before they end
+_LSEQ_AT = const(17)  # the encoder's next link sequence byte, kept after the raw frame
+_RAW_SIZE = const(18)
 
 # Why a frame was dropped (the order is the index into Decoder.bad_counts).
 BAD_CRC = const(0)
@@ -47,6 +62,32 @@ BAD_LEN = const(1)
 BAD_COBS = const(2)
 BAD_KIND = const(3)
 BAD_REASONS = ("crc", "len", "cobs", "kind")
+
+# Decoder.st: the decoder's state, counters and the last frame's fields, in one
+# array of ints (array('i') on MicroPython, where viper reads it as ptr32).
+S_POS = const(0)  # next byte of the fed buffer
+S_END = const(1)  # end of the fed buffer
+_LEN = const(2)  # decoded bytes of the frame under way
+_LEFT = const(3)  # data bytes left in the current COBS block
+_CODE = const(4)  # code of the current block (0xFF: no implied zero)
+_JUNK = const(5)  # 1: the frame under way is already bad (too long)
+S_FRAMES = const(6)  # valid frames (wraps at 2**30)
+S_BAD = const(7)  # dropped frames (wraps at 2**30)
+S_BAD_REASON = const(8)  # 8..11: dropped frames by reason BAD_CRC..BAD_KIND
+S_LAST_BAD = const(12)  # reason of the last dropped frame
+# The fields of the last valid frame. F_STATE, F_COUNT, F_SEQ, F_EPOCH are in the
+# order of an event record's aux, count, seq, epoch (hostlink.record_fields).
+F_STATE = const(13)
+F_COUNT = const(14)
+F_SEQ = const(15)  # token and claim
+F_EPOCH = const(16)  # token and claim
+F_ORIGIN = const(17)  # claim and again
+F_JOIN = const(18)
+F_NONCE = const(19)
+F_PROBE = const(20)
+F_LSEQ = const(21)
+_ST_SIZE = const(22)
+_COUNT_MASK = const(0x3FFFFFFF)
 
 
 def _make_crc_table():
@@ -56,15 +97,25 @@ def _make_crc_table():
         for _ in range(8):
             c = ((c << 1) ^ 0x1021) if c & 0x8000 else (c << 1)
         table.append(c & 0xFFFF)
-    return tuple(table)
+    return table
 
 
-# A tuple of small ints: indexing it is one bytecode and allocates nothing.
-# Measured on the unix port: 3x faster than the bitwise loop (tests/test_frame.py).
-_CRC_TABLE = _make_crc_table()
+try:
+    from array import array
+
+    _CRC_TABLE = array("H", _make_crc_table())  # viper reads it as ptr16
+
+    def _int_array(n):
+        return array("i", bytes(4 * n))
+
+except ImportError:  # pragma: no cover (every port we use has array)
+    _CRC_TABLE = tuple(_make_crc_table())
+
+    def _int_array(n):
+        return [0] * n
 
 
-def crc16(buf, n):
+def crc16_py(buf, n):
     """CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF) of buf[0:n]."""
     t = _CRC_TABLE
     c = 0xFFFF
@@ -74,7 +125,7 @@ def crc16(buf, n):
 
 
 def crc16_bitwise(buf, n):
-    """Same CRC without the table (kept for the measurement and as a cross-check)."""
+    """Same CRC without the table (an independent cross-check for the tests)."""
     c = 0xFFFF
     for i in range(n):
         c ^= buf[i] << 8
@@ -84,9 +135,13 @@ def crc16_bitwise(buf, n):
     return c
 
 
-def _cobs_into(raw, n, out):
-    """COBS-encode raw[0:n] (n < 254) into out[1:], framed by out[0] = 00 and a
-    trailing 00. Returns the wire length (n + 3)."""
+def seal_py(raw, n, out):
+    """The CRC of raw[0:n] into raw[n:n + 2], then the whole COBS-framed into out:
+    out[0] = 00, the encoding, a trailing 00. Returns the wire length (n + 5)."""
+    c = crc16_py(raw, n)
+    raw[n] = c >> 8
+    raw[n + 1] = c & 0xFF
+    n += 2
     out[0] = 0
     code_at = 1
     code = 1
@@ -106,59 +161,375 @@ def _cobs_into(raw, n, out):
     return j + 1
 
 
-class Encoder:
-    """Builds wire frames in two preallocated buffers (token_out, request_out)."""
+def token_py(raw, out, tok):
+    """A token frame of tok.count, tok.state, tok.seq, tok.epoch (a protocol node's
+    token fields) into out (TOKEN_WIRE bytes), with the encoder's next link sequence
+    byte (raw[_LSEQ_AT]). Returns the wire length."""
+    count = tok.count
+    state = tok.state
+    seq = tok.seq
+    epoch = tok.epoch
+    lseq = raw[_LSEQ_AT]
+    raw[_LSEQ_AT] = (lseq + 1) & 0xFF
+    raw[0] = TOKEN
+    raw[1] = lseq
+    raw[2] = count & 0xFF
+    raw[3] = (count >> 8) & 0xFF
+    raw[4] = state & 0xFF
+    raw[5] = seq & 0xFF
+    raw[6] = (seq >> 8) & 0xFF
+    raw[7] = (seq >> 16) & 0xFF
+    raw[8] = (seq >> 24) & 0x3F
+    raw[9] = epoch & 0xFF
+    raw[10] = (epoch >> 8) & 0xFF
+    return seal_py(raw, 11, out)
 
-    def __init__(self):
-        self.lseq = 0
-        self._raw = bytearray(_MAX_RAW)
-        self.token_out = bytearray(TOKEN_WIRE)
-        self.request_out = bytearray(REQUEST_WIRE)
-        self.probe_out = bytearray(PROBE_WIRE)
-        self.claim_out = bytearray(CLAIM_WIRE)
-        self.again_out = bytearray(AGAIN_WIRE)
 
-    def token(self, count, state, seq, epoch):
-        """Encode a token frame; returns token_out (write it whole)."""
-        r = self._raw
+def scan_py(src, raw, st):
+    """Decode src[st[S_POS]:st[S_END]] until a frame ends. Returns its kind (its fields
+    in st[F_*]), BAD (reason in st[S_LAST_BAD], counted), or 0 when the bytes ran out
+    (the frame under way is kept in raw and st for the next feed)."""
+    i = st[S_POS]
+    end = st[S_END]
+    ln = st[_LEN]
+    left = st[_LEFT]
+    code = st[_CODE]
+    while i < end:
+        b = src[i]
+        i += 1
+        if b:
+            if ln >= _MAX_RAW:
+                st[_JUNK] = 1
+                continue
+            if left:
+                raw[ln] = b
+                ln += 1
+                left -= 1
+            else:
+                if code != 0xFF:
+                    raw[ln] = 0
+                    ln += 1
+                code = b
+                left = b - 1
+            continue
+        # Delimiter: a frame (maybe empty) ends here.
+        st[S_POS] = i
+        st[_LEN] = 0
+        st[_LEFT] = 0
+        st[_CODE] = 0xFF
+        if st[_JUNK]:
+            st[_JUNK] = 0
+            return _bad_py(st, BAD_LEN)
+        if left:
+            return _bad_py(st, BAD_COBS)  # the last block is cut short
+        if ln == 0 and code == 0xFF:
+            continue  # back-to-back delimiters: idle line, nothing to count
+        # (a lone code byte 01 is the COBS of an empty frame: too short, counted)
+        return _check_py(raw, ln, st)
+    st[S_POS] = i
+    st[_LEN] = ln
+    st[_LEFT] = left
+    st[_CODE] = code
+    return 0
+
+
+def _check_py(raw, ln, st):
+    if ln < 4:
+        return _bad_py(st, BAD_LEN)
+    if crc16_py(raw, ln - 2) != (raw[ln - 2] << 8) | raw[ln - 1]:
+        return _bad_py(st, BAD_CRC)
+    kind = raw[0]
+    if kind == TOKEN:
+        if ln != _TOKEN_RAW:
+            return _bad_py(st, BAD_LEN)
+        st[F_COUNT] = raw[2] | (raw[3] << 8)
+        st[F_STATE] = raw[4]
+        st[F_SEQ] = raw[5] | (raw[6] << 8) | (raw[7] << 16) | ((raw[8] & 0x3F) << 24)
+        st[F_EPOCH] = raw[9] | (raw[10] << 8)
+    elif kind == REQUEST:
+        if ln != _REQUEST_RAW:
+            return _bad_py(st, BAD_LEN)
+    elif kind == AGAIN:
+        if ln != _AGAIN_RAW:
+            return _bad_py(st, BAD_LEN)
+        st[F_ORIGIN] = raw[2] | (raw[3] << 8)
+    elif kind == CLAIM:
+        if ln != _CLAIM_RAW:
+            return _bad_py(st, BAD_LEN)
+        st[F_EPOCH] = raw[2] | (raw[3] << 8)
+        st[F_ORIGIN] = raw[4] | (raw[5] << 8)
+        st[F_JOIN] = raw[6] & 1
+        st[F_SEQ] = raw[7] | (raw[8] << 8) | (raw[9] << 16) | ((raw[10] & 0x3F) << 24)
+        st[F_NONCE] = raw[11] | (raw[12] << 8)
+    elif kind == PROBE:
+        if ln != _PROBE_RAW:
+            return _bad_py(st, BAD_LEN)
+        st[F_PROBE] = raw[2] | (raw[3] << 8)
+    else:
+        return _bad_py(st, BAD_KIND)
+    st[F_LSEQ] = raw[1]
+    st[S_FRAMES] = (st[S_FRAMES] + 1) & _COUNT_MASK
+    return kind
+
+
+def _bad_py(st, reason):
+    st[S_BAD] = (st[S_BAD] + 1) & _COUNT_MASK
+    st[S_BAD_REASON + reason] = (st[S_BAD_REASON + reason] + 1) & _COUNT_MASK
+    st[S_LAST_BAD] = reason
+    return BAD
+
+
+# The viper twins: the same steps as the *_py functions above, line for line where
+# the language allows (viper ints are machine words; ptr8/ptr16/ptr32 index buffers).
+crc16 = crc16_py
+seal = seal_py
+token = token_py
+scan = scan_py
+try:
+    import micropython
+
+    @micropython.viper
+    def crc16_viper(buf, n: int) -> int:
+        b = ptr8(buf)
+        t = ptr16(_CRC_TABLE)
+        c = 0xFFFF
+        i = 0
+        while i < n:
+            c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b[i]]
+            i += 1
+        return c
+
+    @micropython.viper
+    def seal_viper(raw, n: int, out) -> int:
+        r = ptr8(raw)
+        o = ptr8(out)
+        t = ptr16(_CRC_TABLE)
+        c = 0xFFFF
+        i = 0
+        while i < n:
+            c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ r[i]]
+            i += 1
+        r[n] = c >> 8
+        r[n + 1] = c & 0xFF
+        n += 2
+        o[0] = 0
+        code_at = 1
+        code = 1
+        j = 2
+        i = 0
+        while i < n:
+            b = r[i]
+            if b:
+                o[j] = b
+                code += 1
+            else:
+                o[code_at] = code
+                code_at = j
+                code = 1
+            j += 1
+            i += 1
+        o[code_at] = code
+        o[j] = 0
+        return j + 1
+
+    @micropython.viper
+    def token_viper(raw, out, tok) -> int:
+        # token_py and seal_py in one native function: every hop runs it.
+        count = int(tok.count)
+        state = int(tok.state)
+        seq = int(tok.seq)
+        epoch = int(tok.epoch)
+        r = ptr8(raw)
+        lseq = r[_LSEQ_AT]
+        r[_LSEQ_AT] = (lseq + 1) & 0xFF
         r[0] = TOKEN
-        r[1] = self.lseq
-        self.lseq = (self.lseq + 1) & 0xFF
+        r[1] = lseq
         r[2] = count & 0xFF
         r[3] = (count >> 8) & 0xFF
         r[4] = state & 0xFF
         r[5] = seq & 0xFF
         r[6] = (seq >> 8) & 0xFF
         r[7] = (seq >> 16) & 0xFF
-        r[8] = (seq >> 24) & 0xFF
+        r[8] = (seq >> 24) & 0x3F
         r[9] = epoch & 0xFF
         r[10] = (epoch >> 8) & 0xFF
-        c = crc16(r, 11)
+        o = ptr8(out)
+        t = ptr16(_CRC_TABLE)
+        c = 0xFFFF
+        i = 0
+        while i < 11:
+            c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ r[i]]
+            i += 1
         r[11] = c >> 8
         r[12] = c & 0xFF
-        _cobs_into(r, _TOKEN_RAW, self.token_out)
+        o[0] = 0
+        code_at = 1
+        code = 1
+        j = 2
+        i = 0
+        while i < _TOKEN_RAW:
+            b = r[i]
+            if b:
+                o[j] = b
+                code += 1
+            else:
+                o[code_at] = code
+                code_at = j
+                code = 1
+            j += 1
+            i += 1
+        o[code_at] = code
+        o[j] = 0
+        return j + 1
+
+    @micropython.viper
+    def scan_viper(src, raw, st) -> int:
+        s = ptr8(src)
+        r = ptr8(raw)
+        v = ptr32(st)
+        t = ptr16(_CRC_TABLE)
+        i = v[S_POS]
+        end = v[S_END]
+        ln = v[_LEN]
+        left = v[_LEFT]
+        code = v[_CODE]
+        while i < end:
+            b = s[i]
+            i += 1
+            if b:
+                if ln >= _MAX_RAW:
+                    v[_JUNK] = 1
+                    continue
+                if left:
+                    r[ln] = b
+                    ln += 1
+                    left -= 1
+                else:
+                    if code != 0xFF:
+                        r[ln] = 0
+                        ln += 1
+                    code = b
+                    left = b - 1
+                continue
+            v[S_POS] = i
+            v[_LEN] = 0
+            v[_LEFT] = 0
+            v[_CODE] = 0xFF
+            reason = -1
+            kind = 0
+            if v[_JUNK]:
+                v[_JUNK] = 0
+                reason = BAD_LEN
+            elif left:
+                reason = BAD_COBS
+            elif ln == 0 and code == 0xFF:
+                continue
+            elif ln < 4:
+                reason = BAD_LEN
+            else:
+                c = 0xFFFF
+                k = 0
+                while k < ln - 2:
+                    c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ r[k]]
+                    k += 1
+                if c != (r[ln - 2] << 8) | r[ln - 1]:
+                    reason = BAD_CRC
+                else:
+                    kind = r[0]
+                    if kind == TOKEN:
+                        if ln != _TOKEN_RAW:
+                            reason = BAD_LEN
+                        else:
+                            v[F_COUNT] = r[2] | (r[3] << 8)
+                            v[F_STATE] = r[4]
+                            v[F_SEQ] = r[5] | (r[6] << 8) | (r[7] << 16) | ((r[8] & 0x3F) << 24)
+                            v[F_EPOCH] = r[9] | (r[10] << 8)
+                    elif kind == REQUEST:
+                        if ln != _REQUEST_RAW:
+                            reason = BAD_LEN
+                    elif kind == AGAIN:
+                        if ln != _AGAIN_RAW:
+                            reason = BAD_LEN
+                        else:
+                            v[F_ORIGIN] = r[2] | (r[3] << 8)
+                    elif kind == CLAIM:
+                        if ln != _CLAIM_RAW:
+                            reason = BAD_LEN
+                        else:
+                            v[F_EPOCH] = r[2] | (r[3] << 8)
+                            v[F_ORIGIN] = r[4] | (r[5] << 8)
+                            v[F_JOIN] = r[6] & 1
+                            v[F_SEQ] = r[7] | (r[8] << 8) | (r[9] << 16) | ((r[10] & 0x3F) << 24)
+                            v[F_NONCE] = r[11] | (r[12] << 8)
+                    elif kind == PROBE:
+                        if ln != _PROBE_RAW:
+                            reason = BAD_LEN
+                        else:
+                            v[F_PROBE] = r[2] | (r[3] << 8)
+                    else:
+                        reason = BAD_KIND
+            if reason >= 0:
+                v[S_BAD] = (v[S_BAD] + 1) & _COUNT_MASK
+                v[S_BAD_REASON + reason] = (v[S_BAD_REASON + reason] + 1) & _COUNT_MASK
+                v[S_LAST_BAD] = reason
+                return BAD
+            v[F_LSEQ] = r[1]
+            v[S_FRAMES] = (v[S_FRAMES] + 1) & _COUNT_MASK
+            return kind
+        v[S_POS] = i
+        v[_LEN] = ln
+        v[_LEFT] = left
+        v[_CODE] = code
+        return 0
+
+    crc16 = crc16_viper
+    seal = seal_viper
+    token = token_viper
+    scan = scan_viper
+except (ImportError, AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the *_py twins
+
+
+class Encoder:
+    """Builds wire frames in preallocated buffers, one per kind (write them whole)."""
+
+    def __init__(self):
+        self._raw = bytearray(_RAW_SIZE)
+        self._fields = _TokenFields()
+        self.token_out = bytearray(TOKEN_WIRE)
+        self.request_out = bytearray(REQUEST_WIRE)
+        self.probe_out = bytearray(PROBE_WIRE)
+        self.claim_out = bytearray(CLAIM_WIRE)
+        self.again_out = bytearray(AGAIN_WIRE)
+
+    @property
+    def lseq(self):
+        """The link sequence byte of the next frame."""
+        return self._raw[_LSEQ_AT]
+
+    def token(self, count, state, seq, epoch):
+        """Encode a token frame; returns token_out. (The node loop calls the
+        module's token() on its protocol node itself: one call less per hop.)"""
+        f = self._fields
+        f.count = count
+        f.state = state
+        f.seq = seq & SEQ_MASK
+        f.epoch = epoch
+        token(self._raw, self.token_out, f)
         return self.token_out
 
     def request(self):
-        """Encode a request frame; returns request_out (write it whole)."""
-        r = self._raw
-        r[0] = REQUEST
-        r[1] = self.lseq
-        self.lseq = (self.lseq + 1) & 0xFF
-        c = crc16(r, 2)
-        r[2] = c >> 8
-        r[3] = c & 0xFF
-        _cobs_into(r, _REQUEST_RAW, self.request_out)
+        """Encode a request frame; returns request_out."""
+        self._head(REQUEST)
+        seal(self._raw, 2, self.request_out)
         return self.request_out
-
-    # token() and request() are written out in full: every hop encodes one, and a
-    # call costs microseconds on a Pico. The rare frames share the helpers below.
 
     def again(self, origin):
         """Encode a re-announced request frame from processor origin; returns again_out."""
         r = self._head(AGAIN)
         _put(r, 2, origin, 2)
-        return self._seal(4, self.again_out)
+        seal(r, 4, self.again_out)
+        return self.again_out
 
     def claim(self, epoch, origin, join, seq, nonce=0):
         """Encode a claim (join=0) or join (join=1) frame; returns claim_out."""
@@ -166,31 +537,32 @@ class Encoder:
         _put(r, 2, epoch, 2)
         _put(r, 4, origin, 2)
         r[6] = join & 0xFF
-        _put(r, 7, seq, 4)
+        _put(r, 7, seq & SEQ_MASK, 4)
         _put(r, 11, nonce, 2)
-        return self._seal(13, self.claim_out)
+        seal(r, 13, self.claim_out)
+        return self.claim_out
 
     def probe(self, pid):
         """Encode a probe frame carrying pid (0..65535); returns probe_out."""
         r = self._head(PROBE)
         _put(r, 2, pid, 2)
-        return self._seal(4, self.probe_out)
+        seal(r, 4, self.probe_out)
+        return self.probe_out
 
     def _head(self, kind):
         r = self._raw
+        lseq = r[_LSEQ_AT]
+        r[_LSEQ_AT] = (lseq + 1) & 0xFF
         r[0] = kind
-        r[1] = self.lseq
-        self.lseq = (self.lseq + 1) & 0xFF
+        r[1] = lseq
         return r
 
-    def _seal(self, n, out):
-        """The CRC of raw[0:n] after it, the whole COBS-framed into out; returns out."""
-        r = self._raw
-        c = crc16(r, n)
-        r[n] = c >> 8
-        r[n + 1] = c & 0xFF
-        _cobs_into(r, n + 2, out)
-        return out
+
+class _TokenFields:
+    """The token fields frame.token() reads, for Encoder.token()."""
+
+    def __init__(self):
+        self.count = self.state = self.seq = self.epoch = 0
 
 
 def _put(buf, i, value, size):
@@ -202,134 +574,45 @@ def _put(buf, i, value, size):
 class Decoder:
     """Incremental receiver: feed(buf, n) then call next() until it returns 0.
 
-    next() returns the kind of each complete valid frame and leaves its fields
-    in count/state/seq/epoch/lseq (a claim's in epoch/origin/join/seq, a probe's
-    in probe); for a dropped frame it returns BAD
-    (counted in bad and bad_counts[reason], reason in last_bad) so the caller can
-    log it, but a bad frame's content is never exposed.
+    next() returns the kind of each complete valid frame, its fields in st[F_*]
+    (also readable as count/state/seq/epoch/lseq, a claim's as epoch/origin/join/
+    seq/nonce, a probe's as probe); for a dropped frame it returns BAD (counted in
+    bad and bad_counts[reason], reason in last_bad) so the caller can log it, but
+    a bad frame's content is never exposed. The node loop calls scan() on raw and
+    st itself (one call less per frame).
     """
 
     def __init__(self):
-        self._raw = bytearray(_MAX_RAW + 2)
-        self._src = None
-        self._pos = 0
-        self._end = 0
-        self._len = 0  # decoded bytes of the frame under way
-        self._left = 0  # data bytes left in the current COBS block
-        self._code = 0xFF  # code of the current block (0xFF: no implied zero)
-        self._junk = False  # frame under way is already bad (too long)
-        self.count = 0
-        self.state = 0
-        self.seq = 0
-        self.epoch = 0
-        self.probe = 0
-        self.origin = 0
-        self.join = 0
-        self.nonce = 0
-        self.lseq = 0
-        self.frames = 0
-        self.bad = 0
-        self.bad_counts = [0, 0, 0, 0]
-        self.last_bad = 0
+        self.raw = bytearray(_MAX_RAW + 2)
+        self.st = _int_array(_ST_SIZE)
+        self.st[_CODE] = 0xFF
+        self._src = b""
 
     def reset_counters(self):
-        self.frames = 0
-        self.bad = 0
-        for i in range(4):
-            self.bad_counts[i] = 0
+        st = self.st
+        for i in range(S_FRAMES, S_LAST_BAD + 1):
+            st[i] = 0
 
     def feed(self, buf, n):
         """Queue buf[0:n] for next(). buf must stay unchanged until next() returns 0."""
         self._src = buf
-        self._pos = 0
-        self._end = n
+        self.st[S_POS] = 0
+        self.st[S_END] = n
 
     def next(self):
-        src = self._src
-        i = self._pos
-        end = self._end
-        raw = self._raw
-        ln = self._len
-        left = self._left
-        while i < end:
-            b = src[i]
-            i += 1
-            if b:
-                if ln >= _MAX_RAW:
-                    self._junk = True
-                    continue
-                if left:
-                    raw[ln] = b
-                    ln += 1
-                    left -= 1
-                else:
-                    if self._code != 0xFF:
-                        raw[ln] = 0
-                        ln += 1
-                    self._code = b
-                    left = b - 1
-                continue
-            # Delimiter: a frame (maybe empty) ends here.
-            self._len = 0
-            self._left = 0
-            self._code = 0xFF
-            if self._junk:
-                self._junk = False
-                kind = self._bad(BAD_LEN)
-            elif left:
-                kind = self._bad(BAD_COBS)  # the last block is cut short
-            elif ln == 0:
-                continue  # back-to-back delimiters: idle line, nothing to count
-            else:
-                kind = self._check(ln)
-            self._pos = i
-            return kind
-        self._pos = i
-        self._len = ln
-        self._left = left
-        return 0
+        return scan(self._src, self.raw, self.st)
 
-    def _check(self, ln):
-        raw = self._raw
-        if ln < 4:
-            return self._bad(BAD_LEN)
-        if crc16(raw, ln - 2) != (raw[ln - 2] << 8) | raw[ln - 1]:
-            return self._bad(BAD_CRC)
-        kind = raw[0]
-        if kind == TOKEN:
-            if ln != _TOKEN_RAW:
-                return self._bad(BAD_LEN)
-            self.count = raw[2] | (raw[3] << 8)
-            self.state = raw[4]
-            self.seq = raw[5] | (raw[6] << 8) | (raw[7] << 16) | (raw[8] << 24)
-            self.epoch = raw[9] | (raw[10] << 8)
-        elif kind == REQUEST:
-            if ln != _REQUEST_RAW:
-                return self._bad(BAD_LEN)
-        elif kind == AGAIN:
-            if ln != _AGAIN_RAW:
-                return self._bad(BAD_LEN)
-            self.origin = raw[2] | (raw[3] << 8)
-        elif kind == CLAIM:
-            if ln != _CLAIM_RAW:
-                return self._bad(BAD_LEN)
-            self.epoch = raw[2] | (raw[3] << 8)
-            self.origin = raw[4] | (raw[5] << 8)
-            self.join = raw[6] & 1
-            self.seq = raw[7] | (raw[8] << 8) | (raw[9] << 16) | (raw[10] << 24)
-            self.nonce = raw[11] | (raw[12] << 8)
-        elif kind == PROBE:
-            if ln != _PROBE_RAW:
-                return self._bad(BAD_LEN)
-            self.probe = raw[2] | (raw[3] << 8)
-        else:
-            return self._bad(BAD_KIND)
-        self.lseq = raw[1]
-        self.frames += 1
-        return kind
-
-    def _bad(self, reason):
-        self.bad += 1
-        self.bad_counts[reason] += 1
-        self.last_bad = reason
-        return BAD
+    # The fields and counters by name (tests, status replies; not the hot path).
+    count = property(lambda self: self.st[F_COUNT])
+    state = property(lambda self: self.st[F_STATE])
+    seq = property(lambda self: self.st[F_SEQ])
+    epoch = property(lambda self: self.st[F_EPOCH])
+    origin = property(lambda self: self.st[F_ORIGIN])
+    join = property(lambda self: self.st[F_JOIN])
+    nonce = property(lambda self: self.st[F_NONCE])
+    probe = property(lambda self: self.st[F_PROBE])
+    lseq = property(lambda self: self.st[F_LSEQ])
+    frames = property(lambda self: self.st[S_FRAMES])
+    bad = property(lambda self: self.st[S_BAD])
+    last_bad = property(lambda self: self.st[S_LAST_BAD])
+    bad_counts = property(lambda self: [self.st[S_BAD_REASON + i] for i in range(4)])

@@ -3,7 +3,8 @@
 #   otherwise               -> hal_rp2 (a Pico: machine.UART, USB CDC, LED pin)
 #
 # open_board(cfg) returns a Board with:
-#   uart.readinto(buf) -> bytes read now (0 when none; never blocks)
+#   uart.readinto(buf) -> bytes read now (0 when none; never blocks), or, where
+#     uart.any() exists (a Pico's machine.UART), readinto(buf, n) of n <= any() bytes
 #   uart.write(buf)
 #   host.read_byte()   -> 0..255, -1 when nothing is waiting, -2 when the host is gone
 #   host.write(buf)

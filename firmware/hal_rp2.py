@@ -10,26 +10,6 @@ import machine
 import hal
 
 
-class Rp2Uart:
-    """machine.UART with timeout=0. Reads only uart.any() bytes: the rp2 read
-    waits timeout_char (>= 1 ms) after each byte for the next one, so asking for
-    more than is there would stall the loop."""
-
-    def __init__(self, u):
-        self._u = u
-        self._any = u.any
-        self._readinto = u.readinto
-        self.write = u.write
-
-    def readinto(self, buf):
-        n = self._any()
-        if not n:
-            return 0
-        if n > len(buf):
-            n = len(buf)
-        return self._readinto(buf, n) or 0
-
-
 def open_board(cfg):
     ucfg = cfg.get("uart", {})
     Pin = machine.Pin
@@ -50,4 +30,8 @@ def open_board(cfg):
         except (ValueError, TypeError):
             led = None  # a board without that LED still runs
     rx, tx = hal.stdio_streams()
-    return hal.Board(Rp2Uart(u), hal.StreamHost(rx, tx), led, "rp2")
+    # The node loop calls the UART's own any() and readinto(buf, n) (C methods: a
+    # Python wrapper costs microseconds a pass). It asks for exactly any() bytes:
+    # the rp2 read waits timeout_char (>= 1 ms) after each byte for the next one,
+    # so asking for more than is there would stall the loop.
+    return hal.Board(u, hal.StreamHost(rx, tx), led, "rp2")

@@ -44,10 +44,22 @@ EV_HOSTERR = const(13)  # a host line was refused (aux = why, node.HOSTERR_*)
 RECORD_SIZE = const(16)
 # Record layout, little-endian: event seq u16, tick_us u32 (ticks_us mod 2**30),
 # code u8 (ev | kind << 4), aux u8 (token state / bad reason), count u16,
-# seq u32, epoch u16.
+# seq u32 (an entry number: 30 bits, frame.SEQ_MASK), epoch u16.
 _RECORD_FMT = "<HIBBHIH"
 TICK_MASK = const(0x3FFFFFFF)
 BATCH_RECORDS = const(12)  # per line: 192 bytes -> 256 base64 characters
+
+# EventLog.st: the ring's state in an int array that the viper record writer reads
+# and writes (array('i') on MicroPython; a list where there is no array module).
+_HEAD = const(0)  # next slot to write
+L_PENDING = const(1)  # records waiting to be flushed
+_ESEQ = const(2)  # sequence number of the next event (also counts dropped ones)
+_DROPPED = const(3)  # dropped since the last drop record
+L_DROPPED_TOTAL = const(4)  # (wraps at 2**30)
+_CAP = const(5)
+L_ENABLED = const(6)
+_LOG_ST_SIZE = const(7)
+_COUNT_MASK = const(0x3FFFFFFF)
 
 _CTRL_C = const(3)
 _NL = const(10)
@@ -59,14 +71,135 @@ def _line_len(records):
     return 1 + 4 * ((records * RECORD_SIZE + 2) // 3) + 1
 
 
+def _int_array(n):
+    try:
+        from array import array
+
+        return array("i", bytes(4 * n))
+    except ImportError:  # pragma: no cover
+        return [0] * n
+
+
+def _put_py(buf, st, code, aux, count, seq, epoch, tick):
+    """One record into the slot at st[_HEAD], numbered st[_ESEQ]."""
+    o = st[_HEAD] * RECORD_SIZE
+    es = st[_ESEQ]
+    st[_ESEQ] = (es + 1) & 0xFFFF
+    buf[o] = es & 0xFF
+    buf[o + 1] = es >> 8
+    buf[o + 2] = tick & 0xFF
+    buf[o + 3] = (tick >> 8) & 0xFF
+    buf[o + 4] = (tick >> 16) & 0xFF
+    buf[o + 5] = (tick >> 24) & 0x3F
+    buf[o + 6] = code & 0xFF
+    buf[o + 7] = aux & 0xFF
+    buf[o + 8] = count & 0xFF
+    buf[o + 9] = (count >> 8) & 0xFF
+    buf[o + 10] = seq & 0xFF
+    buf[o + 11] = (seq >> 8) & 0xFF
+    buf[o + 12] = (seq >> 16) & 0xFF
+    buf[o + 13] = (seq >> 24) & 0x3F
+    buf[o + 14] = epoch & 0xFF
+    buf[o + 15] = (epoch >> 8) & 0xFF
+    h = st[_HEAD] + 1
+    st[_HEAD] = 0 if h == st[_CAP] else h
+    st[L_PENDING] += 1
+
+
+def record_py(buf, st, code, aux, count, seq, epoch, tick):
+    """Append one event record (code = ev | kind << 4) to the ring buf/st; a full
+    ring drops it, counted, and its number is used up so the host sees the gap.
+    Returns 1 when the record was kept."""
+    if not st[L_ENABLED]:
+        return 0
+    if st[_DROPPED] and st[L_PENDING] < st[_CAP]:
+        drop_record(buf, st, tick)
+    if st[L_PENDING] >= st[_CAP]:
+        st[_ESEQ] = (st[_ESEQ] + 1) & 0xFFFF
+        st[_DROPPED] += 1
+        st[L_DROPPED_TOTAL] = (st[L_DROPPED_TOTAL] + 1) & _COUNT_MASK
+        return 0
+    _put_py(buf, st, code, aux, count, seq, epoch, tick)
+    return 1
+
+
+def record_fields_py(buf, st, code, src, at, tick):
+    """record() with aux, count, seq, epoch taken from src[at:at + 4] (an int array:
+    the frame decoder's fields), so that the caller's call frame stays small."""
+    return record(buf, st, code, src[at], src[at + 1], src[at + 2], src[at + 3], tick)
+
+
+def record_token_py(buf, st, code, tok, tick):
+    """record() with aux, count, seq, epoch from tok.state, .count, .seq, .epoch
+    (a protocol node's token fields)."""
+    return record(buf, st, code, tok.state, tok.count, tok.seq, tok.epoch, tick)
+
+
+def drop_record(buf, st, tick):
+    """The EV_DROP record saying how many were lost (rare: not worth a viper twin)."""
+    n = st[_DROPPED]
+    st[_DROPPED] = 0
+    _put_py(buf, st, EV_DROP, 0, 0, n, 0, tick)
+
+
 _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 
-# Base64 of src[start:start + n] into line as "*...\n", without allocating:
-# binascii.b2a_base64 returns a new bytes object per batch (about 60 bytes per
-# hop). Viper exists on the rp2 and unix ports; elsewhere (CPython) the
-# binascii path is used.
+record = record_py
+record_fields = record_fields_py
+record_token = record_token_py
+# Viper twins, on the ports that have the emitter (rp2 and unix). record_viper is
+# record_py in native code: an event costs a call, not 40 bytecodes. _encode_line:
+# base64 of src[start:start + n] into line as "*...\n", without allocating
+# (binascii.b2a_base64 returns a new bytes object per batch); elsewhere (CPython)
+# the binascii path is used.
 try:
     import micropython
+
+    @micropython.viper
+    def record_viper(buf, st, code: int, aux: int, count: int, seq: int, epoch: int, tick: int) -> int:
+        v = ptr32(st)
+        if not v[L_ENABLED]:
+            return 0
+        if v[_DROPPED] and v[L_PENDING] < v[_CAP]:
+            drop_record(buf, st, tick)
+        if v[L_PENDING] >= v[_CAP]:
+            v[_ESEQ] = (v[_ESEQ] + 1) & 0xFFFF
+            v[_DROPPED] += 1
+            v[L_DROPPED_TOTAL] = (v[L_DROPPED_TOTAL] + 1) & _COUNT_MASK
+            return 0
+        b = ptr8(buf)
+        o = v[_HEAD] * RECORD_SIZE
+        es = v[_ESEQ]
+        v[_ESEQ] = (es + 1) & 0xFFFF
+        b[o] = es & 0xFF
+        b[o + 1] = es >> 8
+        b[o + 2] = tick & 0xFF
+        b[o + 3] = (tick >> 8) & 0xFF
+        b[o + 4] = (tick >> 16) & 0xFF
+        b[o + 5] = (tick >> 24) & 0x3F
+        b[o + 6] = code & 0xFF
+        b[o + 7] = aux & 0xFF
+        b[o + 8] = count & 0xFF
+        b[o + 9] = (count >> 8) & 0xFF
+        b[o + 10] = seq & 0xFF
+        b[o + 11] = (seq >> 8) & 0xFF
+        b[o + 12] = (seq >> 16) & 0xFF
+        b[o + 13] = (seq >> 24) & 0x3F
+        b[o + 14] = epoch & 0xFF
+        b[o + 15] = (epoch >> 8) & 0xFF
+        h = v[_HEAD] + 1
+        v[_HEAD] = 0 if h == v[_CAP] else h
+        v[L_PENDING] += 1
+        return 1
+
+    @micropython.viper
+    def record_fields_viper(buf, st, code: int, src, at: int, tick: int) -> int:
+        f = ptr32(src)
+        return int(record_viper(buf, st, code, f[at], f[at + 1], f[at + 2], f[at + 3], tick))
+
+    @micropython.viper
+    def record_token_viper(buf, st, code: int, tok, tick: int) -> int:
+        return int(record_viper(buf, st, code, int(tok.state), int(tok.count), int(tok.seq), int(tok.epoch), tick))
 
     @micropython.viper
     def _encode_line(src, start: int, n: int, line) -> int:
@@ -106,24 +239,28 @@ try:
         d[o] = 10  # "\n"
         return o + 1
 
+    record = record_viper
+    record_fields = record_fields_viper
+    record_token = record_token_viper
 except (ImportError, AttributeError, NameError, SyntaxError, ValueError):
     _encode_line = None
 
 
 class EventLog:
-    """Bounded ring of event records; full means dropped and counted, never silent."""
+    """Bounded ring of event records; full means dropped and counted, never silent.
+
+    The node loop writes records with the module's record(log.buf, log.st, ...)
+    itself (one call less per event); record() below is the same for the rare paths.
+    """
 
     def __init__(self, ticks_us, capacity=64):
         self._ticks_us = ticks_us
         self.capacity = capacity
-        self._buf = bytearray(capacity * RECORD_SIZE)
-        self._mv = memoryview(self._buf)
-        self._head = 0  # next slot to write
-        self.pending = 0  # records waiting to be flushed
-        self.eseq = 0  # sequence number of the next event (also counts dropped ones)
-        self.dropped = 0  # dropped since the last drop record
-        self.dropped_total = 0
-        self.enabled = True
+        self.buf = bytearray(capacity * RECORD_SIZE)
+        self._mv = memoryview(self.buf)
+        self.st = _int_array(_LOG_ST_SIZE)
+        self.st[_CAP] = capacity
+        self.st[L_ENABLED] = 1
         self.half = capacity // 2
         # "*" + base64 + "\n" of up to BATCH_RECORDS records, and one view per
         # record count, so that flushing allocates nothing.
@@ -131,46 +268,40 @@ class EventLog:
         lv = memoryview(self._line)
         self._line_views = [lv[: _line_len(k)] for k in range(BATCH_RECORDS + 1)]
 
+    pending = property(lambda self: self.st[L_PENDING])
+    eseq = property(lambda self: self.st[_ESEQ])
+
+    @property
+    def enabled(self):
+        return bool(self.st[L_ENABLED])
+
+    @enabled.setter
+    def enabled(self, on):
+        self.st[L_ENABLED] = 1 if on else 0
+
+    @property
+    def dropped_total(self):
+        return self.st[L_DROPPED_TOTAL]
+
+    @dropped_total.setter
+    def dropped_total(self, value):
+        self.st[L_DROPPED_TOTAL] = value
+
     def record(self, ev, kind, aux, count, seq, epoch, tick=-1):
         """Append one event; tick = -1 means now. No allocation."""
-        if not self.enabled:
-            return
         if tick < 0:
             tick = self._ticks_us()
-        if self.dropped and self.pending < self.capacity:
-            self._put_drop(tick)
-        if self.pending >= self.capacity:
-            # Lost, but its number is used up so the host sees the gap too.
-            self.eseq = (self.eseq + 1) & 0xFFFF
-            self.dropped += 1
-            self.dropped_total += 1
-            return
-        es = self.eseq
-        self.eseq = (es + 1) & 0xFFFF
-        self._put(es, tick, ev | (kind << 4), aux, count, seq, epoch)
-
-    def _put_drop(self, tick):
-        es = self.eseq
-        self.eseq = (es + 1) & 0xFFFF
-        n = self.dropped
-        self.dropped = 0
-        self._put(es, tick, EV_DROP, 0, 0, n, 0)
-
-    def _put(self, es, tick, code, aux, count, seq, epoch):
-        struct.pack_into(_RECORD_FMT, self._buf, self._head * RECORD_SIZE, es, tick & TICK_MASK, code, aux, count & 0xFFFF, seq & 0xFFFFFFFF, epoch & 0xFFFF)
-        self._head += 1
-        if self._head == self.capacity:
-            self._head = 0
-        self.pending += 1
+        record(self.buf, self.st, ev | (kind << 4), aux, count, seq, epoch, tick & TICK_MASK)
 
     def flush_one(self, write, max_records=BATCH_RECORDS):
         """Write at most one batch line; returns the number of records sent."""
-        if self.dropped and self.pending < self.capacity:
-            self._put_drop(self._ticks_us())
-        n = self.pending
+        st = self.st
+        if st[_DROPPED] and st[L_PENDING] < st[_CAP]:
+            drop_record(self.buf, st, self._ticks_us() & TICK_MASK)
+        n = st[L_PENDING]
         if not n:
             return 0
-        tail = self._head - n
+        tail = st[_HEAD] - n
         if tail < 0:
             tail += self.capacity
         if n > self.capacity - tail:
@@ -179,21 +310,19 @@ class EventLog:
             n = max_records
         if _encode_line is not None:
             # into the preallocated line, written through a view cut in __init__
-            _encode_line(self._buf, tail * RECORD_SIZE, n * RECORD_SIZE, self._line)
+            _encode_line(self.buf, tail * RECORD_SIZE, n * RECORD_SIZE, self._line)
             write(self._line_views[n])
         else:
             write(b"*")
             write(b2a_base64(self._mv[tail * RECORD_SIZE : (tail + n) * RECORD_SIZE]))
-        self.pending -= n
+        st[L_PENDING] -= n
         return n
 
     def reset(self):
         """Forget pending records and counters (the host asked for a clean start)."""
-        self.pending = 0
-        self._head = 0
-        self.dropped = 0
-        self.dropped_total = 0
-        self.eseq = 0
+        st = self.st
+        for i in (_HEAD, L_PENDING, _ESEQ, _DROPPED, L_DROPPED_TOTAL):
+            st[i] = 0
 
 
 class HostLink:

@@ -131,8 +131,14 @@ def shared_counter(path):
             box[0] = 0
 
     def leave():
-        with open(path, "w") as f:
+        # Written whole or not at all: a board killed between truncating the file
+        # and writing it (a power cycle of the fault injector) must not leave an
+        # empty counter for the next board to read as 0. rename() is atomic.
+        import os
+
+        with open(path + ".new", "w") as f:
             f.write(str(box[0] + 1))
+        os.rename(path + ".new", path)
 
     return enter, leave
 

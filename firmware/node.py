@@ -9,6 +9,8 @@
 import protocol
 import frame
 import hostlink
+from frame import scan, token as encode_token
+from hostlink import record_fields, record_token
 from hostlink import EV_REQ, EV_SEND, EV_RECV, EV_ENTER, EV_EXIT, EV_BAD, EV_REJECT, EV_BOOT
 from hostlink import EV_REGEN, EV_DISCARD, EV_TIMEOUT, EV_HOSTERR
 
@@ -20,7 +22,7 @@ except ImportError:  # CPython
         return value
 
 
-FIRMWARE_VERSION = "0.3.0"  # 0.3.0: token recovery (claims, epochs, timeouts); 0.2.0: !probe
+FIRMWARE_VERSION = "0.4.0"  # 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
@@ -35,7 +37,29 @@ _BAD = const(3)  # frame.BAD
 _PROBE = const(4)  # frame.PROBE
 _CLAIM = const(5)  # frame.CLAIM
 _AGAIN = const(6)  # frame.AGAIN
-_IDLE_HOST_EVERY = const(32)  # busy passes between two host polls
+_HOUSEKEEPING_EVERY = const(8)  # passes between two looks at the host link and the timeouts
+_COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
+# Indices into frame.Decoder.st and hostlink.EventLog.st (imported names are global
+# lookups at every use; const() names of this module are inlined).
+_F_STATE = const(13)
+_F_COUNT = const(14)
+_F_SEQ = const(15)
+_F_EPOCH = const(16)
+_F_ORIGIN = const(17)
+_F_JOIN = const(18)
+_F_NONCE = const(19)
+_F_PROBE = const(20)
+_S_BAD = const(7)
+_S_LAST_BAD = const(12)
+_L_PENDING = const(1)
+_POS = const(0)
+_END = const(1)
+
+# Event record codes of the hot path (ev | kind << 4, hostlink.EV_* and frame kinds).
+_CODE_SEND_TOKEN = const(0x12)
+_CODE_RECV_TOKEN = const(0x13)
+_CODE_SEND_REQUEST = const(0x22)
+_CODE_RECV_REQUEST = const(0x23)
 
 # The copies above are compile-time constants (const() is inlined only for names
 # defined in this module); they must not drift from their sources.
@@ -43,7 +67,13 @@ if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.ENTER_CS, protocol.SEND
         protocol.REGENERATED, protocol.DISCARDED) != (_SEND_TOKEN, _SEND_REQUEST, _ENTER_CS, _SEND_CLAIM, _SEND_AGAIN,
                                                       _REGENERATED, _DISCARDED) or (
         frame.TOKEN, frame.REQUEST, frame.BAD, frame.PROBE, frame.CLAIM, frame.AGAIN) != (
-        _TOKEN, _REQUEST, _BAD, _PROBE, _CLAIM, _AGAIN):
+        _TOKEN, _REQUEST, _BAD, _PROBE, _CLAIM, _AGAIN) or (
+        EV_SEND | (_TOKEN << 4), EV_RECV | (_TOKEN << 4), EV_SEND | (_REQUEST << 4), EV_RECV | (_REQUEST << 4)) != (
+        _CODE_SEND_TOKEN, _CODE_RECV_TOKEN, _CODE_SEND_REQUEST, _CODE_RECV_REQUEST) or (
+        frame.F_STATE, frame.F_COUNT, frame.F_SEQ, frame.F_EPOCH, frame.F_ORIGIN, frame.F_JOIN, frame.F_NONCE,
+        frame.F_PROBE, frame.S_BAD, frame.S_LAST_BAD, hostlink.L_PENDING, frame.S_POS, frame.S_END) != (
+        _F_STATE, _F_COUNT, _F_SEQ, _F_EPOCH, _F_ORIGIN, _F_JOIN, _F_NONCE, _F_PROBE, _S_BAD, _S_LAST_BAD, _L_PENDING,
+        _POS, _END):
     raise ImportError("node.py's protocol/frame constants disagree with protocol.py/frame.py")
 
 _CMD_R = const(114)  # "!r": the request command, parsed without allocating
@@ -78,6 +108,21 @@ class NodeLoop:
         self.enc = frame.Encoder()
         self.dec = frame.Decoder()
         self.rx = bytearray(rxbuf)
+        # The hot path's objects, looked up once (each attribute or method lookup
+        # costs a microsecond or two on a Pico). A uart without any() (test
+        # stand-ins) is read by readinto(buf) alone.
+        self._any = getattr(uart, "any", None)
+        self._readinto = uart.readinto
+        self._write = uart.write
+        self._rxlen = rxbuf
+        self._dst = self.dec.st
+        self._draw = self.dec.raw
+        self._eraw = self.enc._raw
+        self._tout = self.enc.token_out
+        self._lbuf = self.log.buf
+        self._lst = self.log.st
+        self._countdown = 0
+        self._no_fields = frame.Decoder().st  # zeros: the fields of an event that has none
         self._cs_start = 0
         self._led_on = -1
         self.running = False
@@ -85,7 +130,6 @@ class NodeLoop:
         self.rx_bytes = 0
         self.requests = 0
         self.rejected = 0
-        self.passes = 0
         # Recovery timing (docs/recovery.md). regen_us is the base regeneration
         # timeout (Delta_max of the wandering token); gen_us is this board's
         # current one: x1.5 on each token it regenerates, back 5% of the way to
@@ -158,77 +202,139 @@ class NodeLoop:
         self.link.reply("bye")
 
     def step(self):
-        """One pass of the loop; returns True when it did any work."""
+        """One pass of the loop; returns True when it did any work.
+
+        A pass that finds nothing costs a few microseconds on a Pico: the host
+        link and the timeouts are looked at every _HOUSEKEEPING_EVERY passes, and
+        when a pass finds work, event batches wait until a pass finds none."""
         busy = False
-        n = self.uart.readinto(self.rx)
+        if self._any is None:
+            n = self._readinto(self.rx)
+        else:
+            n = self._any()
+            if n:
+                n = self._readinto(self.rx, n if n < self._rxlen else self._rxlen)
         if n:
-            t = self.ticks_us()
-            self.rx_bytes += n
-            dec = self.dec
-            dec.feed(self.rx, n)
-            while True:
-                k = dec.next()
-                if not k:
-                    break
-                self._on_frame(k, t)
+            self._receive(n)
             busy = True
-        node = self.node
-        if node.in_cs:
-            t = self.ticks_us()
-            if self.ticks_diff(t, self._cs_start) >= self.cs_us:
-                if self.audit is not None:
-                    self.audit[1]()
-                a = node.exit_cs()
-                self._act(a, t, EV_EXIT)
+        if self.node.in_cs and self._cs_due():
+            busy = True
+        self._countdown -= 1
+        if self._countdown <= 0:
+            self._countdown = _HOUSEKEEPING_EVERY
+            if self._housekeeping():
                 busy = True
+        if self._lst[_L_PENDING] and (not busy or self._lst[_L_PENDING] >= self.log.half):
+            self.log.flush_one(self.link.write)  # an attribute: self._method would allocate a bound method
+        return busy
+
+    def _receive(self, n):
+        """Decode the n bytes in rx and act on every frame in them."""
+        t = self.ticks_us()
+        self.rx_bytes = (self.rx_bytes + n) & _COUNT_MASK
+        st = self._dst
+        st[_POS] = 0  # the bytes to scan
+        st[_END] = n
+        k = scan(self.rx, self._draw, st)
+        while k:
+            if k == _TOKEN:
+                self._on_token(t)
+            elif k == _REQUEST:
+                self._on_request(t)
+            else:
+                self._on_frame(k, t)
+            k = scan(self.rx, self._draw, st)
+
+    def _on_token(self, t):
+        st = self._dst
+        a = self.node.on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
+        if a != _SEND_TOKEN:
+            self._act(a, t, EV_RECV, _TOKEN)
+            return
+        # The hot path: passed straight on. Forward first, then log. (Each hot
+        # function keeps its arguments, locals and stack within 11 words: a
+        # larger call frame is allocated on the heap, on every call.)
+        encode_token(self._eraw, self._tout, self.node)
+        self._write(self._tout)
+        self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+        record_fields(self._lbuf, self._lst, _CODE_RECV_TOKEN, st, _F_STATE, t)
+        self._token_seen(t)
+        record_token(self._lbuf, self._lst, _CODE_SEND_TOKEN, self.node, self.ticks_us())
+
+    def _token_seen(self, t):
+        # A token seen: the wait starts again, the timeout decays towards its
+        # base (wandering token, section 4.1).
+        self._wait_since = t
+        if self.gen_us != self.regen_us:
+            self.gen_us -= (self.gen_us - self.regen_us) // 20
+        self._watch = False
+
+    def _on_request(self, t):
+        a = self.node.on_request()
+        if a != _SEND_REQUEST:
+            self._act(a, t, EV_RECV, _REQUEST)
+            return
+        # The other hot path: a request message passed on (Q, D).
+        self._write(self.enc.request())
+        self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+        record_fields(self._lbuf, self._lst, _CODE_RECV_REQUEST, self._no_fields, 0, t)
+        record_fields(self._lbuf, self._lst, _CODE_SEND_REQUEST, self._no_fields, 0, self.ticks_us())
+
+    def _cs_due(self):
+        """End the critical section when its time is up; True when it did."""
+        t = self.ticks_us()
+        if self.ticks_diff(t, self._cs_start) < self.cs_us:
+            return False
+        if self.audit is not None:
+            self.audit[1]()
+        self._act(self.node.exit_cs(), t, EV_EXIT)
+        return True
+
+    def _housekeeping(self):
+        """The timeouts and the host link; True when it did any work."""
+        busy = False
         if self._watch and self.regen_us:
             t = self.ticks_us()
+            node = self.node
             if self.ticks_diff(t, self._wait_since) >= (self.retry_us if node.fresh or node.starting else self.gen_us):
                 self._timeout(t)
                 busy = True
-        self.passes += 1
-        if not busy or self.passes & (_IDLE_HOST_EVERY - 1) == 0:
-            ln = self.link.poll()
-            if ln > 0:
-                self._command(ln)
-            elif ln < 0:
-                self._host_error(HOSTERR_NOT_COMMAND if ln == -1 else HOSTERR_TOO_LONG)
-            elif self.link.closed:
-                self.running = False
-        log = self.log
-        if log.pending and (not busy or log.pending >= log.half):
-            log.flush_one(self.link.write)
+        ln = self.link.poll()
+        if ln > 0:
+            self._command(ln)
+            busy = True
+        elif ln < 0:
+            self._host_error(HOSTERR_NOT_COMMAND if ln == -1 else HOSTERR_TOO_LONG)
+        elif self.link.closed:
+            self.running = False
         return busy
 
     def _on_frame(self, k, t):
+        """The rare frames: claims, re-announced requests, probes, bad frames."""
         node = self.node
-        dec = self.dec
-        if k == _TOKEN:
-            a = node.on_token(dec.count, dec.state, dec.seq, dec.epoch)
-            self._act(a, t, EV_RECV, _TOKEN)
-        elif k == _REQUEST:
-            a = node.on_request()
-            self._act(a, t, EV_RECV, _REQUEST)
-        elif k == _CLAIM:
-            a = node.on_claim(dec.epoch, dec.origin, dec.join, dec.seq, dec.nonce)
+        st = self._dst
+        if k == _CLAIM:
+            a = node.on_claim(st[_F_EPOCH], st[_F_ORIGIN], st[_F_JOIN], st[_F_SEQ], st[_F_NONCE])
             self._act(a, t, EV_RECV, _CLAIM)
         elif k == _AGAIN:
-            a = node.on_request_again(dec.origin)
+            a = node.on_request_again(st[_F_ORIGIN])
             self._act(a, t, EV_RECV, _AGAIN)
         elif k == _PROBE:
             # Discovery only: reported to the host, not forwarded, not an event.
-            self.link.reply("probed %d" % dec.probe)
+            self.link.reply("probed %d" % st[_F_PROBE])
         else:
-            self.log.record(EV_BAD, 0, dec.last_bad, dec.bad, 0, 0, t)
+            self.log.record(EV_BAD, 0, st[_S_LAST_BAD], st[_S_BAD], 0, 0, t)
 
     def _act(self, a, t, ev=0, kind=0):
         """Carry out the actions of a protocol handler, then log the event that
-        caused them (ev at tick t) and the frames sent."""
+        caused them (ev at tick t) and the frames sent. Every action but a frame
+        passed straight on comes here (the hot paths are _on_token, _on_request)."""
         node = self.node
-        dec = self.dec
+        st = self._dst
         uart = self.uart
         if a & _SEND_TOKEN:
-            uart.write(self.enc.token(node.count, node.state, node.seq, node.epoch))
+            encode_token(self._eraw, self._tout, node)
+            uart.write(self._tout)
         elif a & _SEND_REQUEST:
             uart.write(self.enc.request())
         if a & _SEND_AGAIN:
@@ -243,18 +349,15 @@ class NodeLoop:
         log = self.log
         if ev:
             if ev == EV_RECV and kind == _TOKEN:
-                log.record(EV_RECV, _TOKEN, dec.state, dec.count, dec.seq, dec.epoch, t)
+                log.record(EV_RECV, _TOKEN, st[_F_STATE], st[_F_COUNT], st[_F_SEQ], st[_F_EPOCH], t)
                 if a & _DISCARDED:
-                    log.record(EV_DISCARD, _TOKEN, 1 if node.fresh else 0, dec.count, dec.seq, dec.epoch, t)
+                    log.record(EV_DISCARD, _TOKEN, 1 if node.fresh else 0, st[_F_COUNT], st[_F_SEQ], st[_F_EPOCH], t)
                 else:
-                    # A token seen: the wait starts again, the timeout decays
-                    # towards its base (wandering token, section 4.1).
-                    self._wait_since = t
-                    self.gen_us -= (self.gen_us - self.regen_us) // 20
+                    self._token_seen(t)
             elif kind == _CLAIM:
-                log.record(EV_RECV, _CLAIM, dec.join, dec.origin, dec.seq, dec.epoch, t)
+                log.record(EV_RECV, _CLAIM, st[_F_JOIN], st[_F_ORIGIN], st[_F_SEQ], st[_F_EPOCH], t)
             elif kind == _AGAIN:
-                log.record(EV_RECV, _AGAIN, 0, dec.origin, 0, 0, t)
+                log.record(EV_RECV, _AGAIN, 0, st[_F_ORIGIN], 0, 0, t)
             else:
                 log.record(ev, kind, 0, 0, 0, 0, t)
         if a & _REGENERATED:
@@ -265,20 +368,20 @@ class NodeLoop:
             log.record(EV_REGEN, _TOKEN, node.state, node.count, node.seq, node.epoch, t)
         if a & (_SEND_TOKEN | _SEND_REQUEST | _SEND_AGAIN | _SEND_CLAIM):
             if a & _SEND_TOKEN:
-                self.tx_frames += 1
+                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
                 log.record(EV_SEND, _TOKEN, node.state, node.count, node.seq, node.epoch)
             elif a & _SEND_REQUEST:
-                self.tx_frames += 1
+                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
                 log.record(EV_SEND, _REQUEST, 0, 0, 0, 0)
             if a & _SEND_AGAIN:
-                self.tx_frames += 1
+                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
                 log.record(EV_SEND, _AGAIN, 0, node.again_origin, 0, 0)
             if a & _SEND_CLAIM:
-                self.tx_frames += 1
+                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
                 log.record(EV_SEND, _CLAIM, node.claim_join, node.claim_origin, node.claim_seq, node.claim_epoch)
         if a & _ENTER_CS:
             log.record(EV_ENTER, 0, 0, 0, node.seq, node.epoch, t)
-        # node.waiting(), inline: this runs once per frame
+        # node.waiting(), inline
         self._watch = node.fresh or node.starting or (node.pending and not node.has_token)
         if a or ev == EV_EXIT:
             self._show()

@@ -2,10 +2,17 @@
 # MicroPython (unix port) and CPython. Prints one JSON line of measurements.
 # Usage: <python> mp_node_bench.py FIRMWARE_DIR [protocol] [n] [rounds] [log 0|1] [flush 0|1] [lock|x] [gcon]
 # Protocol "s" (the default) keeps the token moving without requests: one hop per
-# board per round. "lock" runs the rounds under micropython.heap_lock() instead.
+# board per round. With "q", "d" or "d-literal" the bench makes the adversarial
+# workload: whenever the ring is quiet, a request at the node just behind the token,
+# so the request message and then the token travel n - 1 hops. "lock" runs the
+# rounds under micropython.heap_lock() instead.
 import sys
 
-sys.path.insert(0, sys.argv[1])
+try:
+    ARGV = BENCH_ARGV  # set by a line put before this file (an emulated Pico has no argv)
+except NameError:
+    ARGV = sys.argv
+sys.path.insert(0, ARGV[1])
 import gc
 import json
 import time
@@ -24,32 +31,55 @@ except AttributeError:  # CPython
         return ((a - b + 0x20000000) & 0x3FFFFFFF) - 0x20000000
 
 
-class MemUart:
-    """One direction of a link: writes land in the next board's buffer. No allocation."""
+def _copy_py(src, at, n, dst, to):
+    for i in range(n):
+        dst[to + i] = src[at + i]
 
-    def __init__(self, size=256):
+
+_copy = _copy_py
+try:
+    import micropython
+
+    @micropython.viper
+    def _copy_viper(src, at: int, n: int, dst, to: int):
+        s = ptr8(src)
+        d = ptr8(dst)
+        i = 0
+        while i < n:
+            d[to + i] = s[at + i]
+            i += 1
+
+    _copy = _copy_viper
+except (ImportError, AttributeError, NameError, SyntaxError, ValueError):
+    pass
+
+
+class MemUart:
+    """One direction of a link: writes land in the next board's buffer. Has any()
+    and readinto(buf, n) as a Pico's machine.UART does. No allocation."""
+
+    def __init__(self, size=512):
         self.buf = bytearray(size)
         self.n = 0
         self.peer = None  # MemUart of the next board (its receive side)
 
+    def any(self):
+        return self.n
+
     def write(self, data):
         p = self.peer
-        b = p.buf
-        j = p.n
-        for x in data:
-            b[j] = x
-            j += 1
-        p.n = j
-        return len(data)
+        k = len(data)
+        _copy(data, 0, k, p.buf, p.n)
+        p.n += k
+        return k
 
-    def readinto(self, buf):
-        n = self.n
-        if not n:
-            return 0
-        src = self.buf
-        for i in range(n):
-            buf[i] = src[i]
-        self.n = 0
+    def readinto(self, buf, n):
+        if n > self.n:
+            n = self.n
+        _copy(self.buf, 0, n, buf, 0)
+        self.n -= n
+        if self.n:
+            _copy(self.buf, n, self.n, self.buf, 0)
         return n
 
 
@@ -67,15 +97,11 @@ class NullHost:
 
 
 def main():
-    proto = sys.argv[2] if len(sys.argv) > 2 else "s"
-    if proto != "s":
-        # no requests are made here: a Q or D token rests at once and the rounds never end
-        print("mp_node_bench: only protocol s moves the token without requests, not %r" % proto)
-        sys.exit(2)
-    n = int(sys.argv[3]) if len(sys.argv) > 3 else 3
-    hops = int(sys.argv[4]) if len(sys.argv) > 4 else 2000
-    log_on = (sys.argv[5] if len(sys.argv) > 5 else "1") == "1"
-    flush_on = (sys.argv[6] if len(sys.argv) > 6 else "1") == "1"
+    proto = ARGV[2] if len(ARGV) > 2 else "s"
+    n = int(ARGV[3]) if len(ARGV) > 3 else 3
+    hops = int(ARGV[4]) if len(ARGV) > 4 else 2000
+    log_on = (ARGV[5] if len(ARGV) > 5 else "1") == "1"
+    flush_on = (ARGV[6] if len(ARGV) > 6 else "1") == "1"
     uarts = [MemUart() for _ in range(n)]
     for i in range(n):
         uarts[i].peer = uarts[(i + 1) % n]
@@ -94,15 +120,31 @@ def main():
     def frames():
         return sum(lp.tx_frames for lp in loops)
 
-    if len(sys.argv) > 7 and sys.argv[7] == "lock":
+    def feed():
+        """Q, D: a request behind the resting token once the ring is quiet (no allocation)."""
+        if proto == "s":
+            return
+        holder = -1
+        for lp in loops:
+            nd = lp.node
+            if nd.pending or nd.in_cs or lp.uart.n or lp.uart.peer.n:
+                return
+            if nd.has_token:
+                holder = nd.index
+        if holder >= 0:
+            loops[holder - 1].request()  # index -1: the last node, behind node 0
+
+    if len(ARGV) > 7 and ARGV[7] == "lock":
         # Find the first allocation in the steady state: MemoryError with a traceback.
         for _ in range(200):
+            feed()
             for lp in loops:
                 lp.step()
         import micropython
         micropython.heap_lock()
         try:
             for _ in range(hops):
+                feed()
                 for lp in loops:
                     lp.step()
         finally:
@@ -111,10 +153,11 @@ def main():
         return
     # Warm up (first passes allocate: bound methods cached, dict lookups, ...).
     while frames() < 50:
+        feed()
         for lp in loops:
             lp.step()
     gc.collect()
-    if "gcon" not in sys.argv: gc.disable()
+    if "gcon" not in ARGV: gc.disable()
     f0 = frames()
     a0 = gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
     busy_us = 0
@@ -123,6 +166,7 @@ def main():
     rounds = 0
     while rounds < hops:  # about one frame per round (one board is busy each round)
         rounds += 1
+        feed()
         i = 0
         while i < n:
             lp = loops[i]

@@ -51,7 +51,7 @@ def test_exact_bytes_of_known_frames():
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(
-    st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255), st.integers(0, 0xFFFFFFFF), st.integers(0, 0xFFFF)),
+    st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255), st.integers(0, frame.SEQ_MASK), st.integers(0, 0xFFFF)),
     st.none()), max_size=20), st.integers(1, 40))
 def test_round_trip_any_chunking(frames, chunk):
     enc = frame.Encoder()
@@ -98,11 +98,9 @@ def test_bad_frames_counted_never_delivered():
 
 def test_unknown_kind_and_wrong_length_counted():
     def wire(raw):
-        raw = bytearray(raw)
-        c = frame.crc16(raw, len(raw))
-        raw += bytes((c >> 8, c & 0xFF))
+        raw = bytearray(raw) + bytearray(2)
         out = bytearray(len(raw) + 3)
-        n = frame._cobs_into(raw, len(raw), out)
+        n = frame.seal(raw, len(raw) - 2, out)
         return bytes(out[:n])
 
     dec = frame.Decoder()
@@ -115,14 +113,6 @@ def test_idle_delimiters_are_not_bad():
     dec = frame.Decoder()
     assert decode_all(dec, b"\x00" * 10) == []
     assert dec.bad == 0
-
-
-def test_crc_table_is_faster_than_bitwise_on_cpython():
-    import timeit
-    buf = bytes(range(11))
-    table = timeit.timeit(lambda: frame.crc16(buf, 11), number=2000)
-    bitwise = timeit.timeit(lambda: frame.crc16_bitwise(buf, 11), number=2000)
-    assert table < bitwise
 
 
 def test_same_output_under_micropython_and_cpython(micropython):
@@ -138,17 +128,11 @@ def test_same_output_under_micropython_and_cpython(micropython):
     assert lines[-1] == "log 13 3 0"
 
 
-def test_micropython_crc_table_vs_bitwise(micropython):
-    """The measurement behind the table CRC (printed with -s)."""
-    script = (
-        "import sys, time\nsys.path.insert(0, %r)\nimport frame\nb = bytes(range(11))\n"
-        "t = time.ticks_us()\nfor _ in range(2000): frame.crc16(b, 11)\nt1 = time.ticks_diff(time.ticks_us(), t)\n"
-        "t = time.ticks_us()\nfor _ in range(2000): frame.crc16_bitwise(b, 11)\nt2 = time.ticks_diff(time.ticks_us(), t)\n"
-        "print(t1 / 2000, t2 / 2000)\n" % str(FIRMWARE))
-    out = run_micropython(micropython, "-c", script)
-    table_us, bitwise_us = map(float, out.split())
-    print("micropython crc16 of 11 bytes: table %.2f us, bitwise %.2f us" % (table_us, bitwise_us))
-    assert table_us < bitwise_us
+def test_table_crc_agrees_with_the_bitwise_definition():
+    # Speed is measured by the benchmarks (docs/performance.md); here only the value.
+    for n in range(12):
+        buf = bytes(range(7, 7 + n))
+        assert frame.crc16(buf, n) == frame.crc16_bitwise(buf, n)
 
 
 def test_recovery_frames_round_trip_at_their_wire_sizes():

@@ -72,7 +72,7 @@ def reference(segment):
         return None
     kind, lseq, body = raw[0], raw[1], raw[2:-2]
     if kind == frame.TOKEN and len(body) == 9:
-        return ("token", body[0] | body[1] << 8, body[2], int.from_bytes(body[3:7], "little"),
+        return ("token", body[0] | body[1] << 8, body[2], int.from_bytes(body[3:7], "little") & frame.SEQ_MASK,
                 body[7] | body[8] << 8, lseq)
     if kind == frame.REQUEST and not body:
         return ("request", lseq)
@@ -82,7 +82,7 @@ def reference(segment):
         return ("again", body[0] | body[1] << 8, lseq)
     if kind == frame.CLAIM and len(body) == 11:
         return ("claim", body[0] | body[1] << 8, body[2] | body[3] << 8, body[4] & 1,
-                int.from_bytes(body[5:9], "little"), body[9] | body[10] << 8, lseq)
+                int.from_bytes(body[5:9], "little") & frame.SEQ_MASK, body[9] | body[10] << 8, lseq)
     return None
 
 
@@ -132,10 +132,10 @@ items = st.lists(st.one_of(
     st.binary(min_size=1, max_size=40),
     st.none(),
     st.integers(0, 0xFFFF),
-    st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255), st.integers(0, 0xFFFFFFFF), st.integers(0, 0xFFFF)),
+    st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255), st.integers(0, frame.SEQ_MASK), st.integers(0, 0xFFFF)),
     st.tuples(st.just("again"), st.integers(0, 0xFFFF)),
     st.tuples(st.just("claim"), st.integers(0, 0xFFFF), st.integers(0, 0xFFFF), st.integers(0, 1),
-              st.integers(0, 0xFFFFFFFF), st.integers(0, 0xFFFF)),
+              st.integers(0, frame.SEQ_MASK), st.integers(0, 0xFFFF)),
 ), max_size=30)
 
 
@@ -225,13 +225,13 @@ def _fuzz_stream(seed, size=6000):
     while len(data) < size:
         r = rng.random()
         if r < 0.35:
-            data += enc.token(rng.randrange(1 << 16), rng.randrange(256), rng.randrange(1 << 32), rng.randrange(1 << 16))
+            data += enc.token(rng.randrange(1 << 16), rng.randrange(256), rng.randrange(1 << 30), rng.randrange(1 << 16))
         elif r < 0.55:
             data += enc.request()
         elif r < 0.6:
             data += enc.probe(rng.randrange(1 << 16))
         elif r < 0.65:
-            data += enc.claim(rng.randrange(1 << 16), rng.randrange(1 << 16), rng.randrange(2), rng.randrange(1 << 32),
+            data += enc.claim(rng.randrange(1 << 16), rng.randrange(1 << 16), rng.randrange(2), rng.randrange(1 << 30),
                               rng.randrange(1 << 16))
         elif r < 0.7:
             data += enc.again(rng.randrange(1 << 16))

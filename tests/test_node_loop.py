@@ -111,7 +111,7 @@ def test_s_token_circulates_and_serves_a_request():
     ring.run(10)
     assert ring.frames() >= 10
     ring.command(2, b"!req\n")
-    ring.run(100)  # a board that keeps receiving polls its host link every 32 passes
+    ring.run(100)  # a board looks at its host link every 8 passes, busy or not
     evs = [e.ev for e in ring.events(2)]
     assert "enter" in evs and "exit" in evs and evs.index("req") < evs.index("enter") < evs.index("exit")
 
@@ -132,7 +132,7 @@ def test_cs_time_and_rejected_request():
 def test_commands_status_ping_version_log_zero():
     ring = Ring("q", 2)
     ring.command(0, b"!ping 99\n!ver\n!status\n!log 0\n!r\n!log 1\n!zero\n!cs 5\n!nope\n!cs x\n")
-    ring.run(20)  # one command line per pass
+    ring.run(100)  # one command line per look at the host link (every 8 passes: node._HOUSEKEEPING_EVERY)
     replies = {r.word: r for r in ring.items(0) if isinstance(r, hl.Reply)}
     assert replies["pong"].text.split()[0] == "99"
     assert replies["ver"].fields["fw"] == fw_node.FIRMWARE_VERSION and replies["ver"].fields["proto"] == "q"

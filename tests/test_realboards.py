@@ -73,13 +73,26 @@ sys.modules["machine"] = fake_machine
 import hal
 cfg = json.loads(%(cfg)r)
 b = hal.open_board(cfg)                 # no "virtual" key: the Pico path, hal_rp2
-u = b.uart._u
-buf = bytearray(4)
-print("empty", b.uart.readinto(buf))    # nothing there: 0 without calling readinto
-u.rx_pending += b"abcdef"
-print("got", b.uart.readinto(buf), bytes(buf))   # only what any() says, at most len(buf)
-print("rest", b.uart.readinto(buf), bytes(buf[:2]))
-b.uart.write(b"\x00\x05\x02\x01\x6b\x4c\x00")
+u = b.uart                              # machine.UART itself: its C any() and readinto(buf, n)
+print("uart", type(u).__name__)
+import time, protocol, node
+
+
+class Host:
+    def read_byte(self):
+        return -1
+
+    def write(self, data):
+        pass
+
+
+lp = node.NodeLoop(protocol.make_node("q", 1, 2), u, Host(), time.ticks_us, time.ticks_diff, rxbuf=4)
+lp.step()                               # nothing there: readinto is not called
+print("empty", lp.rx_bytes)
+u.rx_pending += b"\x00\x05\x02\x01\x6b\x4c\x00"   # a request frame
+lp.step()                               # only what any() says, at most len(rx)
+lp.step()
+print("got", lp.rx_bytes, lp.dec.frames)
 if b.led is not None:
     b.led.value(1)
 print("name", b.name, "led", b.led)
@@ -96,16 +109,17 @@ def test_hal_rp2_opens_uart0_and_the_led_as_the_board_file_says(micropython, tmp
     script.write_text(HAL_RP2_SCRIPT % {"fw": str(FIRMWARE), "tests": str(ROOT / "tests"), "cfg": json.dumps(cfg)})
     out = run_micropython(micropython, str(script))
     lines = out.splitlines()
-    assert "empty 0" in lines
-    assert "got 4 b'abcd'" in lines and "rest 2 b'ef'" in lines
+    assert "uart UART" in lines and "empty 0" in lines
+    assert "got 7 1" in lines  # the request frame, read in two pieces, decoded and passed on
     led = boarddefs.load(board)["led"]
     assert "name rp2 led Pin(%r)" % (led,) in lines
     calls = [ln[5:] for ln in lines if ln.startswith("call ")]
     assert calls[:3] == ["('Pin', 0, -1)", "('Pin', 1, -1)", "('UART', 0, 115200, 0, 1, 1024, 1024, 0)"]
     assert "('Pin', %r, 1)" % (led,) in calls
-    assert "('UART.write', b'\\x00\\x05\\x02\\x01kL\\x00')" in calls
+    assert "('UART.write', %r)" % bytes(frame.Encoder().request()) in calls  # passed on, its own link seq 0
     assert "('Pin.value', %r, 1)" % (led,) in calls
-    assert calls.count("('UART.readinto', 4)") == 1 and calls.count("('UART.readinto', 2)") == 1
+    assert calls.count("('UART.readinto', 4)") == 1 and calls.count("('UART.readinto', 3)") == 1
+    assert not [c for c in calls if c.startswith("('UART.readinto'")][2:]
 
 
 def test_hal_rp2_reports_a_wrong_pin_and_survives_a_missing_led(micropython, tmp_path):
@@ -125,10 +139,11 @@ def test_probe_frame_bytes_and_decoding():
     enc, dec = frame.Encoder(), frame.Decoder()
     wire = bytes(enc.probe(0x0102))
     assert len(wire) == frame.PROBE_WIRE == 9
-    raw = bytes([frame.PROBE, 0, 0x02, 0x01])
-    c = frame.crc16(bytearray(raw), 4)
+    raw = bytearray([frame.PROBE, 0, 0x02, 0x01, 0, 0])
+    c = frame.crc16_bitwise(raw, 4)
     out = bytearray(12)
-    n = frame._cobs_into(bytearray(raw + bytes([c >> 8, c & 0xFF])), 6, out)
+    n = frame.seal(raw, 4, out)
+    assert (raw[4], raw[5]) == (c >> 8, c & 0xFF)
     assert wire == bytes(out[:n])
     dec.feed(wire, len(wire))
     assert dec.next() == frame.PROBE and dec.probe == 0x0102 and dec.bad == 0

@@ -1,0 +1,110 @@
+# Runs the firmware's twin functions (frame.py, hostlink.py: *_py and *_viper) on the
+# cases in a JSON file and prints one JSON line: {"impl": ..., "results": {twin: [...]}}.
+# Under MicroPython both twins run; under CPython only the *_py ones exist.
+# Usage: <python> mp_twin_driver.py FIRMWARE_DIR CASES.json
+import sys
+
+sys.path.insert(0, sys.argv[1])
+import json
+
+import frame
+import hostlink
+
+
+def unhex(s):
+    return bytearray(bytes.fromhex(s))
+
+
+def hexof(b):
+    return "".join("%02x" % x for x in b)
+
+
+class Tok:
+    def __init__(self, state, count, seq, epoch):
+        self.state = state
+        self.count = count
+        self.seq = seq
+        self.epoch = epoch
+
+
+def run(case, f):
+    op = case[0]
+    if op == "crc":
+        data = unhex(case[1])
+        return f["crc16"](data, len(data))
+    if op == "seal":
+        raw = unhex(case[1]) + bytearray(2)
+        out = bytearray(len(raw) + 3)
+        n = f["seal"](raw, len(raw) - 2, out)
+        return [n, hexof(raw), hexof(out)]
+    if op == "token":
+        raw = bytearray(18)
+        raw[17] = case[5]
+        out = bytearray(frame.TOKEN_WIRE)
+        n = f["token"](raw, out, Tok(case[2], case[1], case[3], case[4]))
+        return [n, hexof(raw), hexof(out)]
+    if op == "scan":
+        dec = frame.Decoder()
+        got = []
+        for chunk in case[1]:
+            buf = unhex(chunk)
+            dec.feed(buf, len(buf))
+            while True:
+                k = f["scan"](buf, dec.raw, dec.st)
+                got.append([k] + list(dec.st[2:]))  # state after the call (not the fed position)
+                if not k:
+                    break
+        return got
+    if op == "log":
+        # case: ["log", capacity, [[how, code, aux, count, seq, epoch, tick], ...]]
+        log = hostlink.EventLog(lambda: 0, case[1])
+        fields = frame.Decoder().st
+        lines = []
+        for how, code, aux, count, seq, epoch, tick in case[2]:
+            if how == "record":
+                k = f["record"](log.buf, log.st, code, aux, count, seq, epoch, tick)
+            elif how == "fields":
+                fields[frame.F_STATE] = aux
+                fields[frame.F_COUNT] = count
+                fields[frame.F_SEQ] = seq
+                fields[frame.F_EPOCH] = epoch
+                k = f["record_fields"](log.buf, log.st, code, fields, frame.F_STATE, tick)
+            elif how == "token":
+                k = f["record_token"](log.buf, log.st, code, Tok(aux, count, seq, epoch), tick)
+            else:  # flush: what one call writes, however many writes it takes
+                written = []
+                k = log.flush_one(lambda b: written.append(hexof(b)), 1 + count % hostlink.BATCH_RECORDS)
+                lines.append("".join(written))
+            lines.append(k)
+        return [hexof(log.buf), list(log.st), lines]
+    raise ValueError("unknown case %r" % op)
+
+
+TWINS = ("crc16", "seal", "token", "scan", "record", "record_fields", "record_token")
+MODULE = {"crc16": frame, "seal": frame, "token": frame, "scan": frame, "record": hostlink,
+          "record_fields": hostlink, "record_token": hostlink}
+
+
+def twin_set(suffix):
+    out = {}
+    for name in TWINS:
+        fn = getattr(MODULE[name], name + suffix, None)
+        if fn is None:
+            return None
+        out[name] = fn
+    return out
+
+
+def main():
+    with open(sys.argv[2]) as fh:
+        cases = json.load(fh)
+    results = {}
+    for suffix in ("_py", "_viper"):
+        f = twin_set(suffix)
+        if f is None:
+            continue
+        results[suffix[1:]] = [run(c, f) for c in cases]
+    print(json.dumps({"impl": sys.implementation.name, "results": results}))
+
+
+main()
