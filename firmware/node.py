@@ -16,10 +16,18 @@ from hostlink import EV_REGEN, EV_DISCARD, EV_TIMEOUT, EV_HOSTERR
 
 try:
     from micropython import const
+    import micropython
 except ImportError:  # CPython
 
     def const(value):
         return value
+
+    class micropython:
+        """@micropython.native is the compiler's on MicroPython; a no-op here."""
+
+        @staticmethod
+        def native(f):
+            return f
 
 
 FIRMWARE_VERSION = "0.4.0"  # 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
@@ -38,6 +46,7 @@ _PROBE = const(4)  # frame.PROBE
 _CLAIM = const(5)  # frame.CLAIM
 _AGAIN = const(6)  # frame.AGAIN
 _HOUSEKEEPING_EVERY = const(8)  # passes between two looks at the host link and the timeouts
+_SPIN = const(24)  # idle polls of the UART between two passes (about 0.25 ms on a Pico)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
 # Indices into frame.Decoder.st and hostlink.EventLog.st (imported names are global
 # lookups at every use; const() names of this module are inlined).
@@ -185,11 +194,23 @@ class NodeLoop:
         event left to send; it may wait briefly for input (a virtual board
         sleeps in poll() there instead of spinning a host core)."""
         self.start(give_token, boot)
-        log = self.log
+        lst = self._lst
+        node = self.node
+        ready = self._any
         try:
             while self.running:
-                if not self.step() and idle is not None and not log.pending:
+                if self.step() or lst[_L_PENDING]:
+                    continue
+                if idle is not None:
                     idle()
+                elif ready is not None and not node.in_cs:
+                    # Nothing to do but wait for a frame: ask the UART in a tight
+                    # loop (a full pass costs tens of microseconds on a Pico, and a
+                    # frame that lands during one waits for it to end). Bytecode:
+                    # Ctrl-C and the USB stack still get their turn.
+                    k = _SPIN
+                    while k and not ready():
+                        k -= 1
         finally:
             self.running = False
             if self.led is not None:
@@ -201,6 +222,7 @@ class NodeLoop:
             pass
         self.link.reply("bye")
 
+    @micropython.native
     def step(self):
         """One pass of the loop; returns True when it did any work.
 
@@ -228,10 +250,10 @@ class NodeLoop:
             self.log.flush_one(self.link.write)  # an attribute: self._method would allocate a bound method
         return busy
 
+    @micropython.native
     def _receive(self, n):
         """Decode the n bytes in rx and act on every frame in them."""
         t = self.ticks_us()
-        self.rx_bytes = (self.rx_bytes + n) & _COUNT_MASK
         st = self._dst
         st[_POS] = 0  # the bytes to scan
         st[_END] = n
@@ -244,7 +266,9 @@ class NodeLoop:
             else:
                 self._on_frame(k, t)
             k = scan(self.rx, self._draw, st)
+        self.rx_bytes = (self.rx_bytes + n) & _COUNT_MASK  # after: the frames went first
 
+    @micropython.native
     def _on_token(self, t):
         st = self._dst
         a = self.node.on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
@@ -261,6 +285,7 @@ class NodeLoop:
         self._token_seen(t)
         record_token(self._lbuf, self._lst, _CODE_SEND_TOKEN, self.node, self.ticks_us())
 
+    @micropython.native
     def _token_seen(self, t):
         # A token seen: the wait starts again, the timeout decays towards its
         # base (wandering token, section 4.1).
@@ -269,6 +294,7 @@ class NodeLoop:
             self.gen_us -= (self.gen_us - self.regen_us) // 20
         self._watch = False
 
+    @micropython.native
     def _on_request(self, t):
         a = self.node.on_request()
         if a != _SEND_REQUEST:
