@@ -129,9 +129,10 @@ def quick_json():
 
 def test_bench_sim_quick_json(quick_json):
     status, text = quick_json
-    assert status == 0
     out = json.loads(text)
-    assert {"command", "quick", "machine", "timing", "target_ratio", "target_met", "cases"} <= set(out)
+    # whether the target is met is the machine's business; the exit status must say the same
+    assert out["ok"] is out["target_met"] and status == (0 if out["ok"] else 1)
+    assert {"command", "quick", "machine", "timing", "target_ratio", "target_met", "ok", "cases"} <= set(out)
     assert out["quick"] is True
     assert {"python", "cpus"} <= set(out["machine"])
     assert [(c["protocol"], c["n"]) for c in out["cases"]] == [("q", 64), ("q", 10000), ("d", 64), ("d", 10000)]
@@ -152,6 +153,26 @@ def test_bench_table(quick_json):
     text = buf.getvalue()
     for word in ("picoring msg/s", "SimPy msg/s", "ratio", "command:", "machine:", "10000", "target"):
         assert word in text
+
+
+def made_up_case(protocol, n, ratio):
+    """A measured case with made-up timings: SimPy takes ratio times picoring's time."""
+    msgs = 1000
+    return {"protocol": protocol, "n": n, "workload": "sequential", "seed": 0, "cs_time": 1, "requests": 10,
+            "served": 10, "messages": msgs, "picoring_msgs_per_s": msgs / 0.01, "simpy_msgs_per_s": msgs / (0.01 * ratio),
+            "simpy_msgs_per_s_by_link": {"process": msgs / (0.01 * ratio)}, "ratio": ratio, "ratio_median": ratio}
+
+
+@pytest.mark.parametrize("ratios,verdict,status", [((25.0, 31.0), "met", 0), ((25.0, 12.5), "not met", 1)])
+def test_bench_sim_says_the_target_verdict_in_its_exit_status(monkeypatch, capsys, ratios, verdict, status):
+    # Measurements are made up: this checks that the printed verdict and the exit status agree.
+    cases = [made_up_case("q", 64, ratios[0]), made_up_case("d", 64, ratios[1])]
+    monkeypatch.setattr(bench, "run_bench", lambda quick=False, log=None: bench.bench_result(cases, quick, 20.0))
+    assert main(["bench", "sim"]) == status
+    out = " ".join(capsys.readouterr().out.split())
+    assert "target picoring >= 20x SimPy (process-based model): %s" % verdict in out
+    assert main(["bench", "sim", "--json"]) == status
+    assert json.loads(capsys.readouterr().out)["ok"] is (status == 0)
 
 
 def test_soak_regeneration_times_from_a_trace(tmp_path):

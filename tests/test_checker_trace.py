@@ -10,8 +10,11 @@ from picoring.sim import simulate
 from picoring.trace import TraceError, TraceReader
 
 
-def write_trace(path, protocol, n, events):
+def write_trace(path, protocol, n, events, end=True):
+    """A trace of these events; end: close it with an end record, as a run that finished does."""
     lines = [{"v": 1, "ev": "meta", "protocol": protocol, "n": n, "source": "test", "time_unit": "hop"}] + events
+    if end:
+        lines.append({"t": max([e["t"] for e in events] or [0]), "ev": "end", "reason": "done"})
     path.write_text("".join(json.dumps(d) + "\n" for d in lines))
     return path
 
@@ -79,6 +82,34 @@ def test_check_command_exit_status_and_json(tmp_path, capsys):
                 "bounds", "safety_violations", "ok"):
         assert key in out
     assert out["ok"] is False
+
+
+def test_a_trace_cut_short_is_incomplete_not_ok(tmp_path, capsys):
+    # Every request seen so far is served, but there is no end record: the run was
+    # interrupted or the file truncated, so the check cannot say OK.
+    events = [{"t": 0, "ev": "req", "node": 1}, send(0, 1, "request"), send(1, 2, "request"), send(2, 0),
+              {"t": 3, "ev": "enter", "node": 1}, {"t": 4, "ev": "exit", "node": 1}]
+    p = write_trace(tmp_path / "cut.jsonl", "q", 3, events, end=False)
+    _, report = check_trace(p)
+    assert report["complete"] is False and report["ok"] is False
+    assert report["violations"][0]["kind"] == "incomplete"
+    assert main(["check", str(p)]) == 1
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "the trace has no end record (read to t=4): the run was interrupted or the file was truncated" in out
+    assert "CHECK FAILED" in out
+    assert main(["check", str(p), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["complete"] is False and out["ok"] is False
+    # the same events with their end record: complete and OK
+    _, report = check_trace(write_trace(tmp_path / "whole.jsonl", "q", 3, events))
+    assert report["complete"] is True and report["ok"] is True
+
+
+def test_a_checker_fed_as_the_run_goes_needs_no_end_record():
+    # sim (like run) checks events as they come and closes with finish: no end record
+    # has reached its checker, and a clean run is OK.
+    report = simulate("q", 4, "poisson", requests=30, seed=1, listener=lambda e: None)
+    assert report["ok"] is True and "complete" not in report
 
 
 @pytest.mark.parametrize("content,message", [

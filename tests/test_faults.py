@@ -283,6 +283,50 @@ def run_json(capsys, *argv):
     return status, json.loads(out) if out.strip() else None, err, time.monotonic() - t
 
 
+class CounterOnlyRing:
+    """A virtual ring reduced to its audit-counter file: what do_run needs around a run."""
+
+    def __init__(self, workdir):
+        self.workdir = str(workdir)
+        self.boards = []
+        self.wires = []
+
+    def reset(self, *args):
+        pass
+
+    def stop(self):
+        pass
+
+
+@pytest.mark.parametrize("counter,kind,says", [
+    (91, "safety", "the shared counter is 91 after 92 critical sections: 1 increment(s) lost, so critical "
+                   "sections overlapped"),
+    (93, "audit", "the shared counter is 93 after 92 critical sections: 1 more than the host saw, so entries went "
+                  "unrecorded (their events never reached the host) or a board wrote the counter outside a "
+                  "critical section"),
+])
+def test_the_audit_says_which_way_the_counter_is_off(capsys, monkeypatch, tmp_path, counter, kind, says):
+    # An overlap loses an increment (counter below the entries); a counter above them is not an
+    # overlap but entries the host never saw. The run's report must say which, and fail.
+    from picoring import audit, deploy
+
+    ring = CounterOnlyRing(tmp_path)
+    monkeypatch.setattr(deploy, "start_virtual", lambda *a, **k: ring)
+
+    def fake_run(ports, protocol, workload, args, resetter=None, progress=None, connected=None):
+        connected()
+        with open(audit.path(ring), "w") as f:
+            f.write(str(counter))
+        return {"served": 92, "ok": True, "violations": [], "events_lost": 0, "restarts": []}
+
+    monkeypatch.setattr(cli, "_run_ring", fake_run)
+    status = cli.main(["run", "--virtual", "3", "-k", "92", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 1 and report["ok"] is False and report["audit"]["ok"] is False
+    assert report["violations"][0] == {"kind": kind, "request": None, "node": None, "t": None,
+                                       "message": "audit: " + says}
+
+
 def test_corruption_is_counted_by_the_receiving_board_and_recovered_from(capsys):
     # Q, a few requests; corrupted frames (token, request, claim) are dropped by the CRC. A
     # corrupted token is a lost token: regenerated (docs/recovery.md), every request served,

@@ -2,6 +2,9 @@
 
 import pytest
 
+from picoring import simcore
+from picoring.checker import Checker
+from picoring.firmware.protocol import SEND_TOKEN, NodeS
 from picoring.sim import simulate
 from picoring.workload import Schedule
 
@@ -28,3 +31,42 @@ def test_realized_schedule_replays_the_run(seed, cs_time):
     again = simulate("d", 5, Schedule(5, reqs), cs_time=cs_time)
     for key in ("messages", "max_service_traffic", "latency", "served", "end_time"):
         assert again[key] == first[key]
+
+
+# -- starvation: how long the oldest pending request has waited ---------------------------
+
+@pytest.mark.parametrize("protocol", ["q", "d", "s"])
+def test_requests_far_apart_in_time_are_all_served(protocol):
+    # A quiet ring between two requests is not starving: the second request,
+    # made long after the last entry, must be served and the run reported OK.
+    report = simulate(protocol, 6, Schedule(6, [(10, 0), (5000, 2)]))
+    assert report["served"] == 2 and report["ok"] is True, report.get("stop_reason")
+
+
+@pytest.mark.parametrize("protocol", ["q", "d"])
+def test_a_sparse_poisson_run_is_served_to_the_end(protocol):
+    report = simulate(protocol, 6, "poisson", requests=50, seed=0, rate=0.001)
+    assert report["served"] == 50 and report["quiescent"] is True
+
+
+class SPassesNodeOneOver(NodeS):
+    """S whose node 1 never takes the token for its own request (a planted starvation)."""
+
+    def on_token(self, count, state, seq, epoch):
+        if self.index == 1:
+            self.count, self.state, self.seq, self.epoch = count, state, seq, epoch
+            return SEND_TOKEN
+        return NodeS.on_token(self, count, state, seq, epoch)
+
+
+def test_a_request_passed_over_while_others_are_served_is_starvation():
+    # Node 1 asks at t=0 and is passed over forever while the other nodes keep
+    # entering: the run must stop one starvation horizon after node 1's request,
+    # naming it, however recently somebody else entered.
+    n, cs_time, horizon = 4, 1, 100
+    others = [(t, node) for t in range(5, 2000, 20) for node in (0, 2, 3)]
+    nodes = [SPassesNodeOneOver(i, n) for i in range(n)]
+    out = simcore.run(nodes, Schedule(n, [(0, 1)] + others), cs_time, Checker("s", n), starve_horizon=horizon)
+    assert out["quiescent"] is False
+    assert out["end_time"] == horizon + 1
+    assert "the oldest (node 1, made at t=0)" in out["reason"]

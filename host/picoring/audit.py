@@ -3,7 +3,9 @@
 Every board increments one counter file across its critical section: read at entry,
 written at exit (firmware/main.py, shared_counter). Critical sections that overlap
 lose increments, whatever the protocol claims, so at the end of a run the counter
-must equal the critical sections the run saw complete.
+must equal the critical sections the run saw complete. The two ways it can differ
+mean different things: a counter below the entries lost increments (an overlap),
+one above them counted critical sections the host never saw (see violation).
 """
 
 import os
@@ -38,3 +40,23 @@ def read(ring, report):
     ok = value == entries or (events_lost and value > entries)
     return {"counter": value, "entries": entries, "ok": ok, "unseen_entries": max(value - entries, 0),
             "ended_by_a_restart": crashed}
+
+
+def violation(result):
+    """The checker-style violation a failed audit (a result of read) stands for, or None."""
+    if result["ok"]:
+        return None
+    value, entries = result["counter"], result["entries"]
+    if value is None:
+        kind, message = "audit", "audit: the shared counter could not be read: %s" % result.get("error")
+    elif value < entries:
+        # two sections that overlap both read the same value: one increment is lost
+        kind, message = "safety", (
+            "audit: the shared counter is %d after %d critical sections: %d increment(s) lost, so critical "
+            "sections overlapped" % (value, entries, entries - value))
+    else:
+        kind, message = "audit", (
+            "audit: the shared counter is %d after %d critical sections: %d more than the host saw, so entries "
+            "went unrecorded (their events never reached the host) or a board wrote the counter outside a "
+            "critical section" % (value, entries, value - entries))
+    return {"kind": kind, "request": None, "node": None, "t": None, "message": message}

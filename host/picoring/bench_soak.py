@@ -131,6 +131,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
     ratios = sorted(r["after_ms"] / r["budget_ms"] for r in waited if r["budget_ms"])
     repairs = [r["repair_ms"] for r in regens if r["repair_ms"] is not None]
     frames = sum(w["faults"]["frames"] for w in wires)
+    failed_audit = audit.violation(counter)
     return {
         "protocol": protocol, "n": n, "requests": report["issued"], "faults": plan.describe() if plan else None,
         "restart": None if restart is None else {"board": restart, "done": bool(restarted)},
@@ -160,7 +161,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
         "bad_frames_at_boards": sum((b.get("link_in") or {}).get("bad") or 0 for b in report["boards"]),
         "events_lost": report["events_lost"],
         "notices": report["notices"][:20],
-        "violations": report["violations"][:20],
+        "violations": (([failed_audit] if failed_audit else []) + report["violations"])[:20],
         "ok": (report["safety_violations"] == 0 and counter["ok"] and lost == 0),
     }
 

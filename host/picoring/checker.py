@@ -77,6 +77,7 @@ class Checker:
         self.last_t = 0
         self.quiescent = None
         self.stop_reason = None
+        self.ended = False  # an end record was read: the run that wrote the trace finished
         # recovery (lossy rings)
         self.recovery_msgs = {"claim": 0, "again": 0}
         self.regenerations = []  # dicts: see _regenerated
@@ -154,6 +155,7 @@ class Checker:
             if (event.extra or {}).get("what") == "restarted":
                 self.restarted(event.t, event.node)
         elif ev == "end":
+            self.ended = True
             extra = event.extra or {}
             if "quiescent" in extra:
                 self.quiescent = bool(extra["quiescent"])
@@ -376,6 +378,23 @@ class Checker:
         }
 
 
+def finish_trace(checker):
+    """The report of a checker that has read a whole trace file. A trace without an
+    end record is incomplete, whatever it holds: the run was interrupted or the file
+    cut short, so what it would have shown next is unknown and the verdict is not OK.
+    (A checker fed while a run goes on has no end record yet: it calls finish.)"""
+    report = checker.finish()
+    report["frames_in_flight_at_end"] = checker.total - checker.recv_msgs
+    report["complete"] = checker.ended
+    if not checker.ended:
+        report["violations"].insert(0, {
+            "kind": "incomplete", "request": None, "node": None, "t": checker.last_t,
+            "message": "the trace has no end record (read to t=%s): the run was interrupted or the file "
+                       "was truncated" % checker.last_t})
+        report["ok"] = False
+    return report
+
+
 def check_trace(path):
     """Run the checker over a trace file. Returns (meta, report)."""
     from .trace import TraceReader
@@ -385,6 +404,4 @@ def check_trace(path):
         checker = Checker(meta["protocol"], meta["n"])
         for event in reader:
             checker.feed(event)
-    report = checker.finish()
-    report["frames_in_flight_at_end"] = checker.total - checker.recv_msgs
-    return meta, report
+    return meta, finish_trace(checker)

@@ -243,12 +243,10 @@ def do_run(args):
             report["wires"] = [w.counters() for w in ring.wires]
             report["faults"] = faults.describe() if faults is not None else None
             report["audit"] = audit.read(ring, report)
-            if not report["audit"]["ok"]:
+            failed_audit = audit.violation(report["audit"])
+            if failed_audit is not None:
                 report["ok"] = False
-                report["violations"].insert(0, {
-                    "kind": "safety", "request": None, "node": None, "t": None,
-                    "message": "audit: the shared counter is %s after %d critical sections: they overlapped"
-                               % (report["audit"]["counter"], report["audit"]["entries"])})
+                report["violations"].insert(0, failed_audit)
         else:
             report = _run_ring(ports, args.protocol, workload, args, resetter=resetter, progress=progress)
     except HarnessError as e:

@@ -756,8 +756,11 @@ class RingRun:
                 why = "sent while its board restarted, never taken"
                 report["failed"][why] = report["failed"].get(why, 0) + vanished
             else:
+                # The host only sees req events: a request the board took whose event was lost
+                # looks the same as one the board never read.
                 report["violations"].append({"kind": "liveness", "request": None, "node": None, "t": None,
-                                             "message": "%d requests were sent to the boards and never taken"
+                                             "message": "%d requests were sent to the boards and no req event came "
+                                                        "back for them (not taken, or their events were lost)"
                                                         % vanished})
                 report["ok"] = False
         report.update(source="ring", workload=self.workload.describe(), seed=self.seed, unit_us=self.unit_us,

@@ -14,7 +14,7 @@ own numbers. Files written (DIR/...):
 import json
 import os
 
-from .checker import Checker
+from .checker import Checker, finish_trace
 from .dashmodel import nearest_rank
 from .trace import TraceReader
 
@@ -69,9 +69,7 @@ def read_series(path):
         series = RunSeries(meta["protocol"], meta["n"])
         for event in reader:
             series(event)
-    checker = series.checker
-    report = checker.finish()
-    report["frames_in_flight_at_end"] = checker.total - checker.recv_msgs
+    report = finish_trace(series.checker)
     report.setdefault("source", meta.get("source"))
     if meta.get("workload"):
         report.setdefault("workload", meta["workload"])

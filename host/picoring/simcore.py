@@ -47,7 +47,13 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
     schedule = []  # realized requests (t, node), in order: replays the run as file:PATH
     t_quiet = 0  # last time the ring had nothing left to serve
     msgs_quiet = 0  # messages sent by then
-    t_service = 0  # last critical-section entry (or start)
+    # Starvation is measured by how long the oldest request not yet in its
+    # critical section has waited, not by the time since the last entry: a
+    # quiet gap between requests is not starvation, and entries at other
+    # nodes do not hide a request passed over.
+    unserved = [-1] * n  # per node: index in schedule of its request not yet entered, or -1
+    oldest = 0  # schedule index from which the oldest unserved request is searched
+    t_oldest = None  # time of the oldest request not yet entered, or None
     closed = workload.closed_loop
     rests = nodes[0].uses_requests  # Q and D can rest; S cannot
     steps = 0
@@ -74,12 +80,16 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                 tracer.frame(t, "send", i, 1, p)
 
     def enter(i, t):
-        nonlocal t_service
+        nonlocal oldest, t_oldest
         observer.count_to(tok, req)
         observer.enter(t, i)
         if tracer:
             tracer.event(t, "enter", i)
-        t_service = t
+        unserved[i] = -1
+        # requests are made in time order: skip the entered ones (amortized O(1))
+        while oldest < len(schedule) and unserved[schedule[oldest][1]] != oldest:
+            oldest += 1
+        t_oldest = schedule[oldest][0] if oldest < len(schedule) else None
         if cs_time == 0:
             leave(i, t)
         else:
@@ -106,8 +116,11 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             msgs_quiet = tok + req
 
     def make_request(i, t):
-        nonlocal pending
+        nonlocal pending, t_oldest
         pending += 1
+        unserved[i] = len(schedule)
+        if t_oldest is None:
+            t_oldest = t
         schedule.append((t, i))
         observer.count_to(tok, req)
         observer.request(t, i)
@@ -138,8 +151,8 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             if exits and exits[0][0] - 1 < stop:
                 stop = exits[0][0] - 1
             if pending:
-                if t_service + starve_horizon + 1 < stop:
-                    stop = t_service + starve_horizon + 1
+                if t_oldest is not None and t_oldest + starve_horizon + 1 < stop:
+                    stop = t_oldest + starve_horizon + 1
             elif n_deferred == 0 and nt is None and (not closed or workload.exhausted):
                 if t_quiet + quiesce_horizon + 1 < stop:
                     stop = t_quiet + quiesce_horizon + 1
@@ -272,9 +285,11 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             quiescent = False
             reason = ("every request was served by t=%d but frames were still moving at t=%d" % (t_quiet, t))
             break
-        elif pending and t - t_service > starve_horizon:
+        elif t_oldest is not None and t - t_oldest > starve_horizon:
             quiescent = False
-            reason = ("%d request(s) pending and no critical-section entry since t=%d (now t=%d)" % (pending, t_service, t))
+            first = schedule[oldest]
+            reason = ("%d request(s) pending; the oldest (node %d, made at t=%d) is still waiting at t=%d, "
+                      "past the starvation horizon of %d time units" % (pending, first[1], first[0], t, starve_horizon))
             break
         if progress is not None:
             steps += 1
