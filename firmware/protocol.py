@@ -64,10 +64,21 @@ ACTIVE = const(1)
 TOKEN_FIELDS = ("count", "state", "seq", "epoch")
 
 
+# Entry numbers (seq) wrap at 2**30, as frame.SEQ_MASK sends them: on the rp2 port a
+# larger int is a heap object, and seq is updated at every critical-section entry.
+SEQ_MASK = const(0x3FFFFFFF)
+
+
 def newer(a, b):
     """True when epoch a is later than epoch b (16-bit serial numbers, RFC 1982)."""
     d = (a - b) & 0xFFFF
     return 0 < d < 0x8000
+
+
+def seq_later(a, b):
+    """True when entry number a is later than b (30-bit serial numbers, RFC 1982)."""
+    d = (a - b) & SEQ_MASK
+    return 0 < d < 0x20000000
 
 
 class Node:
@@ -134,7 +145,7 @@ class Node:
     def _enter(self):
         self.pending = False
         self.in_cs = True
-        self.seq = (self.seq + 1) & 0xFFFFFFFF
+        self.seq = (self.seq + 1) & SEQ_MASK
         return ENTER_CS
 
     def _pass(self):
@@ -253,8 +264,7 @@ class Node:
                 self.fresh = False
                 self.known_epoch = epoch
                 self.known_owner = OWNER_TOKEN
-                if seq > self.seq:
-                    self.seq = seq
+                self.seq = seq  # the highest round the ring (a fresh node's own is meaningless)
                 if self.starting and epoch == 0:
                     return self._claim()  # no token has ever existed: make the first
                 self.starting = False
@@ -262,7 +272,7 @@ class Node:
             if self.fresh or epoch != self.known_epoch or self.known_owner != origin:
                 return 0  # overtaken by a later claim, or a token was seen meanwhile
             # Our claim went round without meeting the token: make a new one.
-            if seq > self.seq:
+            if seq_later(seq, self.seq):
                 self.seq = seq
             self.known_owner = OWNER_TOKEN
             self.epoch = epoch
@@ -273,7 +283,7 @@ class Node:
                 return self.give_token() | REGENERATED
             self.starting = False
             return self._regenerate() | REGENERATED
-        if seq < self.seq:
+        if not self.fresh and seq_later(self.seq, seq):
             seq = self.seq
         if join:
             if not self.fresh and newer(self.known_epoch, epoch):

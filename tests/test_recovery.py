@@ -8,7 +8,7 @@ import pytest
 
 from picoring.firmware.protocol import (
     ACTIVE, CHECK, DISCARDED, ENTER_CS, OWNER_TOKEN, REGENERATED, SEND_AGAIN, SEND_CLAIM, SEND_REQUEST,
-    SEND_TOKEN, make_node, newer,
+    SEND_TOKEN, SEQ_MASK, make_node, newer, seq_later,
 )
 
 
@@ -155,6 +155,29 @@ def test_a_lost_token_is_regenerated_once_and_entries_keep_increasing(protocol):
     assert [i for i, _ in r.entries][-2:] == [1, 2]
     assert all(x.known_epoch == 1 for x in r.nodes)
     r.assert_entries_increase()
+
+
+def test_entry_numbers_wrap_at_30_bits_and_a_claim_keeps_the_later_one():
+    # A board never holds a long int (rp2 small ints are 30-bit): entry numbers wrap at
+    # 2**30 and compare as serial numbers, also when a claim collects the highest one.
+    assert seq_later(0, SEQ_MASK) and not seq_later(SEQ_MASK, 0) and seq_later(5, 4)
+    r = Ring("q", 3)
+    for node in r.nodes:
+        node.seq = SEQ_MASK - 1
+    r.request(1)
+    r.run()
+    r.request(2)
+    r.run()
+    assert r.entries == [(1, SEQ_MASK), (2, 0)]
+    r.request(0)
+    while not any(f[0] == "token" for f in r.links[2]):
+        r.deliver(next(i for i in range(3) if r.links[i]))
+    assert r.drop(2)[0] == "token"
+    r.run()
+    r.timeout(0)
+    r.run()
+    # node 0 last saw SEQ_MASK - 1, node 1 SEQ_MASK, node 2 made 0: the new token goes on from 0
+    assert r.entries == [(1, SEQ_MASK), (2, 0), (0, 1)]
 
 
 def test_a_claim_that_meets_the_resting_token_ends_there_and_restamps_it():
