@@ -86,7 +86,8 @@ F_JOIN = const(18)
 F_NONCE = const(19)
 F_PROBE = const(20)
 F_LSEQ = const(21)
-_ST_SIZE = const(22)
+_CRC = const(22)  # CRC-16 of the bytes decoded so far (over a whole frame with its CRC: 0)
+_ST_SIZE = const(23)
 _COUNT_MASK = const(0x3FFFFFFF)
 
 
@@ -194,6 +195,8 @@ def scan_py(src, raw, st):
     ln = st[_LEN]
     left = st[_LEFT]
     code = st[_CODE]
+    c = st[_CRC]
+    t = _CRC_TABLE
     while i < end:
         b = src[i]
         i += 1
@@ -205,10 +208,12 @@ def scan_py(src, raw, st):
                 raw[ln] = b
                 ln += 1
                 left -= 1
+                c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
             else:
                 if code != 0xFF:
                     raw[ln] = 0
                     ln += 1
+                    c = ((c << 8) & 0xFFFF) ^ t[c >> 8]
                 code = b
                 left = b - 1
             continue
@@ -217,26 +222,31 @@ def scan_py(src, raw, st):
         st[_LEN] = 0
         st[_LEFT] = 0
         st[_CODE] = 0xFF
+        st[_CRC] = 0xFFFF
         if st[_JUNK]:
             st[_JUNK] = 0
             return _bad_py(st, BAD_LEN)
         if left:
             return _bad_py(st, BAD_COBS)  # the last block is cut short
         if ln == 0 and code == 0xFF:
+            c = 0xFFFF
             continue  # back-to-back delimiters: idle line, nothing to count
         # (a lone code byte 01 is the COBS of an empty frame: too short, counted)
-        return _check_py(raw, ln, st)
+        return _check_py(raw, ln, st, c)
     st[S_POS] = i
     st[_LEN] = ln
     st[_LEFT] = left
     st[_CODE] = code
+    st[_CRC] = c
     return 0
 
 
-def _check_py(raw, ln, st):
+def _check_py(raw, ln, st, crc):
+    """A whole frame in raw[0:ln]; crc: the CRC over all of it, its own CRC included,
+    which is 0 for an intact frame (CRC-16/CCITT-FALSE has no final XOR)."""
     if ln < 4:
         return _bad_py(st, BAD_LEN)
-    if crc16_py(raw, ln - 2) != (raw[ln - 2] << 8) | raw[ln - 1]:
+    if crc:
         return _bad_py(st, BAD_CRC)
     kind = raw[0]
     if kind == TOKEN:
@@ -393,6 +403,7 @@ try:
         ln = v[_LEN]
         left = v[_LEFT]
         code = v[_CODE]
+        c = v[_CRC]
         while i < end:
             b = s[i]
             i += 1
@@ -404,10 +415,12 @@ try:
                     r[ln] = b
                     ln += 1
                     left -= 1
+                    c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
                 else:
                     if code != 0xFF:
                         r[ln] = 0
                         ln += 1
+                        c = ((c << 8) & 0xFFFF) ^ t[c >> 8]
                     code = b
                     left = b - 1
                 continue
@@ -415,6 +428,7 @@ try:
             v[_LEN] = 0
             v[_LEFT] = 0
             v[_CODE] = 0xFF
+            v[_CRC] = 0xFFFF
             reason = -1
             kind = 0
             if v[_JUNK]:
@@ -423,16 +437,12 @@ try:
             elif left:
                 reason = BAD_COBS
             elif ln == 0 and code == 0xFF:
+                c = 0xFFFF
                 continue
             elif ln < 4:
                 reason = BAD_LEN
             else:
-                c = 0xFFFF
-                k = 0
-                while k < ln - 2:
-                    c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ r[k]]
-                    k += 1
-                if c != (r[ln - 2] << 8) | r[ln - 1]:
+                if c:
                     reason = BAD_CRC
                 else:
                     kind = r[0]
@@ -480,6 +490,7 @@ try:
         v[_LEN] = ln
         v[_LEFT] = left
         v[_CODE] = code
+        v[_CRC] = c
         return 0
 
     crc16 = crc16_viper
@@ -586,6 +597,7 @@ class Decoder:
         self.raw = bytearray(_MAX_RAW + 2)
         self.st = _int_array(_ST_SIZE)
         self.st[_CODE] = 0xFF
+        self.st[_CRC] = 0xFFFF
         self._src = b""
 
     def reset_counters(self):

@@ -253,11 +253,11 @@ class NodeLoop:
     @micropython.native
     def _receive(self, n):
         """Decode the n bytes in rx and act on every frame in them."""
-        t = self.ticks_us()
         st = self._dst
         st[_POS] = 0  # the bytes to scan
         st[_END] = n
         k = scan(self.rx, self._draw, st)
+        t = self.ticks_us() if k else 0  # (at a slow baud most reads end no frame)
         while k:
             if k == _TOKEN:
                 self._on_token(t)

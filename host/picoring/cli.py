@@ -98,10 +98,12 @@ def do_check(args):
 
 def argparse_bench(sub):
     p = sub.add_parser("bench", help="measure: sim (simulator vs SimPy), ring (firmware hop rate), dash, "
-                                     "soak (recovery under faults)")
-    p.add_argument("what", choices=("sim", "dash", "ring", "soak"))
+                                     "soak (recovery under faults), chip (the node loop on an emulated RP2040)")
+    p.add_argument("what", choices=("sim", "dash", "ring", "soak", "chip"))
     p.add_argument("--quick", action="store_true", help="smaller runs (seconds, not minutes)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--rp2040", metavar="DIR", help="chip only: the rp2040 tools (default $PICORING_RP2040 or "
+                                                   "../shared/rp2040 beside the source tree)")
     soak = p.add_argument_group("soak only (docs/recovery.md)")
     soak.add_argument("--protocol", "-p", choices=RING_PROTOCOLS, help="default d")
     soak.add_argument("-n", type=int, help="virtual boards (default 5)")
@@ -129,6 +131,10 @@ def do_bench(args):
         from . import bench_soak
 
         return bench_soak.main(args)
+    if args.what == "chip":
+        from . import bench_chip
+
+        return bench_chip.main(args)
     return bench.main(args)
 
 
