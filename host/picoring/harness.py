@@ -34,6 +34,19 @@ class HarnessError(RuntimeError):
     """A problem with the boards or the ports; the message names the port."""
 
 
+REPLY_TIMEOUT_S = 3.0  # a command's reply, on a real Pico
+
+
+def slowness(rates):
+    """How many times longer than on a real Pico a wait for the boards should be: the inverse of
+    the slowest measured clock rate (BoardLink.clock_rate), never below 1 (a real board) nor
+    above 30. Boot and ring-forming deadlines are chip-time budgets; on emulated Picos chip time
+    runs slower than wall time when this machine is busy, and a deadline in wall time that
+    assumed a real board would fire while the boards are still making progress."""
+    rates = [r for r in rates if r]
+    return min(30.0, max(1.0, 1.0 / min(rates))) if rates else 1.0
+
+
 def now_us():
     return time.monotonic_ns() // 1000
 
@@ -89,6 +102,7 @@ class BoardLink:
         self.writes_dropped = 0  # writes while the port was gone (bytes: bytes_dropped)
         self.bytes_dropped = 0
         self.tap = None  # tap(index, "rx"|"tx", bytes): a copy of the traffic (the pytest plugin's log)
+        self.slowness = 1.0  # wall time per board time (slowness()): scales the default reply timeout
 
     def _open_port(self):
         if serial is None:
@@ -189,13 +203,16 @@ class BoardLink:
             self.bytes_dropped += len(data)
         self._lost(ser, "on write", error)
 
-    def command(self, word, *args, expect=None, timeout=3.0):
+    def command(self, word, *args, expect=None, timeout=None):
         """Send a command and wait for the reply line that starts with `expect`."""
         expect = expect or word
         self.write(encode_command(word, *args))
         return self.wait_reply(expect, timeout)
 
-    def wait_reply(self, word, timeout=3.0):
+    def wait_reply(self, word, timeout=None):
+        """The next reply line `word`; timeout in seconds, by default REPLY_TIMEOUT_S of board time."""
+        if timeout is None:
+            timeout = REPLY_TIMEOUT_S * self.slowness
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -235,6 +252,24 @@ class BoardLink:
                 best = (rtt, offset)
         self.rtt, self.offset = best
         return best
+
+    def clock_rate(self, span_s=0.3, timeout=3.0):
+        """How fast the board's clock runs against the host's (board us per host us), from two
+        pings span_s apart: 1.0 on a real Pico; below 1 on an emulated one that this machine
+        cannot keep in real time (3 busy emulated Picos: about 0.2). None if the board does
+        not answer pings (it is not running the firmware)."""
+        try:
+            samples = []
+            for k in range(2):
+                if k:
+                    time.sleep(span_s)
+                t0 = now_us()
+                t1, reply = self.command("ping", 90 + k, expect="pong", timeout=timeout)
+                samples.append(((t0 + t1) // 2, self.unwrap(int(reply.text.split()[1]))))
+        except (HarnessError, ValueError, IndexError):
+            return None
+        (h0, b0), (h1, b1) = samples
+        return (b1 - b0) / (h1 - h0) if h1 > h0 and b1 > b0 else None
 
     def host_time(self, tick):
         """Host us of a board tick (mod 2**30), through this board's unwrapper."""
@@ -379,6 +414,8 @@ class RingRun:
         self.restarts = [0] * self.n
         self.unsent = {}  # reason -> requests that never left the host
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
+        self.restart_timeout_s = 15.0  # per board's !hello, and for the ring to form: on a real Pico
+        self.slowness = 1.0  # measured in connect(): wall time per board time, at least 1
 
     # -- setup --
     def connect(self):
@@ -386,7 +423,12 @@ class RingRun:
             link = BoardLink(i, port, self.inbox, self.n)
             link.tap = self.tap
             self.links.append(link.open())
-        self.restart_ring()
+        # The boards normally run the firmware already: how fast their clocks run says how
+        # long their restart may take in wall time (a board at its REPL answers no ping: 1).
+        self.slowness = slowness([link.clock_rate() for link in self.links])
+        for link in self.links:
+            link.slowness = self.slowness
+        self.restart_ring(timeout=self.restart_timeout_s * self.slowness)
         self.check_ring()
         for link in self.links:
             link.align()
