@@ -20,7 +20,7 @@ import re
 import time
 
 from . import boarddefs, deploy
-from .harness import BoardLink, HarnessError, drain, slowness
+from .harness import BoardLink, HarnessError, clock_rates, drain, slowness
 from .hostlink import CTRL_C
 from .ports import PortError
 
@@ -239,7 +239,7 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
         try:
             restart(link, t)
             results[i]["ver"] = confirm(link, results[i]["config"], fw, confirm_timeout * slowness(rates))
-            rates.append(link.clock_rate())
+            rates += clock_rates([link])
         except (HarnessError, PortError) as e:
             states[i]["state"] += "; did not start the firmware as configured"
             fail(i, "restarted but not confirmed: %s" % e)

@@ -37,9 +37,24 @@ class HarnessError(RuntimeError):
 REPLY_TIMEOUT_S = 3.0  # a command's reply, on a real Pico
 
 
+def clock_rates(links, span_s=0.1):
+    """How fast each board's clock runs against the host's (board us per host us), from two
+    pings span_s apart: about 1 on a real Pico; below 1 on an emulated one that this machine
+    cannot keep in real time (3 busy emulated Picos: 0.2 on an idle 2-core machine, 0.05 seen
+    on a busy one). None for a board that does not answer pings."""
+    first = [link.clock_sample() for link in links]
+    time.sleep(span_s)
+    rates = []
+    for link, a in zip(links, first):
+        b = link.clock_sample() if a else None
+        ok = a and b and b[0] > a[0] and b[1] > a[1]
+        rates.append((b[1] - a[1]) / (b[0] - a[0]) if ok else None)
+    return rates
+
+
 def slowness(rates):
     """How many times longer than on a real Pico a wait for the boards should be: the inverse of
-    the slowest measured clock rate (BoardLink.clock_rate), never below 1 (a real board) nor
+    the slowest measured clock rate (clock_rates), never below 1 (a real board) nor
     above 30. Boot and ring-forming deadlines are chip-time budgets; on emulated Picos chip time
     runs slower than wall time when this machine is busy, and a deadline in wall time that
     assumed a real board would fire while the boards are still making progress."""
@@ -253,23 +268,15 @@ class BoardLink:
         self.rtt, self.offset = best
         return best
 
-    def clock_rate(self, span_s=0.3, timeout=3.0):
-        """How fast the board's clock runs against the host's (board us per host us), from two
-        pings span_s apart: 1.0 on a real Pico; below 1 on an emulated one that this machine
-        cannot keep in real time (3 busy emulated Picos: about 0.2). None if the board does
-        not answer pings (it is not running the firmware)."""
+    def clock_sample(self, timeout=3.0):
+        """(host us, board us) at one ping's midpoint; None if the board does not answer pings
+        (it is not running the firmware)."""
         try:
-            samples = []
-            for k in range(2):
-                if k:
-                    time.sleep(span_s)
-                t0 = now_us()
-                t1, reply = self.command("ping", 90 + k, expect="pong", timeout=timeout)
-                samples.append(((t0 + t1) // 2, self.unwrap(int(reply.text.split()[1]))))
+            t0 = now_us()
+            t1, reply = self.command("ping", 90, expect="pong", timeout=timeout)
+            return (t0 + t1) // 2, self.unwrap(int(reply.text.split()[1]))
         except (HarnessError, ValueError, IndexError):
             return None
-        (h0, b0), (h1, b1) = samples
-        return (b1 - b0) / (h1 - h0) if h1 > h0 and b1 > b0 else None
 
     def host_time(self, tick):
         """Host us of a board tick (mod 2**30), through this board's unwrapper."""
@@ -425,7 +432,7 @@ class RingRun:
             self.links.append(link.open())
         # The boards normally run the firmware already: how fast their clocks run says how
         # long their restart may take in wall time (a board at its REPL answers no ping: 1).
-        self.slowness = slowness([link.clock_rate() for link in self.links])
+        self.slowness = slowness(clock_rates(self.links))
         for link in self.links:
             link.slowness = self.slowness
         self.restart_ring(timeout=self.restart_timeout_s * self.slowness)
