@@ -500,6 +500,13 @@ class RingRun:
     def run(self):
         n = self.n
         wl = self.workload
+        # Waits in board time, scaled to wall time by the boards' measured slowness (connect):
+        # how long the wires need to drain before the ring counts as quiet (the adversarial
+        # workload then asks behind the resting token), and how long without progress is a
+        # stall, or frames still moving after the last service.
+        slow = self.slowness
+        settle_us, quiesce_us, stall_us = (int(x * slow) for x in (self.settle_us, self.quiesce_timeout_us,
+                                                                     self.stall_timeout_us))
         rests = self.protocol != "s"
         outstanding = [0] * n  # injected and not yet through its critical section
         deferred = [0] * n
@@ -634,7 +641,7 @@ class RingRun:
                     last_progress = now
                 was_busy = busy
                 # Recovery may legitimately take a few of the boards' current timeouts.
-                if busy and now - last_progress > max(self.stall_timeout_us, 3 * longest_timeout):
+                if busy and now - last_progress > max(stall_us, 3 * longest_timeout * slow):
                     waited = (now - last_progress) / 1e6
                     self.stalled = {"outstanding": sum(outstanding), "queued": sum(deferred),
                                     "not_issued": wl.total - wl.issued, "seconds": round(waited, 1)}
@@ -644,8 +651,8 @@ class RingRun:
                     break
                 # Quiet: nothing in flight. Frames lost on a lossy ring never arrive, so
                 # there the wait is longer instead of sends == recvs.
-                quiet = (not busy and (now - last_event > self.settle_us and (sends == recvs or not rests)
-                                       or lossy and now - last_event > 3 * self.settle_us))
+                quiet = (not busy and (now - last_event > settle_us and (sends == recvs or not rests)
+                                       or lossy and now - last_event > 3 * settle_us))
                 # 4. closed loop
                 if quiet and wl.closed_loop and not wl.exhausted:
                     i = wl.on_quiescent(t_units, self._holder(tokens, holder) if rests else holder)
@@ -663,8 +670,7 @@ class RingRun:
                     elif quiet:
                         quiescent = True
                         break
-                    elif now - last_event > self.quiesce_timeout_us or (
-                            last_exit is not None and now - last_exit > self.quiesce_timeout_us):
+                    elif now - last_event > quiesce_us or (last_exit is not None and now - last_exit > quiesce_us):
                         quiescent = False
                         reason = "every request was served but frames were still moving %.1f s later" % (
                             (now - (last_exit or t0)) / 1e6)
