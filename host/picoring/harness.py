@@ -56,8 +56,9 @@ def slowness(rates):
     """How many times longer than on a real Pico a wait for the boards should be: the inverse of
     the slowest measured clock rate (clock_rates), never below 1 (a real board) nor above 100
     (1/57 was measured on a 2-core machine running 3 other test suites). Boot and ring-forming
-    deadlines are chip-time budgets; on emulated Picos chip time runs slower than wall time when this machine is busy, and a deadline in wall time that
-    assumed a real board would fire while the boards are still making progress."""
+    deadlines are chip-time budgets; on emulated Picos chip time runs slower than wall time
+    when this machine is busy, and a deadline in wall time that assumed a real board would
+    fire while the boards are still making progress."""
     rates = [r for r in rates if r]
     return min(100.0, max(1.0, 1.0 / min(rates))) if rates else 1.0
 
