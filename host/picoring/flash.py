@@ -20,7 +20,7 @@ import re
 import time
 
 from . import boarddefs, deploy
-from .harness import BoardLink, HarnessError, drain
+from .harness import BoardLink, HarnessError, clock_rates, drain, slowness
 from .hostlink import CTRL_C
 from .ports import PortError
 
@@ -227,14 +227,19 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                       "copied": summary["copied"], "up_to_date": summary["up_to_date"], "identity": ident,
                       "copy_s": round(time.monotonic() - t0, 2)}
     # Start position 0 last: it creates the token, which should find the others running.
+    # Each board that started is a clock for the next one's deadline: a board boots while the
+    # boards started before it run the firmware, and on emulated Picos that load slows chip
+    # time against wall time (harness.slowness); a real Pico's clock gives 1.
     index_of = {positions[i]: i for i in range(n)}
+    rates = []
     for i in (index_of[p] for p in deploy.start_order(n)):
         t = targets[i]
         t0 = time.monotonic()
         link = open_link(positions[i], t, tap=tap)
         try:
             restart(link, t)
-            results[i]["ver"] = confirm(link, results[i]["config"], fw, confirm_timeout)
+            results[i]["ver"] = confirm(link, results[i]["config"], fw, confirm_timeout * slowness(rates))
+            rates += clock_rates([link])
         except (HarnessError, PortError) as e:
             states[i]["state"] += "; did not start the firmware as configured"
             fail(i, "restarted but not confirmed: %s" % e)

@@ -34,6 +34,35 @@ class HarnessError(RuntimeError):
     """A problem with the boards or the ports; the message names the port."""
 
 
+REPLY_TIMEOUT_S = 3.0  # a command's reply, on a real Pico
+
+
+def clock_rates(links, span_s=0.1):
+    """How fast each board's clock runs against the host's (board us per host us), from two
+    pings span_s apart: about 1 on a real Pico; below 1 on an emulated one that this machine
+    cannot keep in real time (3 busy emulated Picos: 0.2 on an idle 2-core machine, 0.02 to
+    0.05 seen on a busy one). None for a board that does not answer pings."""
+    first = [link.clock_sample() for link in links]
+    time.sleep(span_s)
+    rates = []
+    for link, a in zip(links, first):
+        b = link.clock_sample() if a else None
+        ok = a and b and b[0] > a[0] and b[1] > a[1]
+        rates.append((b[1] - a[1]) / (b[0] - a[0]) if ok else None)
+    return rates
+
+
+def slowness(rates):
+    """How many times longer than on a real Pico a wait for the boards should be: the inverse of
+    the slowest measured clock rate (clock_rates), never below 1 (a real board) nor above 100
+    (1/57 was measured on a 2-core machine running 3 other test suites). Boot and ring-forming
+    deadlines are chip-time budgets; on emulated Picos chip time runs slower than wall time
+    when this machine is busy, and a deadline in wall time that assumed a real board would
+    fire while the boards are still making progress."""
+    rates = [r for r in rates if r]
+    return min(100.0, max(1.0, 1.0 / min(rates))) if rates else 1.0
+
+
 def now_us():
     return time.monotonic_ns() // 1000
 
@@ -89,6 +118,7 @@ class BoardLink:
         self.writes_dropped = 0  # writes while the port was gone (bytes: bytes_dropped)
         self.bytes_dropped = 0
         self.tap = None  # tap(index, "rx"|"tx", bytes): a copy of the traffic (the pytest plugin's log)
+        self.slowness = 1.0  # wall time per board time (slowness()): scales the default reply timeout
 
     def _open_port(self):
         if serial is None:
@@ -189,13 +219,16 @@ class BoardLink:
             self.bytes_dropped += len(data)
         self._lost(ser, "on write", error)
 
-    def command(self, word, *args, expect=None, timeout=3.0):
+    def command(self, word, *args, expect=None, timeout=None):
         """Send a command and wait for the reply line that starts with `expect`."""
         expect = expect or word
         self.write(encode_command(word, *args))
         return self.wait_reply(expect, timeout)
 
-    def wait_reply(self, word, timeout=3.0):
+    def wait_reply(self, word, timeout=None):
+        """The next reply line `word`; timeout in seconds, by default REPLY_TIMEOUT_S of board time."""
+        if timeout is None:
+            timeout = REPLY_TIMEOUT_S * self.slowness
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -235,6 +268,16 @@ class BoardLink:
                 best = (rtt, offset)
         self.rtt, self.offset = best
         return best
+
+    def clock_sample(self, timeout=3.0):
+        """(host us, board us) at one ping's midpoint; None if the board does not answer pings
+        (it is not running the firmware)."""
+        try:
+            t0 = now_us()
+            t1, reply = self.command("ping", 90, expect="pong", timeout=timeout)
+            return (t0 + t1) // 2, self.unwrap(int(reply.text.split()[1]))
+        except (HarnessError, ValueError, IndexError):
+            return None
 
     def host_time(self, tick):
         """Host us of a board tick (mod 2**30), through this board's unwrapper."""
@@ -379,6 +422,8 @@ class RingRun:
         self.restarts = [0] * self.n
         self.unsent = {}  # reason -> requests that never left the host
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
+        self.restart_timeout_s = 15.0  # per board's !hello, and for the ring to form: on a real Pico
+        self.slowness = 1.0  # measured in connect(): wall time per board time, at least 1
 
     # -- setup --
     def connect(self):
@@ -386,7 +431,12 @@ class RingRun:
             link = BoardLink(i, port, self.inbox, self.n)
             link.tap = self.tap
             self.links.append(link.open())
-        self.restart_ring()
+        # The boards normally run the firmware already: how fast their clocks run says how
+        # long their restart may take in wall time (a board at its REPL answers no ping: 1).
+        self.slowness = slowness(clock_rates(self.links))
+        for link in self.links:
+            link.slowness = self.slowness
+        self.restart_ring(timeout=self.restart_timeout_s * self.slowness)
         self.check_ring()
         for link in self.links:
             link.align()
@@ -451,6 +501,13 @@ class RingRun:
     def run(self):
         n = self.n
         wl = self.workload
+        # Waits in board time, scaled to wall time by the boards' measured slowness (connect):
+        # how long the wires need to drain before the ring counts as quiet (the adversarial
+        # workload then asks behind the resting token), and how long without progress is a
+        # stall, or frames still moving after the last service.
+        slow = self.slowness
+        settle_us, quiesce_us, stall_us = (int(x * slow) for x in (self.settle_us, self.quiesce_timeout_us,
+                                                                     self.stall_timeout_us))
         rests = self.protocol != "s"
         outstanding = [0] * n  # injected and not yet through its critical section
         deferred = [0] * n
@@ -585,7 +642,7 @@ class RingRun:
                     last_progress = now
                 was_busy = busy
                 # Recovery may legitimately take a few of the boards' current timeouts.
-                if busy and now - last_progress > max(self.stall_timeout_us, 3 * longest_timeout):
+                if busy and now - last_progress > max(stall_us, 3 * longest_timeout * slow):
                     waited = (now - last_progress) / 1e6
                     self.stalled = {"outstanding": sum(outstanding), "queued": sum(deferred),
                                     "not_issued": wl.total - wl.issued, "seconds": round(waited, 1)}
@@ -595,8 +652,8 @@ class RingRun:
                     break
                 # Quiet: nothing in flight. Frames lost on a lossy ring never arrive, so
                 # there the wait is longer instead of sends == recvs.
-                quiet = (not busy and (now - last_event > self.settle_us and (sends == recvs or not rests)
-                                       or lossy and now - last_event > 3 * self.settle_us))
+                quiet = (not busy and (now - last_event > settle_us and (sends == recvs or not rests)
+                                       or lossy and now - last_event > 3 * settle_us))
                 # 4. closed loop
                 if quiet and wl.closed_loop and not wl.exhausted:
                     i = wl.on_quiescent(t_units, self._holder(tokens, holder) if rests else holder)
@@ -614,8 +671,7 @@ class RingRun:
                     elif quiet:
                         quiescent = True
                         break
-                    elif now - last_event > self.quiesce_timeout_us or (
-                            last_exit is not None and now - last_exit > self.quiesce_timeout_us):
+                    elif now - last_event > quiesce_us or (last_exit is not None and now - last_exit > quiesce_us):
                         quiescent = False
                         reason = "every request was served but frames were still moving %.1f s later" % (
                             (now - (last_exit or t0)) / 1e6)

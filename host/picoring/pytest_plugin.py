@@ -9,6 +9,8 @@ environment with picoring installed gets:
     --ring-virtual N        N virtual boards (the default, N = 4, so the suite runs anywhere)
     --ring-board NAME       board type for flash (boards/*.toml; default pico)
     --ring-baud B           UART baud of the ring (default: the board file's)
+    --ring-flashed PROTO    the boards already run the firmware for PROTO (`picoring flash` with the
+                            same --ring-board and --ring-baud): the first flash for it is skipped
     --ring-log-dir DIR      where each test's serial traffic is saved (default .pytest_cache/d/picoring-serial)
 
   fixtures (session scope: boards are flashed once per protocol, not per test):
@@ -41,6 +43,10 @@ def pytest_addoption(parser):
     g.addoption("--ring-board", default="pico", metavar="NAME", help="board type for flashing (default pico)")
     g.addoption("--ring-baud", type=int, metavar="B", help="UART baud of the ring (default: the board file's)")
     g.addoption("--ring-log-dir", metavar="DIR", help="save each test's serial traffic here")
+    g.addoption("--ring-flashed", metavar="PROTOCOL",
+                help="the boards given by --ring-ports/--ring-file already run the firmware for PROTOCOL, flashed "
+                     "by `picoring flash` with the same board and baud: tests that need it do not flash again "
+                     "(each run still checks every board's !hello)")
 
 
 def pytest_configure(config):
@@ -48,6 +54,8 @@ def pytest_configure(config):
     given = [x for x in (o.ring_ports, o.ring_file, o.ring_virtual) if x]
     if len(given) > 1:
         raise pytest.UsageError("give one of --ring-ports, --ring-file, --ring-virtual")
+    if o.ring_flashed and not (o.ring_ports or o.ring_file):
+        raise pytest.UsageError("--ring-flashed is for boards given by --ring-ports or --ring-file")
     config._picoring_traffic = Traffic()
 
 
@@ -151,7 +159,7 @@ class Ring:
     """A ring of boards for tests: flashes through picoring.flash (the `picoring flash` path,
     mpremote included) once per configuration, and runs workloads through the harness."""
 
-    def __init__(self, targets, board="pico", baud=None, traffic=None, virtual=None):
+    def __init__(self, targets, board="pico", baud=None, traffic=None, virtual=None, flashed=None):
         self.targets = targets
         self.ports = [t.port for t in targets]
         self.n = len(targets)
@@ -159,7 +167,7 @@ class Ring:
         self.baud = baud
         self.virtual = virtual  # the VirtualRing, if the boards are virtual
         self.traffic = traffic
-        self.flashed = None
+        self.flashed = flashed  # (protocol, cs_us) the boards run, if known
         self.flash_results = None
 
     def tap(self, ports=None):
@@ -239,4 +247,5 @@ def ring(request, boards):
     """A Ring over `boards`: call ring.flash(protocol) or ring.run(protocol, workload, requests)."""
     o = request.config.option
     return Ring(boards, board=o.ring_board, baud=o.ring_baud, traffic=request.config._picoring_traffic,
-                virtual=getattr(request.config, "_picoring_virtual", None))
+                virtual=getattr(request.config, "_picoring_virtual", None),
+                flashed=(o.ring_flashed, 0) if o.ring_flashed else None)

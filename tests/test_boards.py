@@ -1,0 +1,54 @@
+"""End to end on Pico firmware: real Raspberry Pi Picos, or emulated ones.
+
+These tests run only on boards given by --ring-ports or --ring-file (marker
+`boards`). CI (.ci/run) gives them 3 emulated Picos running upstream MicroPython
+for the rp2 port (../shared/rp2040/ring 3, flashed by `picoring flash --baud
+1000000`) when that folder is there; by hand:
+
+    P=$(../shared/rp2040/ring 3 --detach | head -n 1)
+    picoring flash --ports $P --protocol q --baud 1000000
+    pytest -m boards --ring-ports $P --ring-baud 1000000 --ring-flashed q
+
+Virtual boards (the unix port, the default ring of the other tests) would pass
+them too, and would hide what they are here for: the rp2 port's 30-bit small
+ints and small heap, its UART driver, and a chip 100 to 200 times slower than
+the unix port on x86. So without boards they are skipped, with a reason.
+"""
+
+import pytest
+
+from conftest import ROOT
+from picoring.sim import simulate
+
+pytestmark = pytest.mark.boards
+
+RP2040 = ROOT.parent / "shared" / "rp2040"
+
+
+@pytest.fixture
+def board_ring(request):
+    """The `ring` fixture, only over real (or emulated) boards."""
+    o = request.config.option
+    if not (o.ring_ports or o.ring_file):
+        where = ("it is at %s: run .ci/run, or see this module's doc" % RP2040 if RP2040.is_dir()
+                 else "there is no %s here" % RP2040)
+        pytest.skip("needs Picos: real boards (--ring-ports or --ring-file) or emulated ones (.ci/run starts "
+                    "../shared/rp2040/ring 3 when that folder exists; %s); virtual boards run the unix port, "
+                    "which hides the rp2 port's 30-bit ints, heap and speed" % where)
+    return request.getfixturevalue("ring")
+
+
+@pytest.mark.parametrize("protocol", ["q", "d"])
+def test_adversarial_exact_message_counts(board_ring, protocol):
+    """The lower-bound construction (a request at the node just behind the resting token):
+    Q takes exactly n messages per request, corrected D exactly 2n - 1, as in the
+    simulator, on the boards' own firmware."""
+    ring, n, k = board_ring, board_ring.n, 12
+    report = ring.run(protocol, "adversarial", k, seed=3)
+    assert report["ok"], report["violations"]
+    assert report["served"] == k and report["events_lost"] == 0 and report["safety_violations"] == 0
+    per_request = n if protocol == "q" else 2 * n - 1
+    assert report["messages"]["total"] == k * per_request
+    sim = simulate(protocol, n, "adversarial", requests=k, seed=3)
+    assert report["messages"] == sim["messages"]
+    assert report["max_service_traffic"] == sim["max_service_traffic"]
