@@ -215,12 +215,16 @@ class Checker:
         if seq is not None:
             # The token counts entries; a second live token repeats or reverses the count.
             if self.last_entry_seq is not None and seq <= self.last_entry_seq:
+                # A board that dies holding the token takes the last entry number with it, and
+                # the regenerated token repeats it (docs/recovery.md): forgiven if every board
+                # that made a number >= seq restarts before entering again (the survivors rule).
                 culprits = [y for y, m in self._entry_max.items() if m >= seq]
-                if self.faults_at is not None and culprits:
-                    # A board that dies holding the token takes the last entry number with
-                    # it, and the regenerated token repeats it (docs/recovery.md): forgiven
-                    # if every board that made a number >= seq restarts before entering again.
-                    self._suspect_seqs.append([t, node, seq, set(culprits)])
+                if not culprits:
+                    # Every board that made such a number has restarted already: the
+                    # host saw the restart before the repeat.
+                    self.entry_numbers_reused += 1
+                elif self.faults_at is not None:
+                    self._suspect_seqs.append([t, node, seq, set(culprits)])  # until they restart
                 else:
                     self._entry_violation(t, node, seq, self.last_entry_seq)
             for suspect in self._suspect_seqs:
