@@ -12,6 +12,16 @@ frame sent on it (links are FIFO). Among the events that causality leaves free,
 the estimated host time decides. So "node A left its critical section, then
 node B entered" is exact whenever the token carried the permission from A to
 B, and the checker's safety verdict does not depend on clock error.
+
+That needs every send whose receive is merged to be merged too. A run therefore
+starts from the boards' boot: they are restarted before it, no frame exists before
+a board's boot, so each board's events since its hello line form a history with no
+half-messages. The events up to the board's reply to the run's first !flush pair
+the links but are not part of the run (the ring's forming, S's circulating token).
+A receive the merger still has to place without its send (events lost) is reported
+(causal_forced, a run condition), never a silent fallback to clock estimates.
+A board that restarts mid-run starts a new clock: its events wait for a clock
+sample of the new incarnation before they are placed.
 """
 
 import queue
@@ -76,8 +86,9 @@ class BoardLink:
         self.inbox = inbox
         self.parser = LineParser(board=index, size=size)
         self.unwrap = TickUnwrapper()
-        self.offset = None  # board us - host us, from pings
+        self.offset = None  # board us - host us, from pings; None: not known for this incarnation
         self.rtt = None
+        self.booted_at = 0  # host us of this incarnation's hello: older pings say nothing of its clock
         self.replies = queue.Queue()
         self._stop = threading.Event()
         self._thread = None
@@ -240,10 +251,14 @@ class BoardLink:
         """Host us of a board tick (mod 2**30), through this board's unwrapper."""
         return self.unwrap(tick) - self.offset
 
-    def board_restarted(self):
-        """The board said hello again: its clock started over (its event numbering too,
-        which the parser follows by itself on the hello line)."""
+    def board_restarted(self, at=None):
+        """The board said hello again (host us `at`): its clock started over (its event
+        numbering too, which the parser follows by itself on the hello line), so the
+        offset of the previous incarnation says nothing about it (a Pico counts from 0)."""
         self.unwrap = TickUnwrapper()
+        self.offset = None
+        self.rtt = None
+        self.booted_at = now_us() if at is None else at
 
     def counters(self):
         return {"connected": self.connected, "disconnects": self.disconnects, "reconnects": self.reconnects,
@@ -278,9 +293,11 @@ class CausalMerger:
         self.received = [0] * n
         self.last_t = 0
         self.forced = 0  # recvs released without their send (events lost)
+        self.forced_links = [0] * n  # the same, per link
 
-    def push(self, board, t, event):
-        self.queues[board].append((t, event))
+    def push(self, board, t, event, counted=True):
+        """counted=False: the event only pairs its link (before the run); release() skips it."""
+        self.queues[board].append((t, event, counted))
 
     def _ready(self, board, event):
         if event.ev != "recv":
@@ -298,7 +315,7 @@ class CausalMerger:
             for b, q in enumerate(self.queues):
                 if not q:
                     continue
-                t, e = q[0]
+                t, e, _ = q[0]
                 if horizon is not None and t > horizon:
                     continue
                 if not self._ready(b, e):
@@ -314,15 +331,18 @@ class CausalMerger:
                 # A recv whose send never came: lost events. Place it rather than stall.
                 if final or (horizon is not None and t < now - self.stall_us):
                     self.forced += 1
+                    self.forced_links[(b - 1) % self.n] += 1
                     best = blocked_oldest
                 else:
                     return out
             t, b = best
-            _, e = self.queues[b].popleft()
+            _, e, counted = self.queues[b].popleft()
             if e.ev == "send":
                 self.sent[b] += 1
             elif e.ev == "recv":
                 self.received[(b - 1) % self.n] += 1
+            if not counted:
+                continue
             t = max(t, self.last_t)
             self.last_t = t
             out.append((t, e))
@@ -379,6 +399,10 @@ class RingRun:
         self.restarts = [0] * self.n
         self.unsent = {}  # reason -> requests that never left the host
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
+        self.t0 = None  # host us of the run's start: trace time 0
+        # per board: events waiting for the board's clock offset (after a restart), in order,
+        # as (host us it arrived, BoardEvent, counted)
+        self.unplaced = [[] for _ in range(self.n)]
 
     # -- setup --
     def connect(self):
@@ -407,7 +431,7 @@ class RingRun:
             else:
                 link.write(b"\x04")  # Ctrl-D at the REPL: soft reset, main.py runs again
             t, hello = link.wait_reply("hello", timeout)
-            link.board_restarted()
+            link.board_restarted(t)
             self.board_info[i]["hello"] = hello.fields
         self.wait_formed(timeout)
 
@@ -475,11 +499,15 @@ class RingRun:
         ping_sent = {}
         lossy = False  # a frame went bad or missing, or recovery acted: frames may never arrive
         longest_timeout = 0  # us: the longest recovery timeout a board has reported firing
+        self.t0 = t0
+        # The inbox holds everything since the boards' restart: each board's events from its
+        # hello on pair the links (a consistent cut, module doc); up to its flush reply they
+        # are the ring's start-up (join and claim rounds, S's token), not part of the run.
         for link in self.links:
-            link.command("flush")  # the ring's start-up (join and claim rounds) is not part of the run
-        drain(self.inbox)  # hello lines and pongs of the set-up are not part of the run
-        for link in self.links:
+            link.write(encode_command("flush"))
             link.write(encode_command("zero"))
+        since_boot = [[] for _ in range(n)]  # per board: start-up events since its last hello
+        in_run = [False] * n
 
         def inject(i):
             link = self.links[i]
@@ -505,6 +533,17 @@ class RingRun:
                         break
                     if isinstance(item, HarnessError):
                         raise item
+                    if not in_run[b] and not isinstance(item, LinkNotice):
+                        if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
+                            since_boot[b].append(item)
+                        elif isinstance(item, Reply) and item.word == "hello":
+                            since_boot[b] = []  # what came before is another incarnation's
+                        elif isinstance(item, Reply) and item.word == "flush":
+                            in_run[b] = True
+                            for e in since_boot[b]:
+                                self._place(b, t_rx, e, counted=False)
+                            since_boot[b] = []
+                        continue
                     if isinstance(item, LinkNotice):
                         # The USB link went away or came back (the board may run on meanwhile).
                         self._notice(b, now - t0, item.word, item.text)
@@ -518,7 +557,7 @@ class RingRun:
                             # the request it had pending is gone with its memory: reported failed.
                             lossy = True
                             tokens[b] = 0
-                            self._restarted(b, now - t0, outstanding[b])
+                            self._restarted(b, now - t0, outstanding[b], t_rx)
                             outstanding[b] = 0
                             next_ping = now  # its clock started again: a fresh offset soon
                             continue
@@ -563,7 +602,7 @@ class RingRun:
                         last_progress = now
                     if e.ev in MERGED_EVENTS:
                         last_event = now
-                        self.merger.push(b, self.links[b].host_time(e.tick_us) - t0, e)
+                        self._place(b, t_rx, e)
                 # 2. into the checker and the trace, in causal order
                 self._deliver(self.merger.release(now - t0))
                 busy = any(outstanding) or any(deferred)
@@ -651,7 +690,8 @@ class RingRun:
                 if isinstance(item, BoardEvent) and item.ev == "bad":
                     self._count_bad(b, item)
                 if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
-                    self.merger.push(b, self.links[b].host_time(item.tick_us) - t0, item)
+                    self._place(b, t_rx, item, counted=in_run[b])
+            self._align_restarted()
             self._final_status()
             self._deliver(self.merger.release(now_us() - t0, final=True))
             end_t = self.merger.last_t
@@ -663,21 +703,54 @@ class RingRun:
         self.checker.last_t = self.merger.last_t
         return self._report(quiescent, reason)
 
-    def _restarted(self, b, t, failed):
-        self.links[b].board_restarted()
+    def _restarted(self, b, t, failed, t_rx=None):
+        self._place_unplaced(b)  # the previous incarnation's, before its clock is forgotten
+        self.links[b].board_restarted(t_rx)
         self.restarts[b] += 1
         text = "%s: the board restarted; it rejoins the ring" % self.ports[b]
         if failed:
             text += "; its pending request is reported failed"
         for _ in range(failed):
-            self.merger.push(b, t, BoardEvent(b, None, None, "fail", aux={"reason": "board restarted"}))
+            self._place(b, None, BoardEvent(b, None, None, "fail", aux={"reason": "board restarted"}), host_t=t)
         self._notice(b, t, "restarted", text)
 
     def _notice(self, b, t, word, text):
         """Something the host saw happen to a board, for the trace and the report."""
         self.notices.append(text)
         self.link_events.append({"t": t, "board": b, "what": word, "text": text})
-        self.merger.push(b, t, BoardEvent(b, None, None, "notice", aux={"what": word, "text": text}))
+        self._place(b, None, BoardEvent(b, None, None, "notice", aux={"what": word, "text": text}), host_t=t)
+
+    def _place(self, b, t_rx, e, counted=True, host_t=None):
+        """Into the merger at the host time of its board tick (host_t: the host's own event),
+        or held, in the board's order, while the board's clock offset is unknown."""
+        if self.links[b].offset is None or self.unplaced[b]:
+            self.unplaced[b].append((t_rx, e, counted, host_t))
+            return
+        self.merger.push(b, self.links[b].host_time(e.tick_us) - self.t0 if host_t is None else host_t, e, counted)
+
+    def _place_unplaced(self, b):
+        held, self.unplaced[b] = self.unplaced[b], []
+        link = self.links[b]
+        for t_rx, e, counted, host_t in held:
+            if host_t is None:
+                # no clock for it (the run ended first): when it reached the host, a bound
+                host_t = (link.host_time(e.tick_us) if link.offset is not None else t_rx) - self.t0
+            self.merger.push(b, host_t, e, counted)
+
+    def _align_restarted(self):
+        """At the end: a board that restarted and has not answered a ping since is asked now."""
+        for b, link in enumerate(self.links):
+            if link.offset is None and link.connected:
+                drain(link.replies)
+                try:
+                    link.align(samples=3)
+                except HarnessError as e:
+                    self.notices.append("%s: its clock could not be aligned after its restart: %s" % (link.port, e))
+            if self.unplaced[b]:
+                if link.offset is None:
+                    self.notices.append("%s: %d events placed at the time they reached the host (no clock sample "
+                                        "since the board restarted)" % (link.port, len(self.unplaced[b])))
+                self._place_unplaced(b)
 
     def _count_bad(self, b, e):
         reason = e.aux if isinstance(e.aux, str) else "?"
@@ -699,10 +772,16 @@ class RingRun:
             return
         link = self.links[b]
         t_sent = ping_sent[int(parts[0])]
+        if t_sent < link.booted_at:
+            return  # sent to an earlier incarnation: its answer may come from either clock
         rtt = t_rx - t_sent
         tick = link.unwrap(int(parts[1]))
+        if link.offset is None:  # a restarted board: the first sample of its new clock, however slow
+            link.rtt = rtt
         if rtt <= max(2 * (link.rtt or 0), 2000):  # a slow answer says little about the offset
             link.offset = tick - (t_sent + t_rx) // 2
+            if self.unplaced[b]:
+                self._place_unplaced(b)
 
     def _holder(self, tokens, last_token_recv):
         """The board holding the token at rest, from the token balance of the events seen;
@@ -772,7 +851,26 @@ class RingRun:
             report["violations"].append({"kind": "events", "request": None, "node": None, "t": None,
                                          "message": "%d events were lost between the boards and the host: the counts are incomplete" % lost})
             report["ok"] = False
+        report["run_conditions"] = self._run_conditions(report)
         return report
+
+    def _run_conditions(self, report):
+        """What went wrong with the run itself rather than with the protocol: each one makes
+        the verdict less than certain, and all but the explained ones make it not OK."""
+        conditions = []
+        for link, k in enumerate(self.merger.forced_links):
+            if not k:
+                continue
+            # A board that dies loses the events it had not flushed, its sends among them.
+            explained = self.restarts[link] > 0
+            conditions.append({
+                "kind": "order", "link": link, "count": k, "explained": explained,
+                "message": "%d frame(s) received on link %d were placed without their send%s: their order is a "
+                           "clock estimate, and so is the safety verdict around them"
+                           % (k, link, " (board %d restarted and lost its unsent events)" % link if explained else "")})
+            if not explained:
+                report["ok"] = False
+        return conditions
 
     def close(self):
         for link in self.links:
