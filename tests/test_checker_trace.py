@@ -212,3 +212,14 @@ def test_a_number_repeated_after_a_restart_is_still_checked_against_the_survivor
     c.feed(Event(8, "enter", 0, payload={"seq": 84, "epoch": 3}))
     rep = c.finish()
     assert rep["safety_violations"] == 1 and "entry number 84" in rep["violations"][0]["message"]
+
+
+def test_events_lost_in_a_usb_outage_end_that_boards_critical_section_unseen():
+    c, Event = _lossy_checker()
+    c.feed(Event(2, "enter", 0, payload={"seq": 5, "epoch": 0}))  # its exit goes nowhere
+    c.feed(Event(3, "notice", 0, extra={"what": "events lost", "text": "..."}))
+    c.feed(Event(4, "enter", 1, payload={"seq": 6, "epoch": 0}))
+    c.feed(Event(5, "exit", 1))
+    rep = c.finish()
+    assert rep["safety_violations"] == 0 and rep["ok"], rep["violations"]
+    assert rep["recovery"]["events_lost_at"] == [(3, 0)]

@@ -96,6 +96,7 @@ class Checker:
         self.restarts = 0
         self.crashed_in_cs = 0  # critical sections ended by their board's restart
         self.entry_numbers_reused = 0  # after the board that held them restarted
+        self.events_lost_at = []  # (t, node): the host lost node's events there (USB link down)
 
     # -- counters ---------------------------------------------------------
     @property
@@ -151,8 +152,11 @@ class Checker:
         elif ev == "fail":
             self.fail(event.t, event.node, (event.extra or {}).get("reason", "unknown"))
         elif ev == "notice":
-            if (event.extra or {}).get("what") == "restarted":
+            what = (event.extra or {}).get("what")
+            if what == "restarted":
                 self.restarted(event.t, event.node)
+            elif what == "events lost":
+                self.events_lost(event.t, event.node)
         elif ev == "end":
             extra = event.extra or {}
             if "quiescent" in extra:
@@ -294,6 +298,16 @@ class Checker:
                 self.entry_numbers_reused += 1
         self._suspect_seqs = [x for x in self._suspect_seqs if x[3]]
 
+    def events_lost(self, t, node):
+        """The host lost some of node's events (its USB link was down; the board ran on): a
+        critical section it was in may have ended unseen. Only its own: what the others did
+        is still checked against it."""
+        self._faults(t)
+        self.events_lost_at.append((t, node))
+        if self.in_cs == node:
+            self.in_cs = None
+        self._suspect_overlaps = [x for x in self._suspect_overlaps if x[1] != node]
+
     def _entry_violation(self, t, node, seq, before):
         self.safety_violations += 1
         self._violate("safety", None, node, t, "node %d entered with token entry number %d%s: not strictly increasing "
@@ -373,6 +387,7 @@ class Checker:
                 "restarts": self.restarts,
                 "critical_sections_ended_by_a_restart": self.crashed_in_cs,
                 "entry_numbers_reused_after_a_restart": self.entry_numbers_reused,
+                "events_lost_at": list(self.events_lost_at),
             },
             "quiescent": self.quiescent,
             "violations": list(self.violations),

@@ -208,13 +208,17 @@ class BoardLink:
 
     def wait_reply(self, word, timeout=3.0):
         deadline = time.monotonic() + timeout
+        garbage_before = sum(self.parser.garbage.values())  # what it said earlier is not the answer
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 if not self.connected:
                     raise HarnessError("%s: no %r reply within %.1f s: the port is gone (disconnected %d times)"
                                        % (self.port, word, timeout, self.disconnects))
-                seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-3:])
+                # Only the lines since the command: the REPL banner of the run's own Ctrl-C at its
+                # start once made a board that was merely slow look as if it had left the firmware.
+                new = min(sum(self.parser.garbage.values()) - garbage_before, 3)
+                seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-new:]) if new > 0 else ""
                 raise HarnessError(
                     "%s: no %r reply within %.1f s (is it a picoring board running the firmware? %s)"
                     % (self.port, word, timeout, ("it sent: " + seen) if seen else "it sent nothing readable"))
@@ -351,6 +355,9 @@ class CausalMerger:
 # -- the run -----------------------------------------------------------------
 
 
+# Why a request is failed when its board's events of it were lost with its USB link.
+UNSEEN_IN_OUTAGE = "its events were lost while its board's USB link was down"
+
 # Board events that go through the causal merger (the rest are handled as they come).
 MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout")
 
@@ -403,6 +410,9 @@ class RingRun:
         # per board: events waiting for the board's clock offset (after a restart), in order,
         # as (host us it arrived, BoardEvent, counted)
         self.unplaced = [[] for _ in range(self.n)]
+        self.resync_status = {}  # board -> its !status after an outage, applied at its flush reply
+        self.unseen_in_outage = 0  # requests failed by _resync
+        self.host_lagged = []  # the host could not get an answer in time: run conditions
 
     # -- setup --
     def connect(self):
@@ -507,6 +517,7 @@ class RingRun:
             link.write(encode_command("flush"))
             link.write(encode_command("zero"))
         since_boot = [[] for _ in range(n)]  # per board: start-up events since its last hello
+        resync_due = set()  # boards whose events were lost in a USB outage: ask them their state
         in_run = [False] * n
 
         def inject(i):
@@ -547,8 +558,14 @@ class RingRun:
                     if isinstance(item, LinkNotice):
                         # The USB link went away or came back (the board may run on meanwhile).
                         self._notice(b, now - t0, item.word, item.text)
+                        if item.word == "reconnected":
+                            resync_due.add(b)  # what it did meanwhile may never reach the host
                         continue
                     if isinstance(item, Reply):
+                        if item.word == "flush" and b in self.resync_status:
+                            # every event the board made before the status is in now
+                            self._resync(b, self.resync_status.pop(b), outstanding, now - t0)
+                            continue
                         if item.word == "pong":
                             self._clock_sample(b, t_rx, item, ping_sent)
                             continue
@@ -565,6 +582,12 @@ class RingRun:
                             self.notices.append("%s: %s" % (self.ports[b], item.text))
                         continue
                     e = item
+                    if e.lost_in_outage:
+                        # The board ran on while its USB link was down, and what it said went
+                        # nowhere: the checker learns where, and the host asks the board itself.
+                        self._notice(b, now - t0, "events lost", "%s: %d events were lost while its USB link was "
+                                     "down" % (self.ports[b], e.lost_in_outage))
+                        resync_due.add(b)
                     if e.ev == "send":
                         sends += 1
                         if e.kind == "token":
@@ -588,9 +611,6 @@ class RingRun:
                         # counted failed, is served by the new incarnation: never below 0)
                         outstanding[b] = max(outstanding[b] - 1, 0)
                         last_exit = now
-                        if deferred[b]:
-                            deferred[b] -= 1
-                            inject(b)
                     elif e.ev == "reject":
                         self.notices.append("%s: a request was refused (one already outstanding)" % self.ports[b])
                     elif e.ev == "bad":
@@ -603,6 +623,15 @@ class RingRun:
                     if e.ev in MERGED_EVENTS:
                         last_event = now
                         self._place(b, t_rx, e)
+                for b in sorted(resync_due):
+                    self._ask_after_outage(b)
+                resync_due.clear()
+                for b in range(n):
+                    # the next request queued behind a served one (one whose link is down
+                    # fails at once, with its reason, and the next one is tried)
+                    while deferred[b] and not outstanding[b]:
+                        deferred[b] -= 1
+                        inject(b)
                 # 2. into the checker and the trace, in causal order
                 self._deliver(self.merger.release(now - t0))
                 busy = any(outstanding) or any(deferred)
@@ -675,12 +704,15 @@ class RingRun:
             while not all(link.connected for link in self.links) and time.monotonic() < deadline:
                 time.sleep(0.05)
             for link in self.links:
+                drain(link.replies)  # an earlier flush reply must not stand for this one
                 try:
                     link.command("flush")
                 except HarnessError as e:
                     if link.connected:
-                        raise
-                    self.notices.append("%s: no final flush: %s" % (link.port, e))
+                        # a condition of the run (its last events may be missing), not a crash
+                        self.host_lagged.append("%s: no final flush: %s" % (link.port, e))
+                    else:
+                        self.notices.append("%s: no final flush: %s" % (link.port, e))
             time.sleep(0.05)
             while True:
                 try:
@@ -692,7 +724,7 @@ class RingRun:
                 if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
                     self._place(b, t_rx, item, counted=in_run[b])
             self._align_restarted()
-            self._final_status()
+            self._final_status(now_us() - t0)
             self._deliver(self.merger.release(now_us() - t0, final=True))
             end_t = self.merger.last_t
             if self.writer is not None:
@@ -702,6 +734,34 @@ class RingRun:
                 self.writer.close()
         self.checker.last_t = self.merger.last_t
         return self._report(quiescent, reason)
+
+    def _ask_after_outage(self, b):
+        """Flush the board and ask its state; applied when its flush reply comes through the
+        inbox, after every event it made before (self._resync)."""
+        link = self.links[b]
+        drain(link.replies)
+        try:
+            link.command("flush")
+            self.resync_status[b] = link.command("status")[1].fields
+        except HarnessError as e:
+            if not link.connected:
+                return  # gone again: asked again when it is back
+            # the host (or the board) is too slow to answer in time: a condition of the run
+            self.host_lagged.append("%s: no answer after its USB link came back: %s" % (link.port, e))
+
+    def _resync(self, b, status, outstanding, t):
+        """Requests the host counts outstanding at a board that has none pending nor in its
+        critical section: their events were lost with the USB link (or the request itself was,
+        written just before the link went). Failed, with that reason. Returns how many."""
+        k = outstanding[b]
+        if not k or status.get("pend") or status.get("cs"):
+            return 0
+        outstanding[b] = 0
+        self.unseen_in_outage += k
+        for _ in range(k):  # (the checker counts the ones whose req it saw; _report the rest)
+            self._place(b, None, BoardEvent(b, None, None, "fail", aux={"reason": UNSEEN_IN_OUTAGE}), host_t=t)
+        self.notices.append("%s: %d request(s) failed: %s" % (self.ports[b], k, UNSEEN_IN_OUTAGE))
+        return k
 
     def _restarted(self, b, t, failed, t_rx=None):
         self._place_unplaced(b)  # the previous incarnation's, before its clock is forgotten
@@ -756,15 +816,22 @@ class RingRun:
         reason = e.aux if isinstance(e.aux, str) else "?"
         self.bad_events[b][reason] = self.bad_events[b].get(reason, 0) + 1
 
-    def _final_status(self):
-        """Each board's counters (bad frames by reason, frames received) since the run's !zero."""
+    def _final_status(self, t):
+        """Each board's counters (bad frames by reason, frames received) since the run's !zero;
+        and the events it made that never arrived, when no later event showed the gap."""
         for i, link in enumerate(self.links):
             try:
                 _, reply = link.command("status")
             except HarnessError as e:
                 self.notices.append("%s: no final status: %s" % (link.port, e))
                 continue
-            self.final_status[i] = reply.fields
+            f = self.final_status[i] = reply.fields
+            if isinstance(f.get("eseq"), int) and isinstance(f.get("pending"), int) and not f.get("dropped"):
+                in_outages = link.parser.missing_in_outages
+                lost = link.parser.expect_next(f["eseq"] - f["pending"])
+                if lost and link.parser.missing_in_outages > in_outages:
+                    self._notice(i, t, "events lost", "%s: %d events were lost while its USB link was down"
+                                 % (link.port, lost))
 
     def _clock_sample(self, b, t_rx, reply, ping_sent):
         parts = reply.text.split()
@@ -812,10 +879,11 @@ class RingRun:
         lost = 0
         for link in self.links:
             p = link.parser
-            lost += p.missing
+            lost += p.missing - p.missing_in_outages
             entry = {
                 "port": link.port, "position": link.index, "clock_rtt_us": link.rtt, "events": p.events,
-                "events_lost": p.missing, "garbage_lines": dict(p.garbage),
+                "events_lost": p.missing, "events_lost_in_usb_outages": p.missing_in_outages,
+                "garbage_lines": dict(p.garbage),
                 # frames that arrived broken on the link from the previous board and were dropped
                 "bad_frame_events": dict(self.bad_events[link.index]),
             }
@@ -831,8 +899,8 @@ class RingRun:
             report["failed"][why] = report["failed"].get(why, 0) + k
         vanished = self.workload.issued - report["requests"] - sum(self.unsent.values())
         if vanished > 0:
-            if any(self.restarts):
-                why = "sent while its board restarted, never taken"
+            if any(self.restarts) or self.unseen_in_outage:
+                why = UNSEEN_IN_OUTAGE if self.unseen_in_outage else "sent while its board restarted, never taken"
                 report["failed"][why] = report["failed"].get(why, 0) + vanished
             else:
                 report["violations"].append({"kind": "liveness", "request": None, "node": None, "t": None,
@@ -858,16 +926,32 @@ class RingRun:
         """What went wrong with the run itself rather than with the protocol: each one makes
         the verdict less than certain, and all but the explained ones make it not OK."""
         conditions = []
+        for link in self.links:
+            k = link.parser.missing_in_outages
+            if k:  # explained: the board ran on and its USB output had nowhere to go
+                conditions.append({
+                    "kind": "usb_outage", "board": link.index, "count": k, "explained": True,
+                    "message": "%s: %d events were lost while its USB link was down: what that board did meanwhile "
+                               "is not in the trace (the others' events are, and are checked)" % (link.port, k)})
+        for text in self.host_lagged:
+            conditions.append({"kind": "host", "explained": False, "message": text})
+            report["ok"] = False
         for link, k in enumerate(self.merger.forced_links):
             if not k:
                 continue
-            # A board that dies loses the events it had not flushed, its sends among them.
-            explained = self.restarts[link] > 0
+            # A board that dies loses the events it had not flushed, its sends among them; one
+            # whose USB link is down loses what it says meanwhile.
+            why = []
+            if self.restarts[link]:
+                why.append("board %d restarted and lost its unsent events" % link)
+            if self.links[link].parser.missing_in_outages:
+                why.append("board %d's events were lost while its USB link was down" % link)
+            explained = bool(why)
             conditions.append({
                 "kind": "order", "link": link, "count": k, "explained": explained,
                 "message": "%d frame(s) received on link %d were placed without their send%s: their order is a "
                            "clock estimate, and so is the safety verdict around them"
-                           % (k, link, " (board %d restarted and lost its unsent events)" % link if explained else "")})
+                           % (k, link, " (%s)" % "; ".join(why) if why else "")})
             if not explained:
                 report["ok"] = False
         return conditions
