@@ -736,13 +736,15 @@ class RingRun:
         return self._report(quiescent, reason)
 
     def _ask_after_outage(self, b):
-        """Flush the board and ask its state; applied when its flush reply comes through the
-        inbox, after every event it made before (self._resync)."""
+        """Ask the board its state, then flush it; the state is applied when the flush reply
+        comes through the inbox, after every event the board made before the state (so a
+        request it served in between was still pending in that state: self._resync)."""
         link = self.links[b]
         drain(link.replies)
         try:
+            status = link.command("status")[1].fields
             link.command("flush")
-            self.resync_status[b] = link.command("status")[1].fields
+            self.resync_status[b] = status
         except HarnessError as e:
             if not link.connected:
                 return  # gone again: asked again when it is back
