@@ -137,3 +137,19 @@ def test_a_restarted_boards_events_wait_for_a_sample_of_its_new_clock():
     run._clock_sample(2, 1_102_500, Reply(2, "pong", "8 2000"), {8: 1_101_500})  # tick 2000 at host 1_102_000
     placed = [(t, e.ev) for t, e, _ in run.merger.queues[2]]
     assert placed == [(1_000_000, "send"), (1_100_000, "notice"), (1_101_000, "recv")]
+
+
+def test_a_link_whose_sender_lost_sends_is_placed_by_time_not_by_a_wrong_pairing():
+    # Board 0's USB link was down: its sends on link 0 are lost in unknown number. Pairing by
+    # counts would hold board 1's receives for board 0's next sends (a ring round late).
+    from picoring.harness import CausalMerger
+    from picoring.hostlink import BoardEvent
+
+    merger = CausalMerger(3)
+    merger.unpair(0)
+    merger.push(1, 10, BoardEvent(1, 0, 0, "recv", link=0, kind="token"))
+    merger.push(1, 11, BoardEvent(1, 1, 0, "enter"))
+    merger.push(0, 50, BoardEvent(0, 0, 0, "send", link=0, kind="token"))
+    out = merger.release(1_000_000)
+    assert [(t, e.ev) for t, e in out] == [(10, "recv"), (11, "enter"), (50, "send")]
+    assert merger.forced_links == [1, 0, 0]  # reported: its order is a clock estimate

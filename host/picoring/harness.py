@@ -298,6 +298,12 @@ class CausalMerger:
         self.last_t = 0
         self.forced = 0  # recvs released without their send (events lost)
         self.forced_links = [0] * n  # the same, per link
+        # links whose sender lost send events of unknown number (its USB link was down): their
+        # counts no longer pair, so their receives are placed by time (and counted as forced)
+        self.unpaired = [False] * n
+
+    def unpair(self, link):
+        self.unpaired[link] = True
 
     def push(self, board, t, event, counted=True):
         """counted=False: the event only pairs its link (before the run); release() skips it."""
@@ -307,7 +313,7 @@ class CausalMerger:
         if event.ev != "recv":
             return True
         link = (board - 1) % self.n
-        return self.sent[link] > self.received[link]
+        return self.unpaired[link] or self.sent[link] > self.received[link]
 
     def release(self, now, final=False):
         """Events that can be placed now, in order, as (t, BoardEvent)."""
@@ -345,6 +351,9 @@ class CausalMerger:
                 self.sent[b] += 1
             elif e.ev == "recv":
                 self.received[(b - 1) % self.n] += 1
+                if self.unpaired[(b - 1) % self.n] and best is not blocked_oldest:
+                    self.forced += 1
+                    self.forced_links[(b - 1) % self.n] += 1
             if not counted:
                 continue
             t = max(t, self.last_t)
@@ -585,8 +594,7 @@ class RingRun:
                     if e.lost_in_outage:
                         # The board ran on while its USB link was down, and what it said went
                         # nowhere: the checker learns where, and the host asks the board itself.
-                        self._notice(b, now - t0, "events lost", "%s: %d events were lost while its USB link was "
-                                     "down" % (self.ports[b], e.lost_in_outage))
+                        self._events_lost(b, now - t0, e.lost_in_outage)
                         resync_due.add(b)
                     if e.ev == "send":
                         sends += 1
@@ -751,10 +759,21 @@ class RingRun:
             # the host (or the board) is too slow to answer in time: a condition of the run
             self.host_lagged.append("%s: no answer after its USB link came back: %s" % (link.port, e))
 
+    def _events_lost(self, b, t, k):
+        """k of board b's events went nowhere while its USB link was down: the checker is told
+        there, and the link b sends on can no longer be paired by counts (module doc)."""
+        self._notice(b, t, "events lost", "%s: %d events were lost while its USB link was down" % (self.ports[b], k))
+        self.merger.unpair(b)
+
     def _resync(self, b, status, outstanding, t):
         """Requests the host counts outstanding at a board that has none pending nor in its
         critical section: their events were lost with the USB link (or the request itself was,
         written just before the link went). Failed, with that reason. Returns how many."""
+        if isinstance(status.get("eseq"), int) and isinstance(status.get("pending"), int) and not status.get("dropped"):
+            # events lost with nothing after them to show the gap
+            lost = self.links[b].parser.expect_next(status["eseq"] - status["pending"])
+            if lost:
+                self._events_lost(b, t, lost)
         k = outstanding[b]
         if not k or status.get("pend") or status.get("cs"):
             return 0
@@ -832,8 +851,7 @@ class RingRun:
                 in_outages = link.parser.missing_in_outages
                 lost = link.parser.expect_next(f["eseq"] - f["pending"])
                 if lost and link.parser.missing_in_outages > in_outages:
-                    self._notice(i, t, "events lost", "%s: %d events were lost while its USB link was down"
-                                 % (link.port, lost))
+                    self._events_lost(i, t, lost)
 
     def _clock_sample(self, b, t_rx, reply, ping_sent):
         parts = reply.text.split()
