@@ -207,3 +207,50 @@ def test_a_repeated_entry_number_of_a_board_that_lives_on_is_a_violation():
     c2.feed(Event(4, "enter", 1, payload={"seq": 5, "epoch": 1}))
     rep = c2.finish()  # never resolved: a violation
     assert rep["safety_violations"] == 1
+
+
+def test_a_number_repeated_after_its_maker_restarted_is_forgiven():
+    # Board 2 enters with 85 and dies holding the token; the host sees the restart *before*
+    # the regenerated token repeats 85 (here at board 2 itself, its first entry since).
+    c, Event = _lossy_checker()
+    c.feed(Event(1, "req", 2))
+    c.feed(Event(2, "enter", 2, payload={"seq": 85, "epoch": 2}))
+    c.feed(Event(3, "exit", 2))
+    c.feed(Event(4, "notice", 2, extra={"what": "restarted", "text": "..."}))
+    c.feed(Event(5, "regen", 2, payload={"count": 2, "state": 0, "seq": 85, "epoch": 3}))
+    c.feed(Event(5, "req", 2))
+    c.feed(Event(6, "enter", 2, payload={"seq": 85, "epoch": 3}))
+    c.feed(Event(7, "exit", 2))
+    c.feed(Event(8, "enter", 0, payload={"seq": 86, "epoch": 3}))
+    c.feed(Event(9, "exit", 0))
+    c.feed(Event(10, "enter", 1, payload={"seq": 87, "epoch": 3}))
+    c.feed(Event(11, "exit", 1))
+    rep = c.finish()
+    assert rep["safety_violations"] == 0 and rep["ok"], rep["violations"]
+    assert rep["recovery"]["entry_numbers_reused_after_a_restart"] == 1
+
+
+def test_a_number_repeated_after_a_restart_is_still_checked_against_the_survivors():
+    # Board 2 made 85 and restarted, but board 1 made 84 and lives on: a repeat of 84 is not
+    # explained by the restart.
+    c, Event = _lossy_checker()
+    c.feed(Event(1, "req", 2))
+    c.feed(Event(2, "enter", 1, payload={"seq": 84, "epoch": 2}))
+    c.feed(Event(3, "exit", 1))
+    c.feed(Event(4, "enter", 2, payload={"seq": 85, "epoch": 2}))
+    c.feed(Event(5, "exit", 2))
+    c.feed(Event(6, "notice", 2, extra={"what": "restarted", "text": "..."}))
+    c.feed(Event(8, "enter", 0, payload={"seq": 84, "epoch": 3}))
+    rep = c.finish()
+    assert rep["safety_violations"] == 1 and "entry number 84" in rep["violations"][0]["message"]
+
+
+def test_events_lost_in_a_usb_outage_end_that_boards_critical_section_unseen():
+    c, Event = _lossy_checker()
+    c.feed(Event(2, "enter", 0, payload={"seq": 5, "epoch": 0}))  # its exit goes nowhere
+    c.feed(Event(3, "notice", 0, extra={"what": "events lost", "text": "..."}))
+    c.feed(Event(4, "enter", 1, payload={"seq": 6, "epoch": 0}))
+    c.feed(Event(5, "exit", 1))
+    rep = c.finish()
+    assert rep["safety_violations"] == 0 and rep["ok"], rep["violations"]
+    assert rep["recovery"]["events_lost_at"] == [(3, 0)]

@@ -392,11 +392,21 @@ def test_a_board_power_cycled_mid_run_rejoins_and_its_request_is_reported_failed
 def test_an_unplugged_usb_link_loses_no_request(capsys):
     # The host loses board 2's USB for 0.6 s; the board keeps running (its ring traffic goes on).
     # The requests the host could not send it meanwhile are failed with that reason, the run
-    # ends cleanly, and every request is accounted for.
+    # ends cleanly, and every request is accounted for. The run lasts about 4 s, so the outage
+    # falls in its middle however loaded the machine is (at --rate 0.2 it lasted 1 s unloaded,
+    # the outage came after the last request, and only a slow machine met it: a flaky test).
+    # What board 2 said meanwhile went nowhere: its requests served unseen are failed with that
+    # reason, and the lost events are a run condition, explained by the outage.
+    from picoring.harness import UNSEEN_IN_OUTAGE
+
     status, report, err, took = run_json(capsys, "run", "--virtual", "3", "-p", "q", "-w", "poisson", "-k", "100",
-                                         "--rate", "0.2", "--seed", "2", "--faults", "unplug=2@1s:600ms")
+                                         "--rate", "0.05", "--seed", "2", "--faults", "unplug=2@1s:600ms")
     assert report is not None, err
     assert [e["what"] for e in report["link_events"] if e["board"] == 2][:1] == ["disconnected"]
-    assert report["safety_violations"] == 0 and status == 0 and report["ok"], report["violations"]
-    assert set(report["failed"]) <= {"its board's USB link was down"}
+    assert report["stalled"] is None, report["violations"]
+    assert set(report["failed"]) <= {"its board's USB link was down", UNSEEN_IN_OUTAGE}
     assert report["served"] + sum(report["failed"].values()) == report["issued"] == 100
+    assert report["safety_violations"] == 0 and status == 0 and report["ok"], report["violations"]
+    assert all(c["explained"] for c in report["run_conditions"]), report["run_conditions"]
+    if report["boards"][2]["events_lost_in_usb_outages"]:
+        assert [c["kind"] for c in report["run_conditions"]][:1] == ["usb_outage"]

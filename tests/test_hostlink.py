@@ -134,3 +134,22 @@ def test_tick_unwrapper():
     u = hl.TickUnwrapper()
     top = hl.TICK_PERIOD - 10
     assert [u(t) for t in (top, top + 5, 3, 2, 100)] == [top, top + 5, top + 13, top + 12, top + 110]
+
+
+def test_events_lost_while_the_port_was_away_are_told_apart():
+    # The board runs on while its USB link is down, and what it says meanwhile goes nowhere.
+    log = fw.EventLog(lambda: 1, capacity=16)
+    for k in range(6):
+        log.record(fw.EV_SEND, 1, 0, k, 0, 0)
+    lines = flushed_lines(log, 2)
+    p = hl.LineParser(board=0, size=2)
+    evs = p.feed(lines[0])  # events 0, 1
+    p.cut()  # the port went away: lines[1] (events 2, 3) never arrive
+    evs += p.feed(lines[2])  # back: events 4, 5
+    assert [e.seq for e in evs] == [0, 1, 4, 5]
+    assert evs[2].lost_in_outage == 2 and evs[3].lost_in_outage is None
+    assert p.missing == p.missing_in_outages == 2
+    # A board that says nothing after the outage: only its own count tells (eseq - pending).
+    p.cut()
+    assert p.expect_next(9) == 3 and p.missing_in_outages == 5 and p.missing == 5
+    assert p.expect_next(9) == 0 and p.expect_next(8) == 0  # (later events arrived meanwhile)

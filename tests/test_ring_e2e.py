@@ -91,3 +91,65 @@ def test_run_command_with_a_fresh_virtual_ring(tmp_path, capsys):
     live = json.loads(capsys.readouterr().out)
     assert status == 0, live["violations"]
     assert live["served"] == 4
+
+
+def test_an_s_run_starts_from_a_consistent_cut(ring):
+    # S's token never rests: a run that threw away the start-up's events cut it in half (a
+    # receive kept, its send dropped), and the merger then placed receives by clock estimates
+    # (causal_forced was 60 to 90 here). From the boards' boot on there are no half messages.
+    report = ring.run("s", "poisson", 50, seed=5)
+    assert report["ok"], report["violations"]
+    assert report["causal_forced"] == 0 and report["run_conditions"] == []
+
+
+def test_a_receive_placed_without_its_send_is_a_run_condition():
+    from picoring.harness import CausalMerger
+    from picoring.hostlink import BoardEvent
+
+    merger = CausalMerger(3)
+    merger.push(1, 10, BoardEvent(1, 0, 0, "recv", link=0, kind="token"))  # its send was lost
+    merger.push(1, 20, BoardEvent(1, 1, 0, "send", link=1, kind="token"))
+    merger.push(0, 5, BoardEvent(0, 0, 0, "enter"), counted=False)  # pairs links only: not released
+    out = merger.release(100, final=True)
+    assert [e.ev for _, e in out] == ["recv", "send"]
+    assert merger.forced == 1 and merger.forced_links == [1, 0, 0]
+
+
+def test_a_restarted_boards_events_wait_for_a_sample_of_its_new_clock():
+    # A Pico that power-cycles counts its microseconds from 0 again: placed with the offset of
+    # its previous incarnation, its events landed seconds before the frames that caused them.
+    from picoring.harness import BoardLink
+    from picoring.hostlink import BoardEvent, Reply
+
+    run = RingRun(["a", "b", "c"], "q", make_workload("sequential", 3, 1))
+    run.t0 = 0
+    run.links = [BoardLink(i, port, run.inbox, 3) for i, port in enumerate(run.ports)]
+    link = run.links[2]
+    link.unwrap(5_000_000)
+    link.offset = 4_000_000  # board ahead of the host by 4 s
+    run._place(2, 1_000_000, BoardEvent(2, 1, 5_000_000, "send", link=2, kind="token"))
+    run._restarted(2, 1_100_000, 0, t_rx=1_100_000)
+    assert link.offset is None  # the old incarnation's offset says nothing about the new clock
+    run._place(2, 1_101_000, BoardEvent(2, 1, 1_000, "recv", link=1, kind="token"))  # 1 ms after its boot
+    assert [e.ev for _, e, _ in run.merger.queues[2]] == ["send"]  # the rest waits for the clock
+    run._clock_sample(2, 1_102_500, Reply(2, "pong", "7 2000"), {7: 1_090_000})  # sent before the hello
+    assert link.offset is None and run.unplaced[2]
+    run._clock_sample(2, 1_102_500, Reply(2, "pong", "8 2000"), {8: 1_101_500})  # tick 2000 at host 1_102_000
+    placed = [(t, e.ev) for t, e, _ in run.merger.queues[2]]
+    assert placed == [(1_000_000, "send"), (1_100_000, "notice"), (1_101_000, "recv")]
+
+
+def test_a_link_whose_sender_lost_sends_is_placed_by_time_not_by_a_wrong_pairing():
+    # Board 0's USB link was down: its sends on link 0 are lost in unknown number. Pairing by
+    # counts would hold board 1's receives for board 0's next sends (a ring round late).
+    from picoring.harness import CausalMerger
+    from picoring.hostlink import BoardEvent
+
+    merger = CausalMerger(3)
+    merger.unpair(0)
+    merger.push(1, 10, BoardEvent(1, 0, 0, "recv", link=0, kind="token"))
+    merger.push(1, 11, BoardEvent(1, 1, 0, "enter"))
+    merger.push(0, 50, BoardEvent(0, 0, 0, "send", link=0, kind="token"))
+    out = merger.release(1_000_000)
+    assert [(t, e.ev) for t, e in out] == [(10, "recv"), (11, "enter"), (50, "send")]
+    assert merger.forced_links == [1, 0, 0]  # reported: its order is a clock estimate

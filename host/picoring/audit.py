@@ -31,7 +31,8 @@ def read(ring, report):
     section with it, and then the counter is ahead of the entries seen."""
     crashed = (report.get("recovery") or {}).get("critical_sections_ended_by_a_restart", 0)
     entries = report["served"] - crashed
-    events_lost = bool(report.get("events_lost") or any(report.get("restarts") or ()))
+    events_lost = bool(report.get("events_lost") or any(report.get("restarts") or ())
+                       or any(b.get("events_lost_in_usb_outages") for b in report.get("boards") or ()))
     try:
         with open(path(ring)) as f:
             value = int(f.read() or 0)

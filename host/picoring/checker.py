@@ -97,6 +97,7 @@ class Checker:
         self.restarts = 0
         self.crashed_in_cs = 0  # critical sections ended by their board's restart
         self.entry_numbers_reused = 0  # after the board that held them restarted
+        self.events_lost_at = []  # (t, node): the host lost node's events there (USB link down)
 
     # -- counters ---------------------------------------------------------
     @property
@@ -152,8 +153,11 @@ class Checker:
         elif ev == "fail":
             self.fail(event.t, event.node, (event.extra or {}).get("reason", "unknown"))
         elif ev == "notice":
-            if (event.extra or {}).get("what") == "restarted":
+            what = (event.extra or {}).get("what")
+            if what == "restarted":
                 self.restarted(event.t, event.node)
+            elif what == "events lost":
+                self.events_lost(event.t, event.node)
         elif ev == "end":
             self.ended = True
             extra = event.extra or {}
@@ -217,12 +221,16 @@ class Checker:
         if seq is not None:
             # The token counts entries; a second live token repeats or reverses the count.
             if self.last_entry_seq is not None and seq <= self.last_entry_seq:
+                # A board that dies holding the token takes the last entry number with it, and
+                # the regenerated token repeats it (docs/recovery.md): forgiven if every board
+                # that made a number >= seq restarts before entering again (the survivors rule).
                 culprits = [y for y, m in self._entry_max.items() if m >= seq]
-                if self.faults_at is not None and culprits:
-                    # A board that dies holding the token takes the last entry number with
-                    # it, and the regenerated token repeats it (docs/recovery.md): forgiven
-                    # if every board that made a number >= seq restarts before entering again.
-                    self._suspect_seqs.append([t, node, seq, set(culprits)])
+                if not culprits:
+                    # Every board that made such a number has restarted already: the
+                    # host saw the restart before the repeat.
+                    self.entry_numbers_reused += 1
+                elif self.faults_at is not None:
+                    self._suspect_seqs.append([t, node, seq, set(culprits)])  # until they restart
                 else:
                     self._entry_violation(t, node, seq, self.last_entry_seq)
             for suspect in self._suspect_seqs:
@@ -291,6 +299,16 @@ class Checker:
             if not suspect[3]:
                 self.entry_numbers_reused += 1
         self._suspect_seqs = [x for x in self._suspect_seqs if x[3]]
+
+    def events_lost(self, t, node):
+        """The host lost some of node's events (its USB link was down; the board ran on): a
+        critical section it was in may have ended unseen. Only its own: what the others did
+        is still checked against it."""
+        self._faults(t)
+        self.events_lost_at.append((t, node))
+        if self.in_cs == node:
+            self.in_cs = None
+        self._suspect_overlaps = [x for x in self._suspect_overlaps if x[1] != node]
 
     def _entry_violation(self, t, node, seq, before):
         self.safety_violations += 1
@@ -371,6 +389,7 @@ class Checker:
                 "restarts": self.restarts,
                 "critical_sections_ended_by_a_restart": self.crashed_in_cs,
                 "entry_numbers_reused_after_a_restart": self.entry_numbers_reused,
+                "events_lost_at": list(self.events_lost_at),
             },
             "quiescent": self.quiescent,
             "violations": list(self.violations),

@@ -12,6 +12,16 @@ frame sent on it (links are FIFO). Among the events that causality leaves free,
 the estimated host time decides. So "node A left its critical section, then
 node B entered" is exact whenever the token carried the permission from A to
 B, and the checker's safety verdict does not depend on clock error.
+
+That needs every send whose receive is merged to be merged too. A run therefore
+starts from the boards' boot: they are restarted before it, no frame exists before
+a board's boot, so each board's events since its hello line form a history with no
+half-messages. The events up to the board's reply to the run's first !flush pair
+the links but are not part of the run (the ring's forming, S's circulating token).
+A receive the merger still has to place without its send (events lost) is reported
+(causal_forced, a run condition), never a silent fallback to clock estimates.
+A board that restarts mid-run starts a new clock: its events wait for a clock
+sample of the new incarnation before they are placed.
 """
 
 import queue
@@ -105,8 +115,9 @@ class BoardLink:
         self.inbox = inbox
         self.parser = LineParser(board=index, size=size)
         self.unwrap = TickUnwrapper()
-        self.offset = None  # board us - host us, from pings
+        self.offset = None  # board us - host us, from pings; None: not known for this incarnation
         self.rtt = None
+        self.booted_at = 0  # host us of this incarnation's hello: older pings say nothing of its clock
         self.replies = queue.Queue()
         self._stop = threading.Event()
         self._thread = None
@@ -230,13 +241,17 @@ class BoardLink:
         if timeout is None:
             timeout = REPLY_TIMEOUT_S * self.slowness
         deadline = time.monotonic() + timeout
+        garbage_before = sum(self.parser.garbage.values())  # what it said earlier is not the answer
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 if not self.connected:
                     raise HarnessError("%s: no %r reply within %.1f s: the port is gone (disconnected %d times)"
                                        % (self.port, word, timeout, self.disconnects))
-                seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-3:])
+                # Only the lines since the command: the REPL banner of the run's own Ctrl-C at its
+                # start once made a board that was merely slow look as if it had left the firmware.
+                new = min(sum(self.parser.garbage.values()) - garbage_before, 3)
+                seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-new:]) if new > 0 else ""
                 raise HarnessError(
                     "%s: no %r reply within %.1f s (is it a picoring board running the firmware? %s)"
                     % (self.port, word, timeout, ("it sent: " + seen) if seen else "it sent nothing readable"))
@@ -283,10 +298,14 @@ class BoardLink:
         """Host us of a board tick (mod 2**30), through this board's unwrapper."""
         return self.unwrap(tick) - self.offset
 
-    def board_restarted(self):
-        """The board said hello again: its clock started over (its event numbering too,
-        which the parser follows by itself on the hello line)."""
+    def board_restarted(self, at=None):
+        """The board said hello again (host us `at`): its clock started over (its event
+        numbering too, which the parser follows by itself on the hello line), so the
+        offset of the previous incarnation says nothing about it (a Pico counts from 0)."""
         self.unwrap = TickUnwrapper()
+        self.offset = None
+        self.rtt = None
+        self.booted_at = now_us() if at is None else at
 
     def counters(self):
         return {"connected": self.connected, "disconnects": self.disconnects, "reconnects": self.reconnects,
@@ -321,15 +340,23 @@ class CausalMerger:
         self.received = [0] * n
         self.last_t = 0
         self.forced = 0  # recvs released without their send (events lost)
+        self.forced_links = [0] * n  # the same, per link
+        # links whose sender lost send events of unknown number (its USB link was down): their
+        # counts no longer pair, so their receives are placed by time (and counted as forced)
+        self.unpaired = [False] * n
 
-    def push(self, board, t, event):
-        self.queues[board].append((t, event))
+    def unpair(self, link):
+        self.unpaired[link] = True
+
+    def push(self, board, t, event, counted=True):
+        """counted=False: the event only pairs its link (before the run); release() skips it."""
+        self.queues[board].append((t, event, counted))
 
     def _ready(self, board, event):
         if event.ev != "recv":
             return True
         link = (board - 1) % self.n
-        return self.sent[link] > self.received[link]
+        return self.unpaired[link] or self.sent[link] > self.received[link]
 
     def release(self, now, final=False):
         """Events that can be placed now, in order, as (t, BoardEvent)."""
@@ -341,7 +368,7 @@ class CausalMerger:
             for b, q in enumerate(self.queues):
                 if not q:
                     continue
-                t, e = q[0]
+                t, e, _ = q[0]
                 if horizon is not None and t > horizon:
                     continue
                 if not self._ready(b, e):
@@ -357,15 +384,21 @@ class CausalMerger:
                 # A recv whose send never came: lost events. Place it rather than stall.
                 if final or (horizon is not None and t < now - self.stall_us):
                     self.forced += 1
+                    self.forced_links[(b - 1) % self.n] += 1
                     best = blocked_oldest
                 else:
                     return out
             t, b = best
-            _, e = self.queues[b].popleft()
+            _, e, counted = self.queues[b].popleft()
             if e.ev == "send":
                 self.sent[b] += 1
             elif e.ev == "recv":
                 self.received[(b - 1) % self.n] += 1
+                if self.unpaired[(b - 1) % self.n] and best is not blocked_oldest:
+                    self.forced += 1
+                    self.forced_links[(b - 1) % self.n] += 1
+            if not counted:
+                continue
             t = max(t, self.last_t)
             self.last_t = t
             out.append((t, e))
@@ -373,6 +406,9 @@ class CausalMerger:
 
 # -- the run -----------------------------------------------------------------
 
+
+# Why a request is failed when its board's events of it were lost with its USB link.
+UNSEEN_IN_OUTAGE = "its events were lost while its board's USB link was down"
 
 # Board events that go through the causal merger (the rest are handled as they come).
 MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout")
@@ -424,6 +460,13 @@ class RingRun:
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
         self.restart_timeout_s = 15.0  # per board's !hello, and for the ring to form: on a real Pico
         self.slowness = 1.0  # measured in connect(): wall time per board time, at least 1
+        self.t0 = None  # host us of the run's start: trace time 0
+        # per board: events waiting for the board's clock offset (after a restart), in order,
+        # as (host us it arrived, BoardEvent, counted)
+        self.unplaced = [[] for _ in range(self.n)]
+        self.resync_status = {}  # board -> its !status after an outage, applied at its flush reply
+        self.unseen_in_outage = 0  # requests failed by _resync
+        self.host_lagged = []  # the host could not get an answer in time: run conditions
 
     # -- setup --
     def connect(self):
@@ -457,7 +500,7 @@ class RingRun:
             else:
                 link.write(b"\x04")  # Ctrl-D at the REPL: soft reset, main.py runs again
             t, hello = link.wait_reply("hello", timeout)
-            link.board_restarted()
+            link.board_restarted(t)
             self.board_info[i]["hello"] = hello.fields
         self.wait_formed(timeout)
 
@@ -532,11 +575,16 @@ class RingRun:
         ping_sent = {}
         lossy = False  # a frame went bad or missing, or recovery acted: frames may never arrive
         longest_timeout = 0  # us: the longest recovery timeout a board has reported firing
+        self.t0 = t0
+        # The inbox holds everything since the boards' restart: each board's events from its
+        # hello on pair the links (a consistent cut, module doc); up to its flush reply they
+        # are the ring's start-up (join and claim rounds, S's token), not part of the run.
         for link in self.links:
-            link.command("flush")  # the ring's start-up (join and claim rounds) is not part of the run
-        drain(self.inbox)  # hello lines and pongs of the set-up are not part of the run
-        for link in self.links:
+            link.write(encode_command("flush"))
             link.write(encode_command("zero"))
+        since_boot = [[] for _ in range(n)]  # per board: start-up events since its last hello
+        resync_due = set()  # boards whose events were lost in a USB outage: ask them their state
+        in_run = [False] * n
 
         def inject(i):
             link = self.links[i]
@@ -562,11 +610,28 @@ class RingRun:
                         break
                     if isinstance(item, HarnessError):
                         raise item
+                    if not in_run[b] and not isinstance(item, LinkNotice):
+                        if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
+                            since_boot[b].append(item)
+                        elif isinstance(item, Reply) and item.word == "hello":
+                            since_boot[b] = []  # what came before is another incarnation's
+                        elif isinstance(item, Reply) and item.word == "flush":
+                            in_run[b] = True
+                            for e in since_boot[b]:
+                                self._place(b, t_rx, e, counted=False)
+                            since_boot[b] = []
+                        continue
                     if isinstance(item, LinkNotice):
                         # The USB link went away or came back (the board may run on meanwhile).
                         self._notice(b, now - t0, item.word, item.text)
+                        if item.word == "reconnected":
+                            resync_due.add(b)  # what it did meanwhile may never reach the host
                         continue
                     if isinstance(item, Reply):
+                        if item.word == "flush" and b in self.resync_status:
+                            # every event the board made before the status is in now
+                            self._resync(b, self.resync_status.pop(b), outstanding, now - t0)
+                            continue
                         if item.word == "pong":
                             self._clock_sample(b, t_rx, item, ping_sent)
                             continue
@@ -575,7 +640,7 @@ class RingRun:
                             # the request it had pending is gone with its memory: reported failed.
                             lossy = True
                             tokens[b] = 0
-                            self._restarted(b, now - t0, outstanding[b])
+                            self._restarted(b, now - t0, outstanding[b], t_rx)
                             outstanding[b] = 0
                             next_ping = now  # its clock started again: a fresh offset soon
                             continue
@@ -583,6 +648,11 @@ class RingRun:
                             self.notices.append("%s: %s" % (self.ports[b], item.text))
                         continue
                     e = item
+                    if e.lost_in_outage:
+                        # The board ran on while its USB link was down, and what it said went
+                        # nowhere: the checker learns where, and the host asks the board itself.
+                        self._events_lost(b, now - t0, e.lost_in_outage)
+                        resync_due.add(b)
                     if e.ev == "send":
                         sends += 1
                         if e.kind == "token":
@@ -606,9 +676,6 @@ class RingRun:
                         # counted failed, is served by the new incarnation: never below 0)
                         outstanding[b] = max(outstanding[b] - 1, 0)
                         last_exit = now
-                        if deferred[b]:
-                            deferred[b] -= 1
-                            inject(b)
                     elif e.ev == "reject":
                         self.notices.append("%s: a request was refused (one already outstanding)" % self.ports[b])
                     elif e.ev == "bad":
@@ -620,7 +687,16 @@ class RingRun:
                         last_progress = now
                     if e.ev in MERGED_EVENTS:
                         last_event = now
-                        self.merger.push(b, self.links[b].host_time(e.tick_us) - t0, e)
+                        self._place(b, t_rx, e)
+                for b in sorted(resync_due):
+                    self._ask_after_outage(b)
+                resync_due.clear()
+                for b in range(n):
+                    # the next request queued behind a served one (one whose link is down
+                    # fails at once, with its reason, and the next one is tried)
+                    while deferred[b] and not outstanding[b]:
+                        deferred[b] -= 1
+                        inject(b)
                 # 2. into the checker and the trace, in causal order
                 self._deliver(self.merger.release(now - t0))
                 busy = any(outstanding) or any(deferred)
@@ -692,12 +768,15 @@ class RingRun:
             while not all(link.connected for link in self.links) and time.monotonic() < deadline:
                 time.sleep(0.05)
             for link in self.links:
+                drain(link.replies)  # an earlier flush reply must not stand for this one
                 try:
                     link.command("flush")
                 except HarnessError as e:
                     if link.connected:
-                        raise
-                    self.notices.append("%s: no final flush: %s" % (link.port, e))
+                        # a condition of the run (its last events may be missing), not a crash
+                        self.host_lagged.append("%s: no final flush: %s" % (link.port, e))
+                    else:
+                        self.notices.append("%s: no final flush: %s" % (link.port, e))
             time.sleep(0.05)
             while True:
                 try:
@@ -707,8 +786,9 @@ class RingRun:
                 if isinstance(item, BoardEvent) and item.ev == "bad":
                     self._count_bad(b, item)
                 if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
-                    self.merger.push(b, self.links[b].host_time(item.tick_us) - t0, item)
-            self._final_status()
+                    self._place(b, t_rx, item, counted=in_run[b])
+            self._align_restarted()
+            self._final_status(now_us() - t0)
             self._deliver(self.merger.release(now_us() - t0, final=True))
             end_t = self.merger.last_t
             if self.writer is not None:
@@ -719,35 +799,115 @@ class RingRun:
         self.checker.last_t = self.merger.last_t
         return self._report(quiescent, reason)
 
-    def _restarted(self, b, t, failed):
-        self.links[b].board_restarted()
+    def _ask_after_outage(self, b):
+        """Ask the board its state, then flush it; the state is applied when the flush reply
+        comes through the inbox, after every event the board made before the state (so a
+        request it served in between was still pending in that state: self._resync)."""
+        link = self.links[b]
+        drain(link.replies)
+        try:
+            status = link.command("status")[1].fields
+            link.command("flush")
+            self.resync_status[b] = status
+        except HarnessError as e:
+            if not link.connected:
+                return  # gone again: asked again when it is back
+            # the host (or the board) is too slow to answer in time: a condition of the run
+            self.host_lagged.append("%s: no answer after its USB link came back: %s" % (link.port, e))
+
+    def _events_lost(self, b, t, k):
+        """k of board b's events went nowhere while its USB link was down: the checker is told
+        there, and the link b sends on can no longer be paired by counts (module doc)."""
+        self._notice(b, t, "events lost", "%s: %d events were lost while its USB link was down" % (self.ports[b], k))
+        self.merger.unpair(b)
+
+    def _resync(self, b, status, outstanding, t):
+        """Requests the host counts outstanding at a board that has none pending nor in its
+        critical section: their events were lost with the USB link (or the request itself was,
+        written just before the link went). Failed, with that reason. Returns how many."""
+        if isinstance(status.get("eseq"), int) and isinstance(status.get("pending"), int) and not status.get("dropped"):
+            # events lost with nothing after them to show the gap
+            lost = self.links[b].parser.expect_next(status["eseq"] - status["pending"])
+            if lost:
+                self._events_lost(b, t, lost)
+        k = outstanding[b]
+        if not k or status.get("pend") or status.get("cs"):
+            return 0
+        outstanding[b] = 0
+        self.unseen_in_outage += k
+        for _ in range(k):  # (the checker counts the ones whose req it saw; _report the rest)
+            self._place(b, None, BoardEvent(b, None, None, "fail", aux={"reason": UNSEEN_IN_OUTAGE}), host_t=t)
+        self.notices.append("%s: %d request(s) failed: %s" % (self.ports[b], k, UNSEEN_IN_OUTAGE))
+        return k
+
+    def _restarted(self, b, t, failed, t_rx=None):
+        self._place_unplaced(b)  # the previous incarnation's, before its clock is forgotten
+        self.links[b].board_restarted(t_rx)
         self.restarts[b] += 1
         text = "%s: the board restarted; it rejoins the ring" % self.ports[b]
         if failed:
             text += "; its pending request is reported failed"
         for _ in range(failed):
-            self.merger.push(b, t, BoardEvent(b, None, None, "fail", aux={"reason": "board restarted"}))
+            self._place(b, None, BoardEvent(b, None, None, "fail", aux={"reason": "board restarted"}), host_t=t)
         self._notice(b, t, "restarted", text)
 
     def _notice(self, b, t, word, text):
         """Something the host saw happen to a board, for the trace and the report."""
         self.notices.append(text)
         self.link_events.append({"t": t, "board": b, "what": word, "text": text})
-        self.merger.push(b, t, BoardEvent(b, None, None, "notice", aux={"what": word, "text": text}))
+        self._place(b, None, BoardEvent(b, None, None, "notice", aux={"what": word, "text": text}), host_t=t)
+
+    def _place(self, b, t_rx, e, counted=True, host_t=None):
+        """Into the merger at the host time of its board tick (host_t: the host's own event),
+        or held, in the board's order, while the board's clock offset is unknown."""
+        if self.links[b].offset is None or self.unplaced[b]:
+            self.unplaced[b].append((t_rx, e, counted, host_t))
+            return
+        self.merger.push(b, self.links[b].host_time(e.tick_us) - self.t0 if host_t is None else host_t, e, counted)
+
+    def _place_unplaced(self, b):
+        held, self.unplaced[b] = self.unplaced[b], []
+        link = self.links[b]
+        for t_rx, e, counted, host_t in held:
+            if host_t is None:
+                # no clock for it (the run ended first): when it reached the host, a bound
+                host_t = (link.host_time(e.tick_us) if link.offset is not None else t_rx) - self.t0
+            self.merger.push(b, host_t, e, counted)
+
+    def _align_restarted(self):
+        """At the end: a board that restarted and has not answered a ping since is asked now."""
+        for b, link in enumerate(self.links):
+            if link.offset is None and link.connected:
+                drain(link.replies)
+                try:
+                    link.align(samples=3)
+                except HarnessError as e:
+                    self.notices.append("%s: its clock could not be aligned after its restart: %s" % (link.port, e))
+            if self.unplaced[b]:
+                if link.offset is None:
+                    self.notices.append("%s: %d events placed at the time they reached the host (no clock sample "
+                                        "since the board restarted)" % (link.port, len(self.unplaced[b])))
+                self._place_unplaced(b)
 
     def _count_bad(self, b, e):
         reason = e.aux if isinstance(e.aux, str) else "?"
         self.bad_events[b][reason] = self.bad_events[b].get(reason, 0) + 1
 
-    def _final_status(self):
-        """Each board's counters (bad frames by reason, frames received) since the run's !zero."""
+    def _final_status(self, t):
+        """Each board's counters (bad frames by reason, frames received) since the run's !zero;
+        and the events it made that never arrived, when no later event showed the gap."""
         for i, link in enumerate(self.links):
             try:
                 _, reply = link.command("status")
             except HarnessError as e:
                 self.notices.append("%s: no final status: %s" % (link.port, e))
                 continue
-            self.final_status[i] = reply.fields
+            f = self.final_status[i] = reply.fields
+            if isinstance(f.get("eseq"), int) and isinstance(f.get("pending"), int) and not f.get("dropped"):
+                in_outages = link.parser.missing_in_outages
+                lost = link.parser.expect_next(f["eseq"] - f["pending"])
+                if lost and link.parser.missing_in_outages > in_outages:
+                    self._events_lost(i, t, lost)
 
     def _clock_sample(self, b, t_rx, reply, ping_sent):
         parts = reply.text.split()
@@ -755,10 +915,16 @@ class RingRun:
             return
         link = self.links[b]
         t_sent = ping_sent[int(parts[0])]
+        if t_sent < link.booted_at:
+            return  # sent to an earlier incarnation: its answer may come from either clock
         rtt = t_rx - t_sent
         tick = link.unwrap(int(parts[1]))
+        if link.offset is None:  # a restarted board: the first sample of its new clock, however slow
+            link.rtt = rtt
         if rtt <= max(2 * (link.rtt or 0), 2000):  # a slow answer says little about the offset
             link.offset = tick - (t_sent + t_rx) // 2
+            if self.unplaced[b]:
+                self._place_unplaced(b)
 
     def _holder(self, tokens, last_token_recv):
         """The board holding the token at rest, from the token balance of the events seen;
@@ -789,10 +955,11 @@ class RingRun:
         lost = 0
         for link in self.links:
             p = link.parser
-            lost += p.missing
+            lost += p.missing - p.missing_in_outages
             entry = {
                 "port": link.port, "position": link.index, "clock_rtt_us": link.rtt, "events": p.events,
-                "events_lost": p.missing, "garbage_lines": dict(p.garbage),
+                "events_lost": p.missing, "events_lost_in_usb_outages": p.missing_in_outages,
+                "garbage_lines": dict(p.garbage),
                 # frames that arrived broken on the link from the previous board and were dropped
                 "bad_frame_events": dict(self.bad_events[link.index]),
             }
@@ -808,8 +975,8 @@ class RingRun:
             report["failed"][why] = report["failed"].get(why, 0) + k
         vanished = self.workload.issued - report["requests"] - sum(self.unsent.values())
         if vanished > 0:
-            if any(self.restarts):
-                why = "sent while its board restarted, never taken"
+            if any(self.restarts) or self.unseen_in_outage:
+                why = UNSEEN_IN_OUTAGE if self.unseen_in_outage else "sent while its board restarted, never taken"
                 report["failed"][why] = report["failed"].get(why, 0) + vanished
             else:
                 # The host only sees req events: a request the board took whose event was lost
@@ -831,7 +998,42 @@ class RingRun:
             report["violations"].append({"kind": "events", "request": None, "node": None, "t": None,
                                          "message": "%d events were lost between the boards and the host: the counts are incomplete" % lost})
             report["ok"] = False
+        report["run_conditions"] = self._run_conditions(report)
         return report
+
+    def _run_conditions(self, report):
+        """What went wrong with the run itself rather than with the protocol: each one makes
+        the verdict less than certain, and all but the explained ones make it not OK."""
+        conditions = []
+        for link in self.links:
+            k = link.parser.missing_in_outages
+            if k:  # explained: the board ran on and its USB output had nowhere to go
+                conditions.append({
+                    "kind": "usb_outage", "board": link.index, "count": k, "explained": True,
+                    "message": "%s: %d events were lost while its USB link was down: what that board did meanwhile "
+                               "is not in the trace (the others' events are, and are checked)" % (link.port, k)})
+        for text in self.host_lagged:
+            conditions.append({"kind": "host", "explained": False, "message": text})
+            report["ok"] = False
+        for link, k in enumerate(self.merger.forced_links):
+            if not k:
+                continue
+            # A board that dies loses the events it had not flushed, its sends among them; one
+            # whose USB link is down loses what it says meanwhile.
+            why = []
+            if self.restarts[link]:
+                why.append("board %d restarted and lost its unsent events" % link)
+            if self.links[link].parser.missing_in_outages:
+                why.append("board %d's events were lost while its USB link was down" % link)
+            explained = bool(why)
+            conditions.append({
+                "kind": "order", "link": link, "count": k, "explained": explained,
+                "message": "%d frame(s) received on link %d were placed without their send%s: their order is a "
+                           "clock estimate, and so is the safety verdict around them"
+                           % (k, link, " (%s)" % "; ".join(why) if why else "")})
+            if not explained:
+                report["ok"] = False
+        return conditions
 
     def close(self):
         for link in self.links:

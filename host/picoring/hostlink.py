@@ -49,9 +49,11 @@ class BoardEvent:
     aux holds the bad-frame reason ("crc", ...) for ev == "bad", the number of
     lost events for ev == "drop"."""
 
-    __slots__ = ("board", "seq", "tick_us", "ev", "link", "kind", "payload", "aux")
+    __slots__ = ("board", "seq", "tick_us", "ev", "link", "kind", "payload", "aux", "lost_in_outage")
 
     def __init__(self, board, seq, tick_us, ev, link=None, kind=None, payload=None, aux=None):
+        # events of this board lost just before this one while its USB link was down (LineParser)
+        self.lost_in_outage = None
         self.board = board
         self.seq = seq
         self.tick_us = tick_us
@@ -166,6 +168,8 @@ class LineParser:
                 numbers (includes the ones the board reported as dropped)
     reported_dropped  sum of the board's drop records
     gaps        [(expected_seq, got_seq, missing)] in arrival order
+    missing_in_outages  the part of missing lost while the port was away (the gap that
+                follows a cut()): the board ran on and its output had nowhere to go
     """
 
     def __init__(self, board=None, size=None):
@@ -176,6 +180,8 @@ class LineParser:
         self.missing = 0
         self.reported_dropped = 0
         self.gaps = []
+        self.missing_in_outages = 0
+        self._cut = False
         self.events = 0
         self._next_seq = None
         self._partial = b""
@@ -201,6 +207,7 @@ class LineParser:
     def cut(self):
         """The stream broke (the port went away): an unfinished line is dropped, counted as
         garbage, so that it is not glued to what comes when the port is back."""
+        self._cut = True
         if self._partial:
             self._skip("cut off", self._partial)
             self._partial = b""
@@ -263,6 +270,22 @@ class LineParser:
         self.events += len(events)
         return events
 
+    def expect_next(self, seq):
+        """The board says the next event it sends will be number seq (its eseq less its
+        pending records): a shortfall here is events that never arrived and that no later
+        event has shown as a gap yet. Returns how many (counted in missing)."""
+        if self._next_seq is None:
+            return 0
+        short = (seq - self._next_seq) % SEQ_PERIOD
+        if not short or short >= SEQ_PERIOD // 2:  # (behind: later events have come meanwhile)
+            return 0
+        self.gaps.append((self._next_seq, seq, short))
+        self.missing += short
+        if self._cut:
+            self.missing_in_outages += short
+        self._next_seq = seq
+        return short
+
     def _check_seq(self, e):
         if e.ev == "boot" and e.seq == 0:
             self._next_seq = None  # restarted without a hello line seen
@@ -272,6 +295,10 @@ class LineParser:
             missing = (e.seq - self._next_seq) % SEQ_PERIOD
             self.gaps.append((self._next_seq, e.seq, missing))
             self.missing += missing
+            if self._cut:
+                self.missing_in_outages += missing
+                e.lost_in_outage = missing
+        self._cut = False
         self._next_seq = (e.seq + 1) % SEQ_PERIOD
 
 

@@ -58,6 +58,9 @@ def print_report(report, console=None):
         console.print("[bold red]%s[/]: %s" % (v["kind"], v["message"]), highlight=False)
     if len(report["violations"]) > 20:
         console.print("... %d violations in all" % len(report["violations"]))
+    for c in report.get("run_conditions") or ():  # the run itself, not the protocol
+        console.print("[bold %s]run condition[/]: %s" % ("yellow" if c.get("explained") else "red", c["message"]),
+                      highlight=False)
     for line in link_lines(report):
         console.print(line, highlight=False)
     notices = report.get("notices") or []
