@@ -69,7 +69,7 @@ S_POS = const(0)  # next byte of the fed buffer
 S_END = const(1)  # end of the fed buffer
 _LEN = const(2)  # decoded bytes of the frame under way
 _LEFT = const(3)  # data bytes left in the current COBS block
-_CODE = const(4)  # code of the current block (0xFF: no implied zero)
+S_CODE = const(4)  # code of the current block (0xFF: no implied zero)
 _JUNK = const(5)  # 1: the frame under way is already bad (too long)
 S_FRAMES = const(6)  # valid frames (wraps at 2**30)
 S_BAD = const(7)  # dropped frames (wraps at 2**30)
@@ -194,7 +194,7 @@ def scan_py(src, raw, st):
     end = st[S_END]
     ln = st[_LEN]
     left = st[_LEFT]
-    code = st[_CODE]
+    code = st[S_CODE]
     c = st[_CRC]
     t = _CRC_TABLE
     while i < end:
@@ -221,7 +221,7 @@ def scan_py(src, raw, st):
         st[S_POS] = i
         st[_LEN] = 0
         st[_LEFT] = 0
-        st[_CODE] = 0xFF
+        st[S_CODE] = 0xFF
         st[_CRC] = 0xFFFF
         if st[_JUNK]:
             st[_JUNK] = 0
@@ -236,7 +236,7 @@ def scan_py(src, raw, st):
     st[S_POS] = i
     st[_LEN] = ln
     st[_LEFT] = left
-    st[_CODE] = code
+    st[S_CODE] = code
     st[_CRC] = c
     return 0
 
@@ -402,7 +402,7 @@ try:
         end = v[S_END]
         ln = v[_LEN]
         left = v[_LEFT]
-        code = v[_CODE]
+        code = v[S_CODE]
         c = v[_CRC]
         while i < end:
             b = s[i]
@@ -427,7 +427,7 @@ try:
             v[S_POS] = i
             v[_LEN] = 0
             v[_LEFT] = 0
-            v[_CODE] = 0xFF
+            v[S_CODE] = 0xFF
             v[_CRC] = 0xFFFF
             reason = -1
             kind = 0
@@ -489,7 +489,7 @@ try:
         v[S_POS] = i
         v[_LEN] = ln
         v[_LEFT] = left
-        v[_CODE] = code
+        v[S_CODE] = code
         v[_CRC] = c
         return 0
 
@@ -596,7 +596,7 @@ class Decoder:
     def __init__(self):
         self.raw = bytearray(_MAX_RAW + 2)
         self.st = _int_array(_ST_SIZE)
-        self.st[_CODE] = 0xFF
+        self.st[S_CODE] = 0xFF
         self.st[_CRC] = 0xFFFF
         self._src = b""
 

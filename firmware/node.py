@@ -63,6 +63,7 @@ _S_LAST_BAD = const(12)
 _L_PENDING = const(1)
 _POS = const(0)
 _END = const(1)
+_CODE = const(4)  # frame.S_CODE: 0xFF between frames
 
 # Event record codes of the hot path (ev | kind << 4, hostlink.EV_* and frame kinds).
 _CODE_SEND_TOKEN = const(0x12)
@@ -80,9 +81,9 @@ if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.ENTER_CS, protocol.SEND
         EV_SEND | (_TOKEN << 4), EV_RECV | (_TOKEN << 4), EV_SEND | (_REQUEST << 4), EV_RECV | (_REQUEST << 4)) != (
         _CODE_SEND_TOKEN, _CODE_RECV_TOKEN, _CODE_SEND_REQUEST, _CODE_RECV_REQUEST) or (
         frame.F_STATE, frame.F_COUNT, frame.F_SEQ, frame.F_EPOCH, frame.F_ORIGIN, frame.F_JOIN, frame.F_NONCE,
-        frame.F_PROBE, frame.S_BAD, frame.S_LAST_BAD, hostlink.L_PENDING, frame.S_POS, frame.S_END) != (
+        frame.F_PROBE, frame.S_BAD, frame.S_LAST_BAD, hostlink.L_PENDING, frame.S_POS, frame.S_END, frame.S_CODE) != (
         _F_STATE, _F_COUNT, _F_SEQ, _F_EPOCH, _F_ORIGIN, _F_JOIN, _F_NONCE, _F_PROBE, _S_BAD, _S_LAST_BAD, _L_PENDING,
-        _POS, _END):
+        _POS, _END, _CODE):
     raise ImportError("node.py's protocol/frame constants disagree with protocol.py/frame.py")
 
 _CMD_R = const(114)  # "!r": the request command, parsed without allocating
@@ -195,11 +196,21 @@ class NodeLoop:
         sleeps in poll() there instead of spinning a host core)."""
         self.start(give_token, boot)
         lst = self._lst
+        dst = self._dst
         node = self.node
         ready = self._any
         try:
             while self.running:
-                if self.step() or lst[_L_PENDING]:
+                if self.step():
+                    if ready is not None and dst[_CODE] != 0xFF:
+                        # A frame is half read: its next bytes are on the wire (at
+                        # 115200 baud a byte takes 87 us). Wait for them here rather
+                        # than in a full pass that may still be running when they land.
+                        k = _SPIN
+                        while k and not ready():
+                            k -= 1
+                    continue
+                if lst[_L_PENDING]:
                     continue
                 if idle is not None:
                     idle()
