@@ -162,6 +162,8 @@ def main():
     a0 = gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
     busy_us = 0
     busy_steps = 0
+    pass_us = 0  # passes that only passed one frame on (no critical section began or ended)
+    passes = 0
     t0 = ticks_us()
     rounds = 0
     while rounds < hops:  # about one frame per round (one board is busy each round)
@@ -171,10 +173,16 @@ def main():
         while i < n:
             lp = loops[i]
             i += 1
+            tx = lp.tx_frames
+            cs = lp.node.in_cs or lp.node.pending
             t = ticks_us()
             if lp.step():
-                busy_us += ticks_diff(ticks_us(), t)
+                dt = ticks_diff(ticks_us(), t)
+                busy_us += dt
                 busy_steps += 1
+                if lp.tx_frames == tx + 1 and not cs and not (lp.node.in_cs or lp.node.pending):
+                    pass_us += dt
+                    passes += 1
     total_us = ticks_diff(ticks_us(), t0)
     a1 = gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
     gc.enable()
@@ -183,6 +191,7 @@ def main():
         "impl": sys.implementation.name, "protocol": proto, "n": n, "frames": sent,
         "alloc_bytes": a1 - a0, "alloc_per_frame": (a1 - a0) / sent,
         "busy_us_per_frame": busy_us / sent, "total_us_per_frame": total_us / sent,
+        "pass_us": pass_us / passes if passes else None, "passes": passes,
         "host_lines": sum(h.lines for h in hosts), "host_bytes": sum(h.out_bytes for h in hosts),
         "rx_bad": sum(lp.dec.bad for lp in loops), "errors": sum(lp.node.errors for lp in loops),
         "dropped": sum(lp.log.dropped_total for lp in loops),

@@ -55,3 +55,49 @@ def test_bench_ring_table(capsys):
     bench_ring.print_table(fake)
     text = capsys.readouterr().out
     assert "3,000" in text and "60,000" in text and "no allocation" in text
+
+
+def test_micropython_setraw_drops_what_came_before(micropython, tmp_path):
+    """Why the direct pty pair waits for its second relay's !ready before the first sends:
+    MicroPython's termios.setraw flushes the input queue (TCSAFLUSH), so a frame that
+    arrives before it is lost, and the first relay then waited for an answer forever
+    (a hang of `bench ring` on a loaded machine, where the second one starts late)."""
+    import os
+    import subprocess
+    import tty
+
+    master, slave = os.openpty()
+    try:
+        tty.setraw(slave)
+        os.write(master, b"\x00frame-sent-too-early\x00")
+        script = tmp_path / "late.py"
+        script.write_text(
+            "import sys, termios\n"
+            "f = open(sys.argv[1], 'r+b')\n"
+            "termios.setraw(f.fileno())\n"
+            "a = termios.tcgetattr(f.fileno())\n"
+            "a[6][6] = 0\na[6][5] = 0\n"
+            "termios.tcsetattr(f.fileno(), termios.TCSANOW, a)\n"
+            "print(repr(f.read(64)))\n")
+        out = subprocess.run([micropython, str(script), os.ttyname(slave)], capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert out in ("None", "b''"), out
+
+
+def test_the_direct_pair_says_so_when_a_relay_never_gets_ready():
+    import subprocess
+
+    import pytest
+
+    from picoring import bench_ring
+
+    p = subprocess.Popen(["sleep", "5"], stdout=subprocess.PIPE)
+    try:
+        with pytest.raises(bench_ring.BenchError, match="did not get ready within 1 s"):
+            bench_ring._wait_ready(p, 1.0)
+    finally:
+        p.kill()
+        p.wait()

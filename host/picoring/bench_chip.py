@@ -103,6 +103,8 @@ def run(quick=False, log=None, rp2040=None, protocols=PROTOCOLS):
         out["protocols"][p] = {
             "frames": m["frames"],
             "chip_us_per_frame": round(m["busy_us_per_frame"], 1),
+            "chip_us_per_pass": round(m["pass_us"], 1) if m.get("pass_us") is not None else None,
+            "passes": m.get("passes", 0),
             "alloc_bytes_per_frame": m["alloc_per_frame"],
             "heap_lock": locked,
             "usb_bytes_per_frame": round(m["host_bytes"] / m["frames"], 1),
@@ -119,15 +121,20 @@ def print_table(result, console=None):
     console = console or Console()
     t = Table(title="node loop on an emulated RP2040 (rp2 port, chip time): %d boards in one chip, in-memory wires"
                     % result["boards"])
-    for col in ("protocol", "frames", "chip us per frame", "heap bytes per frame", "under heap_lock",
-                "USB bytes per frame"):
+    for col in ("protocol", "frames", "chip us per frame", "chip us per frame passed on", "heap bytes per frame",
+                "under heap_lock", "USB bytes per frame"):
         t.add_column(col, justify="right" if col != "under heap_lock" else "left")
     for p, r in result["protocols"].items():
-        t.add_row(p, str(r["frames"]), "%.1f" % r["chip_us_per_frame"], "%g" % r["alloc_bytes_per_frame"],
-                  r["heap_lock"], "%.1f" % r["usb_bytes_per_frame"])
+        per_pass = "-" if r["chip_us_per_pass"] is None else "%.1f (%d)" % (r["chip_us_per_pass"], r["passes"])
+        t.add_row(p, str(r["frames"]), "%.1f" % r["chip_us_per_frame"], per_pass, "%g" % r["alloc_bytes_per_frame"],
+                  "ok" if r["heap_lock"].startswith("no allocation") else r["heap_lock"],
+                  "%.1f" % r["usb_bytes_per_frame"])
     console.print(t)
-    console.print("chip us per frame: passes that did work (receive, protocol, forward, log, and for Q and D the "
-                  "critical sections) divided by the frames sent; includes the in-memory wire's copy.")
+    console.print("chip us per frame: the loop passes that did work (receive, protocol, forward, log; for Q and D "
+                  "also the critical sections) divided by the frames sent. Passed on: the passes that forwarded one "
+                  "frame (token or request message) and began or ended no critical section, as a Pico spends them "
+                  "(count in brackets). Both include the in-memory wire's copy; under heap_lock: thousands of frames "
+                  "with the heap locked.")
 
 
 def main(args):

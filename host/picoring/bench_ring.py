@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import queue
+import select
 import statistics
 import subprocess
 import sys
@@ -309,6 +310,17 @@ def minimal_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
 
 # -- 3. the direct pair: two processes, one pty pair, nothing in between ------------
 
+READY_TIMEOUT_S = 60.0  # a MicroPython process starting on a loaded machine
+
+
+def _wait_ready(proc, timeout):
+    """Until proc's first line is !ready (the minimal relay has set its pty raw)."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else b""
+    if not line.startswith(b"!ready"):
+        raise BenchError("direct pty pair: the relay did not get ready within %.0f s (it said %r)" % (timeout, line))
+
+
 def direct_pair(micropython, interval=1.0, repeats=3, log=None):
     rates, cpu_us, cores = [], [], []
     with tempfile.TemporaryDirectory(prefix="picoring-bench-") as tmp:
@@ -322,7 +334,11 @@ def direct_pair(micropython, interval=1.0, repeats=3, log=None):
             b = a = None
             try:
                 b = subprocess.Popen([micropython, str(script), os.ttyname(slave), "0"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                # A's first frame must find B's pty raw: MicroPython's termios.setraw
+                # flushes the input queue (TCSAFLUSH), so a frame sent before it is lost
+                # and A waits for an answer forever. B says !ready after setraw.
+                _wait_ready(b, READY_TIMEOUT_S)
                 a = subprocess.Popen([micropython, str(script), "-", "1", str(interval)],
                                      stdin=master, stdout=master, stderr=subprocess.PIPE)
                 err = a.stderr.read()
