@@ -254,3 +254,13 @@ def test_events_lost_in_a_usb_outage_end_that_boards_critical_section_unseen():
     rep = c.finish()
     assert rep["safety_violations"] == 0 and rep["ok"], rep["violations"]
     assert rep["recovery"]["events_lost_at"] == [(3, 0)]
+
+
+def test_an_s_trace_from_sim_checks_ok(tmp_path, capsys):
+    # S never rests: its end record says "quiescent": null (not applicable), which the
+    # checker took for false and reported "the ring did not become quiescent".
+    path = tmp_path / "s.jsonl"
+    assert main(["sim", "-p", "s", "-n", "3", "-w", "poisson", "-k", "20", "--seed", "1", "--trace", str(path)]) == 0
+    assert '"quiescent":null' in path.read_text().splitlines()[-1].replace(" ", "")
+    capsys.readouterr()
+    assert main(["check", str(path)]) == 0, capsys.readouterr().out

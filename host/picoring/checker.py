@@ -161,7 +161,7 @@ class Checker:
         elif ev == "end":
             self.ended = True
             extra = event.extra or {}
-            if "quiescent" in extra:
+            if extra.get("quiescent") is not None:  # null: not applicable (S never rests)
                 self.quiescent = bool(extra["quiescent"])
             self.stop_reason = extra.get("reason", self.stop_reason)
         if event.t is not None:
