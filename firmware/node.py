@@ -302,7 +302,10 @@ class NodeLoop:
         # base (wandering token, section 4.1).
         self._wait_since = t
         if self.gen_us != self.regen_us:
-            self.gen_us -= (self.gen_us - self.regen_us) // 20
+            # 5% of the excess; under 20 us it would never reach the base (and every
+            # token would pay a division, a software routine on a Cortex-M0+): snap.
+            d = self.gen_us - self.regen_us
+            self.gen_us = self.regen_us if d < 20 else self.gen_us - d // 20
         self._watch = False
 
     @micropython.native

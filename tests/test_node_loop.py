@@ -169,3 +169,14 @@ def test_stop_command_ends_run():
     ring.command(1, b"!stop\n")
     lp.run()
     assert ring.hosts[1].out.endswith(b"!bye\n")
+
+
+def test_the_regeneration_timeout_decays_all_the_way_back_to_its_base():
+    # 5% of the excess per token seen; with integer steps an excess under 20 us never
+    # went away, and every later token paid a division (software on a Cortex-M0+).
+    ring = Ring("s", 3)
+    for lp in ring.loops:
+        lp.gen_us = lp.regen_us + 1_000_000
+    ring.run(3000)
+    assert ring.frames() > 1000
+    assert [lp.gen_us for lp in ring.loops] == [lp.regen_us for lp in ring.loops]
