@@ -37,10 +37,19 @@
 
 try:
     from micropython import const
+    import micropython
 except ImportError:  # CPython
 
     def const(value):
         return value
+
+    class micropython:
+        """@micropython.native is MicroPython's compiler's (machine code, call
+        state on the C stack); on CPython the handlers run as they are."""
+
+        @staticmethod
+        def native(f):
+            return f
 
 
 # Action bits. Public because the node loop and the simulator dispatch on them.
@@ -142,12 +151,14 @@ class Node:
         self.state = CHECK
         return 0
 
+    @micropython.native
     def _enter(self):
         self.pending = False
         self.in_cs = True
         self.seq = (self.seq + 1) & SEQ_MASK
         return ENTER_CS
 
+    @micropython.native
     def _pass(self):
         self.has_token = False
         return SEND_TOKEN
@@ -354,10 +365,12 @@ class NodeS(Node):
         self.pending = True
         return 0
 
+    @micropython.native
     def on_request(self):
         self.errors += 1  # S has no request messages
         return 0
 
+    @micropython.native
     def on_token(self, count, state, seq, epoch):
         if self.fresh or epoch != self.known_epoch or self.known_owner != OWNER_TOKEN:
             epoch = self._gate(epoch)  # else _gate would change nothing: not called (hot path)
@@ -375,6 +388,7 @@ class NodeS(Node):
             return self._enter()
         return SEND_TOKEN  # passed straight on
 
+    @micropython.native
     def exit_cs(self):
         self.in_cs = False
         return self._pass()
@@ -398,6 +412,7 @@ class NodeQ(Node):
         self.pending = True
         return SEND_REQUEST
 
+    @micropython.native
     def on_request(self):
         # Rule 2.
         if self.has_token:
@@ -407,6 +422,7 @@ class NodeQ(Node):
             return self._pass()
         return SEND_REQUEST
 
+    @micropython.native
     def on_token(self, count, state, seq, epoch):
         # Rule 3.
         if self.fresh or epoch != self.known_epoch or self.known_owner != OWNER_TOKEN:
@@ -441,6 +457,7 @@ class NodeQ(Node):
         self.state = state
         return SEND_TOKEN
 
+    @micropython.native
     def exit_cs(self):
         # Rule 3, end: pass T if the counter is greater than 0; else T rests here.
         self.in_cs = False
@@ -487,6 +504,7 @@ class NodeDLiteral(Node):
     def _activate(self):
         self.state = ACTIVE
 
+    @micropython.native
     def on_request(self):
         if self.has_token:
             # Rule 2.
@@ -501,6 +519,7 @@ class NodeDLiteral(Node):
             return SEND_REQUEST
         return 0  # the request message is stopped here
 
+    @micropython.native
     def on_token(self, count, state, seq, epoch):
         if self.fresh or epoch != self.known_epoch or self.known_owner != OWNER_TOKEN:
             epoch = self._gate(epoch)  # else _gate would change nothing: not called (hot path)
@@ -545,6 +564,7 @@ class NodeDLiteral(Node):
         self.has_token = True  # the check tour is over: T rests here
         return 0
 
+    @micropython.native
     def exit_cs(self):
         self.in_cs = False
         if self.state == ACTIVE or self.count > 0:
