@@ -116,7 +116,7 @@ def record_py(buf, st, code, aux, count, seq, epoch, tick):
         drop_record(buf, st, tick)
     if st[L_PENDING] >= st[_CAP]:
         st[_ESEQ] = (st[_ESEQ] + 1) & 0xFFFF
-        st[_DROPPED] += 1
+        st[_DROPPED] = (st[_DROPPED] + 1) & _COUNT_MASK
         st[L_DROPPED_TOTAL] = (st[L_DROPPED_TOTAL] + 1) & _COUNT_MASK
         return 0
     _put_py(buf, st, code, aux, count, seq, epoch, tick)
@@ -164,7 +164,7 @@ try:
             drop_record(buf, st, tick)
         if v[L_PENDING] >= v[_CAP]:
             v[_ESEQ] = (v[_ESEQ] + 1) & 0xFFFF
-            v[_DROPPED] += 1
+            v[_DROPPED] = (v[_DROPPED] + 1) & _COUNT_MASK
             v[L_DROPPED_TOTAL] = (v[L_DROPPED_TOTAL] + 1) & _COUNT_MASK
             return 0
         b = ptr8(buf)
@@ -362,12 +362,12 @@ class HostLink:
                 self._n = 0
                 if self._overflow:
                     self._overflow = False
-                    self.bad_lines += 1
+                    self.bad_lines = (self.bad_lines + 1) & _COUNT_MASK
                     return -2
                 if n == 0:
                     continue  # blank line or the \n of \r\n
                 if line[0] != _BANG:
-                    self.bad_lines += 1
+                    self.bad_lines = (self.bad_lines + 1) & _COUNT_MASK
                     return -1
                 return n
             if self._n < len(line):

@@ -436,7 +436,7 @@ class NodeLoop:
             fired = self.gen_us
         else:
             why = TIMEOUT_CLAIM
-        self.timeouts += 1
+        self.timeouts = (self.timeouts + 1) & _COUNT_MASK
         self._wait_since = t
         self.log.record(EV_TIMEOUT, 0, why, min(fired // 1000, 0xFFFF), node.seq, node.known_epoch, t)
         self._act(node.on_timeout(), t)
@@ -455,10 +455,10 @@ class NodeLoop:
         node = self.node
         t = self.ticks_us()
         if node.busy():
-            self.rejected += 1
+            self.rejected = (self.rejected + 1) & _COUNT_MASK
             self.log.record(EV_REJECT, 0, 0, 0, 0, 0, t)
             return
-        self.requests += 1
+        self.requests = (self.requests + 1) & _COUNT_MASK
         self._wait_since = t
         self._act(node.request(), t, EV_REQ)
 
@@ -474,7 +474,7 @@ class NodeLoop:
         except UnicodeError:
             words = None
         if not words:
-            self.link.bad_lines += 1
+            self.link.bad_lines = (self.link.bad_lines + 1) & _COUNT_MASK
             self._host_error(HOSTERR_NOT_TEXT if words is None else HOSTERR_NOT_COMMAND)
             return
         handler = self._commands.get(words[0])

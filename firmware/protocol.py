@@ -73,7 +73,7 @@ ACTIVE = const(1)
 TOKEN_FIELDS = ("count", "state", "seq", "epoch")
 
 
-# Entry numbers (seq) wrap at 2**30, as frame.SEQ_MASK sends them: on the rp2 port a
+# Entry numbers (seq) and every counter wrap at 2**30 (frame.SEQ_MASK): on the rp2 port a
 # larger int is a heap object, and seq is updated at every critical-section entry.
 SEQ_MASK = const(0x3FFFFFFF)
 
@@ -183,7 +183,7 @@ class Node:
         26.2 us a frame calling it on every token, 21.3 us with this check,
         20.9 us before the recovery existed."""
         if self.fresh:
-            self.discarded += 1
+            self.discarded = (self.discarded + 1) & SEQ_MASK
             return -1
         known = self.known_epoch
         if epoch != known and not newer(epoch, known):
@@ -195,7 +195,7 @@ class Node:
                 self.known_owner = OWNER_TOKEN
                 self.starting = False
                 return known
-            self.discarded += 1
+            self.discarded = (self.discarded + 1) & SEQ_MASK
             return -1
         self.known_epoch = epoch
         self.known_owner = OWNER_TOKEN
@@ -287,7 +287,7 @@ class Node:
                 self.seq = seq
             self.known_owner = OWNER_TOKEN
             self.epoch = epoch
-            self.regenerated += 1
+            self.regenerated = (self.regenerated + 1) & SEQ_MASK
             if self.starting and not self.pending:
                 # The ring's first token starts as the paper's does: at rest here.
                 self.starting = False
@@ -367,7 +367,7 @@ class NodeS(Node):
 
     @micropython.native
     def on_request(self):
-        self.errors += 1  # S has no request messages
+        self.errors = (self.errors + 1) & SEQ_MASK  # S has no request messages
         return 0
 
     @micropython.native
@@ -377,7 +377,7 @@ class NodeS(Node):
             if epoch < 0:
                 return DISCARDED
         if self.has_token:
-            self.errors += 1  # a second token: dropped, never acted on
+            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped, never acted on
             return 0
         self.count = count
         self.state = state
@@ -430,7 +430,7 @@ class NodeQ(Node):
             if epoch < 0:
                 return DISCARDED
         if self.has_token:
-            self.errors += 1  # a second token: dropped, never acted on
+            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped, never acted on
             return 0
         self.seq = seq
         self.epoch = epoch
@@ -448,7 +448,7 @@ class NodeQ(Node):
         # counter can be stale, and T would circle forever: it rests instead.
         state += 1
         if state >= self.n:
-            self.stale_counts += 1  # never on a fault-free ring (explore checks it)
+            self.stale_counts = (self.stale_counts + 1) & SEQ_MASK  # never on a fault-free ring (explore checks it)
             self.has_token = True
             self.count = 0
             self.state = 0
@@ -526,7 +526,7 @@ class NodeDLiteral(Node):
             if epoch < 0:
                 return DISCARDED
         if self.has_token:
-            self.errors += 1  # a second token: dropped, never acted on
+            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped, never acted on
             return 0
         self.seq = seq
         self.epoch = epoch

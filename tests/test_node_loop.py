@@ -12,6 +12,7 @@ from conftest import FIRMWARE
 sys.path.insert(0, str(FIRMWARE))
 import node as fw_node  # noqa: E402
 import protocol  # noqa: E402
+import frame as fw_frame  # noqa: E402
 
 
 class Wire:
@@ -180,3 +181,20 @@ def test_the_regeneration_timeout_decays_all_the_way_back_to_its_base():
     ring.run(3000)
     assert ring.frames() > 1000
     assert [lp.gen_us for lp in ring.loops] == [lp.regen_us for lp in ring.loops]
+
+
+def test_counters_wrap_at_30_bits():
+    # A Pico's small ints are 30-bit: a counter that reached 2**30 would make a heap long
+    # int at every increment. Each one wraps (the host takes differences mod 2**30).
+    ring = Ring("s", 3)
+    lp = ring.loops[1]
+    top = (1 << 30) - 1
+    lp.tx_frames = lp.rx_bytes = top
+    lp.dec.st[fw_frame.S_FRAMES] = top
+    ring.run(20)
+    assert 0 <= lp.tx_frames < 20 and 0 <= lp.rx_bytes < 20 * 16 and 0 <= lp.dec.frames < 20
+    lp.requests = lp.link.bad_lines = top
+    ring.command(1, b"!r\n")
+    ring.command(1, b"no bang\n")
+    ring.run(50)
+    assert (lp.requests, lp.link.bad_lines) == (0, 0)

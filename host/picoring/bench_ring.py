@@ -44,6 +44,7 @@ import time
 import tty
 from pathlib import Path
 
+COUNTER_MASK = 0x3FFFFFFF  # firmware counters wrap at 2**30 (docs/hostlink.md)
 FRAME_BYTES = 16  # a token frame on the wire (docs/hostlink.md)
 BITS_PER_BYTE = 10
 N_BOARDS = 5
@@ -195,7 +196,7 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
                 replies = [lk.wait_reply("status") for lk in links]
                 return {
                     "t": sum(t for t, _ in replies) / len(replies) / 1e6,
-                    "tx": sum(r.fields["tx_frames"] for _, r in replies),
+                    "tx": [r.fields["tx_frames"] for _, r in replies],
                     "rx": sum(r.fields["rx_frames"] for _, r in replies),
                     "bad": sum(r.fields["bad"] for _, r in replies),
                     "errors": sum(r.fields["errors"] for _, r in replies),
@@ -221,7 +222,8 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
                     b = snapshot()
                     drain(inbox)
                     dt = b["t"] - a["t"]
-                    hops = b["tx"] - a["tx"]
+                    # the boards' counters wrap at 2**30 (no long ints on a Pico)
+                    hops = sum((y - x) & COUNTER_MASK for x, y in zip(a["tx"], b["tx"]))
                     s = {
                         "seconds": round(dt, 4),
                         "hops": hops,
