@@ -264,3 +264,20 @@ def test_an_s_trace_from_sim_checks_ok(tmp_path, capsys):
     assert '"quiescent":null' in path.read_text().splitlines()[-1].replace(" ", "")
     capsys.readouterr()
     assert main(["check", str(path)]) == 0, capsys.readouterr().out
+
+
+def test_entry_numbers_across_the_30_bit_wrap():
+    # Boards keep entry numbers in 30 bits (no long ints on a Pico): after 2**30 - 1
+    # comes 0. That is an increase; a number seen again is still a violation.
+    from picoring.checker import SEQ_PERIOD, Checker
+
+    top = SEQ_PERIOD - 1
+    c = Checker("q", 3)
+    for t, seq in enumerate((top - 1, top, 0, 1)):
+        c.request(10 * t, t % 3)
+        c.enter(10 * t + 1, t % 3, seq)
+        c.exit(10 * t + 2, t % 3)
+    assert c.safety_violations == 0 and not c.violations
+    c.request(100, 0)
+    c.enter(101, 0, 0)
+    assert any("not strictly increasing" in v["message"] for v in c.violations)

@@ -52,6 +52,9 @@ def bounds_for(protocol, n):
     return None, None
 
 
+SEQ_PERIOD = 1 << 30  # boards' entry numbers wrap here (firmware/protocol.py SEQ_MASK + 1)
+
+
 class Checker:
     def __init__(self, protocol, n, max_violations=100):
         self.protocol = protocol
@@ -91,6 +94,7 @@ class Checker:
         self.faults_at = None  # time of the first recovery action: bounds stop applying
         self.over_bound_after_faults = 0
         self.last_entry_seq = None
+        self._seq_ref = None  # the last entry number seen, unwrapped (see _unwrap_seq)
         self._entry_max = {}  # node -> highest entry number it made since it last restarted
         self._suspect_seqs = []  # [t, node, seq, {boards whose restart would explain it}]
         self._suspect_overlaps = []  # (node that entered, node still in its CS, t)
@@ -207,6 +211,19 @@ class Checker:
         if self.pending.pop(node, None) is not None:
             self.failed[reason] = self.failed.get(reason, 0) + 1
 
+    def _unwrap_seq(self, seq):
+        """Boards keep entry numbers in 30 bits (firmware/protocol.py SEQ_MASK: no long
+        ints on a Pico), so they wrap at 2**30. Placed within half a period of the last
+        number seen, every later comparison here is on unwrapped numbers."""
+        if self._seq_ref is None:
+            self._seq_ref = seq
+            return seq
+        d = (seq - self._seq_ref) % SEQ_PERIOD
+        if d >= SEQ_PERIOD // 2:
+            d -= SEQ_PERIOD
+        self._seq_ref += d
+        return self._seq_ref
+
     def enter(self, t, node, seq=None):
         if self.in_cs is not None:
             if self.faults_at is not None:
@@ -219,6 +236,7 @@ class Checker:
                 self._violate("safety", None, node, t, "node %d entered the critical section while node %d was in it"
                               % (node, self.in_cs))
         if seq is not None:
+            seq = self._unwrap_seq(seq)
             # The token counts entries; a second live token repeats or reverses the count.
             if self.last_entry_seq is not None and seq <= self.last_entry_seq:
                 # A board that dies holding the token takes the last entry number with it, and
