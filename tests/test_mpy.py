@@ -9,7 +9,8 @@ import stat
 
 import pytest
 
-from picoring import deploy, mpy
+from picoring import deploy, flash, mpy
+from picoring.virtual import VirtualRing
 
 PICO = 4870        # RP2040, MicroPython 1.23 to 1.28: .mpy 6.3, armv6m
 PICO2 = 0x1F06     # RP2350 (Pico 2): .mpy 6.3, armv7emsp
@@ -140,3 +141,37 @@ def test_without_mpy_cross_or_when_it_fails_the_sources_go(tmp_path):
     assert sel["compiled"] == [] and len(sel["notes"]) == 1 and "mpy-cross failed: SyntaxError: planted" in sel["notes"][0]
     assert not list((tmp_path / "cache").rglob("*.mpy"))  # no half-written file left to be taken later
 
+
+def test_copy_firmware_to_a_board_that_loads_mpy(compiler, tmp_path):
+    """flash's copy for a board that is not virtual, on the unix port (x64 .mpy 6.3): the .mpy
+    files go on, the stale sources come off, the firmware imports from the .mpy files (native
+    code included), a second copy finds every file up to date, and copying sources puts the
+    .py files back and removes the .mpy ones."""
+    with VirtualRing(2, workdir=tmp_path / "ring") as r:
+        b = r.boards[0]
+        r.reset(0, run_main=False)
+        b.wait_output(b">>> ", 30)
+        tag = mpy.decode_tag(int(flash._identity(deploy.exec_code(b.usb_path, flash.ID_CODE))["mpy"]))
+        if not tag["arch"]:
+            pytest.skip("this MicroPython unix port cannot load native .mpy code (_mpy %r)" % tag)
+        deploy.deploy_board(b.usb_path, {"position": 0}, timeout=30)  # an old flash: sources
+        notes = []
+        summary, ident, sel = flash.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
+                                                  log=notes.append)
+        assert ident["implementation"] == "micropython" and sorted(sel["compiled"]) == MODULES
+        on_board = sorted(os.listdir(b.fs_dir))
+        assert on_board == sorted([m + ".mpy" for m in MODULES] + ["main.py", "picoring.json"])
+        assert sorted(summary["removed"]) == sorted(m + ".py" for m in MODULES)
+        assert notes == ["copying the firmware (%d modules as .mpy %s) and picoring.json" % (len(MODULES), mpy.tag_text(tag))]
+        out = deploy.exec_code(b.usb_path, "import frame, node, hostlink\n"
+                               "raw = bytearray(b'\\x01\\x07\\x01\\x00\\x00\\x39\\x30\\x00\\x00\\x02\\x00')\n"
+                               "print('@@', frame.__file__, node.__file__, node.FIRMWARE_VERSION, "
+                               "frame.crc16(raw, 11) == frame.crc16_bitwise(raw, 11))")
+        assert out.decode().split("@@", 1)[1].split() == ["frame.mpy", "node.mpy", flash.firmware_version(), "True"]
+        again, _, _ = flash.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c")
+        assert again["copied"] == [] and len(again["up_to_date"]) == len(MODULES) + 2 and again["removed"] == []
+        back, _, sel = flash.copy_firmware(b.usb_path, {"position": 0}, None, None, "--no-mpy")
+        assert sel["notes"] == ["--no-mpy: copying sources"]
+        assert sorted(back["copied"]) == sorted(m + ".py" for m in MODULES)
+        assert sorted(back["removed"]) == sorted(m + ".mpy" for m in MODULES)
+        assert sorted(os.listdir(b.fs_dir)) == sorted([p.name for p in deploy.FIRMWARE_FILES] + ["picoring.json"])
