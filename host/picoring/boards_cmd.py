@@ -58,6 +58,8 @@ def argparse_flash(sub):
     p.add_argument("--regen-ms", type=int, help="base token-regeneration timeout on the boards (default 500; "
                                                 "docs/recovery.md): above the longest legitimate wait for the token")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per board for the copy (default 60)")
+    p.add_argument("--no-mpy", action="store_true", help="copy the .py sources even where a board loads .mpy files "
+                                                         "compiled by mpy-cross (they boot ~1 s slower on a Pico)")
     p.add_argument("--json", action="store_true")
 
 
@@ -82,15 +84,16 @@ def do_flash(args, out=None):
     if args.regen_ms is not None and args.regen_ms < 0:
         raise ValueError("--regen-ms must be >= 0 (0: no recovery timeouts)")
     results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us, regen_ms=args.regen_ms,
-                    copy_timeout=args.timeout, log=say)
+                    copy_timeout=args.timeout, log=say, mpy=not args.no_mpy)
     elapsed = time.monotonic() - t0
     if args.json:
         print(json.dumps({"boards": results, "seconds": round(elapsed, 2)}, sort_keys=True, default=str), file=out)
     else:
         for r in results:
-            print("%-24s position %d  copied %d, up to date %d  fw %s  (%.1f s)"
-                  % (r["port"], r["position"], len(r["copied"]), len(r["up_to_date"]), r["ver"]["fw"],
-                     r["copy_s"] + r["confirm_s"]), file=out)
+            print("%-24s position %d  copied %d, up to date %d%s  fw %s%s  (%.1f s)"
+                  % (r["port"], r["position"], len(r["copied"]), len(r["up_to_date"]),
+                     ", removed %d" % len(r["removed"]) if r["removed"] else "", r["ver"]["fw"],
+                     " (.mpy)" if r["compiled"] else "", r["copy_s"] + r["confirm_s"]), file=out)
         print("%d board(s) flashed and confirmed in %.1f s" % (len(results), elapsed), file=sys.stderr)
     return 0
 

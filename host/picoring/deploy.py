@@ -88,13 +88,13 @@ def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote"):
                       % (what, port, proc.returncode, (err or out)[-2000:] or "no message"), proc.stdout)
 
 
-def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT, before=None):
+def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT, before=None, after=None):
     """Copy local files to the board's filesystem root (as dest_names, default their own names).
 
     mpremote's `fs cp` compares SHA-256 hashes and skips a file the board already
     has ("Up to date: NAME"). Returns {"copied": [names], "up_to_date": [names],
-    "output": mpremote's stdout}. before: mpremote arguments to run first in the
-    same session (e.g. ["exec", code]), to save a connection."""
+    "output": mpremote's stdout}. before, after: mpremote arguments to run first and
+    last in the same session (e.g. ["exec", code]), to save a connection."""
     files = [Path(f) for f in files]
     if dest_names is None:
         dest_names = [f.name for f in files]
@@ -103,13 +103,15 @@ def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT, before=Non
     for f in files:
         if not f.is_file():
             raise DeployError("copy to %s: no such local file: %s" % (port, f))
-    if not files:
+    if not files and not before and not after:
         return {"copied": [], "up_to_date": [], "output": b""}
     args = list(before or [])
     for f, name in zip(files, dest_names):
         if args:
             args.append("+")
         args += ["fs", "cp", str(f), ":" + name]
+    if after:
+        args += (["+"] if args else []) + list(after)
     out = mpremote(port, args, timeout, what="copy %d file(s)" % len(files))
     started, up_to_date = copy_progress(out)
     return {"copied": [n for n in started if n not in up_to_date], "up_to_date": up_to_date, "output": out}
@@ -154,18 +156,19 @@ def exec_code(port, code, timeout=DEFAULT_TIMEOUT):
 exec = exec_code  # noqa: A001 - the brief's name, as deploy.exec(port, code)
 
 
-def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=None):
-    """Copy the firmware (default FIRMWARE_FILES) and, if given, the config dict as picoring.json,
-    in one mpremote session. The board runs it after its next reset. Returns copy_files' summary."""
+def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=None, names=None, after=None):
+    """Copy the firmware (default FIRMWARE_FILES; names: their names on the board, default their
+    own) and, if given, the config dict as picoring.json, in one mpremote session. The board runs
+    it after its next reset. Returns copy_files' summary."""
     files = list(FIRMWARE_FILES if files is None else files)
-    names = [Path(f).name for f in files]
+    names = [Path(f).name for f in files] if names is None else list(names)
     with tempfile.TemporaryDirectory(prefix="picoring-deploy-") as tmp:
         if config is not None:
             cfg = Path(tmp) / CONFIG_NAME
             cfg.write_text(json.dumps(config, sort_keys=True))
             files.append(cfg)
             names.append(CONFIG_NAME)
-        return copy_files(port, files, names, timeout, before=before)
+        return copy_files(port, files, names, timeout, before=before, after=after)
 
 
 def board_config(config, index, uart_path, n, baud):

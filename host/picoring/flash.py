@@ -1,9 +1,14 @@
 """`picoring flash`: put the firmware and each board's config on a ring of boards.
 
-For every board, in one mpremote session (deploy.deploy_board): check it is a
-MicroPython REPL, copy the firmware files (mpremote's `fs cp` skips files whose
-SHA-256 already matches) and its picoring.json (position, size, protocol, baud,
-and the pins from boards/<board>.toml). Then restart every board into the
+For every board: check it is a MicroPython REPL and ask which .mpy files it loads
+(sys.implementation._mpy); then, in one mpremote session (deploy.deploy_board),
+copy the firmware files (mpremote's `fs cp` skips files whose SHA-256 already
+matches) and its picoring.json (position, size, protocol, baud, and the pins from
+boards/<board>.toml), and delete the stale other form of each module. The firmware
+goes as .mpy compiled by mpy-cross for the board where it loads them (boot then
+skips ~1 s of compiling on a Pico), as .py sources otherwise, saying why
+(picoring.mpy). main.py is always a source; virtual boards (the unix port) get
+sources, identified and copied in one session as before. Then restart every board into the
 firmware (a virtual board through its ring, a real one by Ctrl-C, Ctrl-B,
 Ctrl-D over its USB serial: a soft reset, which keeps the USB port and runs
 main.py) and confirm that it says `!hello` with the expected firmware version
@@ -20,6 +25,7 @@ import re
 import time
 
 from . import boarddefs, deploy
+from . import mpy as mpymod
 from .harness import BoardLink, HarnessError, clock_rates, drain, slowness
 from .hostlink import CTRL_C
 from .ports import PortError
@@ -28,13 +34,28 @@ PROTOCOLS = ("s", "q", "d", "d-literal")
 COPY_TIMEOUT = 60.0
 CONFIRM_TIMEOUT = 20.0
 ID_MARK = "@@picoring-id"
-# Runs on the board before the copy, in the same mpremote session: proves it is a
-# MicroPython REPL and says what it is.
+RM_MARK = "@@picoring-rm"
+# Runs on the board before the copy: proves it is a MicroPython REPL and says what it is,
+# with the .mpy files it loads (sys.implementation._mpy, '-' if it does not say).
 ID_CODE = ("import sys\n"
            "try:\n import machine, binascii\n uid = binascii.hexlify(machine.unique_id()).decode()\n"
            "except Exception:\n uid = '-'\n"
-           "print(%r, sys.implementation.name, sys.platform, '.'.join(str(x) for x in sys.implementation.version[:3]), uid)"
+           "print(%r, sys.implementation.name, sys.platform, '.'.join(str(x) for x in sys.implementation.version[:3]), uid, "
+           "getattr(sys.implementation, '_mpy', '-'))"
            % ID_MARK)
+
+
+def remove_code(names):
+    """Code that deletes these files from the board's root where they exist, and prints which."""
+    return ("import os\nr = []\nfor n in %r:\n try:\n  os.remove(n)\n  r.append(n)\n except OSError:\n  pass\n"
+            "print(%r, ' '.join(r))" % (list(names), RM_MARK))
+
+
+def _removed(out):
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(RM_MARK):
+            return line[len(RM_MARK):].split()
+    return []
 
 
 class FlashError(RuntimeError):
@@ -172,12 +193,14 @@ def _state_text(states):
 
 
 def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions=None, cs_us=0, files=None, regen_ms=None,
-          copy_timeout=COPY_TIMEOUT, confirm_timeout=CONFIRM_TIMEOUT, tap=None, log=None):
+          copy_timeout=COPY_TIMEOUT, confirm_timeout=CONFIRM_TIMEOUT, tap=None, log=None, mpy=True, mpy_cache=None):
     """Flash and configure targets (positions[i] is targets[i]'s ring position, default i).
 
     Returns one dict per board: port, serial, position, config, copied, up_to_date,
-    identity (implementation, platform, version, unique id), ver (its !ver fields),
-    copy_s, confirm_s. Raises FlashError (or PortError before anything was touched)."""
+    removed (stale files deleted), compiled (modules sent as .mpy), notes (why a module went
+    as source), identity (implementation, platform, version, unique id, mpy), ver (its !ver
+    fields), copy_s, confirm_s. mpy=False copies sources to every board. Raises FlashError
+    (or PortError before anything was touched)."""
     log = log or (lambda text: None)
     if protocol not in PROTOCOLS:
         raise FlashError("unknown protocol %r (known: %s)" % (protocol, ", ".join(PROTOCOLS)))
@@ -189,6 +212,11 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     n = len(targets)
     states = [{"label": t.label(), "state": "not touched"} for t in targets]
     results = [None] * n
+    compiler, no_compiler = None, "not asked to compile (--no-mpy)"
+    if mpy and any(not t.virtual for t in targets):
+        compiler, no_compiler = mpymod.find_compiler()
+        if compiler is None:
+            log("no .mpy: %s" % no_compiler)
 
     def fail(i, message):
         raise FlashError("%s: %s. State of the boards: %s" % (targets[i].label(), message, _state_text(states)), states)
@@ -204,10 +232,19 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
             states[i]["state"] = "stopped (REPL)"
     for i, t in enumerate(targets):
         cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms)
-        log("%s: copying the firmware and picoring.json (position %d)" % (t.label(), positions[i]))
         t0 = time.monotonic()
+        ident, sel = None, None
         try:
-            summary = deploy.deploy_board(t.port, cfg, files, copy_timeout, before=["exec", ID_CODE])
+            if t.virtual:  # the unix port: sources, identified in the copy's session
+                log("%s: copying the firmware and picoring.json (position %d)" % (t.label(), positions[i]))
+                summary = deploy.deploy_board(t.port, cfg, files, copy_timeout, before=["exec", ID_CODE])
+            else:
+                summary, ident, sel = copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout, mpy_cache,
+                                                    log=lambda text: log("%s: %s" % (t.label(), text)),
+                                                    what="position %d" % positions[i])
+                if ident and ident["implementation"] != "micropython":
+                    states[i]["state"] = "not changed"
+                    fail(i, "runs %s, not MicroPython" % ident["implementation"])
         except deploy.DeployError as e:
             started, same = deploy.copy_progress(e.stdout)
             if not started:
@@ -217,7 +254,8 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                 states[i]["state"] = ("partly copied: %s written, failed during %s; the old firmware or a mix is "
                                       "on it: flash it again" % (", ".join(done) or "nothing", started[-1]))
             fail(i, "copy failed: %s" % e)
-        ident = _identity(summary["output"])
+        if ident is None:
+            ident = _identity(summary["output"])
         if ident and ident["implementation"] != "micropython":
             states[i]["state"] = "files copied, not configured"
             fail(i, "runs %s, not MicroPython" % ident["implementation"])
@@ -225,6 +263,8 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
             len(summary["copied"]), len(summary["up_to_date"]))
         results[i] = {"port": t.port, "serial": t.serial_number, "position": positions[i], "config": cfg,
                       "copied": summary["copied"], "up_to_date": summary["up_to_date"], "identity": ident,
+                      "removed": summary.get("removed", []), "compiled": sel["compiled"] if sel else [],
+                      "notes": sel["notes"] if sel else [],
                       "copy_s": round(time.monotonic() - t0, 2)}
     # Start position 0 last: it creates the token, which should find the others running.
     # Each board that started is a clock for the next one's deadline: a board boots while the
@@ -253,10 +293,36 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     return results
 
 
+def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeout=COPY_TIMEOUT, cache=None, log=None,
+                  what=""):
+    """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
+    firmware in the form it takes (picoring.mpy.select), its config as picoring.json, and delete
+    the stale other form of each module (a second session). Returns (copy_files' summary with
+    "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
+    None). Raises deploy.DeployError."""
+    log = log or (lambda text: None)
+    ident = _identity(deploy.exec_code(port, ID_CODE, timeout))
+    if ident and ident["implementation"] != "micropython":
+        return None, ident, None
+    tag = ident.get("mpy") if ident else None
+    tag = int(tag) if tag and tag.isdigit() else None
+    sel = mpymod.select(deploy.FIRMWARE_FILES if files is None else files, tag, compiler, cache,
+                        board_version=ident["version"] if ident else None, no_compiler=no_compiler)
+    for note in sel["notes"]:
+        log(note)
+    form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpymod.tag_text(mpymod.decode_tag(tag)))
+            if sel["compiled"] else "sources")
+    log("copying the firmware (%s) and picoring.json%s" % (form, " (%s)" % what if what else ""))
+    summary = deploy.deploy_board(port, cfg, sel["files"], timeout, names=sel["names"],
+                                  after=["exec", remove_code(sel["remove"])])
+    summary["removed"] = _removed(summary["output"])
+    return summary, ident, sel
+
+
 def _identity(out):
     for line in (out or b"").decode(errors="replace").splitlines():
         if line.startswith(ID_MARK):
             parts = line[len(ID_MARK):].split()
-            if len(parts) == 4:
-                return dict(zip(("implementation", "platform", "version", "unique_id"), parts))
+            if len(parts) in (4, 5):
+                return dict(zip(("implementation", "platform", "version", "unique_id", "mpy"), parts))
     return None
