@@ -45,6 +45,7 @@ class HarnessError(RuntimeError):
 
 
 REPLY_TIMEOUT_S = 3.0  # a command's reply, on a real Pico
+WRITE_TIMEOUT_S = 2.0  # a write to a board's USB serial that the board does not take, on a real Pico
 
 
 def clock_rates(links, span_s=0.1):
@@ -135,7 +136,7 @@ class BoardLink:
         if serial is None:
             raise HarnessError("pyserial is not installed")
         try:
-            kw = {"baudrate": 115200, "timeout": 0.02, "write_timeout": 2}
+            kw = {"baudrate": 115200, "timeout": 0.02, "write_timeout": WRITE_TIMEOUT_S * self.slowness}
             if self.port.startswith("rfc2217://"):
                 del kw["write_timeout"]  # pyserial 3.5's rfc2217 raises NotImplementedError for it
             return serial.serial_for_url(self.port, **kw)
@@ -220,6 +221,10 @@ class BoardLink:
                 self.bytes_dropped += len(data)
                 return
             try:
+                if ser.write_timeout is not None and ser.write_timeout < WRITE_TIMEOUT_S * self.slowness:
+                    # A slow board drains its USB input slowly too (an emulated Pico under load
+                    # runs 5-50x slower than wall time): the deadline is in board time.
+                    ser.write_timeout = WRITE_TIMEOUT_S * self.slowness
                 ser.write(data)
                 return
             except serial.SerialTimeoutException as e:  # the port is there, the board does not read
