@@ -231,13 +231,17 @@ class BoardLink:
         self._lost(ser, "on write", error)
 
     def command(self, word, *args, expect=None, timeout=None):
-        """Send a command and wait for the reply line that starts with `expect`."""
+        """Send a command and wait for the reply line that starts with `expect` (a reply that
+        reached the host before the command was sent never answers it)."""
         expect = expect or word
+        sent = now_us()
         self.write(encode_command(word, *args))
-        return self.wait_reply(expect, timeout)
+        return self.wait_reply(expect, timeout, since=sent)
 
-    def wait_reply(self, word, timeout=None):
-        """The next reply line `word`; timeout in seconds, by default REPLY_TIMEOUT_S of board time."""
+    def wait_reply(self, word, timeout=None, since=None):
+        """The next reply line `word`; timeout in seconds, by default REPLY_TIMEOUT_S of board time.
+        since: host us; replies received before it are stale (the reader keeps every reply, and
+        the run loop sends commands whose replies it reads from the inbox instead)."""
         if timeout is None:
             timeout = REPLY_TIMEOUT_S * self.slowness
         deadline = time.monotonic() + timeout
@@ -258,6 +262,8 @@ class BoardLink:
             try:
                 t, reply = self.replies.get(timeout=left)
             except queue.Empty:
+                continue
+            if since is not None and t < since:
                 continue
             if reply.word == word:
                 return t, reply
