@@ -22,3 +22,23 @@ def test_a_reply_received_before_the_command_never_answers_it():
     link.write = write
     t, reply = link.command("flush", timeout=1.0)
     assert sent == [b"!flush\n"] and reply.text == "fresh"
+
+
+def test_requests_written_after_the_state_query_are_not_failed_by_its_answer():
+    # After a USB outage the host asks the board's !status and !flush without waiting, and the
+    # run loop goes on writing requests meanwhile. The board answers for what it had when it
+    # read !status: a request written after it (counted in "after") is not in that answer and
+    # must not be failed as lost (it was, and the board then refused the next request as one
+    # too many: the host's count stayed at 1 forever, a false "ring stalled").
+    from picoring.harness import RingRun, UNSEEN_IN_OUTAGE
+    from picoring.workload import make_workload
+
+    run = RingRun(["p0", "p1", "p2"], "q", make_workload("poisson", 3, 1, seed=0))
+    run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]
+    outstanding = [0, 0, 1]
+    status = {"pend": 0, "cs": 0}
+    assert run._resync(2, status, outstanding, 0, after=1) == 0 and outstanding == [0, 0, 1]
+    # one from before the query that the board no longer has: its events were lost
+    outstanding = [0, 0, 2]
+    assert run._resync(2, status, outstanding, 0, after=1) == 1 and outstanding == [0, 0, 1]
+    assert any(UNSEEN_IN_OUTAGE in n for n in run.notices)
