@@ -44,7 +44,15 @@ class HarnessError(RuntimeError):
     """A problem with the boards or the ports; the message names the port."""
 
 
-REPLY_TIMEOUT_S = 3.0  # a command's reply, on a real Pico
+# A command's reply, on a real Pico: it answers within milliseconds; this is how long before a
+# board counts as not running the firmware. Not 3 s: on a busy 2-core machine every pty of a
+# virtual ring (its relay thread's select, the boards' polls, blocked in the kernel's tty
+# flip-buffer work) was seen to stand still for 2 to 4 s at a time, and ring set-up failed.
+REPLY_TIMEOUT_S = 10.0
+# A write that cannot go out this long: the board does not read. Not 2 s: a busy machine was seen
+# to stop every pty of a virtual ring (its relay, the boards, the host's writes) for 2 to 4 s, and
+# pyserial may report a timeout for a write that went out, so a timed-out write cannot be retried.
+WRITE_TIMEOUT_S = 30.0
 # The stall clock (RingRun.run) runs only while the boards answer pings: a ping round unanswered
 # this long stops it (pings go every 0.5 s; a board answers within milliseconds when the machine
 # keeps up), and one pass of the run loop adds at most STALL_STEP_S.
@@ -142,7 +150,7 @@ class BoardLink:
         if serial is None:
             raise HarnessError("pyserial is not installed")
         try:
-            kw = {"baudrate": 115200, "timeout": 0.02, "write_timeout": 2}
+            kw = {"baudrate": 115200, "timeout": 0.02, "write_timeout": WRITE_TIMEOUT_S}
             if self.port.startswith("rfc2217://"):
                 del kw["write_timeout"]  # pyserial 3.5's rfc2217 raises NotImplementedError for it
             return serial.serial_for_url(self.port, **kw)
