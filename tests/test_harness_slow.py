@@ -42,3 +42,24 @@ def test_requests_written_after_the_state_query_are_not_failed_by_its_answer():
     outstanding = [0, 0, 2]
     assert run._resync(2, status, outstanding, 0, after=1) == 1 and outstanding == [0, 0, 1]
     assert any(UNSEEN_IN_OUTAGE in n for n in run.notices)
+
+
+def test_a_receive_waits_for_its_send_while_the_sender_has_not_been_heard_past_it():
+    # A busy machine held one board's USB output back for seconds while the next board's came
+    # through: the merger forced that board's receives after 2 s of wall time, without their
+    # sends ("order", unexplained: the run not OK). A send is only taken for lost once its
+    # board has been heard from past the receive's time (a later event, or a pong).
+    from picoring.harness import CausalMerger
+    from picoring.hostlink import BoardEvent
+
+    merger = CausalMerger(3)
+    merger.push(1, 1_000, BoardEvent(1, 0, 0, "recv", link=0, kind="token"))
+    merger.push(0, 0, BoardEvent(0, 0, 0, "enter"))
+    assert [e.ev for _, e in merger.release(5_000_000)] == ["enter"]  # 5 s later: board 0 silent since
+    assert merger.forced == 0
+    merger.push(0, 500, BoardEvent(0, 1, 0, "send", link=0, kind="token"))  # it was only late
+    assert [e.ev for _, e in merger.release(5_100_000)] == ["send", "recv"] and merger.forced == 0
+    # board 0 heard from well past a receive whose send never comes: that send was lost
+    merger.push(1, 2_000_000, BoardEvent(1, 1, 0, "recv", link=0, kind="token"))
+    merger.hear(0, 2_500_000)
+    assert [e.ev for _, e in merger.release(5_200_000)] == ["recv"] and merger.forced == 1

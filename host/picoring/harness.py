@@ -365,13 +365,25 @@ class CausalMerger:
         # links whose sender lost send events of unknown number (its USB link was down): their
         # counts no longer pair, so their receives are placed by time (and counted as forced)
         self.unpaired = [False] * n
+        # per board: the latest time it is known to have reached (its events, its pongs). A
+        # receive whose send has not come is forced only once its sender was heard from past
+        # it: on a busy machine one board's USB output was seen held back for seconds while
+        # the next board's came through, and its sends were only late, not lost.
+        self.heard = [None] * n
+        self.give_up_us = 15 * stall_us  # ... or when this much wall time has passed (a silent sender)
 
     def unpair(self, link):
         self.unpaired[link] = True
 
+    def hear(self, board, t):
+        """Board `board` was running at time t (a pong's tick, in the merger's time)."""
+        if self.heard[board] is None or t > self.heard[board]:
+            self.heard[board] = t
+
     def push(self, board, t, event, counted=True):
         """counted=False: the event only pairs its link (before the run); release() skips it."""
         self.queues[board].append((t, event, counted))
+        self.hear(board, t)
 
     def _ready(self, board, event):
         if event.ev != "recv":
@@ -403,7 +415,10 @@ class CausalMerger:
                     return out
                 t, b = blocked_oldest
                 # A recv whose send never came: lost events. Place it rather than stall.
-                if final or (horizon is not None and t < now - self.stall_us):
+                sender = (b - 1) % self.n
+                heard_past = self.heard[sender] is not None and self.heard[sender] > t + self.window_us
+                if final or (horizon is not None and t < now - self.stall_us and heard_past) or (
+                        horizon is not None and t < now - self.give_up_us):
                     self.forced += 1
                     self.forced_links[(b - 1) % self.n] += 1
                     best = blocked_oldest
