@@ -383,7 +383,8 @@ class CausalMerger:
     def push(self, board, t, event, counted=True):
         """counted=False: the event only pairs its link (before the run); release() skips it."""
         self.queues[board].append((t, event, counted))
-        self.hear(board, t)
+        if getattr(event, "tick_us", None) is not None:  # the board's own event (not a host notice)
+            self.hear(board, t)
 
     def _ready(self, board, event):
         if event.ev != "recv":
@@ -704,6 +705,7 @@ class RingRun:
                         if item.word == "pong":
                             self._clock_sample(b, t_rx, item, ping_sent)
                             answered(b, item)
+                            self._heard(b, item, ping_sent)
                             continue
                         if item.word == "hello":
                             # The board restarted (power cycle, reset): it rejoins the ring by itself;
@@ -1041,6 +1043,16 @@ class RingRun:
             link.offset = tick - (t_sent + t_rx) // 2
             if self.unplaced[b]:
                 self._place_unplaced(b)
+
+    def _heard(self, b, reply, ping_sent):
+        """A pong says its board had made every event it sent before it by the pong's tick (the
+        USB stream is in order): the merger may then take a send missing before it for lost."""
+        parts = reply.text.split()
+        link = self.links[b]
+        if (len(parts) != 2 or not parts[0].isdigit() or not parts[1].isdigit() or link.offset is None
+                or ping_sent.get(int(parts[0]), -1) < link.booted_at):
+            return  # (a pong of an earlier incarnation: its tick is of another clock)
+        self.merger.hear(b, link.host_time(int(parts[1])) - self.t0)
 
     def _holder(self, tokens, last_token_recv):
         """The board holding the token at rest, from the token balance of the events seen;
