@@ -506,6 +506,7 @@ class RingRun:
         self.resync = {}
         self.unseen_in_outage = 0  # requests failed by _resync
         self.host_lagged = []  # the host could not get an answer in time: run conditions
+        self.host_slow = []  # answers that came late but came: explained run conditions
         self.frozen_s = 0.0  # run time in which the boards did not answer pings (or the host loop did not run)
 
     # -- setup --
@@ -777,8 +778,8 @@ class RingRun:
                     if now - query["sent"] > REPLY_TIMEOUT_S * 1e6 * slow and self.links[b].connected:
                         # no answer yet: a slow machine, or a reply lost; asked again (the
                         # requests written since the first query are not in the new answer either)
-                        self.host_lagged.append("%s: no answer to its state query after its USB link came back "
-                                                "within %.1f s: asked again" % (self.ports[b], REPLY_TIMEOUT_S * slow))
+                        self.host_slow.append("%s: no answer to its state query after its USB link came back "
+                                              "within %.1f s: asked again" % (self.ports[b], REPLY_TIMEOUT_S * slow))
                         self._ask_after_outage(b, now, after=query["after"])
                 for b in range(n):
                     # the next request queued behind a served one (one whose link is down
@@ -842,6 +843,8 @@ class RingRun:
                     break
                 # Quiet: nothing in flight. Frames lost on a lossy ring never arrive, so
                 # there the wait is longer instead of sends == recvs.
+                # (events lost in a USB outage leave the balance of sends and receives off for good)
+                lossy = lossy or any(link.parser.missing_in_outages for link in self.links)
                 quiet = (not busy and (now - last_event > settle_us and (sends == recvs or not rests)
                                        or lossy and now - last_event > 3 * settle_us))
                 # 4. closed loop
@@ -1143,6 +1146,8 @@ class RingRun:
         for text in self.host_lagged:
             conditions.append({"kind": "host", "explained": False, "message": text})
             report["ok"] = False
+        for text in self.host_slow:  # the answer came in the end: the verdict does not depend on it
+            conditions.append({"kind": "slow", "explained": True, "message": text})
         if self.frozen_s >= 1.0:
             # explained: the verdict does not rest on timing (the merge is causal), and the stall
             # clock stood still meanwhile; the run only took longer, and recovery may have fired
