@@ -44,8 +44,22 @@ class HarnessError(RuntimeError):
     """A problem with the boards or the ports; the message names the port."""
 
 
-REPLY_TIMEOUT_S = 3.0  # a command's reply, on a real Pico
-WRITE_TIMEOUT_S = 2.0  # a write to a board's USB serial that the board does not take, on a real Pico
+# A command's reply, on a real Pico: it answers within milliseconds; this is how long before a
+# board counts as not running the firmware. Not 3 s: on a busy 2-core machine every pty of a
+# virtual ring (its relay thread's select, the boards' polls, blocked in the kernel's tty
+# flip-buffer work) was seen to stand still for 2 to 4 s at a time, and ring set-up failed.
+REPLY_TIMEOUT_S = 10.0
+# A write that cannot go out this long: the board does not read. Not 2 s: a busy machine was seen
+# to stop every pty of a virtual ring (its relay, the boards, the host's writes) for 2 to 4 s, and
+# pyserial may report a timeout for a write that went out, so a timed-out write cannot be retried.
+WRITE_TIMEOUT_S = 30.0
+# The stall clock (RingRun.run) runs only while the boards answer pings: a ping round unanswered
+# this long stops it (pings go every 0.5 s; a board answers within milliseconds when the machine
+# keeps up), and one pass of the run loop adds at most STALL_STEP_S.
+PING_GRACE_S = 0.5
+STALL_STEP_S = 0.05
+PING_GIVE_UP_S = 30.0  # a ping round unanswered this long is forgotten (its answer was lost)
+FROZEN_LIMIT = 12  # a run with no progress for this many stall limits of wall time is given up
 
 
 def clock_rates(links, span_s=0.1):
@@ -236,13 +250,17 @@ class BoardLink:
         self._lost(ser, "on write", error)
 
     def command(self, word, *args, expect=None, timeout=None):
-        """Send a command and wait for the reply line that starts with `expect`."""
+        """Send a command and wait for the reply line that starts with `expect` (a reply that
+        reached the host before the command was sent never answers it)."""
         expect = expect or word
+        sent = now_us()
         self.write(encode_command(word, *args))
-        return self.wait_reply(expect, timeout)
+        return self.wait_reply(expect, timeout, since=sent)
 
-    def wait_reply(self, word, timeout=None):
-        """The next reply line `word`; timeout in seconds, by default REPLY_TIMEOUT_S of board time."""
+    def wait_reply(self, word, timeout=None, since=None):
+        """The next reply line `word`; timeout in seconds, by default REPLY_TIMEOUT_S of board time.
+        since: host us; replies received before it are stale (the reader keeps every reply, and
+        the run loop sends commands whose replies it reads from the inbox instead)."""
         if timeout is None:
             timeout = REPLY_TIMEOUT_S * self.slowness
         deadline = time.monotonic() + timeout
@@ -263,6 +281,8 @@ class BoardLink:
             try:
                 t, reply = self.replies.get(timeout=left)
             except queue.Empty:
+                continue
+            if since is not None and t < since:
                 continue
             if reply.word == word:
                 return t, reply
@@ -349,13 +369,26 @@ class CausalMerger:
         # links whose sender lost send events of unknown number (its USB link was down): their
         # counts no longer pair, so their receives are placed by time (and counted as forced)
         self.unpaired = [False] * n
+        # per board: the latest time it is known to have reached (its events, its pongs). A
+        # receive whose send has not come is forced only once its sender was heard from past
+        # it: on a busy machine one board's USB output was seen held back for seconds while
+        # the next board's came through, and its sends were only late, not lost.
+        self.heard = [None] * n
+        self.give_up_us = 15 * stall_us  # ... or when this much wall time has passed (a silent sender)
 
     def unpair(self, link):
         self.unpaired[link] = True
 
+    def hear(self, board, t):
+        """Board `board` was running at time t (a pong's tick, in the merger's time)."""
+        if self.heard[board] is None or t > self.heard[board]:
+            self.heard[board] = t
+
     def push(self, board, t, event, counted=True):
         """counted=False: the event only pairs its link (before the run); release() skips it."""
         self.queues[board].append((t, event, counted))
+        if getattr(event, "tick_us", None) is not None:  # the board's own event (not a host notice)
+            self.hear(board, t)
 
     def _ready(self, board, event):
         if event.ev != "recv":
@@ -387,7 +420,10 @@ class CausalMerger:
                     return out
                 t, b = blocked_oldest
                 # A recv whose send never came: lost events. Place it rather than stall.
-                if final or (horizon is not None and t < now - self.stall_us):
+                sender = (b - 1) % self.n
+                heard_past = self.heard[sender] is not None and self.heard[sender] > t + self.window_us
+                if final or (horizon is not None and t < now - self.stall_us and heard_past) or (
+                        horizon is not None and t < now - self.give_up_us):
                     self.forced += 1
                     self.forced_links[(b - 1) % self.n] += 1
                     best = blocked_oldest
@@ -469,9 +505,13 @@ class RingRun:
         # per board: events waiting for the board's clock offset (after a restart), in order,
         # as (host us it arrived, BoardEvent, counted)
         self.unplaced = [[] for _ in range(self.n)]
-        self.resync_status = {}  # board -> its !status after an outage, applied at its flush reply
+        # board -> a state query after a USB outage, in flight: {"sent": host us, "status": the
+        # !status fields once they came, "after": requests written to the board since the query}
+        self.resync = {}
         self.unseen_in_outage = 0  # requests failed by _resync
         self.host_lagged = []  # the host could not get an answer in time: run conditions
+        self.host_slow = []  # answers that came late but came: explained run conditions
+        self.frozen_s = 0.0  # run time in which the boards did not answer pings (or the host loop did not run)
 
     # -- setup --
     def connect(self):
@@ -573,6 +613,13 @@ class RingRun:
         reason = "done"
         was_busy = False
         last_progress = t0
+        # The stall clock: time without progress while the host loop ran and the boards answered
+        # their pings, so that a machine too busy to run the ring (or the host) is not taken for
+        # a ring that stalled. pending_pings: ping round -> (sent at, boards still to answer).
+        stalled_us = 0
+        frozen_us = 0  # time the clock stood still: the boards (or the host) did not keep up
+        last_pass = t0
+        pending_pings = {}
         if self.trace_path is not None:
             meta = header(self.protocol, n, "ring", "us", seed=self.seed, workload=wl.describe(), ports=self.ports,
                           unit_us=self.unit_us)
@@ -591,6 +638,20 @@ class RingRun:
         resync_due = set()  # boards whose events were lost in a USB outage: ask them their state
         in_run = [False] * n
 
+        def answered(b, reply):
+            parts = reply.text.split()
+            k = int(parts[0]) if parts and parts[0].isdigit() else None
+            if k in pending_pings:
+                pending_pings[k][1].discard(b)
+                if not pending_pings[k][1]:
+                    del pending_pings[k]
+
+        def forget_pings(b):
+            for k in list(pending_pings):
+                pending_pings[k][1].discard(b)
+                if not pending_pings[k][1]:
+                    del pending_pings[k]
+
         def inject(i):
             link = self.links[i]
             dropped = link.writes_dropped
@@ -603,6 +664,8 @@ class RingRun:
                 self.notices.append("%s: a request could not be sent: the USB link is down" % self.ports[i])
                 return
             outstanding[i] += 1
+            if i in self.resync:
+                self.resync[i]["after"] += 1  # written after the state query: not in its answer
 
         try:
             while True:
@@ -629,22 +692,32 @@ class RingRun:
                     if isinstance(item, LinkNotice):
                         # The USB link went away or came back (the board may run on meanwhile).
                         self._notice(b, now - t0, item.word, item.text)
+                        forget_pings(b)  # what was asked before does not come back
+                        self.resync.pop(b, None)  # a query in flight went with the link: asked again
                         if item.word == "reconnected":
                             resync_due.add(b)  # what it did meanwhile may never reach the host
                         continue
                     if isinstance(item, Reply):
-                        if item.word == "flush" and b in self.resync_status:
+                        query = self.resync.get(b)
+                        if query is not None and item.word == "status" and query["status"] is None:
+                            query["status"] = item.fields
+                            continue
+                        if query is not None and item.word == "flush" and query["status"] is not None:
                             # every event the board made before the status is in now
-                            self._resync(b, self.resync_status.pop(b), outstanding, now - t0)
+                            del self.resync[b]
+                            self._resync(b, query["status"], outstanding, now - t0, query["after"])
                             continue
                         if item.word == "pong":
                             self._clock_sample(b, t_rx, item, ping_sent)
+                            answered(b, item)
+                            self._heard(b, item, ping_sent)
                             continue
                         if item.word == "hello":
                             # The board restarted (power cycle, reset): it rejoins the ring by itself;
                             # the request it had pending is gone with its memory: reported failed.
                             lossy = True
                             tokens[b] = 0
+                            forget_pings(b)
                             self._restarted(b, now - t0, outstanding[b], t_rx)
                             outstanding[b] = 0
                             next_ping = now  # its clock started again: a fresh offset soon
@@ -656,7 +729,10 @@ class RingRun:
                     if e.lost_in_outage:
                         # The board ran on while its USB link was down, and what it said went
                         # nowhere: the checker learns where, and the host asks the board itself.
+                        # Its lost sends and receives leave the host's balance of them off for
+                        # good: quiet is then judged by time, as on a lossy ring.
                         self._events_lost(b, now - t0, e.lost_in_outage)
+                        lossy = True
                         resync_due.add(b)
                     if e.ev == "send":
                         sends += 1
@@ -682,6 +758,11 @@ class RingRun:
                         outstanding[b] = max(outstanding[b] - 1, 0)
                         last_exit = now
                     elif e.ev == "reject":
+                        # The board had one outstanding that the host did not count (the host's
+                        # count is off): this one is not served, and must not be waited for.
+                        outstanding[b] = max(outstanding[b] - 1, 0)
+                        why = "refused by its board: one already outstanding"
+                        self.unsent[why] = self.unsent.get(why, 0) + 1
                         self.notices.append("%s: a request was refused (one already outstanding)" % self.ports[b])
                     elif e.ev == "bad":
                         self._count_bad(b, e)
@@ -694,8 +775,16 @@ class RingRun:
                         last_event = now
                         self._place(b, t_rx, e)
                 for b in sorted(resync_due):
-                    self._ask_after_outage(b)
+                    if b not in self.resync:  # (one in flight answers for this one too)
+                        self._ask_after_outage(b, now)
                 resync_due.clear()
+                for b, query in list(self.resync.items()):
+                    if now - query["sent"] > REPLY_TIMEOUT_S * 1e6 * slow and self.links[b].connected:
+                        # no answer yet: a slow machine, or a reply lost; asked again (the
+                        # requests written since the first query are not in the new answer either)
+                        self.host_slow.append("%s: no answer to its state query after its USB link came back "
+                                              "within %.1f s: asked again" % (self.ports[b], REPLY_TIMEOUT_S * slow))
+                        self._ask_after_outage(b, now, after=query["after"])
                 for b in range(n):
                     # the next request queued behind a served one (one whose link is down
                     # fails at once, with its reason, and the next one is tried)
@@ -721,18 +810,45 @@ class RingRun:
                 busy = any(outstanding) or any(deferred)
                 if busy and not was_busy:
                     last_progress = now
+                    stalled_us = 0
                 was_busy = busy
+                raw = now - last_pass
+                last_pass = now
+                for k in [k for k, (sent, _) in pending_pings.items() if now - sent > PING_GIVE_UP_S * 1e6 * slow]:
+                    del pending_pings[k]  # never answered (a reply lost): the stall clock may not wait forever
+                late = any(now - sent > PING_GRACE_S * 1e6 * slow for sent, _ in pending_pings.values())
+                step = 0 if late else min(raw, int(STALL_STEP_S * 1e6))
+                frozen_us += raw - step
+                if last_progress == now:
+                    stalled_us = 0
+                elif busy:
+                    stalled_us += step
+                stall_limit = max(stall_us, 3 * longest_timeout * slow)
+                if busy and stalled_us <= stall_limit and now - last_progress > FROZEN_LIMIT * stall_limit:
+                    # The boards answered too seldom for the stall clock to run out: not a verdict
+                    # on the ring, a machine that cannot run it. A condition of the run.
+                    self.host_lagged.append(
+                        "the run was given up: no critical section entered or left for %.1f s, in which the boards "
+                        "answered their pings for only %.1f s (a machine too busy to run the ring)"
+                        % ((now - last_progress) / 1e6, stalled_us / 1e6))
+                    reason = "given up: the machine was too busy to run the ring"
+                    break
                 # Recovery may legitimately take a few of the boards' current timeouts.
-                if busy and now - last_progress > max(stall_us, 3 * longest_timeout * slow):
-                    waited = (now - last_progress) / 1e6
+                if busy and stalled_us > stall_limit:
+                    waited = stalled_us / 1e6
                     self.stalled = {"outstanding": sum(outstanding), "queued": sum(deferred),
                                     "not_issued": wl.total - wl.issued, "seconds": round(waited, 1)}
                     reason = ("the ring stalled (token probably lost): no critical section entered or left for "
                               "%.1f s with %d requests outstanding at the boards (%d more queued behind them, "
                               "%d not issued)" % (waited, sum(outstanding), sum(deferred), wl.total - wl.issued))
+                    if now - last_progress > stalled_us + 1_000_000:
+                        reason += " (%.1f s of wall time: the boards did not answer their pings for the rest)" % (
+                            (now - last_progress) / 1e6)
                     break
                 # Quiet: nothing in flight. Frames lost on a lossy ring never arrive, so
                 # there the wait is longer instead of sends == recvs.
+                # (events lost in a USB outage leave the balance of sends and receives off for good)
+                lossy = lossy or any(link.parser.missing_in_outages for link in self.links)
                 quiet = (not busy and (now - last_event > settle_us and (sends == recvs or not rests)
                                        or lossy and now - last_event > 3 * settle_us))
                 # 4. closed loop
@@ -760,13 +876,18 @@ class RingRun:
                 if now >= next_ping:
                     # keep the clock offsets fresh: crystals drift (~50 ppm is 3 ms a minute)
                     ping_sent[ping_k] = now_us()
+                    asked = {link.index for link in self.links if link.connected}
                     for link in self.links:
                         link.write(encode_command("ping", ping_k))
+                    asked = {b for b in asked if self.links[b].connected}
+                    if asked:
+                        pending_pings[ping_k] = (ping_sent[ping_k], asked)
                     ping_k += 1
                     next_ping = now + 500_000
                 if self.progress is not None:
                     self.progress(wl.issued, wl.total, self.checker.served, sends)
                 time.sleep(0.001)
+            self.frozen_s = frozen_us / 1e6
             # flush every board's log, then place the rest; a board whose USB link is down
             # gets a moment to come back (its events of the meantime are lost either way)
             deadline = time.monotonic() + self.reconnect_wait_s
@@ -804,21 +925,19 @@ class RingRun:
         self.checker.last_t = self.merger.last_t
         return self._report(quiescent, reason)
 
-    def _ask_after_outage(self, b):
-        """Ask the board its state, then flush it; the state is applied when the flush reply
-        comes through the inbox, after every event the board made before the state (so a
-        request it served in between was still pending in that state: self._resync)."""
+    def _ask_after_outage(self, b, now, after=0):
+        """Ask the board its state, then flush it, without waiting: the run loop takes the
+        replies from the inbox, and applies the state when the flush reply comes, after every
+        event the board made before the state (so a request it served in between was still
+        pending in that state: self._resync). Requests written after the query are counted in
+        the query's "after": the board's answer cannot know them. (Waiting here, up to seconds
+        on a busy machine, stopped the run loop and its stall clock kept running.)"""
         link = self.links[b]
-        drain(link.replies)
-        try:
-            status = link.command("status")[1].fields
-            link.command("flush")
-            self.resync_status[b] = status
-        except HarnessError as e:
-            if not link.connected:
-                return  # gone again: asked again when it is back
-            # the host (or the board) is too slow to answer in time: a condition of the run
-            self.host_lagged.append("%s: no answer after its USB link came back: %s" % (link.port, e))
+        self.resync[b] = {"sent": now, "status": None, "after": after}
+        link.write(encode_command("status"))
+        link.write(encode_command("flush"))
+        if not link.connected:
+            self.resync.pop(b, None)  # gone again: asked again when it is back
 
     def _events_lost(self, b, t, k):
         """k of board b's events went nowhere while its USB link was down: the checker is told
@@ -826,19 +945,20 @@ class RingRun:
         self._notice(b, t, "events lost", "%s: %d events were lost while its USB link was down" % (self.ports[b], k))
         self.merger.unpair(b)
 
-    def _resync(self, b, status, outstanding, t):
+    def _resync(self, b, status, outstanding, t, after=0):
         """Requests the host counts outstanding at a board that has none pending nor in its
         critical section: their events were lost with the USB link (or the request itself was,
-        written just before the link went). Failed, with that reason. Returns how many."""
+        written just before the link went). Failed, with that reason. Returns how many.
+        after: requests written to the board after it was asked (not in its answer)."""
         if isinstance(status.get("eseq"), int) and isinstance(status.get("pending"), int) and not status.get("dropped"):
             # events lost with nothing after them to show the gap
             lost = self.links[b].parser.expect_next(status["eseq"] - status["pending"])
             if lost:
                 self._events_lost(b, t, lost)
-        k = outstanding[b]
-        if not k or status.get("pend") or status.get("cs"):
+        k = outstanding[b] - after
+        if k <= 0 or status.get("pend") or status.get("cs"):
             return 0
-        outstanding[b] = 0
+        outstanding[b] -= k
         self.unseen_in_outage += k
         for _ in range(k):  # (the checker counts the ones whose req it saw; _report the rest)
             self._place(b, None, BoardEvent(b, None, None, "fail", aux={"reason": UNSEEN_IN_OUTAGE}), host_t=t)
@@ -931,6 +1051,16 @@ class RingRun:
             if self.unplaced[b]:
                 self._place_unplaced(b)
 
+    def _heard(self, b, reply, ping_sent):
+        """A pong says its board had made every event it sent before it by the pong's tick (the
+        USB stream is in order): the merger may then take a send missing before it for lost."""
+        parts = reply.text.split()
+        link = self.links[b]
+        if (len(parts) != 2 or not parts[0].isdigit() or not parts[1].isdigit() or link.offset is None
+                or ping_sent.get(int(parts[0]), -1) < link.booted_at):
+            return  # (a pong of an earlier incarnation: its tick is of another clock)
+        self.merger.hear(b, link.host_time(int(parts[1])) - self.t0)
+
     def _holder(self, tokens, last_token_recv):
         """The board holding the token at rest, from the token balance of the events seen;
         if lost events leave it ambiguous, the boards are asked (one !status each)."""
@@ -1020,6 +1150,17 @@ class RingRun:
         for text in self.host_lagged:
             conditions.append({"kind": "host", "explained": False, "message": text})
             report["ok"] = False
+        for text in self.host_slow:  # the answer came in the end: the verdict does not depend on it
+            conditions.append({"kind": "slow", "explained": True, "message": text})
+        if self.frozen_s >= 1.0:
+            # explained: the verdict does not rest on timing (the merge is causal), and the stall
+            # clock stood still meanwhile; the run only took longer, and recovery may have fired
+            conditions.append({
+                "kind": "slow", "explained": True, "seconds": round(self.frozen_s, 1),
+                "message": "for %.1f s in all the boards did not answer their pings within %.1f s (or the host loop "
+                           "did not run): the machine was too busy to keep the ring running in real time; the stall "
+                           "clock stood still meanwhile, and the boards' recovery may have fired"
+                           % (self.frozen_s, PING_GRACE_S * self.slowness)})
         for link, k in enumerate(self.merger.forced_links):
             if not k:
                 continue
