@@ -11,8 +11,6 @@
 # Events go into a preallocated ring of fixed-size records (no allocation per
 # event) and leave in batches when the loop is idle or the ring is half full.
 
-import struct
-
 try:
     from micropython import const
 except ImportError:  # CPython
@@ -44,8 +42,8 @@ EV_HOSTERR = const(13)  # a host line was refused (aux = why, node.HOSTERR_*)
 RECORD_SIZE = const(16)
 # Record layout, little-endian: event seq u16, tick_us u32 (ticks_us mod 2**30),
 # code u8 (ev | kind << 4), aux u8 (token state / bad reason), count u16,
-# seq u32 (an entry number: 30 bits, frame.SEQ_MASK), epoch u16.
-_RECORD_FMT = "<HIBBHIH"
+# seq u32 (an entry number: 30 bits, frame.SEQ_MASK), epoch u16 (struct "<HIBBHIH";
+# written by record_viper / _put_py, read by the host: picoring/hostlink.py).
 TICK_MASK = const(0x3FFFFFFF)
 BATCH_RECORDS = const(12)  # per line: 192 bytes -> 256 base64 characters
 
