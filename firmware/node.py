@@ -11,6 +11,7 @@ import frame
 import hostlink
 from frame import scan, token as encode_token
 from hostlink import record_fields, record_token
+from array import array
 from hostlink import EV_REQ, EV_SEND, EV_RECV, EV_ENTER, EV_EXIT, EV_BAD, EV_REJECT, EV_BOOT
 from hostlink import EV_REGEN, EV_DISCARD, EV_TIMEOUT, EV_HOSTERR
 
@@ -133,7 +134,7 @@ class NodeLoop:
         self._lbuf = self.log.buf
         self._lst = self.log.st
         self._countdown = 0
-        self._no_fields = frame.Decoder().st  # zeros: the fields of an event that has none
+        self._no_fields = array("i", bytes(16))  # aux, count, seq, epoch of an event that has none
         self._cs_start = 0
         self._led_on = -1
         self.running = False
