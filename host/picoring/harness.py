@@ -11,7 +11,11 @@ kept, and the k-th frame received on a link is never placed before the k-th
 frame sent on it (links are FIFO). Among the events that causality leaves free,
 the estimated host time decides. So "node A left its critical section, then
 node B entered" is exact whenever the token carried the permission from A to
-B, and the checker's safety verdict does not depend on clock error.
+B, and the checker's safety verdict does not depend on clock error. The host is
+a channel too: a request is never placed before an event the host had received
+when it wrote that request (the adversarial workload asks once the ring is quiet:
+on emulated Picos, whose clocks drift from the host's between pings, a request
+was once placed before the last hop it waited for, and counted it as its own).
 
 That needs every send whose receive is merged to be merged too. A run therefore
 starts from the boards' boot: they are restarted before it, no frame exists before
@@ -202,12 +206,15 @@ class BoardLink:
             self.serial = None
             self.connected = False
             self.disconnects += 1
+            # Queued before the lock is let go: once serial is None the reader may reopen the
+            # port at once (a power-cycled virtual board's path is back within microseconds),
+            # and its "reconnected" must not overtake this notice when a writer found the loss.
+            text = "%s: the port went away (%s: %s)" % (self.port, when, error)
+            self.inbox.put((self.index, now_us(), LinkNotice(self.index, "disconnected", text)))
         try:
             ser.close()
         except Exception:
             pass
-        text = "%s: the port went away (%s: %s)" % (self.port, when, error)
-        self.inbox.put((self.index, now_us(), LinkNotice(self.index, "disconnected", text)))
 
     def _reopen(self):
         """Open the same port again; False while it is not there."""
@@ -222,7 +229,8 @@ class BoardLink:
             self.serial = ser
             self.connected = True
             self.reconnects += 1
-        self.inbox.put((self.index, now_us(), LinkNotice(self.index, "reconnected", "%s: the port is back" % self.port)))
+            # under the lock, like _lost's notice: the two always reach the inbox in their order
+            self.inbox.put((self.index, now_us(), LinkNotice(self.index, "reconnected", "%s: the port is back" % self.port)))
         return True
 
     def write(self, data):
@@ -375,6 +383,8 @@ class CausalMerger:
         # the next board's came through, and its sends were only late, not lost.
         self.heard = [None] * n
         self.give_up_us = 15 * stall_us  # ... or when this much wall time has passed (a silent sender)
+        self.pushed = [None] * n  # per board: the time of its latest event (its own order is kept)
+        self.latest = None  # the latest time of any board's own event pushed so far
 
     def unpair(self, link):
         self.unpaired[link] = True
@@ -384,11 +394,19 @@ class CausalMerger:
         if self.heard[board] is None or t > self.heard[board]:
             self.heard[board] = t
 
-    def push(self, board, t, event, counted=True):
-        """counted=False: the event only pairs its link (before the run); release() skips it."""
+    def push(self, board, t, event, counted=True, not_before=None):
+        """counted=False: the event only pairs its link (before the run); release() skips it.
+        not_before: a time the event is known to come after (it is placed just past it)."""
+        if not_before is not None and t <= not_before:
+            t = not_before + 1
+        if self.pushed[board] is not None and t < self.pushed[board]:
+            t = self.pushed[board]  # a clock estimate that moved back: the board's order is the truth
+        self.pushed[board] = t
         self.queues[board].append((t, event, counted))
         if getattr(event, "tick_us", None) is not None:  # the board's own event (not a host notice)
             self.hear(board, t)
+            if self.latest is None or t > self.latest:
+                self.latest = t
 
     def _ready(self, board, event):
         if event.ev != "recv":
@@ -505,6 +523,9 @@ class RingRun:
         # per board: events waiting for the board's clock offset (after a restart), in order,
         # as (host us it arrived, BoardEvent, counted)
         self.unplaced = [[] for _ in range(self.n)]
+        # per board, per request written and not yet seen: the merger's latest event time when
+        # it was written (its req event comes after all that: the host's own causality)
+        self.req_floors = [deque() for _ in range(self.n)]
         # board -> a state query after a USB outage, in flight: {"sent": host us, "status": the
         # !status fields once they came, "after": requests written to the board since the query}
         self.resync = {}
@@ -664,6 +685,7 @@ class RingRun:
                 self.notices.append("%s: a request could not be sent: the USB link is down" % self.ports[i])
                 return
             outstanding[i] += 1
+            self.req_floors[i].append(self.merger.latest)
             if i in self.resync:
                 self.resync[i]["after"] += 1  # written after the state query: not in its answer
 
@@ -968,6 +990,7 @@ class RingRun:
     def _restarted(self, b, t, failed, t_rx=None):
         self._place_unplaced(b)  # the previous incarnation's, before its clock is forgotten
         self.links[b].board_restarted(t_rx)
+        self.req_floors[b].clear()  # what was written to the old incarnation is gone with it
         self.restarts[b] += 1
         text = "%s: the board restarted; it rejoins the ring" % self.ports[b]
         if failed:
@@ -988,7 +1011,15 @@ class RingRun:
         if self.links[b].offset is None or self.unplaced[b]:
             self.unplaced[b].append((t_rx, e, counted, host_t))
             return
-        self.merger.push(b, self.links[b].host_time(e.tick_us) - self.t0 if host_t is None else host_t, e, counted)
+        self._push(b, self.links[b].host_time(e.tick_us) - self.t0 if host_t is None else host_t, e, counted)
+
+    def _push(self, b, t, e, counted):
+        floor = None
+        if e.ev == "req" and self.req_floors[b]:
+            # The board takes requests in the order they were written (one USB stream); a
+            # request lost on the way leaves an older floor behind, a weaker bound, never a wrong one.
+            floor = self.req_floors[b].popleft()
+        self.merger.push(b, t, e, counted, not_before=floor)
 
     def _place_unplaced(self, b):
         held, self.unplaced[b] = self.unplaced[b], []
@@ -997,7 +1028,7 @@ class RingRun:
             if host_t is None:
                 # no clock for it (the run ended first): when it reached the host, a bound
                 host_t = (link.host_time(e.tick_us) if link.offset is not None else t_rx) - self.t0
-            self.merger.push(b, host_t, e, counted)
+            self._push(b, host_t, e, counted)
 
     def _align_restarted(self):
         """At the end: a board that restarted and has not answered a ping since is asked now."""
