@@ -584,7 +584,9 @@ class NodeLoop:
         self.timeouts = 0
         n = self.node
         n.regenerated = n.discarded = n.stale_counts = 0
-        self.link.reply("zero")
+        # The event number it zeroed at: the host counts this board's send events from there,
+        # and after a USB outage tells from tx_frames how many of them never reached it.
+        self.link.reply("zero %d" % self.log.eseq)
 
     def _cmd_flush(self, args):
         while self.log.flush_one(self.link.write):

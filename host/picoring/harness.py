@@ -11,16 +11,13 @@ kept, and the k-th frame received on a link is never placed before the k-th
 frame sent on it (links are FIFO). Among the events that causality leaves free,
 the estimated host time decides. So "node A left its critical section, then
 node B entered" is exact whenever the token carried the permission from A to
-B, and the checker's safety verdict does not depend on clock error. The host is
-a channel too: a request is never placed before an event the host had received
-when it wrote that request (the adversarial workload asks once the ring is quiet:
-on emulated Picos, whose clocks drift from the host's between pings, a request
-was once placed before the last hop it waited for, and counted it as its own).
+B, and the checker's safety verdict does not depend on clock error.
 
 That needs every send whose receive is merged to be merged too. A run therefore
-starts from the boards' boot: they are restarted before it, no frame exists before
-a board's boot, so each board's events since its hello line form a history with no
-half-messages. The events up to the board's reply to the run's first !flush pair
+starts from the boards' boot: they are restarted before it (Q and D at rest, so
+no token is in flight then), the token exists only once every board is up, so each
+board's token (and request) frames since its hello line form a history with no
+half-messages. (Start-up claims do not: see PAIRED_FROM_BOOT.) The events up to the board's reply to the run's first !flush pair
 the links but are not part of the run (the ring's forming, S's circulating token).
 A receive the merger still has to place without its send (events lost) is reported
 (causal_forced, a run condition), never a silent fallback to clock estimates.
@@ -35,7 +32,7 @@ from collections import deque
 
 from .checker import Checker
 from .deploy import start_order
-from .hostlink import CTRL_C, REQUEST, BoardEvent, LineParser, Reply, TickUnwrapper, encode_command
+from .hostlink import CTRL_C, REQUEST, SEQ_PERIOD, BoardEvent, LineParser, Reply, TickUnwrapper, encode_command
 from .trace import Event, TraceWriter, header
 
 try:
@@ -383,30 +380,39 @@ class CausalMerger:
         # the next board's came through, and its sends were only late, not lost.
         self.heard = [None] * n
         self.give_up_us = 15 * stall_us  # ... or when this much wall time has passed (a silent sender)
-        self.pushed = [None] * n  # per board: the time of its latest event (its own order is kept)
-        self.latest = None  # the latest time of any board's own event pushed so far
+        self.held = set()  # boards whose link counts are awaited: nothing is released meanwhile (hold)
 
     def unpair(self, link):
         self.unpaired[link] = True
+
+    def repair(self, board, lost_sends, lost_receives):
+        """Board `board` says how many frames it sent and received whose events never came
+        (LinkTally): counted as released, and both its links pair by counts again."""
+        self.sent[board] += lost_sends
+        self.unpaired[board] = False
+        self.received[(board - 1) % self.n] += lost_receives
+        self.held.discard(board)
+
+    def hold(self, board):
+        """Release nothing (final release aside) until repair() or unhold() of `board`: its
+        events are being lost, and the counts its links pair by are off until it says how
+        many. Nothing at all: were only its events held, a link whose counts are off for
+        another reason (a corrupted frame) would let the next board's run ahead of them."""
+        self.held.add(board)
+
+    def unhold(self, board):
+        self.held.discard(board)
 
     def hear(self, board, t):
         """Board `board` was running at time t (a pong's tick, in the merger's time)."""
         if self.heard[board] is None or t > self.heard[board]:
             self.heard[board] = t
 
-    def push(self, board, t, event, counted=True, not_before=None):
-        """counted=False: the event only pairs its link (before the run); release() skips it.
-        not_before: a time the event is known to come after (it is placed just past it)."""
-        if not_before is not None and t <= not_before:
-            t = not_before + 1
-        if self.pushed[board] is not None and t < self.pushed[board]:
-            t = self.pushed[board]  # a clock estimate that moved back: the board's order is the truth
-        self.pushed[board] = t
+    def push(self, board, t, event, counted=True):
+        """counted=False: the event only pairs its link (before the run); release() skips it."""
         self.queues[board].append((t, event, counted))
         if getattr(event, "tick_us", None) is not None:  # the board's own event (not a host notice)
             self.hear(board, t)
-            if self.latest is None or t > self.latest:
-                self.latest = t
 
     def _ready(self, board, event):
         if event.ev != "recv":
@@ -421,6 +427,8 @@ class CausalMerger:
         while True:
             best = None
             blocked_oldest = None
+            if self.held and not final:
+                return out
             for b, q in enumerate(self.queues):
                 if not q:
                     continue
@@ -463,11 +471,69 @@ class CausalMerger:
             out.append((t, e))
 
 
+class LinkTally:
+    """A board's send and receive events counted from its !zero on, so that after a USB
+    outage the host can tell how many frames it sent and received whose events went
+    nowhere: its status's tx_frames and rx_frames (zeroed by !zero, whose reply names the
+    event number it zeroed at) less the events that reached the host before the status's
+    event number. The merger then pairs both its links by counts again (module doc)
+    instead of by clock estimates for the rest of the run, which once ordered an entry
+    before the one it followed."""
+
+    def __init__(self):
+        self.unwrap = TickUnwrapper(SEQ_PERIOD)
+        self.since = None  # event number (unwrapped) of the !zero; None: not known (restarted, old firmware)
+        self.counts = {"send": 0, "recv": 0}  # events numbered since then
+        self.recent = {"send": deque(maxlen=4096), "recv": deque(maxlen=4096)}  # their numbers, the latest ones
+
+    def event(self, e):
+        u = self.unwrap(e.seq)
+        if e.ev in self.counts and self.since is not None and u >= self.since:
+            self.counts[e.ev] += 1
+            self.recent[e.ev].append(u)
+
+    def zeroed(self, reply):
+        parts = reply.text.split()
+        if len(parts) == 1 and parts[0].isdigit():
+            self.since = self.unwrap(int(parts[0]) % SEQ_PERIOD)
+            for ev in self.counts:
+                self.counts[ev] = 0
+                self.recent[ev].clear()
+
+    def lost(self, status, ev="send"):
+        """Frames sent (ev "send") or received ("recv") before the status whose events never
+        came, or None: unknown."""
+        frames, eseq = status.get("tx_frames" if ev == "send" else "rx_frames"), status.get("eseq")
+        if self.since is None or not isinstance(frames, int) or not isinstance(eseq, int):
+            return None
+        upto = self.unwrap(eseq % SEQ_PERIOD)
+        seen = self.counts[ev]
+        for u in reversed(self.recent[ev]):  # the ones made after the status (before its flush)
+            if u < upto:
+                break
+            seen -= 1
+        lost = (frames - seen) % COUNT_PERIOD
+        return lost if lost < COUNT_PERIOD // 2 else None  # more seen than made: not understood
+
+
+# The firmware's frame counters wrap at 2**30 (small ints on the rp2 port).
+COUNT_PERIOD = 1 << 30
+
+
 # -- the run -----------------------------------------------------------------
 
 
 # Why a request is failed when its board's events of it were lost with its USB link.
 UNSEEN_IN_OUTAGE = "its events were lost while its board's USB link was down"
+
+# The frames whose start-up history pairs the links (module doc). A ring forms by claim
+# frames while its boards restart one after another, and a board that is stopped or
+# booting loses what reaches it (the rp2 UART's FIFO overflows; a virtual board's pty is
+# flushed when it opens it), so start-up claims do not pair: sent, never received.
+# Tokens exist only once the ring has formed, with every board up, and requests only in
+# the run. (CI on emulated Picos: the lost claims put link counts off by several frames,
+# and a receive was placed by clock estimate before its send.)
+PAIRED_FROM_BOOT = ("token", "request")
 
 # Board events that go through the causal merger (the rest are handled as they come).
 MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout")
@@ -523,9 +589,7 @@ class RingRun:
         # per board: events waiting for the board's clock offset (after a restart), in order,
         # as (host us it arrived, BoardEvent, counted)
         self.unplaced = [[] for _ in range(self.n)]
-        # per board, per request written and not yet seen: the merger's latest event time when
-        # it was written (its req event comes after all that: the host's own causality)
-        self.req_floors = [deque() for _ in range(self.n)]
+        self.link_tallies = [LinkTally() for _ in range(self.n)]
         # board -> a state query after a USB outage, in flight: {"sent": host us, "status": the
         # !status fields once they came, "after": requests written to the board since the query}
         self.resync = {}
@@ -657,6 +721,7 @@ class RingRun:
             link.write(encode_command("zero"))
         since_boot = [[] for _ in range(n)]  # per board: start-up events since its last hello
         resync_due = set()  # boards whose events were lost in a USB outage: ask them their state
+        held_since = {}  # board -> when the merger began to hold its events (its USB link went away)
         in_run = [False] * n
 
         def answered(b, reply):
@@ -685,7 +750,6 @@ class RingRun:
                 self.notices.append("%s: a request could not be sent: the USB link is down" % self.ports[i])
                 return
             outstanding[i] += 1
-            self.req_floors[i].append(self.merger.latest)
             if i in self.resync:
                 self.resync[i]["after"] += 1  # written after the state query: not in its answer
 
@@ -700,14 +764,19 @@ class RingRun:
                         break
                     if isinstance(item, HarnessError):
                         raise item
+                    if isinstance(item, BoardEvent):
+                        self.link_tallies[b].event(item)
                     if not in_run[b] and not isinstance(item, LinkNotice):
                         if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
                             since_boot[b].append(item)
                         elif isinstance(item, Reply) and item.word == "hello":
                             since_boot[b] = []  # what came before is another incarnation's
+                            self.link_tallies[b] = LinkTally()
                         elif isinstance(item, Reply) and item.word == "flush":
                             in_run[b] = True
                             for e in since_boot[b]:
+                                if e.ev in ("send", "recv") and e.kind not in PAIRED_FROM_BOOT:
+                                    continue
                                 self._place(b, t_rx, e, counted=False)
                             since_boot[b] = []
                         continue
@@ -718,6 +787,11 @@ class RingRun:
                         self.resync.pop(b, None)  # a query in flight went with the link: asked again
                         if item.word == "reconnected":
                             resync_due.add(b)  # what it did meanwhile may never reach the host
+                        elif self.link_tallies[b].since is not None:
+                            self.merger.hold(b)  # until it says how many frames it sent and received
+                            held_since[b] = now
+                        else:
+                            self._unpair(b)
                         continue
                     if isinstance(item, Reply):
                         query = self.resync.get(b)
@@ -728,6 +802,13 @@ class RingRun:
                             # every event the board made before the status is in now
                             del self.resync[b]
                             self._resync(b, query["status"], outstanding, now - t0, query["after"])
+                            tally = self.link_tallies[b]
+                            lost_tx, lost_rx = tally.lost(query["status"], "send"), tally.lost(query["status"], "recv")
+                            if lost_tx is not None and lost_rx is not None:
+                                self.merger.repair(b, lost_tx, lost_rx)
+                            continue
+                        if item.word == "zero":
+                            self.link_tallies[b].zeroed(item)
                             continue
                         if item.word == "pong":
                             self._clock_sample(b, t_rx, item, ping_sent)
@@ -740,6 +821,8 @@ class RingRun:
                             lossy = True
                             tokens[b] = 0
                             forget_pings(b)
+                            self.link_tallies[b] = LinkTally()  # counts from its boot: no !zero
+                            self.merger.unhold(b)
                             self._restarted(b, now - t0, outstanding[b], t_rx)
                             outstanding[b] = 0
                             next_ping = now  # its clock started again: a fresh offset soon
@@ -796,6 +879,12 @@ class RingRun:
                     if e.ev in MERGED_EVENTS:
                         last_event = now
                         self._place(b, t_rx, e)
+                for b, since in list(held_since.items()):
+                    if b not in self.merger.held:
+                        del held_since[b]
+                    elif now - since > self.merger.give_up_us:
+                        self._unpair(b)  # it never told its counts: the merge must go on
+                        del held_since[b]
                 for b in sorted(resync_due):
                     if b not in self.resync:  # (one in flight answers for this one too)
                         self._ask_after_outage(b, now)
@@ -963,8 +1052,16 @@ class RingRun:
 
     def _events_lost(self, b, t, k):
         """k of board b's events went nowhere while its USB link was down: the checker is told
-        there, and the link b sends on can no longer be paired by counts (module doc)."""
+        there. Its links wait for the state query that follows (LinkTally: how many of them
+        were sends and receives), or, when the board cannot say, are paired by time from now on."""
         self._notice(b, t, "events lost", "%s: %d events were lost while its USB link was down" % (self.ports[b], k))
+        if self.link_tallies[b].since is None:
+            self._unpair(b)
+
+    def _unpair(self, b):
+        """Board b's sends can no longer be paired by counts: the next board's receives are
+        placed by time from now on (reported: causal_forced, run condition "order")."""
+        self.merger.unhold(b)
         self.merger.unpair(b)
 
     def _resync(self, b, status, outstanding, t, after=0):
@@ -990,7 +1087,6 @@ class RingRun:
     def _restarted(self, b, t, failed, t_rx=None):
         self._place_unplaced(b)  # the previous incarnation's, before its clock is forgotten
         self.links[b].board_restarted(t_rx)
-        self.req_floors[b].clear()  # what was written to the old incarnation is gone with it
         self.restarts[b] += 1
         text = "%s: the board restarted; it rejoins the ring" % self.ports[b]
         if failed:
@@ -1011,15 +1107,7 @@ class RingRun:
         if self.links[b].offset is None or self.unplaced[b]:
             self.unplaced[b].append((t_rx, e, counted, host_t))
             return
-        self._push(b, self.links[b].host_time(e.tick_us) - self.t0 if host_t is None else host_t, e, counted)
-
-    def _push(self, b, t, e, counted):
-        floor = None
-        if e.ev == "req" and self.req_floors[b]:
-            # The board takes requests in the order they were written (one USB stream); a
-            # request lost on the way leaves an older floor behind, a weaker bound, never a wrong one.
-            floor = self.req_floors[b].popleft()
-        self.merger.push(b, t, e, counted, not_before=floor)
+        self.merger.push(b, self.links[b].host_time(e.tick_us) - self.t0 if host_t is None else host_t, e, counted)
 
     def _place_unplaced(self, b):
         held, self.unplaced[b] = self.unplaced[b], []
@@ -1028,7 +1116,7 @@ class RingRun:
             if host_t is None:
                 # no clock for it (the run ended first): when it reached the host, a bound
                 host_t = (link.host_time(e.tick_us) if link.offset is not None else t_rx) - self.t0
-            self._push(b, host_t, e, counted)
+            self.merger.push(b, host_t, e, counted)
 
     def _align_restarted(self):
         """At the end: a board that restarted and has not answered a ping since is asked now."""
@@ -1156,7 +1244,8 @@ class RingRun:
                       issued=self.workload.issued,
                       stop_reason=reason, boards=boards, events_lost=lost, causal_forced=self.merger.forced,
                       notices=self.notices, stalled=self.stalled, restarts=list(self.restarts),
-                      link_events=self.link_events)
+                      link_events=self.link_events,
+                      unreceived_sends=[s - r for s, r in zip(self.merger.sent, self.merger.received)])
         if self.stalled is not None:
             report["violations"].insert(0, {"kind": "stall", "request": None, "node": None, "t": None, "message": reason})
             report["ok"] = False
@@ -1209,6 +1298,21 @@ class RingRun:
                            "clock estimate, and so is the safety verdict around them"
                            % (k, link, " (%s)" % "; ".join(why) if why else "")})
             if not explained:
+                report["ok"] = False
+        if report.get("quiescent") is True:
+            # At rest every frame sent has been received: a send left over means the link's
+            # frames were paired off by one from the start (PAIRED_FROM_BOOT), and its receives
+            # were placed as if their sends had come earlier (no wait: no forced count).
+            for link, k in enumerate(report["unreceived_sends"]):
+                if k <= 0 or self.restarts[link] or self.restarts[(link + 1) % self.n] or self.bad_events[(link + 1) % self.n]:
+                    continue
+                if self.links[link].parser.missing_in_outages:
+                    continue
+                conditions.append({
+                    "kind": "order", "link": link, "count": k, "explained": False,
+                    "message": "%d frame(s) sent on link %d were never received although the ring is at rest: the "
+                               "link's frames were paired off by %d, and the order of its receives is a clock "
+                               "estimate" % (k, link, k)})
                 report["ok"] = False
         return conditions
 
