@@ -11,7 +11,7 @@ pytest.importorskip("simpy")
 
 from picoring import bench, simcore  # noqa: E402
 from picoring.checker import Checker  # noqa: E402
-from picoring.cli import main  # noqa: E402
+from picoring.cli.main import main  # noqa: E402
 from picoring.firmware.protocol import make_node  # noqa: E402
 from picoring.workload import FileWorkload, make_workload  # noqa: E402
 

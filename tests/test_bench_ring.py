@@ -5,7 +5,7 @@ import contextlib
 import io
 import json
 
-from picoring.cli import main
+from picoring.cli.main import main
 
 
 def test_bench_ring_quick_json():

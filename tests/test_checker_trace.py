@@ -5,7 +5,7 @@ import json
 import pytest
 
 from picoring.checker import check_trace
-from picoring.cli import main
+from picoring.cli.main import main
 from picoring.sim import simulate
 from picoring.trace import TraceError, TraceReader
 

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from picoring import simcore
 from picoring.checker import check_trace, finish_trace
-from picoring.cli import main
+from picoring.cli.main import main
 from picoring.dashboard import Dashboard, FeedSource, ScriptedKeys, TerminalKeys
 from picoring.dashmodel import IDLE, IN_CS, REQUESTING, DashModel
 from picoring.firmware.protocol import make_node
@@ -238,7 +238,7 @@ def test_dash_command_replays_a_trace(traces, capsys):
 
 
 def test_dash_on_ports_that_are_not_there_is_a_clear_error(capsys):
-    from picoring.cli import main
+    from picoring.cli.main import main
 
     status = main(["dash", "--ports", "/dev/nonexistent-picoring0,/dev/nonexistent-picoring1", "-k", "1", "--exit"])
     assert status == 2

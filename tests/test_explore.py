@@ -270,7 +270,7 @@ def test_fidelity_smoke(tmp_path):
 
 
 def test_cli_explore(capsys):
-    from picoring.cli import main
+    from picoring.cli.main import main
 
     assert main(["explore", "--protocol", "d-literal", "-n", "2", "--requests-per-node", "1"]) == 1
     assert "livelock" in capsys.readouterr().out

@@ -6,7 +6,7 @@ booting boards forms with timeouts only. Liveness is not checked here."""
 
 import pytest
 
-from picoring.cli import main
+from picoring.cli.main import main
 from picoring.explore import (F_TOKEN, L_COUNT, L_FLAG, L_HAS_TOKEN, L_IN_CS, L_PENDING, L_STATE, REQ, Explorer,
                                LossyExplorer, explore_faults, format_faults_report, parse_faults, replay_faults)
 from picoring.firmware.protocol import NodeD, NodeQ, NodeS, newer

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from picoring import cli
+from picoring.cli import run as cli_run
+from picoring.cli.main import main
 from picoring.report import link_lines
 from picoring.wire import FaultPlan, Wire
 
@@ -278,7 +279,7 @@ def test_link_lines_put_injected_next_to_dropped():
 
 def run_json(capsys, *argv):
     t = time.monotonic()
-    status = cli.main(list(argv) + ["--json"])
+    status = main(list(argv) + ["--json"])
     out, err = capsys.readouterr()
     return status, json.loads(out) if out.strip() else None, err, time.monotonic() - t
 
@@ -319,8 +320,8 @@ def test_the_audit_says_which_way_the_counter_is_off(capsys, monkeypatch, tmp_pa
             f.write(str(counter))
         return {"served": 92, "ok": True, "violations": [], "events_lost": 0, "restarts": []}
 
-    monkeypatch.setattr(cli, "_run_ring", fake_run)
-    status = cli.main(["run", "--virtual", "3", "-k", "92", "--json"])
+    monkeypatch.setattr(cli_run, "_run_ring", fake_run)
+    status = main(["run", "--virtual", "3", "-k", "92", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert status == 1 and report["ok"] is False and report["audit"]["ok"] is False
     assert report["violations"][0] == {"kind": kind, "request": None, "node": None, "t": None,
@@ -366,9 +367,9 @@ def test_a_ring_that_loses_everything_ends_the_run_with_a_stall(capsys):
 
 
 def test_run_faults_errors(capsys):
-    assert cli.main(["run", "--virtual", "3", "--faults", "corupt=0.1"]) == 2
+    assert main(["run", "--virtual", "3", "--faults", "corupt=0.1"]) == 2
     assert "faults: 'corupt' is not a fault" in capsys.readouterr().err
-    assert cli.main(["run", "--ports", "a,b", "--faults", "drop=0.1"]) == 2
+    assert main(["run", "--ports", "a,b", "--faults", "drop=0.1"]) == 2
     assert "--faults needs --virtual" in capsys.readouterr().err
 
 

@@ -6,7 +6,7 @@ import struct
 import pytest
 
 from picoring.checker import check_trace
-from picoring.cli import main
+from picoring.cli.main import main
 from picoring.plots import read_series, write_report
 from picoring.sim import simulate
 

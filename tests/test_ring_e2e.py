@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from picoring.cli import main
+from picoring.cli.main import main
 from picoring.harness import HarnessError, RingRun
 from picoring.sim import simulate
 from picoring.workload import make_workload

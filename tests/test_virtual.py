@@ -15,7 +15,8 @@ import time
 import pytest
 import serial
 
-from picoring import cli, deploy, virtual_daemon
+from picoring import deploy, virtual_daemon
+from picoring.cli.main import main
 from picoring.virtual import VirtualBoardError, VirtualRing, find_micropython
 from picoring.wire import Wire
 
@@ -251,7 +252,7 @@ def test_firmware_files_are_the_firmware_folder_without_init():
 # -- the CLI and its supervisor ----------------------------------------------
 
 def run_cli(capsys, *argv):
-    status = cli.main(list(argv))
+    status = main(list(argv))
     out, err = capsys.readouterr()
     return status, out, err
 

@@ -7,12 +7,12 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 
 import threading
 
+from .common import PROTOCOLS, CommandError, run_ports
+
 # -- dash --------------------------------------------------------------------
 
 
 def argparse_dash(sub):
-    from .cli import PROTOCOL_CHOICES  # here, not at import: cli imports this module
-
     p = sub.add_parser("dash", help="live dashboard of the ring's traffic (virtual ring, simulator, or a trace replay)")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--replay", metavar="TRACE", help="replay a trace file")
@@ -20,7 +20,7 @@ def argparse_dash(sub):
     where.add_argument("--sim", action="store_true", help="run the simulator, paced to --speed")
     where.add_argument("--ports", help="real (or already running) boards, in ring order: run a workload on them, live")
     where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
-    p.add_argument("--protocol", "-p", choices=PROTOCOL_CHOICES, default="d")
+    p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
     p.add_argument("-n", type=int, default=8, help="--sim: ring size (default 8)")
     p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
     p.add_argument("--requests", "-k", type=int, default=100)
@@ -48,24 +48,22 @@ def do_dash(args):
     if args.sim:
         return _dash_sim(args, console, speed)
     if args.ports is not None or args.ring_file is not None:
-        from .boards_cmd import run_ports
-
         ports, resetter = run_ports(args)
         return _dash_ring(args, console, ports, resetter, None)
     return _dash_virtual(args, console)
 
 
 def _dashboard(args, console, source, meta, speed, stats=None):
-    from .dashboard import Dashboard, TerminalKeys
+    from ..dashboard import Dashboard, TerminalKeys
 
     return Dashboard(console, source, meta, keys=TerminalKeys(), speed=speed, refresh_hz=args.refresh, stats=stats,
                      wait_at_end=not args.exit)
 
 
 def _dash_replay(args, console, speed):
-    from .checker import finish_trace
-    from .report import print_report
-    from .trace import TraceReader
+    from ..checker import finish_trace
+    from ..report import print_report
+    from ..trace import TraceReader
 
     with TraceReader(args.replay) as reader:
         dash = _dashboard(args, console, reader, reader.meta, speed)
@@ -85,12 +83,11 @@ class _Stop(Exception):
 
 
 def _dash_sim(args, console, speed):
-    from .cli import CommandError
-    from .dashboard import FeedSource
-    from .report import print_report
-    from .sim import simulate
-    from .trace import header
-    from .workload import make_workload
+    from ..dashboard import FeedSource
+    from ..report import print_report
+    from ..sim import simulate
+    from ..trace import header
+    from ..workload import make_workload
 
     if args.n < 2:
         raise CommandError("-n must be at least 2")
@@ -135,8 +132,7 @@ def _dash_sim(args, console, speed):
 
 
 def _dash_virtual(args, console):
-    from .cli import CommandError
-    from .deploy import start_virtual
+    from ..deploy import start_virtual
 
     n = args.virtual
     if n < 2:
@@ -147,12 +143,11 @@ def _dash_virtual(args, console):
 
 def _dash_ring(args, console, ports, resetter, ring):
     """A workload on boards (ring: the VirtualRing to stop afterwards, or None), live."""
-    from .cli import CommandError
-    from .dashboard import FeedSource
-    from .harness import HarnessError, RingRun
-    from .report import print_report
-    from .trace import header
-    from .workload import make_workload
+    from ..dashboard import FeedSource
+    from ..harness import HarnessError, RingRun
+    from ..report import print_report
+    from ..trace import header
+    from ..workload import make_workload
 
     n = len(ports)
     if n < 2:
@@ -227,8 +222,8 @@ def argparse_report(sub):
 def do_report(args):
     from pathlib import Path
 
-    from .plots import write_report
-    from .report import print_report
+    from ..plots import write_report
+    from ..report import print_report
 
     out = args.out or str(Path(args.trace).with_suffix("")) + "-report"
     report, files = write_report(args.trace, out)

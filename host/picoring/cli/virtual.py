@@ -5,8 +5,10 @@ import json
 import sys
 from pathlib import Path
 
+from .common import CommandError
 
-def add_arguments(sub):
+
+def argparse_virtual(sub):
     p = sub.add_parser("virtual", help="a ring of virtual boards (MicroPython unix-port processes): up, status, reset, "
                                         "unplug, plug, deploy, down")
     common = argparse.ArgumentParser(add_help=False)
@@ -39,8 +41,8 @@ def add_arguments(sub):
     vsub.add_parser("down", parents=[common], help="stop every board and the supervisor (safe to call twice)")
 
 
-def run(args, out=None, err=None):
-    from . import virtual_daemon
+def _run(args, out=None, err=None):
+    from .. import virtual_daemon
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -85,7 +87,7 @@ def run(args, out=None, err=None):
             print("board %d: USB plugged in (%s)" % (info["index"], info["usb"]), file=err)
         return 0
     if action == "deploy":
-        from .deploy import deploy_virtual_cli
+        from ..deploy import deploy_virtual_cli
 
         config = json.loads(Path(args.config).read_text()) if args.config else None
         state = deploy_virtual_cli(state_dir, config)
@@ -98,6 +100,16 @@ def run(args, out=None, err=None):
             print("picoring: no virtual ring was up in %s (nothing to do)" % state_dir, file=err)
         return 0
     raise ValueError("unknown action %r" % action)
+
+
+def do_virtual(args):
+    from ..deploy import DeployError
+    from ..virtual import VirtualBoardError
+
+    try:
+        return _run(args)
+    except (VirtualBoardError, DeployError) as e:
+        raise CommandError(str(e))
 
 
 def _print_status(status, state, out):
@@ -122,7 +134,7 @@ def _print_status(status, state, out):
               % ("%d->%d" % (w["wire"], (w["wire"] + 1) % n), "CUT" if w["cut"] else "-", w["bytes_in"], w["bytes_out"],
                  w["bytes_dropped"], w["bytes_overrun"], w["in_flight"]), file=out)
     if status.get("faults"):
-        from .wire import describe_injected
+        from ..wire import describe_injected
 
         print("faults: %s" % status["faults"], file=out)
         for w in status["wires"]:

@@ -5,9 +5,8 @@ import json
 import sys
 import time
 
-from . import boarddefs
-
-PROTOCOLS = ("s", "q", "d", "d-literal")
+from .. import boarddefs
+from .common import PROTOCOLS, CommandError
 
 
 def _common(p, ring_file=True):
@@ -26,7 +25,7 @@ def argparse_boards(sub):
 
 
 def do_boards(args, out=None):
-    from .ports import list_usb, virtual_targets
+    from ..ports import list_usb, virtual_targets
 
     out = out or sys.stdout
     rows = [{"port": t.port, "serial": t.serial_number, "vid_pid": t.vid_pid, "description": t.description,
@@ -64,14 +63,14 @@ def argparse_flash(sub):
 
 
 def _targets(args):
-    from .ports import targets_from_args
+    from ..ports import targets_from_args
 
     return targets_from_args(args.ports, getattr(args, "ring_file", None), args.virtual_dir,
                              all_boards=getattr(args, "all", False))
 
 
 def do_flash(args, out=None):
-    from .flash import flash
+    from ..flash import flash
 
     out = out or sys.stdout
     targets, where = _targets(args)
@@ -111,8 +110,8 @@ def argparse_discover(sub):
 
 
 def do_discover(args, out=None):
-    from .discover import discover, save
-    from .ports import resolve_many, split_ports, targets_from_args
+    from ..discover import discover, save
+    from ..ports import resolve_many, split_ports, targets_from_args
 
     out = out or sys.stdout
     if args.ports:
@@ -148,7 +147,7 @@ def argparse_wiring(sub):
 
 
 def do_wiring(args, out=None):
-    from . import wiring
+    from .. import wiring
 
     out = out or sys.stdout
     if args.n < 2:
@@ -161,27 +160,17 @@ def do_wiring(args, out=None):
     return 0
 
 
-def run_ports(args):
-    """For `picoring run`: (ports, resetter) from --ports or the ring file; virtual boards of
-    `picoring virtual up` get their ring's reset, others a soft reset over USB."""
-    from .ports import resetter_for, targets_from_args
-
-    targets, _ = targets_from_args(args.ports, getattr(args, "ring_file", None), getattr(args, "virtual_dir", None))
-    return [t.port for t in targets], resetter_for(targets)
-
-
 def _user_errors(fn):
     """Errors a user can act on become the CLI's CommandError: `picoring: message`, exit 2."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(args, *rest, **kw):
-        from .cli import CommandError
-        from .deploy import DeployError
-        from .discover import WiringError
-        from .flash import FlashError
-        from .harness import HarnessError
-        from .virtual import VirtualBoardError
+        from ..deploy import DeployError
+        from ..discover import WiringError
+        from ..flash import FlashError
+        from ..harness import HarnessError
+        from ..virtual import VirtualBoardError
 
         try:
             return fn(args, *rest, **kw)
