@@ -12,7 +12,7 @@ import pytest
 from picoring.cli import run as cli_run
 from picoring.cli.main import main
 from picoring.report import link_lines
-from picoring.wire import FaultPlan, Wire
+from picoring.virtual.wire import FaultPlan, Wire
 
 from conftest import FIRMWARE
 

@@ -10,7 +10,7 @@ import stat
 import pytest
 
 from picoring import deploy, flash, mpy
-from picoring.virtual import VirtualRing
+from picoring.virtual.boards import VirtualRing
 
 PICO = 4870        # RP2040, MicroPython 1.23 to 1.28: .mpy 6.3, armv6m
 PICO2 = 0x1F06     # RP2350 (Pico 2): .mpy 6.3, armv7emsp

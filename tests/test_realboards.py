@@ -21,10 +21,11 @@ import serial
 import serial.rfc2217
 
 from conftest import FIRMWARE, ROOT, run_micropython
-from picoring import boarddefs, deploy, discover, flash, ports, virtual_daemon, wiring
+from picoring import boarddefs, deploy, discover, flash, ports, wiring
+from picoring.virtual import supervisor
 from picoring.cli.main import main
 from picoring.harness import RingRun
-from picoring.virtual import VirtualRing
+from picoring.virtual.boards import VirtualRing
 from picoring.workload import make_workload
 
 pytest_plugins = ["pytester"]
@@ -366,7 +367,7 @@ def test_cli_discover_then_flash_and_run_from_the_ring_file(tmp_path, capsys, mo
     d = tmp_path / "state"
     monkeypatch.chdir(tmp_path)
     try:
-        state = virtual_daemon.up(d, 3)
+        state = supervisor.up(d, 3)
         usb = [b["usb"] for b in state["boards"]]
         shuffled = [usb[2], usb[0], usb[1]]
         status = main(["boards", "--virtual-dir", str(d), "--json"])
@@ -386,7 +387,7 @@ def test_cli_discover_then_flash_and_run_from_the_ring_file(tmp_path, capsys, mo
         status = main(["flash", "-p", "q", "--ports", "%s,%s" % (usb[0], usb[0]), "--virtual-dir", str(d)])
         assert status == 2 and "same board" in capsys.readouterr().err
     finally:
-        virtual_daemon.down(d)
+        supervisor.down(d)
 
 
 def test_cli_flash_errors_are_one_line(tmp_path, capsys, monkeypatch):

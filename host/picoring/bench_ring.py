@@ -175,7 +175,7 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
     from . import deploy
     from .harness import BoardLink, drain
     from .hostlink import encode_command
-    from .virtual import VirtualRing
+    from .virtual.boards import VirtualRing
 
     out = {"baud": baud, "n": n, "wire_limit_hops_per_s": baud / (BITS_PER_BYTE * FRAME_BYTES)}
     with VirtualRing(n, baud=baud) as ring:
@@ -272,7 +272,7 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
 # -- 2. the minimal ring (same VirtualRing, minimal relay on every board) ---------
 
 def minimal_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
-    from .virtual import VirtualRing
+    from .virtual.boards import VirtualRing
 
     out = {"baud": baud, "n": n}
     rates, board_us, relay_us, cores = [], [], [], []
@@ -473,7 +473,7 @@ def machine_note(micropython):
 
 
 def run_bench(quick=False, log=None, bauds=None):
-    from .virtual import find_micropython
+    from .virtual.boards import find_micropython
 
     q = 0 if quick else 1
     micropython = find_micropython()

@@ -68,7 +68,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
              restart=2, regen_ms=200, seed=1, trace=None, rate=None):
     from . import audit, deploy
     from .harness import RingRun
-    from .wire import FaultPlan
+    from .virtual.wire import FaultPlan
     from .workload import make_workload
 
     requests = requests if requests is not None else REQUESTS[1 if quick else 0]

@@ -210,17 +210,17 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
 
 def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     """As deploy_virtual, for the ring that `picoring virtual up` started in state_dir."""
-    from . import virtual_daemon
+    from .virtual import supervisor
 
-    state = virtual_daemon.read_state(state_dir)
-    if state is None or not virtual_daemon.is_up(state_dir):
+    state = supervisor.read_state(state_dir)
+    if state is None or not supervisor.is_up(state_dir):
         raise DeployError("no virtual ring is up in %s (start one with: picoring virtual up -n N)" % state_dir)
     for b in state["boards"]:
-        virtual_daemon.reset(state_dir, b["index"], repl=True)
+        supervisor.reset(state_dir, b["index"], repl=True)
     for b in state["boards"]:
         deploy_board(b["usb"], board_config(config, b["index"], b["uart"], state["n"], state["baud"]), files, timeout)
     for i in start_order(state["n"]):
-        virtual_daemon.reset(state_dir, i)
+        supervisor.reset(state_dir, i)
     return state
 
 
@@ -229,7 +229,7 @@ def start_virtual(n, protocol, baud=115200, cs_us=0, console=None, regen_ms=None
     real deploy path), configured for protocol. audit: the boards share the counter
     file of picoring.audit, incremented across every critical section."""
     from . import audit as audit_file
-    from .virtual import VirtualRing
+    from .virtual.boards import VirtualRing
 
     ring = VirtualRing(n, baud=baud)
     ring.start()

@@ -109,16 +109,16 @@ def list_usb(all_ports=False, ports=None):
 
 def virtual_targets(state_dir=None):
     """The boards of the ring `picoring virtual up` keeps in state_dir ([] if none is up)."""
-    from . import virtual_daemon
+    from .virtual import supervisor
 
-    state_dir = Path(state_dir) if state_dir else virtual_daemon.default_state_dir()
-    state = virtual_daemon.read_state(state_dir)
-    if state is None or not virtual_daemon.is_up(state_dir):
+    state_dir = Path(state_dir) if state_dir else supervisor.default_state_dir()
+    state = supervisor.read_state(state_dir)
+    if state is None or not supervisor.is_up(state_dir):
         return []
     out = []
     for b in state["boards"]:
         def reset(run_main=True, _i=b["index"]):
-            virtual_daemon.reset(state_dir, _i, repl=not run_main)
+            supervisor.reset(state_dir, _i, repl=not run_main)
         out.append(Target(b["usb"], None, None, "virtual board %d (pid %s, %s)" % (b["index"], b["pid"], state_dir),
                           b["uart"], reset, spec=b["usb"]))
     return out

@@ -233,7 +233,7 @@ def boards(request):
         request.config._picoring_virtual = None
         yield targets
         return
-    from .virtual import VirtualRing
+    from .virtual.boards import VirtualRing
 
     n = o.ring_virtual or DEFAULT_VIRTUAL
     baud = o.ring_baud or 115200

@@ -170,7 +170,7 @@ def _user_errors(fn):
         from ..discover import WiringError
         from ..flash import FlashError
         from ..harness import HarnessError
-        from ..virtual import VirtualBoardError
+        from ..virtual.boards import VirtualBoardError
 
         try:
             return fn(args, *rest, **kw)

@@ -56,7 +56,7 @@ def do_run(args):
     from ..harness import HarnessError
     from ..workload import make_workload
 
-    from ..wire import FaultPlan
+    from ..virtual.wire import FaultPlan
 
     if args.requests < 0:
         raise CommandError("--requests cannot be negative")

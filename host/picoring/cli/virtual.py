@@ -1,4 +1,4 @@
-"""`picoring virtual up|status|reset|unplug|plug|deploy|down`: thin handlers over virtual_daemon."""
+"""`picoring virtual up|status|reset|unplug|plug|deploy|down`: thin handlers over supervisor."""
 
 import argparse
 import json
@@ -42,48 +42,48 @@ def argparse_virtual(sub):
 
 
 def _run(args, out=None, err=None):
-    from .. import virtual_daemon
+    from ..virtual import supervisor
 
     out = out or sys.stdout
     err = err or sys.stderr
-    state_dir = Path(args.dir) if args.dir else virtual_daemon.default_state_dir()
+    state_dir = Path(args.dir) if args.dir else supervisor.default_state_dir()
     action = args.virtual_command
     if action == "up":
         if args.n < 1:
             raise ValueError("-n must be at least 1")
         if args.baud <= 0:
             raise ValueError("--baud must be positive")
-        state = virtual_daemon.up(state_dir, args.n, args.baud, args.heapsize, faults=args.faults)
+        state = supervisor.up(state_dir, args.n, args.baud, args.heapsize, faults=args.faults)
         for b in state["boards"]:
             print(b["usb"], file=out)
         print("virtual ring of %d board(s) at %d baud is up (supervisor pid %d, state %s)"
               % (state["n"], state["baud"], state["supervisor_pid"], state_dir), file=err)
         return 0
     if action == "status":
-        status = virtual_daemon.status(state_dir)
+        status = supervisor.status(state_dir)
         if args.json:
             print(json.dumps(status, sort_keys=True), file=out)
         else:
-            _print_status(status, virtual_daemon.read_state(state_dir) or {}, out)
+            _print_status(status, supervisor.read_state(state_dir) or {}, out)
         return 0
     if action == "reset":
         if args.power:
             if args.repl:
                 raise ValueError("--power and --repl do not go together: a power cycle runs main.py")
-            info = virtual_daemon.power_cycle(state_dir, args.board, args.off)
+            info = supervisor.power_cycle(state_dir, args.board, args.off)
             what = "power-cycled" + (" (off %gs)" % args.off if args.off else "")
         else:
-            info = virtual_daemon.reset(state_dir, args.board, repl=args.repl)
+            info = supervisor.reset(state_dir, args.board, repl=args.repl)
             what = "restarted"
         print("board %d %s (pid %s, %s)" % (info["index"], what, info["pid"], info["usb"]), file=err)
         return 0
     if action in ("unplug", "plug"):
         if action == "unplug":
-            info = virtual_daemon.unplug(state_dir, args.board, args.seconds)
+            info = supervisor.unplug(state_dir, args.board, args.seconds)
             how = "for %gs" % args.seconds if args.seconds is not None else "until: picoring virtual plug %d" % args.board
             print("board %d: USB unplugged %s (%s)" % (info["index"], how, info["usb"]), file=err)
         else:
-            info = virtual_daemon.plug(state_dir, args.board)
+            info = supervisor.plug(state_dir, args.board)
             print("board %d: USB plugged in (%s)" % (info["index"], info["usb"]), file=err)
         return 0
     if action == "deploy":
@@ -94,7 +94,7 @@ def _run(args, out=None, err=None):
         print("deployed to %d board(s) and reset them" % len(state["boards"]), file=err)
         return 0
     if action == "down":
-        if virtual_daemon.down(state_dir):
+        if supervisor.down(state_dir):
             print("virtual ring in %s is down" % state_dir, file=err)
         else:
             print("picoring: no virtual ring was up in %s (nothing to do)" % state_dir, file=err)
@@ -104,7 +104,7 @@ def _run(args, out=None, err=None):
 
 def do_virtual(args):
     from ..deploy import DeployError
-    from ..virtual import VirtualBoardError
+    from ..virtual.boards import VirtualBoardError
 
     try:
         return _run(args)
@@ -134,7 +134,7 @@ def _print_status(status, state, out):
               % ("%d->%d" % (w["wire"], (w["wire"] + 1) % n), "CUT" if w["cut"] else "-", w["bytes_in"], w["bytes_out"],
                  w["bytes_dropped"], w["bytes_overrun"], w["in_flight"]), file=out)
     if status.get("faults"):
-        from ..wire import describe_injected
+        from ..virtual.wire import describe_injected
 
         print("faults: %s" % status["faults"], file=out)
         for w in status["wires"]:

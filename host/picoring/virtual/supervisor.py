@@ -1,6 +1,6 @@
 """The detached supervisor behind `picoring virtual up|status|reset|down`.
 
-`up` starts `python -m picoring.virtual_daemon` in a new session (so it outlives
+`up` starts `python -m picoring.virtual.supervisor` in a new session (so it outlives
 the command and the terminal); it owns a VirtualRing and answers one JSON line
 per connection on a unix socket in the state directory. Files there:
 
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from .virtual import VirtualBoardError, VirtualRing, find_micropython, write_state
+from .boards import VirtualBoardError, VirtualRing, find_micropython, write_state
 
 STATE = "state.json"
 SOCKET = "control.sock"
@@ -251,9 +251,9 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None):
                                 % (state_dir, state.get("supervisor_pid", "?")))
     _remove_stale(state_dir)
     env = dict(os.environ)
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    package_parent = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "picoring.virtual_daemon", "--dir", str(state_dir), "-n", str(n), "--baud", str(baud)]
+    cmd = [sys.executable, "-m", "picoring.virtual.supervisor", "--dir", str(state_dir), "-n", str(n), "--baud", str(baud)]
     if heapsize:
         cmd += ["--heapsize", str(heapsize)]
     if plan is not None:
@@ -389,7 +389,7 @@ def _log_tail(state_dir, lines=20):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="picoring.virtual_daemon", description="supervisor of a virtual ring (started by picoring virtual up)")
+    p = argparse.ArgumentParser(prog="picoring.virtual.supervisor", description="supervisor of a virtual ring (started by picoring virtual up)")
     p.add_argument("--dir", required=True)
     p.add_argument("-n", type=int, required=True)
     p.add_argument("--baud", type=int, default=115200)
