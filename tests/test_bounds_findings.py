@@ -1,7 +1,7 @@
 """Where the paper's claims fail on its own rules: the smallest schedules,
 kept as tests (docs/bounds.md explains each one and the correction)."""
 
-from picoring.checker import bounds_for, paper_bounds_for
+from picoring.check.checker import bounds_for, paper_bounds_for
 from picoring.sim import simulate
 from picoring.workload import Schedule
 

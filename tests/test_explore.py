@@ -315,7 +315,7 @@ def test_finding_q_service_traffic_exceeds_the_first_corrected_bound_at_n5():
     # This schedule broke the first corrected bound, (3n^2 - n)/2 = 35, which left
     # out the stale request messages already in flight at the request; the bound
     # the checker holds Q to now counts them (docs/bounds.md section 2).
-    from picoring.checker import Checker, bounds_for
+    from picoring.check.checker import Checker, bounds_for
 
     checker = Checker("q", 5)
     r = replay("q", 5, Q5_OVER_CORRECTED_BOUND, checker=checker)

@@ -11,7 +11,7 @@ import pytest
 
 from picoring.cli import run as cli_run
 from picoring.cli.main import main
-from picoring.report import link_lines
+from picoring.check.report import link_lines
 from picoring.virtual.wire import FaultPlan, Wire
 
 from conftest import FIRMWARE
@@ -309,7 +309,8 @@ class CounterOnlyRing:
 def test_the_audit_says_which_way_the_counter_is_off(capsys, monkeypatch, tmp_path, counter, kind, says):
     # An overlap loses an increment (counter below the entries); a counter above them is not an
     # overlap but entries the host never saw. The run's report must say which, and fail.
-    from picoring import audit, deploy
+    from picoring import deploy
+    from picoring.check import audit
 
     ring = CounterOnlyRing(tmp_path)
     monkeypatch.setattr(deploy, "start_virtual", lambda *a, **k: ring)

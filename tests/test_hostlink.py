@@ -6,7 +6,7 @@ import importlib.util
 import pytest
 
 from picoring import hostlink as hl
-from picoring.trace import Event
+from picoring.check.trace import Event
 
 from conftest import FIRMWARE
 

@@ -5,9 +5,9 @@ import struct
 
 import pytest
 
-from picoring.checker import check_trace
+from picoring.check.checker import check_trace
 from picoring.cli.main import main
-from picoring.plots import read_series, write_report
+from picoring.check.plots import read_series, write_report
 from picoring.sim import simulate
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

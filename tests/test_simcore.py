@@ -3,7 +3,7 @@
 import pytest
 
 from picoring import simcore
-from picoring.checker import Checker
+from picoring.check.checker import Checker
 from picoring.firmware.protocol import SEND_TOKEN, NodeS
 from picoring.sim import simulate
 from picoring.workload import Schedule

@@ -38,7 +38,7 @@ import sys
 import time
 
 from . import simcore
-from .checker import Checker
+from .check.checker import Checker
 from .firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN, make_node
 from .workload import make_workload
 

@@ -35,8 +35,8 @@ def regeneration_times(trace_path, n):
     new token, the timeout that fired), in ms, against that timeout plus one ring
     round trip. The round trip is n times the median token hop latency (a token
     frame matched by its link and payload; frames that were lost have no match)."""
-    from .checker import Checker
-    from .trace import TraceReader
+    from .check.checker import Checker
+    from .check.trace import TraceReader
 
     sent = {}
     lat = []
@@ -66,7 +66,8 @@ def regeneration_times(trace_path, n):
 
 def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, faults=DEFAULT_FAULTS,
              restart=2, regen_ms=200, seed=1, trace=None, rate=None):
-    from . import audit, deploy
+    from . import deploy
+    from .check import audit
     from .harness import RingRun
     from .virtual.wire import FaultPlan
     from .workload import make_workload

@@ -17,7 +17,7 @@ from rich.console import Console
 from .dashboard import Dashboard, IterSource
 from .dashmodel import DashModel
 from .sim import simulate
-from .trace import header
+from .check.trace import header
 
 SIZES = (5, 64)
 TARGET_RATE = 20_000  # events per second the paced run replays at

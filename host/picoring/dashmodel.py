@@ -18,10 +18,9 @@ What the events tell, and what they do not:
                 is stopped there (D rule 3); one received by T's node is consumed.
 """
 
-import math
 from collections import deque
 
-from .checker import Checker
+from .check.checker import Checker, nearest_rank
 
 IDLE, REQUESTING, IN_CS = 0, 1, 2
 NODE_STATE_NAMES = ("idle", "requesting", "in CS")
@@ -151,9 +150,3 @@ class DashModel:
         if self.token_link is not None:
             return "link", self.token_link
         return "node", self.token_node
-
-
-def nearest_rank(sorted_values, q):
-    """The quantile q (0..1) of a sorted, non-empty list by the nearest-rank method."""
-    k = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
-    return sorted_values[k]

@@ -227,8 +227,8 @@ def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEO
 def start_virtual(n, protocol, baud=115200, cs_us=0, console=None, regen_ms=None, audit=False):
     """A fresh VirtualRing of n boards with the firmware deployed through mpremote (the
     real deploy path), configured for protocol. audit: the boards share the counter
-    file of picoring.audit, incremented across every critical section."""
-    from . import audit as audit_file
+    file of picoring.check.audit, incremented across every critical section."""
+    from .check import audit as audit_file
     from .virtual.boards import VirtualRing
 
     ring = VirtualRing(n, baud=baud)

@@ -596,7 +596,7 @@ def _base_protocol(cls):
 
 def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0):
     """Explore and analyse; returns a JSON-able report dict."""
-    from .checker import bounds_for, paper_bounds_for
+    from .check.checker import bounds_for, paper_bounds_for
 
     t0 = time.perf_counter()
     ex = Explorer(protocol, n, requests_per_node, max_states=max_states, exact=exact, start=start)
@@ -740,7 +740,7 @@ def replay(protocol, n, labels, start=0, checker=None):
     """Run a schedule (explorer labels or "kind i" strings) on fresh node objects
     with real FIFO queues, independently of the explorer's state encoding.
     Returns per-request service traffic (sent, delivered) and the totals.
-    checker: a picoring.checker.Checker fed the run (step k is time k)."""
+    checker: a picoring.check.checker.Checker fed the run (step k is time k)."""
     cls = PROTOCOLS[protocol] if isinstance(protocol, str) else protocol
     nodes = [cls(i, n) for i in range(n)]
     links = [deque() for _ in range(n)]

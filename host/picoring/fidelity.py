@@ -11,7 +11,7 @@ import json
 import random
 import time
 
-from .checker import bounds_for, paper_bounds_for
+from .check.checker import bounds_for, paper_bounds_for
 from .explore import explore
 
 PROTOCOLS = ("q", "d", "d-literal", "s")

@@ -15,7 +15,7 @@ def print_report(report, as_json):
     if as_json:
         print(json.dumps(report, sort_keys=True))
         return
-    from ..report import print_report as show
+    from ..check.report import print_report as show
 
     show(report)
 

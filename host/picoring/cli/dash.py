@@ -1,4 +1,4 @@
-"""`picoring dash` and `picoring report`: thin commands over dashboard.py and plots.py.
+"""`picoring dash` and `picoring report`: thin commands over the dashboard and picoring.check.plots.
 
 dash --replay TRACE      replays a trace file, paced by its times (--speed)
 dash --sim ...           runs the simulator in a thread, paced so it is watchable
@@ -61,9 +61,9 @@ def _dashboard(args, console, source, meta, speed, stats=None):
 
 
 def _dash_replay(args, console, speed):
-    from ..checker import finish_trace
-    from ..report import print_report
-    from ..trace import TraceReader
+    from ..check.checker import finish_trace
+    from ..check.report import print_report
+    from ..check.trace import TraceReader
 
     with TraceReader(args.replay) as reader:
         dash = _dashboard(args, console, reader, reader.meta, speed)
@@ -84,9 +84,9 @@ class _Stop(Exception):
 
 def _dash_sim(args, console, speed):
     from ..dashboard import FeedSource
-    from ..report import print_report
+    from ..check.report import print_report
     from ..sim import simulate
-    from ..trace import header
+    from ..check.trace import header
     from ..workload import make_workload
 
     if args.n < 2:
@@ -145,8 +145,8 @@ def _dash_ring(args, console, ports, resetter, ring):
     """A workload on boards (ring: the VirtualRing to stop afterwards, or None), live."""
     from ..dashboard import FeedSource
     from ..harness import HarnessError, RingRun
-    from ..report import print_report
-    from ..trace import header
+    from ..check.report import print_report
+    from ..check.trace import header
     from ..workload import make_workload
 
     n = len(ports)
@@ -222,8 +222,8 @@ def argparse_report(sub):
 def do_report(args):
     from pathlib import Path
 
-    from ..plots import write_report
-    from ..report import print_report
+    from ..check.plots import write_report
+    from ..check.report import print_report
 
     out = args.out or str(Path(args.trace).with_suffix("")) + "-report"
     report, files = write_report(args.trace, out)

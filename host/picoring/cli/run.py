@@ -52,7 +52,8 @@ def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, con
 
 
 def do_run(args):
-    from .. import audit, deploy
+    from .. import deploy
+    from ..check import audit
     from ..harness import HarnessError
     from ..workload import make_workload
 
@@ -138,7 +139,7 @@ def do_demo(args):
 
     from .. import deploy
     from ..harness import HarnessError
-    from ..report import print_summary
+    from ..check.report import print_summary
     from ..workload import make_workload
 
     console = Console(stderr=args.json)

@@ -68,7 +68,7 @@ def argparse_check(sub):
 
 
 def do_check(args):
-    from ..checker import check_trace
+    from ..check.checker import check_trace
 
     meta, report = check_trace(args.trace)
     report.setdefault("source", meta.get("source"))

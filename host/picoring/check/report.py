@@ -119,7 +119,7 @@ def link_lines(report):
         if not bad and not (injected and any(v for k, v in injected.items() if k != "frames")):
             continue
         if injected is not None:
-            from .virtual.wire import describe_injected
+            from ..virtual.wire import describe_injected
 
             text = describe_injected(injected)
         else:

@@ -14,8 +14,7 @@ own numbers. Files written (DIR/...):
 import json
 import os
 
-from .checker import Checker, finish_trace
-from .dashmodel import nearest_rank
+from .checker import Checker, finish_trace, nearest_rank
 from .trace import TraceReader
 
 DPI = 150
