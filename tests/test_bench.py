@@ -9,11 +9,12 @@ import pytest
 
 pytest.importorskip("simpy")
 
-from picoring import bench, simcore  # noqa: E402
+from picoring import bench
+from picoring.sim import simcore  # noqa: E402
 from picoring.check.checker import Checker  # noqa: E402
 from picoring.cli.main import main  # noqa: E402
 from picoring.firmware.protocol import make_node  # noqa: E402
-from picoring.workload import FileWorkload, make_workload  # noqa: E402
+from picoring.sim.workload import FileWorkload, make_workload  # noqa: E402
 
 
 def both(protocol, n, workload, link, **kw):

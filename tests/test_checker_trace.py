@@ -6,7 +6,7 @@ import pytest
 
 from picoring.check.checker import check_trace
 from picoring.cli.main import main
-from picoring.sim import simulate
+from picoring.sim.simulate import simulate
 from picoring.check.trace import TraceError, TraceReader
 
 

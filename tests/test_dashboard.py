@@ -7,15 +7,15 @@ import threading
 import pytest
 from rich.console import Console
 
-from picoring import simcore
+from picoring.sim import simcore
 from picoring.check.checker import check_trace, finish_trace
 from picoring.cli.main import main
 from picoring.dashboard import Dashboard, FeedSource, ScriptedKeys, TerminalKeys
 from picoring.dashmodel import IDLE, IN_CS, REQUESTING, DashModel
 from picoring.firmware.protocol import make_node
-from picoring.sim import TraceTap, simulate
+from picoring.sim.simulate import TraceTap, simulate
 from picoring.check.trace import Event, TraceReader, header
-from picoring.workload import make_workload
+from picoring.sim.workload import make_workload
 
 CASES = [("d", 5, "poisson"), ("q", 6, "burst"), ("s", 4, "poisson"), ("d", 64, "poisson"), ("d-literal", 3, "sequential")]
 

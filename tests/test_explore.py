@@ -7,8 +7,8 @@ import pytest
 
 from picoring.explore import Explorer, explore, replay
 from picoring.firmware.protocol import NodeD, NodeQ, SEND_TOKEN
-from picoring.sim import simulate
-from picoring.workload import Schedule
+from picoring.sim.simulate import simulate
+from picoring.sim.workload import Schedule
 
 
 # -- planted bugs ---------------------------------------------------------------

@@ -31,7 +31,7 @@ def test_requests_written_after_the_state_query_are_not_failed_by_its_answer():
     # must not be failed as lost (it was, and the board then refused the next request as one
     # too many: the host's count stayed at 1 forever, a false "ring stalled").
     from picoring.harness import RingRun, UNSEEN_IN_OUTAGE
-    from picoring.workload import make_workload
+    from picoring.sim.workload import make_workload
 
     run = RingRun(["p0", "p1", "p2"], "q", make_workload("poisson", 3, 1, seed=0))
     run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]
@@ -73,7 +73,7 @@ def test_a_request_is_placed_after_what_the_host_had_seen_when_it_wrote_it():
     # that hop before it wrote the request: the req is placed after it.
     from picoring.harness import RingRun
     from picoring.hostlink import BoardEvent
-    from picoring.workload import make_workload
+    from picoring.sim.workload import make_workload
 
     run = RingRun(["p0", "p1", "p2"], "d", make_workload("adversarial", 3, 1, seed=0))
     run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]

@@ -26,7 +26,7 @@ from picoring.virtual import supervisor
 from picoring.cli.main import main
 from picoring.harness import RingRun
 from picoring.virtual.boards import VirtualRing
-from picoring.workload import make_workload
+from picoring.sim.workload import make_workload
 
 pytest_plugins = ["pytester"]
 TIMEOUT = 30.0

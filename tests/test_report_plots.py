@@ -8,7 +8,7 @@ import pytest
 from picoring.check.checker import check_trace
 from picoring.cli.main import main
 from picoring.check.plots import read_series, write_report
-from picoring.sim import simulate
+from picoring.sim.simulate import simulate
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PLOTS = ("messages_per_request.png", "service_traffic.png", "latency_hist.png", "token_position.png",

@@ -11,8 +11,8 @@ import pytest
 
 from picoring.cli.main import main
 from picoring.harness import HarnessError, RingRun
-from picoring.sim import simulate
-from picoring.workload import make_workload
+from picoring.sim.simulate import simulate
+from picoring.sim.workload import make_workload
 
 
 @pytest.mark.parametrize("protocol", ["q", "d"])

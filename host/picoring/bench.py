@@ -37,10 +37,10 @@ import statistics
 import sys
 import time
 
-from . import simcore
+from .sim import simcore
 from .check.checker import Checker
 from .firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN, make_node
-from .workload import make_workload
+from .sim.workload import make_workload
 
 LINKS = ("process", "store", "callback")
 MODEL_LINKS = ("process", "store")  # the process-based models: the headline SimPy rate

@@ -70,7 +70,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
     from .check import audit
     from .harness import RingRun
     from .virtual.wire import FaultPlan
-    from .workload import make_workload
+    from .sim.workload import make_workload
 
     requests = requests if requests is not None else REQUESTS[1 if quick else 0]
     plan = FaultPlan.coerce(faults)

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from .dashboard import Dashboard, IterSource
 from .dashmodel import DashModel
-from .sim import simulate
+from .sim.simulate import simulate
 from .check.trace import header
 
 SIZES = (5, 64)

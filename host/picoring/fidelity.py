@@ -59,8 +59,8 @@ def run_simulator(protocols=("q", "d", "s"), small=None, large=(6, 8, 12, 16, 32
     """Random schedules. small: {(protocol, n, R): explorer report} to compare
     with (at most R requests per node, random times and critical sections);
     large: poisson, burst and random file schedules."""
-    from .sim import simulate
-    from .workload import Schedule
+    from .sim.simulate import simulate
+    from .sim.workload import Schedule
 
     rng = random.Random(seed)
     rows = []

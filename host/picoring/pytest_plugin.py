@@ -202,7 +202,7 @@ class Ring:
 
     def run(self, protocol, workload, requests, seed=0, cs_us=0, **kw):
         """Flash if needed, run a workload (a name or a workload object), return the checked report."""
-        from .workload import make_workload
+        from .sim.workload import make_workload
 
         self.flash(protocol, cs_us)
         if isinstance(workload, str):

@@ -85,9 +85,9 @@ class _Stop(Exception):
 def _dash_sim(args, console, speed):
     from ..dashboard import FeedSource
     from ..check.report import print_report
-    from ..sim import simulate
+    from ..sim.simulate import simulate
     from ..check.trace import header
-    from ..workload import make_workload
+    from ..sim.workload import make_workload
 
     if args.n < 2:
         raise CommandError("-n must be at least 2")
@@ -147,7 +147,7 @@ def _dash_ring(args, console, ports, resetter, ring):
     from ..harness import HarnessError, RingRun
     from ..check.report import print_report
     from ..check.trace import header
-    from ..workload import make_workload
+    from ..sim.workload import make_workload
 
     n = len(ports)
     if n < 2:

@@ -55,7 +55,7 @@ def do_run(args):
     from .. import deploy
     from ..check import audit
     from ..harness import HarnessError
-    from ..workload import make_workload
+    from ..sim.workload import make_workload
 
     from ..virtual.wire import FaultPlan
 
@@ -140,7 +140,7 @@ def do_demo(args):
     from .. import deploy
     from ..harness import HarnessError
     from ..check.report import print_summary
-    from ..workload import make_workload
+    from ..sim.workload import make_workload
 
     console = Console(stderr=args.json)
     reports = []

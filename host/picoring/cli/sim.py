@@ -26,7 +26,7 @@ def argparse_sim(sub):
 
 
 def do_sim(args):
-    from ..sim import simulate, write_schedule
+    from ..sim.simulate import simulate, write_schedule
 
     if args.n < 2:
         raise CommandError("-n must be at least 2")
