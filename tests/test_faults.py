@@ -309,7 +309,7 @@ class CounterOnlyRing:
 def test_the_audit_says_which_way_the_counter_is_off(capsys, monkeypatch, tmp_path, counter, kind, says):
     # An overlap loses an increment (counter below the entries); a counter above them is not an
     # overlap but entries the host never saw. The run's report must say which, and fail.
-    from picoring import deploy
+    from picoring.ring import deploy
     from picoring.check import audit
 
     ring = CounterOnlyRing(tmp_path)
@@ -399,7 +399,7 @@ def test_an_unplugged_usb_link_loses_no_request(capsys):
     # the outage came after the last request, and only a slow machine met it: a flaky test).
     # What board 2 said meanwhile went nowhere: its requests served unseen are failed with that
     # reason, and the lost events are a run condition, explained by the outage.
-    from picoring.harness import UNSEEN_IN_OUTAGE
+    from picoring.ring.harness import UNSEEN_IN_OUTAGE
 
     status, report, err, took = run_json(capsys, "run", "--virtual", "3", "-p", "q", "-w", "poisson", "-k", "100",
                                          "--rate", "0.05", "--seed", "2", "--faults", "unplug=2@1s:600ms")

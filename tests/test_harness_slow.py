@@ -3,9 +3,9 @@ outage. No boards: the RingRun loop's pieces are driven directly."""
 
 import queue
 
-from picoring import harness
-from picoring.harness import BoardLink
-from picoring.hostlink import Reply
+from picoring.ring import harness
+from picoring.ring.harness import BoardLink
+from picoring.ring.hostlink import Reply
 
 
 def test_a_reply_received_before_the_command_never_answers_it():
@@ -30,7 +30,7 @@ def test_requests_written_after_the_state_query_are_not_failed_by_its_answer():
     # read !status: a request written after it (counted in "after") is not in that answer and
     # must not be failed as lost (it was, and the board then refused the next request as one
     # too many: the host's count stayed at 1 forever, a false "ring stalled").
-    from picoring.harness import RingRun, UNSEEN_IN_OUTAGE
+    from picoring.ring.harness import RingRun, UNSEEN_IN_OUTAGE
     from picoring.sim.workload import make_workload
 
     run = RingRun(["p0", "p1", "p2"], "q", make_workload("poisson", 3, 1, seed=0))
@@ -49,8 +49,8 @@ def test_a_receive_waits_for_its_send_while_the_sender_has_not_been_heard_past_i
     # through: the merger forced that board's receives after 2 s of wall time, without their
     # sends ("order", unexplained: the run not OK). A send is only taken for lost once its
     # board has been heard from past the receive's time (a later event, or a pong).
-    from picoring.harness import CausalMerger
-    from picoring.hostlink import BoardEvent
+    from picoring.ring.harness import CausalMerger
+    from picoring.ring.hostlink import BoardEvent
 
     merger = CausalMerger(3)
     merger.push(1, 1_000, BoardEvent(1, 0, 0, "recv", link=0, kind="token"))
@@ -71,8 +71,8 @@ def test_a_request_is_placed_after_what_the_host_had_seen_when_it_wrote_it():
     # its req before the token's last hop, received at board 2 earlier, and that hop was
     # counted as the request's service traffic (4, where the simulator has 3). The host read
     # that hop before it wrote the request: the req is placed after it.
-    from picoring.harness import RingRun
-    from picoring.hostlink import BoardEvent
+    from picoring.ring.harness import RingRun
+    from picoring.ring.hostlink import BoardEvent
     from picoring.sim.workload import make_workload
 
     run = RingRun(["p0", "p1", "p2"], "d", make_workload("adversarial", 3, 1, seed=0))

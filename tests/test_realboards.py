@@ -21,10 +21,15 @@ import serial
 import serial.rfc2217
 
 from conftest import FIRMWARE, ROOT, run_micropython
-from picoring import boarddefs, deploy, discover, flash, ports, wiring
+from picoring.ring import boarddefs
+from picoring.ring import deploy
+from picoring.ring import discover
+from picoring.ring import flash
+from picoring.ring import ports
+from picoring.ring import wiring
 from picoring.virtual import supervisor
 from picoring.cli.main import main
-from picoring.harness import RingRun
+from picoring.ring.harness import RingRun
 from picoring.virtual.boards import VirtualRing
 from picoring.sim.workload import make_workload
 

@@ -15,7 +15,7 @@ import time
 import pytest
 import serial
 
-from picoring import deploy
+from picoring.ring import deploy
 from picoring.virtual import supervisor
 from picoring.cli.main import main
 from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropython

@@ -14,9 +14,9 @@ import time
 import pytest
 import serial
 
-from picoring.harness import BoardLink, HarnessError, LinkNotice
+from picoring.ring.harness import BoardLink, HarnessError, LinkNotice
 from picoring.virtual import boards
-from picoring.hostlink import LineParser, Reply
+from picoring.ring.hostlink import LineParser, Reply
 from picoring.virtual.boards import VirtualRing
 
 from conftest import TIMEOUT, wait_for

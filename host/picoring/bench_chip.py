@@ -63,7 +63,7 @@ def run_on_chip(rp2040, script_text, firmware_dir, timeout_s=120):
 def node_bench_on_chip(rp2040, protocol, rounds, lock=False, firmware_dir=None):
     """One mp_node_bench run on an emulated Pico: its JSON result, or for lock=True the
     line that says nothing was allocated (ChipBenchError with the traceback otherwise)."""
-    from .deploy import FIRMWARE_DIR
+    from .ring.deploy import FIRMWARE_DIR
 
     script = _node_bench_script()
     if script is None:

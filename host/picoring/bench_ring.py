@@ -172,9 +172,9 @@ def _median(xs):
 # -- 1. the firmware ring ------------------------------------------------------
 
 def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
-    from . import deploy
-    from .harness import BoardLink, drain
-    from .hostlink import encode_command
+    from .ring import deploy
+    from .ring.harness import BoardLink, drain
+    from .ring.hostlink import encode_command
     from .virtual.boards import VirtualRing
 
     out = {"baud": baud, "n": n, "wire_limit_hops_per_s": baud / (BITS_PER_BYTE * FRAME_BYTES)}
@@ -411,7 +411,7 @@ def node_loop(micropython, rounds=2000, repeats=3, log=None):
     script = _node_bench_script()
     if script is None:
         return {"skipped": "tests/mp_node_bench.py not found (picoring is not installed from its source tree)"}
-    from .deploy import FIRMWARE_DIR
+    from .ring.deploy import FIRMWARE_DIR
 
     fw = str(FIRMWARE_DIR)
     base = [str(script), fw, "s", N_BOARDS, rounds]

@@ -66,9 +66,9 @@ def regeneration_times(trace_path, n):
 
 def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, faults=DEFAULT_FAULTS,
              restart=2, regen_ms=200, seed=1, trace=None, rate=None):
-    from . import deploy
+    from .ring import deploy
     from .check import audit
-    from .harness import RingRun
+    from .ring.harness import RingRun
     from .virtual.wire import FaultPlan
     from .sim.workload import make_workload
 

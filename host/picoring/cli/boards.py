@@ -5,7 +5,7 @@ import json
 import sys
 import time
 
-from .. import boarddefs
+from ..ring import boarddefs
 from .common import PROTOCOLS, CommandError
 
 
@@ -25,7 +25,7 @@ def argparse_boards(sub):
 
 
 def do_boards(args, out=None):
-    from ..ports import list_usb, virtual_targets
+    from ..ring.ports import list_usb, virtual_targets
 
     out = out or sys.stdout
     rows = [{"port": t.port, "serial": t.serial_number, "vid_pid": t.vid_pid, "description": t.description,
@@ -63,14 +63,14 @@ def argparse_flash(sub):
 
 
 def _targets(args):
-    from ..ports import targets_from_args
+    from ..ring.ports import targets_from_args
 
     return targets_from_args(args.ports, getattr(args, "ring_file", None), args.virtual_dir,
                              all_boards=getattr(args, "all", False))
 
 
 def do_flash(args, out=None):
-    from ..flash import flash
+    from ..ring.flash import flash
 
     out = out or sys.stdout
     targets, where = _targets(args)
@@ -110,8 +110,8 @@ def argparse_discover(sub):
 
 
 def do_discover(args, out=None):
-    from ..discover import discover, save
-    from ..ports import resolve_many, split_ports, targets_from_args
+    from ..ring.discover import discover, save
+    from ..ring.ports import resolve_many, split_ports, targets_from_args
 
     out = out or sys.stdout
     if args.ports:
@@ -147,7 +147,7 @@ def argparse_wiring(sub):
 
 
 def do_wiring(args, out=None):
-    from .. import wiring
+    from ..ring import wiring
 
     out = out or sys.stdout
     if args.n < 2:
@@ -166,10 +166,10 @@ def _user_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(args, *rest, **kw):
-        from ..deploy import DeployError
-        from ..discover import WiringError
-        from ..flash import FlashError
-        from ..harness import HarnessError
+        from ..ring.deploy import DeployError
+        from ..ring.discover import WiringError
+        from ..ring.flash import FlashError
+        from ..ring.harness import HarnessError
         from ..virtual.boards import VirtualBoardError
 
         try:

@@ -23,7 +23,7 @@ def print_report(report, as_json):
 def run_ports(args):
     """For `picoring run`: (ports, resetter) from --ports or the ring file; virtual boards of
     `picoring virtual up` get their ring's reset, others a soft reset over USB."""
-    from ..ports import resetter_for, targets_from_args
+    from ..ring.ports import resetter_for, targets_from_args
 
     targets, _ = targets_from_args(args.ports, getattr(args, "ring_file", None), getattr(args, "virtual_dir", None))
     return [t.port for t in targets], resetter_for(targets)

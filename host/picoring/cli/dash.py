@@ -132,7 +132,7 @@ def _dash_sim(args, console, speed):
 
 
 def _dash_virtual(args, console):
-    from ..deploy import start_virtual
+    from ..ring.deploy import start_virtual
 
     n = args.virtual
     if n < 2:
@@ -144,7 +144,7 @@ def _dash_virtual(args, console):
 def _dash_ring(args, console, ports, resetter, ring):
     """A workload on boards (ring: the VirtualRing to stop afterwards, or None), live."""
     from ..dashboard import FeedSource
-    from ..harness import HarnessError, RingRun
+    from ..ring.harness import HarnessError, RingRun
     from ..check.report import print_report
     from ..check.trace import header
     from ..sim.workload import make_workload

@@ -37,7 +37,7 @@ def argparse_run(sub):
 
 def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, connected=None):
     """connected: called once the ring has formed, just before the run (arms faults, ...)."""
-    from ..harness import RingRun
+    from ..ring.harness import RingRun
 
     run = RingRun(ports, protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
                   resetter=resetter, seed=args.seed, progress=progress,
@@ -52,9 +52,9 @@ def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, con
 
 
 def do_run(args):
-    from .. import deploy
+    from ..ring import deploy
     from ..check import audit
-    from ..harness import HarnessError
+    from ..ring.harness import HarnessError
     from ..sim.workload import make_workload
 
     from ..virtual.wire import FaultPlan
@@ -137,8 +137,8 @@ def argparse_demo(sub):
 def do_demo(args):
     from rich.console import Console
 
-    from .. import deploy
-    from ..harness import HarnessError
+    from ..ring import deploy
+    from ..ring.harness import HarnessError
     from ..check.report import print_summary
     from ..sim.workload import make_workload
 

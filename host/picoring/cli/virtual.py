@@ -87,7 +87,7 @@ def _run(args, out=None, err=None):
             print("board %d: USB plugged in (%s)" % (info["index"], info["usb"]), file=err)
         return 0
     if action == "deploy":
-        from ..deploy import deploy_virtual_cli
+        from ..ring.deploy import deploy_virtual_cli
 
         config = json.loads(Path(args.config).read_text()) if args.config else None
         state = deploy_virtual_cli(state_dir, config)
@@ -103,7 +103,7 @@ def _run(args, out=None, err=None):
 
 
 def do_virtual(args):
-    from ..deploy import DeployError
+    from ..ring.deploy import DeployError
     from ..virtual.boards import VirtualBoardError
 
     try:

@@ -16,7 +16,7 @@ Use it over pyserial like this::
 import binascii
 import struct
 
-from .check.trace import Event
+from ..check.trace import Event
 
 RECORD_SIZE = 16
 RECORD_FORMAT = "<HIBBHIH"  # eseq, tick, code, aux, count, seq, epoch

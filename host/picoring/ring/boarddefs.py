@@ -11,10 +11,10 @@ from pathlib import Path
 
 def _boards_dir():
     try:
-        from . import boards  # installed as picoring.boards (pyproject's package-dir)
+        from .. import boards  # installed as picoring.boards (pyproject's package-dir)
         return Path(boards.__file__).resolve().parent
     except ImportError:
-        return Path(__file__).resolve().parent.parent.parent / "boards"
+        return Path(__file__).resolve().parents[3] / "boards"  # beside host/
 
 
 BOARDS_DIR = _boards_dir()

@@ -33,10 +33,10 @@ import threading
 import time
 from collections import deque
 
-from .check.checker import Checker
+from ..check.checker import Checker
 from .deploy import start_order
 from .hostlink import CTRL_C, REQUEST, BoardEvent, LineParser, Reply, TickUnwrapper, encode_command
-from .check.trace import Event, TraceWriter, header
+from ..check.trace import Event, TraceWriter, header
 
 try:
     import serial

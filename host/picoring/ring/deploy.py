@@ -28,10 +28,10 @@ CONFIG_NAME = "picoring.json"
 
 def _firmware_dir():
     try:
-        from . import firmware  # installed as picoring.firmware (pyproject's package-dir)
+        from .. import firmware  # installed as picoring.firmware (pyproject's package-dir)
         return Path(firmware.__file__).resolve().parent
     except ImportError:
-        return Path(__file__).resolve().parent.parent.parent / "firmware"
+        return Path(__file__).resolve().parents[3] / "firmware"  # beside host/
 
 
 FIRMWARE_DIR = _firmware_dir()
@@ -210,7 +210,7 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
 
 def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     """As deploy_virtual, for the ring that `picoring virtual up` started in state_dir."""
-    from .virtual import supervisor
+    from ..virtual import supervisor
 
     state = supervisor.read_state(state_dir)
     if state is None or not supervisor.is_up(state_dir):
@@ -228,8 +228,8 @@ def start_virtual(n, protocol, baud=115200, cs_us=0, console=None, regen_ms=None
     """A fresh VirtualRing of n boards with the firmware deployed through mpremote (the
     real deploy path), configured for protocol. audit: the boards share the counter
     file of picoring.check.audit, incremented across every critical section."""
-    from .check import audit as audit_file
-    from .virtual.boards import VirtualRing
+    from ..check import audit as audit_file
+    from ..virtual.boards import VirtualRing
 
     ring = VirtualRing(n, baud=baud)
     ring.start()

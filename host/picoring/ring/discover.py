@@ -14,7 +14,8 @@ boards by their path), for `flash` and `run`.
 import queue
 import time
 
-from . import boarddefs, flash as flashmod
+from . import boarddefs
+from . import flash as flashmod
 from .harness import HarnessError, drain
 from .hostlink import encode_command
 from .ports import write_ring_file

@@ -7,7 +7,7 @@ matches) and its picoring.json (position, size, protocol, baud, and the pins fro
 boards/<board>.toml), and delete the stale other form of each module. The firmware
 goes as .mpy compiled by mpy-cross for the board where it loads them (boot then
 skips ~1 s of compiling on a Pico), as .py sources otherwise, saying why
-(picoring.mpy). main.py is always a source; virtual boards (the unix port) get
+(picoring.ring.mpy). main.py is always a source; virtual boards (the unix port) get
 sources, identified and copied in one session as before. Then restart every board into the
 firmware (a virtual board through its ring, a real one by Ctrl-C, Ctrl-B,
 Ctrl-D over its USB serial: a soft reset, which keeps the USB port and runs
@@ -24,7 +24,8 @@ import queue
 import re
 import time
 
-from . import boarddefs, deploy
+from . import boarddefs
+from . import deploy
 from . import mpy as mpymod
 from .harness import BoardLink, HarnessError, clock_rates, drain, slowness
 from .hostlink import CTRL_C
@@ -296,7 +297,7 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
 def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeout=COPY_TIMEOUT, cache=None, log=None,
                   what=""):
     """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
-    firmware in the form it takes (picoring.mpy.select), its config as picoring.json, and delete
+    firmware in the form it takes (picoring.ring.mpy.select), its config as picoring.json, and delete
     the stale other form of each module (a second session). Returns (copy_files' summary with
     "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
     None). Raises deploy.DeployError."""

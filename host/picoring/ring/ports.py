@@ -109,7 +109,7 @@ def list_usb(all_ports=False, ports=None):
 
 def virtual_targets(state_dir=None):
     """The boards of the ring `picoring virtual up` keeps in state_dir ([] if none is up)."""
-    from .virtual import supervisor
+    from ..virtual import supervisor
 
     state_dir = Path(state_dir) if state_dir else supervisor.default_state_dir()
     state = supervisor.read_state(state_dir)
