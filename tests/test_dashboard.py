@@ -10,8 +10,8 @@ from rich.console import Console
 from picoring.sim import simcore
 from picoring.check.checker import check_trace, finish_trace
 from picoring.cli.main import main
-from picoring.dashboard import Dashboard, FeedSource, ScriptedKeys, TerminalKeys
-from picoring.dashmodel import IDLE, IN_CS, REQUESTING, DashModel
+from picoring.dash.dashboard import Dashboard, FeedSource, ScriptedKeys, TerminalKeys
+from picoring.dash.model import IDLE, IN_CS, REQUESTING, DashModel
 from picoring.firmware.protocol import make_node
 from picoring.sim.simulate import TraceTap, simulate
 from picoring.check.trace import Event, TraceReader, header

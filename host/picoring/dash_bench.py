@@ -14,8 +14,8 @@ import time
 
 from rich.console import Console
 
-from .dashboard import Dashboard, IterSource
-from .dashmodel import DashModel
+from .dash.dashboard import Dashboard, IterSource
+from .dash.model import DashModel
 from .sim.simulate import simulate
 from .check.trace import header
 

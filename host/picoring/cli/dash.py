@@ -54,7 +54,7 @@ def do_dash(args):
 
 
 def _dashboard(args, console, source, meta, speed, stats=None):
-    from ..dashboard import Dashboard, TerminalKeys
+    from ..dash.dashboard import Dashboard, TerminalKeys
 
     return Dashboard(console, source, meta, keys=TerminalKeys(), speed=speed, refresh_hz=args.refresh, stats=stats,
                      wait_at_end=not args.exit)
@@ -83,7 +83,7 @@ class _Stop(Exception):
 
 
 def _dash_sim(args, console, speed):
-    from ..dashboard import FeedSource
+    from ..dash.dashboard import FeedSource
     from ..check.report import print_report
     from ..sim.simulate import simulate
     from ..check.trace import header
@@ -143,7 +143,7 @@ def _dash_virtual(args, console):
 
 def _dash_ring(args, console, ports, resetter, ring):
     """A workload on boards (ring: the VirtualRing to stop afterwards, or None), live."""
-    from ..dashboard import FeedSource
+    from ..dash.dashboard import FeedSource
     from ..ring.harness import HarnessError, RingRun
     from ..check.report import print_report
     from ..check.trace import header

@@ -20,7 +20,7 @@ What the events tell, and what they do not:
 
 from collections import deque
 
-from .check.checker import Checker, nearest_rank
+from ..check.checker import Checker, nearest_rank
 
 IDLE, REQUESTING, IN_CS = 0, 1, 2
 NODE_STATE_NAMES = ("idle", "requesting", "in CS")

@@ -22,7 +22,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .dashmodel import IDLE, IN_CS, REQUESTING, DashModel
+from .model import IDLE, IN_CS, REQUESTING, DashModel
 
 # Playback rate at speed 1, in trace time units per second: real time for
 # board traces, 10 hops a second for the simulator (a request on a ring of 8
