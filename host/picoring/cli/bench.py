@@ -24,23 +24,15 @@ def argparse_bench(sub):
 
 
 def do_bench(args):
-    from .. import bench
-
+    """Each `bench X` is picoring.bench.X's main, imported only when chosen."""
     if args.what == "dash":
-        from .. import dash_bench
-
-        return dash_bench.main(args)
-    if args.what == "ring":
-        from .. import bench_ring
-
-        return bench_ring.main(args)
-    if args.what == "soak":
-        from .. import bench_soak
-
-        return bench_soak.main(args)
-    if args.what == "chip":
-        from .. import bench_chip
-
-        return bench_chip.main(args)
+        from ..bench import dash as bench
+    elif args.what == "ring":
+        from ..bench import ring as bench
+    elif args.what == "soak":
+        from ..bench import soak as bench
+    elif args.what == "chip":
+        from ..bench import chip as bench
+    else:
+        from ..bench import sim as bench
     return bench.main(args)
-

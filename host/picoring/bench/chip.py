@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .bench_ring import _node_bench_script
+from .ring import _node_bench_script
 
 PROTOCOLS = ("s", "q", "d")
 N_BOARDS = 3
@@ -63,7 +63,7 @@ def run_on_chip(rp2040, script_text, firmware_dir, timeout_s=120):
 def node_bench_on_chip(rp2040, protocol, rounds, lock=False, firmware_dir=None):
     """One mp_node_bench run on an emulated Pico: its JSON result, or for lock=True the
     line that says nothing was allocated (ChipBenchError with the traceback otherwise)."""
-    from .ring.deploy import FIRMWARE_DIR
+    from ..ring.deploy import FIRMWARE_DIR
 
     script = _node_bench_script()
     if script is None:
@@ -138,7 +138,7 @@ def print_table(result, console=None):
 
 
 def main(args):
-    from .bench import run_command
+    from .common import run_command
 
     try:
         return run_command(args, lambda quick, log: run(quick, log, getattr(args, "rp2040", None)), print_table)

@@ -172,10 +172,10 @@ def _median(xs):
 # -- 1. the firmware ring ------------------------------------------------------
 
 def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
-    from .ring import deploy
-    from .ring.harness import BoardLink, drain
-    from .ring.hostlink import encode_command
-    from .virtual.boards import VirtualRing
+    from ..ring import deploy
+    from ..ring.harness import BoardLink, drain
+    from ..ring.hostlink import encode_command
+    from ..virtual.boards import VirtualRing
 
     out = {"baud": baud, "n": n, "wire_limit_hops_per_s": baud / (BITS_PER_BYTE * FRAME_BYTES)}
     with VirtualRing(n, baud=baud) as ring:
@@ -272,7 +272,7 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
 # -- 2. the minimal ring (same VirtualRing, minimal relay on every board) ---------
 
 def minimal_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
-    from .virtual.boards import VirtualRing
+    from ..virtual.boards import VirtualRing
 
     out = {"baud": baud, "n": n}
     rates, board_us, relay_us, cores = [], [], [], []
@@ -411,7 +411,7 @@ def node_loop(micropython, rounds=2000, repeats=3, log=None):
     script = _node_bench_script()
     if script is None:
         return {"skipped": "tests/mp_node_bench.py not found (picoring is not installed from its source tree)"}
-    from .ring.deploy import FIRMWARE_DIR
+    from ..ring.deploy import FIRMWARE_DIR
 
     fw = str(FIRMWARE_DIR)
     base = [str(script), fw, "s", N_BOARDS, rounds]
@@ -473,7 +473,7 @@ def machine_note(micropython):
 
 
 def run_bench(quick=False, log=None, bauds=None):
-    from .virtual.boards import find_micropython
+    from ..virtual.boards import find_micropython
 
     q = 0 if quick else 1
     micropython = find_micropython()
@@ -582,6 +582,6 @@ def print_table(result, console=None):
 
 
 def main(args):
-    from .bench import run_command
+    from .common import run_command
 
     return run_command(args, run_bench, print_table)

@@ -30,17 +30,17 @@ priority made explicit (exits URGENT, frames NORMAL, requests LATE).
 """
 
 import gc
-import json
 import os
 import platform
 import statistics
 import sys
 import time
 
-from .sim import simcore
-from .check.checker import Checker
-from .firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN, make_node
-from .sim.workload import make_workload
+from ..sim import simcore
+from ..check.checker import Checker
+from ..firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN, make_node
+from ..sim.workload import make_workload
+from .common import run_command
 
 LINKS = ("process", "store", "callback")
 MODEL_LINKS = ("process", "store")  # the process-based models: the headline SimPy rate
@@ -492,26 +492,6 @@ def print_table(result, console=None):
                   "end time, service traffic, latency)", highlight=False)
     verdict = "[bold green]met[/]" if result["target_met"] else "[bold red]not met[/]"
     console.print("target picoring >= %gx SimPy (process-based model): %s" % (result["target_ratio"], verdict))
-
-
-def _status_line(msg):
-    sys.stderr.write("\r\x1b[K" + msg)
-    sys.stderr.flush()
-
-
-def run_command(args, run, print_table):
-    """What every `picoring bench X` does: run (a status line on a terminal), then
-    print one JSON object or the table. Exit status 1 when the result says
-    "ok": false (a bench that also checks something: the soak, or sim's target)."""
-    log = _status_line if not args.json and sys.stderr.isatty() else None
-    result = run(quick=args.quick, log=log)
-    if log:
-        sys.stderr.write("\r\x1b[K")
-    if args.json:
-        print(json.dumps(result, sort_keys=True))
-    else:
-        print_table(result)
-    return 0 if result.get("ok", True) else 1
 
 
 def main(args):

@@ -35,8 +35,8 @@ def regeneration_times(trace_path, n):
     new token, the timeout that fired), in ms, against that timeout plus one ring
     round trip. The round trip is n times the median token hop latency (a token
     frame matched by its link and payload; frames that were lost have no match)."""
-    from .check.checker import Checker
-    from .check.trace import TraceReader
+    from ..check.checker import Checker
+    from ..check.trace import TraceReader
 
     sent = {}
     lat = []
@@ -66,11 +66,11 @@ def regeneration_times(trace_path, n):
 
 def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, faults=DEFAULT_FAULTS,
              restart=2, regen_ms=200, seed=1, trace=None, rate=None):
-    from .ring import deploy
-    from .check import audit
-    from .ring.harness import RingRun
-    from .virtual.wire import FaultPlan
-    from .sim.workload import make_workload
+    from ..ring import deploy
+    from ..check import audit
+    from ..ring.harness import RingRun
+    from ..virtual.wire import FaultPlan
+    from ..sim.workload import make_workload
 
     requests = requests if requests is not None else REQUESTS[1 if quick else 0]
     plan = FaultPlan.coerce(faults)
@@ -213,7 +213,7 @@ def print_soak(result, console=None):
 
 
 def main(args):
-    from .bench import run_command
+    from .common import run_command
 
     def run(quick=False, log=None):
         return run_soak(quick=quick, log=log, protocol=args.protocol or "d", n=args.n or N_BOARDS,
