@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from picoring.explore import Explorer, explore, replay
+from picoring.explore.model import Explorer
+from picoring.explore.search import explore, replay
 from picoring.firmware.protocol import NodeD, NodeQ, SEND_TOKEN
 from picoring.sim.simulate import simulate
 from picoring.sim.workload import Schedule
@@ -255,7 +256,7 @@ def test_simulator_never_exceeds_the_explorer(protocol, n, R):
 
 
 def test_fidelity_smoke(tmp_path):
-    from picoring import fidelity
+    from picoring.explore import fidelity
 
     md = tmp_path / "f.md"
     md.write_text("# kept\n\nhand-written findings\n\n" + fidelity.MARKER + "\nold table\n")

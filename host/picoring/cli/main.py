@@ -9,8 +9,8 @@ exits with status 1.
 import argparse
 import sys
 
-from .. import __version__, explore, fidelity
-from . import bench, boards, dash, run, sim, virtual
+from .. import __version__
+from . import bench, boards, dash, explore, run, sim, virtual
 from .common import CommandError
 
 _COMMANDS = {
@@ -27,7 +27,7 @@ _COMMANDS = {
     "dash": (dash.do_dash, dash.argparse_dash),
     "report": (dash.do_report, dash.argparse_report),
     "explore": (explore.do_explore, explore.argparse_explore),
-    "fidelity": (fidelity.do_fidelity, fidelity.argparse_fidelity),
+    "fidelity": (explore.do_fidelity, explore.argparse_fidelity),
 }
 
 

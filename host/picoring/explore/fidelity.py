@@ -11,8 +11,8 @@ import json
 import random
 import time
 
-from .check.checker import bounds_for, paper_bounds_for
-from .explore import explore
+from ..check.checker import bounds_for, paper_bounds_for
+from .search import explore
 
 PROTOCOLS = ("q", "d", "d-literal", "s")
 
@@ -59,8 +59,8 @@ def run_simulator(protocols=("q", "d", "s"), small=None, large=(6, 8, 12, 16, 32
     """Random schedules. small: {(protocol, n, R): explorer report} to compare
     with (at most R requests per node, random times and critical sections);
     large: poisson, burst and random file schedules."""
-    from .sim.simulate import simulate
-    from .sim.workload import Schedule
+    from ..sim.simulate import simulate
+    from ..sim.workload import Schedule
 
     rng = random.Random(seed)
     rows = []
@@ -333,35 +333,3 @@ def run(max_n=5, seconds=600.0, per_run=60.0, sim_runs=40, large=(6, 8, 12, 16, 
         with open(md, "w", encoding="utf-8") as f:
             f.write(head + MARKER + "\n\n" + to_markdown(reports, sim_rows, claims, meta))
     return doc
-
-
-# -- the command -----------------------------------------------------------------
-
-def argparse_fidelity(sub):
-    p = sub.add_parser("fidelity", help="the paper's claims against exact worst cases (explorer) and the simulator")
-    p.add_argument("--max-n", type=int, default=5, help="largest ring the explorer tries (default 5)")
-    p.add_argument("--seconds", type=float, default=600.0, help="time budget for the explorer runs (default 600)")
-    p.add_argument("--per-run", type=float, default=60.0,
-                   help="once a run for some n takes longer than this, larger R for that n is skipped (default 60)")
-    p.add_argument("--sim-runs", type=int, default=40, help="random simulator runs per row (default 40)")
-    p.add_argument("--sim-n", default="6,8,12,16,32", help="ring sizes for the simulator-only rows")
-    p.add_argument("--md", default="docs/fidelity.md", help="Markdown output (default docs/fidelity.md)")
-    p.add_argument("--json-out", default="docs/fidelity.json", help="JSON output (default docs/fidelity.json)")
-    p.add_argument("--quiet", action="store_true")
-
-
-def do_fidelity(args):
-    import sys
-
-    log = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
-    large = tuple(int(x) for x in args.sim_n.split(",") if x.strip())
-    cmd = "picoring fidelity --max-n %d --seconds %g --per-run %g --sim-runs %d --sim-n %s" % (
-        args.max_n, args.seconds, args.per_run, args.sim_runs, args.sim_n)
-    doc = run(max_n=args.max_n, seconds=args.seconds, per_run=args.per_run, sim_runs=args.sim_runs, large=large,
-              md=args.md, json_path=args.json_out, log=log, command=cmd)
-    bad = [c for c in doc["claims"] if c["holds"] is False]
-    over = [r for r in doc["simulator"] if r.get("exceeded")]
-    print("%d claims checked, %d refuted; simulator above the explorer: %s; wrote %s and %s (%.0f s)" % (
-        len(doc["claims"]), len(bad), "never" if not over else "%d rows" % len(over), args.md, args.json_out,
-        doc["meta"]["seconds"]))
-    return 1 if over else 0
