@@ -14,10 +14,10 @@ import time
 
 from rich.console import Console
 
+from ..check.trace import header
 from ..dash.dashboard import Dashboard, IterSource
 from ..dash.model import DashModel
 from ..sim.simulate import simulate
-from ..check.trace import header
 
 SIZES = (5, 64)
 TARGET_RATE = 20_000  # events per second the paced run replays at

@@ -36,9 +36,9 @@ import statistics
 import sys
 import time
 
-from ..sim import simcore
 from ..check.checker import Checker
 from ..firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN, make_node
+from ..sim import simcore
 from ..sim.workload import make_workload
 from .common import run_command
 

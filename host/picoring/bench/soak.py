@@ -66,11 +66,11 @@ def regeneration_times(trace_path, n):
 
 def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, faults=DEFAULT_FAULTS,
              restart=2, regen_ms=200, seed=1, trace=None, rate=None):
-    from ..ring import deploy
     from ..check import audit
+    from ..ring import deploy
     from ..ring.harness import RingRun
-    from ..virtual.wire import FaultPlan
     from ..sim.workload import make_workload
+    from ..virtual.wire import FaultPlan
 
     requests = requests if requests is not None else REQUESTS[1 if quick else 0]
     plan = FaultPlan.coerce(faults)

@@ -83,10 +83,10 @@ class _Stop(Exception):
 
 
 def _dash_sim(args, console, speed):
-    from ..dash.dashboard import FeedSource
     from ..check.report import print_report
-    from ..sim.simulate import simulate
     from ..check.trace import header
+    from ..dash.dashboard import FeedSource
+    from ..sim.simulate import simulate
     from ..sim.workload import make_workload
 
     if args.n < 2:
@@ -143,10 +143,10 @@ def _dash_virtual(args, console):
 
 def _dash_ring(args, console, ports, resetter, ring):
     """A workload on boards (ring: the VirtualRing to stop afterwards, or None), live."""
-    from ..dash.dashboard import FeedSource
-    from ..ring.harness import HarnessError, RingRun
     from ..check.report import print_report
     from ..check.trace import header
+    from ..dash.dashboard import FeedSource
+    from ..ring.harness import HarnessError, RingRun
     from ..sim.workload import make_workload
 
     n = len(ports)

@@ -52,8 +52,8 @@ def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, con
 
 
 def do_run(args):
-    from ..ring import deploy
     from ..check import audit
+    from ..ring import deploy
     from ..ring.harness import HarnessError
     from ..sim.workload import make_workload
 
@@ -137,9 +137,9 @@ def argparse_demo(sub):
 def do_demo(args):
     from rich.console import Console
 
+    from ..check.report import print_summary
     from ..ring import deploy
     from ..ring.harness import HarnessError
-    from ..check.report import print_summary
     from ..sim.workload import make_workload
 
     console = Console(stderr=args.json)

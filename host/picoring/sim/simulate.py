@@ -7,10 +7,10 @@ writer around it and turns the outcome into one report.
 
 import json
 
-from . import simcore
 from ..check.checker import Checker
-from ..firmware.protocol import make_node
 from ..check.trace import Event, TraceWriter, header
+from ..firmware.protocol import make_node
+from . import simcore
 from .workload import WorkloadError, make_workload
 
 
