@@ -3,21 +3,20 @@ outage. No boards: the RingRun loop's pieces are driven directly."""
 
 import queue
 
-from picoring.ring import harness
-from picoring.ring.harness import BoardLink
 from picoring.ring.hostlink import Reply
+from picoring.ring.link import BoardLink, now_us
 
 
 def test_a_reply_received_before_the_command_never_answers_it():
     # BoardLink.replies keeps every reply the board sent; an old !flush reply (the run's own,
     # whose answer the loop read from the inbox) must not stand for a later command's.
     link = BoardLink(0, "fake", queue.Queue())
-    link.replies.put((harness.now_us() - 1000, Reply(0, "flush", "")))  # stale
+    link.replies.put((now_us() - 1000, Reply(0, "flush", "")))  # stale
     sent = []
 
     def write(data):
         sent.append(data)
-        link.replies.put((harness.now_us() + 1, Reply(0, "flush", "fresh")))
+        link.replies.put((now_us() + 1, Reply(0, "flush", "fresh")))
 
     link.write = write
     t, reply = link.command("flush", timeout=1.0)
@@ -49,7 +48,7 @@ def test_a_receive_waits_for_its_send_while_the_sender_has_not_been_heard_past_i
     # through: the merger forced that board's receives after 2 s of wall time, without their
     # sends ("order", unexplained: the run not OK). A send is only taken for lost once its
     # board has been heard from past the receive's time (a later event, or a pong).
-    from picoring.ring.harness import CausalMerger
+    from picoring.ring.merge import CausalMerger
     from picoring.ring.hostlink import BoardEvent
 
     merger = CausalMerger(3)

@@ -14,7 +14,7 @@ import time
 import pytest
 import serial
 
-from picoring.ring.harness import BoardLink, HarnessError, LinkNotice
+from picoring.ring.link import BoardLink, HarnessError, LinkNotice
 from picoring.virtual import boards
 from picoring.ring.hostlink import LineParser, Reply
 from picoring.virtual.boards import VirtualRing

@@ -173,7 +173,7 @@ def _median(xs):
 
 def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
     from ..ring import deploy
-    from ..ring.harness import BoardLink, drain
+    from ..ring.link import BoardLink, drain
     from ..ring.hostlink import encode_command
     from ..virtual.boards import VirtualRing
 

@@ -169,7 +169,7 @@ def _user_errors(fn):
         from ..ring.deploy import DeployError
         from ..ring.discover import WiringError
         from ..ring.flash import FlashError
-        from ..ring.harness import HarnessError
+        from ..ring.link import HarnessError
         from ..virtual.boards import VirtualBoardError
 
         try:

@@ -146,7 +146,8 @@ def _dash_ring(args, console, ports, resetter, ring):
     from ..check.report import print_report
     from ..check.trace import header
     from ..dash.dashboard import FeedSource
-    from ..ring.harness import HarnessError, RingRun
+    from ..ring.harness import RingRun
+    from ..ring.link import HarnessError
     from ..sim.workload import make_workload
 
     n = len(ports)

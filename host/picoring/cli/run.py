@@ -54,7 +54,7 @@ def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, con
 def do_run(args):
     from ..check import audit
     from ..ring import deploy
-    from ..ring.harness import HarnessError
+    from ..ring.link import HarnessError
     from ..sim.workload import make_workload
 
     from ..virtual.wire import FaultPlan
@@ -139,7 +139,7 @@ def do_demo(args):
 
     from ..check.report import print_summary
     from ..ring import deploy
-    from ..ring.harness import HarnessError
+    from ..ring.link import HarnessError
     from ..sim.workload import make_workload
 
     console = Console(stderr=args.json)

@@ -27,7 +27,7 @@ import time
 from . import boarddefs
 from . import deploy
 from . import mpy as mpymod
-from .harness import BoardLink, HarnessError, clock_rates, drain, slowness
+from .link import BoardLink, HarnessError, clock_rates, drain, slowness
 from .hostlink import CTRL_C
 from .ports import PortError
 
