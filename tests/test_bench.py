@@ -9,11 +9,12 @@ import pytest
 
 pytest.importorskip("simpy")
 
-from picoring import bench, simcore  # noqa: E402
-from picoring.checker import Checker  # noqa: E402
-from picoring.cli import main  # noqa: E402
+from picoring.bench import sim as bench
+from picoring.sim import simcore  # noqa: E402
+from picoring.check.checker import Checker  # noqa: E402
+from picoring.cli.main import main  # noqa: E402
 from picoring.firmware.protocol import make_node  # noqa: E402
-from picoring.workload import FileWorkload, make_workload  # noqa: E402
+from picoring.sim.workload import FileWorkload, make_workload  # noqa: E402
 
 
 def both(protocol, n, workload, link, **kw):
@@ -178,8 +179,8 @@ def test_bench_sim_says_the_target_verdict_in_its_exit_status(monkeypatch, capsy
 def test_soak_regeneration_times_from_a_trace(tmp_path):
     # A token lost on link 1 while node 2 waited: node 2 times out (200 ms fired) and regenerates
     # 10 ms later; the ring round trip is n x the median matched hop (3 x 1 ms).
-    from picoring.bench_soak import regeneration_times
-    from picoring.trace import Event, TraceWriter, header
+    from picoring.bench.soak import regeneration_times
+    from picoring.check.trace import Event, TraceWriter, header
 
     tok = {"count": 0, "state": 0, "seq": 4, "epoch": 0}
     events = [

@@ -5,7 +5,7 @@ import contextlib
 import io
 import json
 
-from picoring.cli import main
+from picoring.cli.main import main
 
 
 def test_bench_ring_quick_json():
@@ -32,7 +32,7 @@ def test_bench_ring_quick_json():
 
 
 def test_bench_ring_table(capsys):
-    from picoring import bench_ring
+    from picoring.bench import ring as bench_ring
 
     fake = {
         "command": "picoring bench ring", "quick": True, "n": 5, "protocol": "s", "timing": "t", "seconds": 1.0,
@@ -92,7 +92,7 @@ def test_the_direct_pair_says_so_when_a_relay_never_gets_ready():
 
     import pytest
 
-    from picoring import bench_ring
+    from picoring.bench import ring as bench_ring
 
     p = subprocess.Popen(["sleep", "5"], stdout=subprocess.PIPE)
     try:

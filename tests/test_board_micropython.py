@@ -12,7 +12,7 @@ import tty
 
 import pytest
 
-from picoring import hostlink as hl
+from picoring.ring import hostlink as hl
 
 from conftest import FIRMWARE, ROOT, run_micropython
 

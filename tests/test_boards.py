@@ -18,7 +18,7 @@ the unix port on x86. So without boards they are skipped, with a reason.
 import pytest
 
 from conftest import ROOT
-from picoring.sim import simulate
+from picoring.sim.simulate import simulate
 
 pytestmark = pytest.mark.boards
 

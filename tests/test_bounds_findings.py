@@ -1,9 +1,9 @@
 """Where the paper's claims fail on its own rules: the smallest schedules,
 kept as tests (docs/bounds.md explains each one and the correction)."""
 
-from picoring.checker import bounds_for, paper_bounds_for
-from picoring.sim import simulate
-from picoring.workload import Schedule
+from picoring.check.checker import bounds_for, paper_bounds_for
+from picoring.sim.simulate import simulate
+from picoring.sim.workload import Schedule
 
 # n = 2, critical sections of length 0: node 1 asks at t=0, node 0 at t=1.
 TWO_NODE = [(0, 1), (1, 0)]

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from picoring.checker import check_trace
-from picoring.cli import main
-from picoring.sim import simulate
-from picoring.trace import TraceError, TraceReader
+from picoring.check.checker import check_trace
+from picoring.cli.main import main
+from picoring.sim.simulate import simulate
+from picoring.check.trace import TraceError, TraceReader
 
 
 def write_trace(path, protocol, n, events, end=True):
@@ -157,8 +157,8 @@ def test_pandas_reads_the_trace(tmp_path):
 # -- restarts on a lossy ring (docs/recovery.md) --------------------------------
 
 def _lossy_checker():
-    from picoring.checker import Checker
-    from picoring.trace import Event
+    from picoring.check.checker import Checker
+    from picoring.check.trace import Event
 
     c = Checker("q", 3)
     c.feed(Event(0, "timeout", 2, extra={"why": "again", "gen_ms": 100, "epoch": 0}))  # recovery acted
@@ -269,7 +269,7 @@ def test_an_s_trace_from_sim_checks_ok(tmp_path, capsys):
 def test_entry_numbers_across_the_30_bit_wrap():
     # Boards keep entry numbers in 30 bits (no long ints on a Pico): after 2**30 - 1
     # comes 0. That is an increase; a number seen again is still a violation.
-    from picoring.checker import SEQ_PERIOD, Checker
+    from picoring.check.checker import SEQ_PERIOD, Checker
 
     top = SEQ_PERIOD - 1
     c = Checker("q", 3)

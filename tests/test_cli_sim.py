@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from picoring.cli import main
+from picoring.cli.main import main
 
 KEYS = ("protocol", "n", "requests", "served", "messages", "messages_per_request", "max_service_traffic",
         "bounds", "safety_violations", "ok")

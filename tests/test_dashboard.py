@@ -7,15 +7,15 @@ import threading
 import pytest
 from rich.console import Console
 
-from picoring import simcore
-from picoring.checker import check_trace, finish_trace
-from picoring.cli import main
-from picoring.dashboard import Dashboard, FeedSource, ScriptedKeys, TerminalKeys
-from picoring.dashmodel import IDLE, IN_CS, REQUESTING, DashModel
+from picoring.sim import simcore
+from picoring.check.checker import check_trace, finish_trace
+from picoring.cli.main import main
+from picoring.dash.dashboard import Dashboard, FeedSource, ScriptedKeys, TerminalKeys
+from picoring.dash.model import IDLE, IN_CS, REQUESTING, DashModel
 from picoring.firmware.protocol import make_node
-from picoring.sim import TraceTap, simulate
-from picoring.trace import Event, TraceReader, header
-from picoring.workload import make_workload
+from picoring.sim.simulate import TraceTap, simulate
+from picoring.check.trace import Event, TraceReader, header
+from picoring.sim.workload import make_workload
 
 CASES = [("d", 5, "poisson"), ("q", 6, "burst"), ("s", 4, "poisson"), ("d", 64, "poisson"), ("d-literal", 3, "sequential")]
 
@@ -120,7 +120,7 @@ def test_derived_flags_are_the_nodes_flags(protocol):
             checks[0] += 1
         model.apply(event)
 
-    from picoring.checker import Checker
+    from picoring.check.checker import Checker
 
     simcore.run(nodes, wl, 1, Checker(protocol, n), tracer=TraceTap(listener, n), idle_horizon=4 * n)
     assert checks[0] > 100
@@ -238,7 +238,7 @@ def test_dash_command_replays_a_trace(traces, capsys):
 
 
 def test_dash_on_ports_that_are_not_there_is_a_clear_error(capsys):
-    from picoring.cli import main
+    from picoring.cli.main import main
 
     status = main(["dash", "--ports", "/dev/nonexistent-picoring0,/dev/nonexistent-picoring1", "-k", "1", "--exit"])
     assert status == 2

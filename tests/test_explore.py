@@ -5,10 +5,11 @@ import random
 
 import pytest
 
-from picoring.explore import Explorer, explore, replay
+from picoring.explore.model import Explorer
+from picoring.explore.search import explore, replay
 from picoring.firmware.protocol import NodeD, NodeQ, SEND_TOKEN
-from picoring.sim import simulate
-from picoring.workload import Schedule
+from picoring.sim.simulate import simulate
+from picoring.sim.workload import Schedule
 
 
 # -- planted bugs ---------------------------------------------------------------
@@ -255,7 +256,7 @@ def test_simulator_never_exceeds_the_explorer(protocol, n, R):
 
 
 def test_fidelity_smoke(tmp_path):
-    from picoring import fidelity
+    from picoring.explore import fidelity
 
     md = tmp_path / "f.md"
     md.write_text("# kept\n\nhand-written findings\n\n" + fidelity.MARKER + "\nold table\n")
@@ -270,7 +271,7 @@ def test_fidelity_smoke(tmp_path):
 
 
 def test_cli_explore(capsys):
-    from picoring.cli import main
+    from picoring.cli.main import main
 
     assert main(["explore", "--protocol", "d-literal", "-n", "2", "--requests-per-node", "1"]) == 1
     assert "livelock" in capsys.readouterr().out
@@ -315,7 +316,7 @@ def test_finding_q_service_traffic_exceeds_the_first_corrected_bound_at_n5():
     # This schedule broke the first corrected bound, (3n^2 - n)/2 = 35, which left
     # out the stale request messages already in flight at the request; the bound
     # the checker holds Q to now counts them (docs/bounds.md section 2).
-    from picoring.checker import Checker, bounds_for
+    from picoring.check.checker import Checker, bounds_for
 
     checker = Checker("q", 5)
     r = replay("q", 5, Q5_OVER_CORRECTED_BOUND, checker=checker)

@@ -1,4 +1,4 @@
-"""The explorer's lossy mode (picoring.explore.explore_faults): the token
+"""The explorer's lossy mode (picoring.explore.lossy.explore_faults): the token
 recovery's SAFETY under bounded faults -- frames lost, timeouts at any moment,
 board restarts -- checked exhaustively on the firmware's own node objects.
 Planted bugs are found with schedules that replay on fresh nodes; a ring of
@@ -6,9 +6,11 @@ booting boards forms with timeouts only. Liveness is not checked here."""
 
 import pytest
 
-from picoring.cli import main
-from picoring.explore import (F_TOKEN, L_COUNT, L_FLAG, L_HAS_TOKEN, L_IN_CS, L_PENDING, L_STATE, REQ, Explorer,
-                               LossyExplorer, explore_faults, format_faults_report, parse_faults, replay_faults)
+from picoring.cli.main import main
+from picoring.explore.lossy import explore_faults, format_faults_report, replay_faults
+from picoring.explore.lossy_model import (F_TOKEN, L_COUNT, L_FLAG, L_HAS_TOKEN, L_IN_CS, L_PENDING, L_STATE,
+                                          LossyExplorer, parse_faults)
+from picoring.explore.model import REQ, Explorer
 from picoring.firmware.protocol import NodeD, NodeQ, NodeS, newer
 
 SAFETY = ("mutual_exclusion", "entry_numbers", "one_live_token")

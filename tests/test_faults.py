@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from picoring import cli
-from picoring.report import link_lines
-from picoring.wire import FaultPlan, Wire
+from picoring.cli import run as cli_run
+from picoring.cli.main import main
+from picoring.check.report import link_lines
+from picoring.virtual.wire import FaultPlan, Wire
 
 from conftest import FIRMWARE
 
@@ -278,7 +279,7 @@ def test_link_lines_put_injected_next_to_dropped():
 
 def run_json(capsys, *argv):
     t = time.monotonic()
-    status = cli.main(list(argv) + ["--json"])
+    status = main(list(argv) + ["--json"])
     out, err = capsys.readouterr()
     return status, json.loads(out) if out.strip() else None, err, time.monotonic() - t
 
@@ -308,7 +309,8 @@ class CounterOnlyRing:
 def test_the_audit_says_which_way_the_counter_is_off(capsys, monkeypatch, tmp_path, counter, kind, says):
     # An overlap loses an increment (counter below the entries); a counter above them is not an
     # overlap but entries the host never saw. The run's report must say which, and fail.
-    from picoring import audit, deploy
+    from picoring.ring import deploy
+    from picoring.check import audit
 
     ring = CounterOnlyRing(tmp_path)
     monkeypatch.setattr(deploy, "start_virtual", lambda *a, **k: ring)
@@ -319,8 +321,8 @@ def test_the_audit_says_which_way_the_counter_is_off(capsys, monkeypatch, tmp_pa
             f.write(str(counter))
         return {"served": 92, "ok": True, "violations": [], "events_lost": 0, "restarts": []}
 
-    monkeypatch.setattr(cli, "_run_ring", fake_run)
-    status = cli.main(["run", "--virtual", "3", "-k", "92", "--json"])
+    monkeypatch.setattr(cli_run, "_run_ring", fake_run)
+    status = main(["run", "--virtual", "3", "-k", "92", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert status == 1 and report["ok"] is False and report["audit"]["ok"] is False
     assert report["violations"][0] == {"kind": kind, "request": None, "node": None, "t": None,
@@ -366,9 +368,9 @@ def test_a_ring_that_loses_everything_ends_the_run_with_a_stall(capsys):
 
 
 def test_run_faults_errors(capsys):
-    assert cli.main(["run", "--virtual", "3", "--faults", "corupt=0.1"]) == 2
+    assert main(["run", "--virtual", "3", "--faults", "corupt=0.1"]) == 2
     assert "faults: 'corupt' is not a fault" in capsys.readouterr().err
-    assert cli.main(["run", "--ports", "a,b", "--faults", "drop=0.1"]) == 2
+    assert main(["run", "--ports", "a,b", "--faults", "drop=0.1"]) == 2
     assert "--faults needs --virtual" in capsys.readouterr().err
 
 
@@ -397,7 +399,7 @@ def test_an_unplugged_usb_link_loses_no_request(capsys):
     # the outage came after the last request, and only a slow machine met it: a flaky test).
     # What board 2 said meanwhile went nowhere: its requests served unseen are failed with that
     # reason, and the lost events are a run condition, explained by the outage.
-    from picoring.harness import UNSEEN_IN_OUTAGE
+    from picoring.ring.harness import UNSEEN_IN_OUTAGE
 
     status, report, err, took = run_json(capsys, "run", "--virtual", "3", "-p", "q", "-w", "poisson", "-k", "100",
                                          "--rate", "0.05", "--seed", "2", "--faults", "unplug=2@1s:600ms")

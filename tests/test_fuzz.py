@@ -1,5 +1,5 @@
 """Fuzz tests (hypothesis) of the two parsers that read what others wrote: the link frame
-Decoder (firmware/frame.py) and the host-link LineParser (host/picoring/hostlink.py).
+Decoder (firmware/frame.py) and the host-link LineParser (host/picoring/ring/hostlink.py).
 No exception escapes, every valid frame after a delimiter is received intact, and every
 bad input is counted. The Decoder is also fuzzed under the real MicroPython, against CPython."""
 
@@ -9,7 +9,7 @@ import sys
 
 from hypothesis import given, settings, strategies as st
 
-from picoring import hostlink as hl
+from picoring.ring import hostlink as hl
 
 from conftest import FIRMWARE, ROOT, run_micropython
 

@@ -3,21 +3,20 @@ outage. No boards: the RingRun loop's pieces are driven directly."""
 
 import queue
 
-from picoring import harness
-from picoring.harness import BoardLink
-from picoring.hostlink import Reply
+from picoring.ring.hostlink import Reply
+from picoring.ring.link import BoardLink, now_us
 
 
 def test_a_reply_received_before_the_command_never_answers_it():
     # BoardLink.replies keeps every reply the board sent; an old !flush reply (the run's own,
     # whose answer the loop read from the inbox) must not stand for a later command's.
     link = BoardLink(0, "fake", queue.Queue())
-    link.replies.put((harness.now_us() - 1000, Reply(0, "flush", "")))  # stale
+    link.replies.put((now_us() - 1000, Reply(0, "flush", "")))  # stale
     sent = []
 
     def write(data):
         sent.append(data)
-        link.replies.put((harness.now_us() + 1, Reply(0, "flush", "fresh")))
+        link.replies.put((now_us() + 1, Reply(0, "flush", "fresh")))
 
     link.write = write
     t, reply = link.command("flush", timeout=1.0)
@@ -30,8 +29,8 @@ def test_requests_written_after_the_state_query_are_not_failed_by_its_answer():
     # read !status: a request written after it (counted in "after") is not in that answer and
     # must not be failed as lost (it was, and the board then refused the next request as one
     # too many: the host's count stayed at 1 forever, a false "ring stalled").
-    from picoring.harness import RingRun, UNSEEN_IN_OUTAGE
-    from picoring.workload import make_workload
+    from picoring.ring.harness import RingRun, UNSEEN_IN_OUTAGE
+    from picoring.sim.workload import make_workload
 
     run = RingRun(["p0", "p1", "p2"], "q", make_workload("poisson", 3, 1, seed=0))
     run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]
@@ -49,8 +48,8 @@ def test_a_receive_waits_for_its_send_while_the_sender_has_not_been_heard_past_i
     # through: the merger forced that board's receives after 2 s of wall time, without their
     # sends ("order", unexplained: the run not OK). A send is only taken for lost once its
     # board has been heard from past the receive's time (a later event, or a pong).
-    from picoring.harness import CausalMerger
-    from picoring.hostlink import BoardEvent
+    from picoring.ring.merge import CausalMerger
+    from picoring.ring.hostlink import BoardEvent
 
     merger = CausalMerger(3)
     merger.push(1, 1_000, BoardEvent(1, 0, 0, "recv", link=0, kind="token"))
@@ -118,8 +117,8 @@ def test_after_a_usb_outage_the_links_pair_by_counts_again():
     # strictly increasing"). The board's tx_frames says how many frames it sent; the host
     # counted the send events it saw since !zero: the difference went nowhere, and the link
     # pairs by counts again.
-    from picoring.harness import CausalMerger, LinkTally
-    from picoring.hostlink import BoardEvent, Reply
+    from picoring.ring.merge import CausalMerger, LinkTally
+    from picoring.ring.hostlink import BoardEvent, Reply
 
     tally = LinkTally()
     merger = CausalMerger(3)
@@ -155,9 +154,9 @@ def test_after_a_usb_outage_the_links_pair_by_counts_again():
 def test_receives_lost_in_an_outage_are_counted_too():
     # Board 1's receive events went nowhere: without them the next receives on its link
     # paired with earlier sends (one frame early, so placed by clock estimate, unreported).
-    from picoring.harness import CausalMerger
+    from picoring.ring.merge import CausalMerger
 
-    from picoring.hostlink import BoardEvent
+    from picoring.ring.hostlink import BoardEvent
 
     merger = CausalMerger(3)
     merger.push(0, 100, BoardEvent(0, 0, 0, "send", link=0, kind="token"))  # its recv was lost
@@ -169,8 +168,8 @@ def test_receives_lost_in_an_outage_are_counted_too():
 
 
 def test_the_link_tally_counts_only_what_was_made_before_the_status():
-    from picoring.harness import LinkTally
-    from picoring.hostlink import BoardEvent, Reply
+    from picoring.ring.merge import LinkTally
+    from picoring.ring.hostlink import BoardEvent, Reply
 
     tally = LinkTally()
     assert tally.lost({"tx_frames": 3, "eseq": 5}) is None  # no !zero seen: unknown

@@ -1,12 +1,12 @@
-"""Host-link codec: the host side (picoring.hostlink) against the firmware's own
+"""Host-link codec: the host side (picoring.ring.hostlink) against the firmware's own
 encoder (firmware/hostlink.py run under CPython), garbage, gaps and drops."""
 
 import importlib.util
 
 import pytest
 
-from picoring import hostlink as hl
-from picoring.trace import Event
+from picoring.ring import hostlink as hl
+from picoring.check.trace import Event
 
 from conftest import FIRMWARE
 

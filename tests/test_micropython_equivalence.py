@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from picoring.sim import simulate
+from picoring.sim.simulate import simulate
 
 from conftest import FIRMWARE, ROOT, run_micropython
 
 DRIVER = str(ROOT / "tests" / "mpy_sim_driver.py")
-SIMCORE_DIR = str(ROOT / "host" / "picoring")
+SIMCORE_DIR = str(ROOT / "host" / "picoring" / "sim")
 
 
 def realized_schedule(protocol, n, workload, requests, seed, cs_time):

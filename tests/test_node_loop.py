@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from picoring import hostlink as hl
+from picoring.ring import hostlink as hl
 
 from conftest import FIRMWARE
 

@@ -4,8 +4,8 @@ violation, the (corrected) bounds hold, the ring goes quiet (Q, D)."""
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from picoring.sim import simulate
-from picoring.workload import Schedule
+from picoring.sim.simulate import simulate
+from picoring.sim.workload import Schedule
 
 
 @st.composite

@@ -3,7 +3,7 @@
 import pytest
 
 from picoring.firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN, make_node
-from picoring.sim import simulate
+from picoring.sim.simulate import simulate
 
 
 def per_request_messages(protocol, n, workload, requests, seed, cs_time=1):

@@ -21,10 +21,17 @@ import serial
 import serial.rfc2217
 
 from conftest import FIRMWARE, ROOT, run_micropython
-from picoring import boarddefs, cli, deploy, discover, flash, ports, virtual_daemon, wiring
-from picoring.harness import RingRun
-from picoring.virtual import VirtualRing
-from picoring.workload import make_workload
+from picoring.ring import boarddefs
+from picoring.ring import deploy
+from picoring.ring import discover
+from picoring.ring import flash
+from picoring.ring import ports
+from picoring.ring import wiring
+from picoring.virtual import supervisor
+from picoring.cli.main import main
+from picoring.ring.harness import RingRun
+from picoring.virtual.boards import VirtualRing
+from picoring.sim.workload import make_workload
 
 pytest_plugins = ["pytester"]
 TIMEOUT = 30.0
@@ -153,7 +160,7 @@ def test_probe_frame_bytes_and_decoding():
 
 @pytest.mark.parametrize("n", [2, 3, 7])
 def test_wiring_drawing_and_pin_table(n, tmp_path, capsys):
-    assert cli.main(["wiring", "-n", str(n), "--svg", str(tmp_path / "ring.svg")]) == 0
+    assert main(["wiring", "-n", str(n), "--svg", str(tmp_path / "ring.svg")]) == 0
     out = capsys.readouterr().out
     for i in range(n):
         assert "board %d GP0 TX (pin 1)     board %d GP1 RX (pin 2)" % (i, (i + 1) % n) in out
@@ -365,36 +372,36 @@ def test_cli_discover_then_flash_and_run_from_the_ring_file(tmp_path, capsys, mo
     d = tmp_path / "state"
     monkeypatch.chdir(tmp_path)
     try:
-        state = virtual_daemon.up(d, 3)
+        state = supervisor.up(d, 3)
         usb = [b["usb"] for b in state["boards"]]
         shuffled = [usb[2], usb[0], usb[1]]
-        status = cli.main(["boards", "--virtual-dir", str(d), "--json"])
+        status = main(["boards", "--virtual-dir", str(d), "--json"])
         listed = json.loads(capsys.readouterr().out)
         assert status == 0 and [b["port"] for b in listed if b["virtual"]] == usb
-        status = cli.main(["discover", "--ports", ",".join(shuffled), "--virtual-dir", str(d), "--first", usb[0]])
+        status = main(["discover", "--ports", ",".join(shuffled), "--virtual-dir", str(d), "--first", usb[0]])
         out, err = capsys.readouterr()
         assert status == 0, err
         ring = json.loads((tmp_path / "ring.json").read_text())
         assert [b["port"] for b in ring["boards"]] == usb and all(b["virtual"] for b in ring["boards"])
-        assert cli.main(["flash", "-p", "d", "--virtual-dir", str(d), "--json"]) == 0  # ring.json in the cwd
+        assert main(["flash", "-p", "d", "--virtual-dir", str(d), "--json"]) == 0  # ring.json in the cwd
         flashed = json.loads(capsys.readouterr().out)
         assert [b["ver"]["pos"] for b in flashed["boards"]] == [0, 1, 2]
-        status = cli.main(["run", "-p", "d", "-w", "sequential", "-k", "5", "--json"])  # ring.json again
+        status = main(["run", "-p", "d", "-w", "sequential", "-k", "5", "--json"])  # ring.json again
         report = json.loads(capsys.readouterr().out)
         assert status == 0 and report["served"] == 5, report["violations"]
-        status = cli.main(["flash", "-p", "q", "--ports", "%s,%s" % (usb[0], usb[0]), "--virtual-dir", str(d)])
+        status = main(["flash", "-p", "q", "--ports", "%s,%s" % (usb[0], usb[0]), "--virtual-dir", str(d)])
         assert status == 2 and "same board" in capsys.readouterr().err
     finally:
-        virtual_daemon.down(d)
+        supervisor.down(d)
 
 
 def test_cli_flash_errors_are_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["flash", "-p", "q", "--ports", "/dev/nonexistent-picoring0,/dev/nonexistent-picoring1"]) == 2
+    assert main(["flash", "-p", "q", "--ports", "/dev/nonexistent-picoring0,/dev/nonexistent-picoring1"]) == 2
     assert "port not found: /dev/nonexistent-picoring0" in capsys.readouterr().err
-    assert cli.main(["flash", "-p", "q"]) == 2
+    assert main(["flash", "-p", "q"]) == 2
     assert "which boards?" in capsys.readouterr().err
-    assert cli.main(["run", "-p", "q"]) == 2
+    assert main(["run", "-p", "q"]) == 2
     assert "no ring.json here" in capsys.readouterr().err
 
 

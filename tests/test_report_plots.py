@@ -5,10 +5,10 @@ import struct
 
 import pytest
 
-from picoring.checker import check_trace
-from picoring.cli import main
-from picoring.plots import read_series, write_report
-from picoring.sim import simulate
+from picoring.check.checker import check_trace
+from picoring.cli.main import main
+from picoring.check.plots import read_series, write_report
+from picoring.sim.simulate import simulate
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PLOTS = ("messages_per_request.png", "service_traffic.png", "latency_hist.png", "token_position.png",

@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from picoring.cli import main
-from picoring.harness import HarnessError, RingRun
-from picoring.sim import simulate
-from picoring.workload import make_workload
+from picoring.cli.main import main
+from picoring.ring.harness import RingRun
+from picoring.ring.link import HarnessError
+from picoring.sim.simulate import simulate
+from picoring.sim.workload import make_workload
 
 
 @pytest.mark.parametrize("protocol", ["q", "d"])
@@ -116,8 +117,8 @@ def test_start_up_claims_do_not_pair_the_links(ring):
 
 
 def test_a_receive_placed_without_its_send_is_a_run_condition():
-    from picoring.harness import CausalMerger
-    from picoring.hostlink import BoardEvent
+    from picoring.ring.merge import CausalMerger
+    from picoring.ring.hostlink import BoardEvent
 
     merger = CausalMerger(3)
     merger.push(1, 10, BoardEvent(1, 0, 0, "recv", link=0, kind="token"))  # its send was lost
@@ -131,8 +132,8 @@ def test_a_receive_placed_without_its_send_is_a_run_condition():
 def test_a_restarted_boards_events_wait_for_a_sample_of_its_new_clock():
     # A Pico that power-cycles counts its microseconds from 0 again: placed with the offset of
     # its previous incarnation, its events landed seconds before the frames that caused them.
-    from picoring.harness import BoardLink
-    from picoring.hostlink import BoardEvent, Reply
+    from picoring.ring.link import BoardLink
+    from picoring.ring.hostlink import BoardEvent, Reply
 
     run = RingRun(["a", "b", "c"], "q", make_workload("sequential", 3, 1))
     run.t0 = 0
@@ -155,8 +156,8 @@ def test_a_restarted_boards_events_wait_for_a_sample_of_its_new_clock():
 def test_a_link_whose_sender_lost_sends_is_placed_by_time_not_by_a_wrong_pairing():
     # Board 0's USB link was down: its sends on link 0 are lost in unknown number. Pairing by
     # counts would hold board 1's receives for board 0's next sends (a ring round late).
-    from picoring.harness import CausalMerger
-    from picoring.hostlink import BoardEvent
+    from picoring.ring.merge import CausalMerger
+    from picoring.ring.hostlink import BoardEvent
 
     merger = CausalMerger(3)
     merger.unpair(0)

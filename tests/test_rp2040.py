@@ -115,10 +115,12 @@ print(json.dumps({"us": times, "crc_ok": crc_ok, "origin": origin, "fw": node.FI
 
 def test_flash_mpy_files_load_on_a_pico_and_import_fast(tmp_path):
     """The .mpy files `picoring flash` compiles for a Pico (mpy-cross -march=armv6m, chosen
-    by picoring.mpy.select for the board's _mpy) import on the rp2 port of MicroPython
+    by picoring.ring.mpy.select for the board's _mpy) import on the rp2 port of MicroPython
     v1.28.0, their viper code runs, and main.py's imports take under MPY_IMPORT_MS of chip
     time (the sources take ~1.4 s: compiling them is most of a Pico's boot)."""
-    from picoring import deploy, flash, mpy
+    from picoring.ring import deploy
+    from picoring.ring import flash
+    from picoring.ring import mpy
 
     if not EXEC.exists():
         pytest.skip("needs an emulated Pico: %s is not here (the rp2040 folder beside the repository, "

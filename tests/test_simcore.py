@@ -2,11 +2,11 @@
 
 import pytest
 
-from picoring import simcore
-from picoring.checker import Checker
+from picoring.sim import simcore
+from picoring.check.checker import Checker
 from picoring.firmware.protocol import SEND_TOKEN, NodeS
-from picoring.sim import simulate
-from picoring.workload import Schedule
+from picoring.sim.simulate import simulate
+from picoring.sim.workload import Schedule
 
 CASES = [(p, n, w, cs, seed) for p in ("q", "d", "d-literal", "s") for n in (2, 3, 7) for w in
          ("sequential", "adversarial", "poisson", "burst") for cs in (0, 2) for seed in (0, 1)]

@@ -15,9 +15,11 @@ import time
 import pytest
 import serial
 
-from picoring import cli, deploy, virtual_daemon
-from picoring.virtual import VirtualBoardError, VirtualRing, find_micropython
-from picoring.wire import Wire
+from picoring.ring import deploy
+from picoring.virtual import supervisor
+from picoring.cli.main import main
+from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropython
+from picoring.virtual.wire import Wire
 
 from conftest import TIMEOUT, wait_for
 
@@ -251,7 +253,7 @@ def test_firmware_files_are_the_firmware_folder_without_init():
 # -- the CLI and its supervisor ----------------------------------------------
 
 def run_cli(capsys, *argv):
-    status = cli.main(list(argv))
+    status = main(list(argv))
     out, err = capsys.readouterr()
     return status, out, err
 
@@ -261,7 +263,7 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
     try:
         status, out, err = run_cli(capsys, "virtual", "up", "-n", "3", "--baud", "9600", "--dir", d)
         assert status == 0, err
-        state = virtual_daemon.read_state(d)
+        state = supervisor.read_state(d)
         paths = out.split()
         assert paths == [b["usb"] for b in state["boards"]] and all(os.path.exists(p) for p in paths)
         assert run_cli(capsys, "virtual", "up", "-n", "2", "--dir", d)[2].count("already up") == 1
@@ -275,7 +277,7 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
 
         old = state["boards"][1]["pid"]
         assert run_cli(capsys, "virtual", "reset", "1", "--dir", d)[0] == 0
-        wait_for(lambda: virtual_daemon.read_state(d)["boards"][1]["pid"] != old, what="state.json to show the new pid")
+        wait_for(lambda: supervisor.read_state(d)["boards"][1]["pid"] != old, what="state.json to show the new pid")
         assert run_cli(capsys, "virtual", "reset", "5", "--dir", d)[2].count("no board 5") == 1
 
         # faults by hand: a power cycle, a pulled USB cable (the port path goes and comes back)
@@ -290,7 +292,7 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
         boards = json.loads(run_cli(capsys, "virtual", "status", "--json", "--dir", d)[1])["boards"]
         assert [(b["power_cycles"], b["unplugs"], b["usb_present"]) for b in boards] == [(0, 0, True), (1, 0, True), (0, 1, True)]
 
-        pids = [state["supervisor_pid"]] + [b["pid"] for b in virtual_daemon.read_state(d)["boards"]]
+        pids = [state["supervisor_pid"]] + [b["pid"] for b in supervisor.read_state(d)["boards"]]
         status, out, err = run_cli(capsys, "virtual", "down", "--dir", d)
         assert status == 0 and "is down" in err
         assert all(gone(p) for p in pids)
@@ -300,20 +302,20 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
         status, out, err = run_cli(capsys, "virtual", "status", "--dir", d)
         assert status == 2 and "no virtual ring is up" in err
     finally:
-        virtual_daemon.down(d)
+        supervisor.down(d)
 
 
 def test_killing_the_supervisor_kills_the_boards(tmp_path):
     d = tmp_path / "state"
     try:
-        state = virtual_daemon.up(d, 2)
+        state = supervisor.up(d, 2)
         pids = [b["pid"] for b in state["boards"]]
         assert not any(gone(p) for p in pids)
         os.kill(state["supervisor_pid"], signal.SIGKILL)
         wait_for(lambda: all(gone(p) for p in pids), what="PR_SET_PDEATHSIG to kill the boards")
-        assert not virtual_daemon.is_up(d)
+        assert not supervisor.is_up(d)
     finally:
-        virtual_daemon.down(d)
+        supervisor.down(d)
     assert not (d / "state.json").exists()
 
 
@@ -323,13 +325,13 @@ def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({"send": 10, "report": 10}))
     try:
-        virtual_daemon.up(d, 2)
+        supervisor.up(d, 2)
         status, out, err = run_cli(capsys, "virtual", "deploy", "--config", str(cfg), "--dir", str(d))
         assert status == 0, err
         for i in range(2):
             with open(d / ("board%d" % i) / "picoring.json") as f:
                 assert json.load(f)["send"] == 10
-        state = virtual_daemon.read_state(d)
+        state = supervisor.read_state(d)
         assert deploy.list_files(state["boards"][0]["usb"], timeout=TIMEOUT) == ["main.py", "picoring.json"]
     finally:
-        virtual_daemon.down(d)
+        supervisor.down(d)

@@ -14,10 +14,10 @@ import time
 import pytest
 import serial
 
-from picoring.harness import BoardLink, HarnessError, LinkNotice
-from picoring import virtual
-from picoring.hostlink import LineParser, Reply
-from picoring.virtual import VirtualRing
+from picoring.ring.link import BoardLink, HarnessError, LinkNotice
+from picoring.virtual import boards
+from picoring.ring.hostlink import LineParser, Reply
+from picoring.virtual.boards import VirtualRing
 
 from conftest import TIMEOUT, wait_for
 
@@ -186,7 +186,7 @@ def test_power_off_for_a_while(ring, monkeypatch):
         assert readline(usb) == b"!hello fw=t pos=1 n=2\n"
     assert b.pid != pid and b.power_cycles == 1
     # the output of a board just powered on waits for a host for a while, not for ever
-    monkeypatch.setattr(virtual, "_POWER_ON_HOLD_S", 0.3)
+    monkeypatch.setattr(boards, "_POWER_ON_HOLD_S", 0.3)
     ring.power_cycle(1)
     b.wait_output(b"!tick 12\n", TIMEOUT)
     dropped = b.usb_dropped

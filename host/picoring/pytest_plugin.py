@@ -156,7 +156,7 @@ def pytest_runtest_makereport(item, call):
 # -- the ring ----------------------------------------------------------------
 
 class Ring:
-    """A ring of boards for tests: flashes through picoring.flash (the `picoring flash` path,
+    """A ring of boards for tests: flashes through picoring.ring.flash (the `picoring flash` path,
     mpremote included) once per configuration, and runs workloads through the harness."""
 
     def __init__(self, targets, board="pico", baud=None, traffic=None, virtual=None, flashed=None):
@@ -175,7 +175,7 @@ class Ring:
 
     def flash(self, protocol, cs_us=0, force=False):
         """Flash every board for `protocol` unless that is what they already run."""
-        from . import flash
+        from .ring import flash
 
         want = (protocol, cs_us)
         if force or self.flashed != want:
@@ -194,7 +194,7 @@ class Ring:
 
     def make_run(self, ports, protocol, workload, **kw):
         """A harness RingRun over `ports` (not yet connected)."""
-        from .harness import RingRun
+        from .ring.harness import RingRun
 
         kw.setdefault("resetter", self.resetter_for(ports))
         kw.setdefault("tap", self.tap(ports))
@@ -202,7 +202,7 @@ class Ring:
 
     def run(self, protocol, workload, requests, seed=0, cs_us=0, **kw):
         """Flash if needed, run a workload (a name or a workload object), return the checked report."""
-        from .workload import make_workload
+        from .sim.workload import make_workload
 
         self.flash(protocol, cs_us)
         if isinstance(workload, str):
@@ -219,7 +219,7 @@ class Ring:
 def boards(request):
     """The boards, in ring order (ports.Target objects). Virtual ones are started here and
     stopped at the end of the session."""
-    from . import ports
+    from .ring import ports
 
     o = request.config.option
     if o.ring_ports or o.ring_file:
@@ -233,7 +233,7 @@ def boards(request):
         request.config._picoring_virtual = None
         yield targets
         return
-    from .virtual import VirtualRing
+    from .virtual.boards import VirtualRing
 
     n = o.ring_virtual or DEFAULT_VIRTUAL
     baud = o.ring_baud or 115200

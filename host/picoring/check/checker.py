@@ -1,0 +1,453 @@
+"""Hold a run against the paper's proven bounds, safety and liveness.
+
+One Checker consumes a stream of ring events, from a trace file, from the
+simulator (which hands over its message counters in bulk between events, so it
+need not build an event per hop) or, later, from the board harness.
+
+Measures (section 1 of the paper):
+  messages            one frame over one link; token and request frames
+  messages/request    total messages / requests
+  service traffic     messages anywhere in the ring from the moment a request is
+                      made (its request message, if any, included) to the moment
+                      the requester receives the token
+Bounds checked (docs/bounds.md has the counterexamples and the arguments):
+  Q  total <= n * requests              (Thm 3.1, holds)
+     service traffic <= (5n^2 - 5n + 2)/2 (corrected; the paper prints
+                                         3/2 n^2 - 5/2 n + 1, exceeded at n = 2..5;
+                                         worst found by exhaustive search: (2n-1)(n-1))
+  D  total <= 3n * requests             (empirical, not proven: the paper prints
+                                         2n, exceeded by the corrected D at n = 5)
+     service traffic <= 3n - 2          (corrected; the paper prints 3n - 3,
+                                         exceeded at n = 3)
+  S  unbounded (Thm 2.1): reported, not checked
+The paper's printed bounds are reported next to the checked ones, with the
+number of requests that exceeded them.
+
+On a lossy ring (docs/recovery.md) the bounds are the fault-free ones and do
+not apply once recovery has acted (a timeout, a discarded or regenerated
+token, a failed request): from then on they are reported, not checked. What
+is checked still: mutual exclusion, that entries carry strictly increasing
+token sequence numbers (an audit that does not trust the protocol: a
+duplicated token shows as a repeated number), and that every request is
+served or reported failed with a reason. Claim and re-announced request
+frames are recovery traffic, counted apart from the paper's messages.
+"""
+
+import math
+
+
+def paper_bounds_for(protocol, n):
+    """(messages per request, service traffic) as printed in the paper, or None."""
+    if protocol == "q":
+        return n, (3 * n * n - 5 * n + 2) // 2
+    if protocol in ("d", "d-literal"):
+        return 2 * n, 3 * n - 3
+    return None, None
+
+
+def bounds_for(protocol, n):
+    """(messages per request, service traffic) the checker holds a run to."""
+    if protocol == "q":
+        return n, (5 * n * n - 5 * n + 2) // 2
+    if protocol in ("d", "d-literal"):
+        return 3 * n, 3 * n - 2
+    return None, None
+
+
+SEQ_PERIOD = 1 << 30  # boards' entry numbers wrap here (firmware/protocol.py SEQ_MASK + 1)
+
+
+class Checker:
+    def __init__(self, protocol, n, max_violations=100):
+        self.protocol = protocol
+        self.n = n
+        self.bound_mpr, self.bound_service = bounds_for(protocol, n)
+        self.paper_mpr, self.paper_service = paper_bounds_for(protocol, n)
+        self.over_paper_service = 0  # requests whose service traffic exceeded the printed bound
+        self.token_msgs = 0
+        self.request_msgs = 0
+        self.recv_msgs = 0
+        self.requests = 0
+        self.served = 0
+        self.in_cs = None  # node in its critical section
+        self.pending = {}  # node -> (request id, t, messages at request)
+        self.max_service = 0
+        self.max_service_request = None
+        self.latency_sum = 0
+        self.latency_max = 0
+        self.over_bound_request = None  # first request after which the total went over
+        self.safety_violations = 0
+        self.violations = []
+        self._max_violations = max_violations
+        self.last_t = 0
+        self.quiescent = None
+        self.stop_reason = None
+        self.ended = False  # an end record was read: the run that wrote the trace finished
+        # recovery (lossy rings)
+        self.recovery_msgs = {"claim": 0, "again": 0}
+        self.regenerations = []  # dicts: see _regenerated
+        self._token_seen_t = None  # the last sign of a token: a token sent, an entry, an exit, a new token
+        self._waited = False  # a request was pending at that sign
+        self._first_timeout_t = None  # the first recovery timeout since that sign
+        self._fired = {}  # node -> the re-announce timeout (ms) that fired there last
+        self.discarded = 0
+        self.timeouts = 0
+        self.failed = {}  # reason -> requests reported failed
+        self.faults_at = None  # time of the first recovery action: bounds stop applying
+        self.over_bound_after_faults = 0
+        self.last_entry_seq = None
+        self._seq_ref = None  # the last entry number seen, unwrapped (see _unwrap_seq)
+        self._entry_max = {}  # node -> highest entry number it made since it last restarted
+        self._suspect_seqs = []  # [t, node, seq, {boards whose restart would explain it}]
+        self._suspect_overlaps = []  # (node that entered, node still in its CS, t)
+        self.restarts = 0
+        self.crashed_in_cs = 0  # critical sections ended by their board's restart
+        self.entry_numbers_reused = 0  # after the board that held them restarted
+        self.events_lost_at = []  # (t, node): the host lost node's events there (USB link down)
+
+    # -- counters ---------------------------------------------------------
+    @property
+    def total(self):
+        return self.token_msgs + self.request_msgs
+
+    def count_to(self, token_msgs, request_msgs):
+        """Set the cumulative frame counts (the simulator's bulk path)."""
+        self.token_msgs = token_msgs
+        self.request_msgs = request_msgs
+
+    # -- events -----------------------------------------------------------
+    def feed(self, event):
+        """Consume one trace Event."""
+        ev = event.ev
+        if ev == "send":
+            kind = event.kind
+            if kind == "token":
+                self._token_sign(event.t)
+                self.token_msgs += 1
+            elif kind == "request":
+                self.request_msgs += 1
+            else:
+                self.recovery_msgs[kind] = self.recovery_msgs.get(kind, 0) + 1
+                if kind == "again":
+                    self._faults(event.t)
+        elif ev == "recv":
+            if event.kind in ("token", "request"):
+                self.recv_msgs += 1
+        elif ev == "req":
+            self.request(event.t, event.node)
+        elif ev == "enter":
+            self.enter(event.t, event.node, (event.payload or {}).get("seq"))
+            self._token_sign(event.t)
+        elif ev == "exit":
+            self.exit(event.t, event.node)
+            self._token_sign(event.t)
+        elif ev == "regen":
+            self._regenerated(event)
+            self._token_sign(event.t)
+            self._faults(event.t)
+        elif ev == "discard":
+            self.discarded += 1
+            self._faults(event.t)
+        elif ev == "timeout":
+            self.timeouts += 1
+            extra = event.extra or {}
+            if extra.get("why") == "again":
+                self._fired[event.node] = extra.get("gen_ms")
+            if self._first_timeout_t is None:
+                self._first_timeout_t = event.t
+            self._faults(event.t)
+        elif ev == "fail":
+            self.fail(event.t, event.node, (event.extra or {}).get("reason", "unknown"))
+        elif ev == "notice":
+            what = (event.extra or {}).get("what")
+            if what == "restarted":
+                self.restarted(event.t, event.node)
+            elif what == "events lost":
+                self.events_lost(event.t, event.node)
+        elif ev == "end":
+            self.ended = True
+            extra = event.extra or {}
+            if extra.get("quiescent") is not None:  # null: not applicable (S never rests)
+                self.quiescent = bool(extra["quiescent"])
+            self.stop_reason = extra.get("reason", self.stop_reason)
+        if event.t is not None:
+            self.last_t = event.t
+
+    __call__ = feed
+
+    def request(self, t, node):
+        self.requests += 1
+        rid = self.requests
+        if node in self.pending or self.in_cs == node:
+            self._violate("workload", rid, node, t, "node %d requested again before its request was served" % node)
+        self.pending[node] = (rid, t, self.total)
+        self._check_total(rid)
+
+    def _token_sign(self, t):
+        self._token_seen_t = t
+        self._waited = bool(self.pending)
+        self._first_timeout_t = None
+
+    def _regenerated(self, event):
+        """A new token: how long the ring had been without any sign of one (after),
+        whether a request was waiting then (else the wait began only when somebody
+        asked), the time from the first timeout since to the new token (repair), and
+        the timeout that last fired at its origin (timeout_ms)."""
+        t = event.t
+        seen, first = self._token_seen_t, self._first_timeout_t
+        self.regenerations.append({
+            "t": t, "node": event.node, "epoch": (event.payload or {}).get("epoch"),
+            "after": None if seen is None or t is None else t - seen, "waited": self._waited,
+            "repair": None if first is None or t is None else t - first,
+            "timeout_ms": self._fired.get(event.node),
+        })
+
+    def _faults(self, t):
+        if self.faults_at is None:
+            self.faults_at = t
+
+    def fail(self, t, node, reason):
+        """The request pending at node will never be served, for a reason the
+        harness knows (the board restarted): reported, not a liveness violation."""
+        self._faults(t)
+        if self.pending.pop(node, None) is not None:
+            self.failed[reason] = self.failed.get(reason, 0) + 1
+
+    def _unwrap_seq(self, seq):
+        """Boards keep entry numbers in 30 bits (firmware/protocol.py SEQ_MASK: no long
+        ints on a Pico), so they wrap at 2**30. Placed within half a period of the last
+        number seen, every later comparison here is on unwrapped numbers."""
+        if self._seq_ref is None:
+            self._seq_ref = seq
+            return seq
+        d = (seq - self._seq_ref) % SEQ_PERIOD
+        if d >= SEQ_PERIOD // 2:
+            d -= SEQ_PERIOD
+        self._seq_ref += d
+        return self._seq_ref
+
+    def enter(self, t, node, seq=None):
+        if self.in_cs is not None:
+            if self.faults_at is not None:
+                # On a lossy ring the board in its critical section may have died in it
+                # (power cycle: its exit never comes). Judged when that is known: it
+                # restarts (a crash, forgiven) or it exits (an overlap), or at the end.
+                self._suspect_overlaps.append((node, self.in_cs, t))
+            else:
+                self.safety_violations += 1
+                self._violate("safety", None, node, t, "node %d entered the critical section while node %d was in it"
+                              % (node, self.in_cs))
+        if seq is not None:
+            seq = self._unwrap_seq(seq)
+            # The token counts entries; a second live token repeats or reverses the count.
+            if self.last_entry_seq is not None and seq <= self.last_entry_seq:
+                # A board that dies holding the token takes the last entry number with it, and
+                # the regenerated token repeats it (docs/recovery.md): forgiven if every board
+                # that made a number >= seq restarts before entering again (the survivors rule).
+                culprits = [y for y, m in self._entry_max.items() if m >= seq]
+                if not culprits:
+                    # Every board that made such a number has restarted already: the
+                    # host saw the restart before the repeat.
+                    self.entry_numbers_reused += 1
+                elif self.faults_at is not None:
+                    self._suspect_seqs.append([t, node, seq, set(culprits)])  # until they restart
+                else:
+                    self._entry_violation(t, node, seq, self.last_entry_seq)
+            for suspect in self._suspect_seqs:
+                if node in suspect[3]:  # it is alive: its number was not lost with it
+                    suspect[3].clear()
+                    self._entry_violation(suspect[0], suspect[1], suspect[2], None)
+            self._suspect_seqs = [x for x in self._suspect_seqs if x[3]]
+            self.last_entry_seq = seq if self.last_entry_seq is None else max(seq, self.last_entry_seq)
+            if seq > self._entry_max.get(node, -1):
+                self._entry_max[node] = seq
+        self.in_cs = node
+        req = self.pending.pop(node, None)
+        if req is None:
+            self.safety_violations += 1
+            self._violate("safety", None, node, t, "node %d entered the critical section with no pending request" % node)
+            return
+        rid, t_req, msgs_at_req = req
+        self.served += 1
+        service = self.total - msgs_at_req
+        if service > self.max_service:
+            self.max_service = service
+            self.max_service_request = (rid, node, t_req)
+        if self.paper_service is not None and service > self.paper_service:
+            self.over_paper_service += 1
+        if self.bound_service is not None and service > self.bound_service:
+            self._violate(
+                "bound", rid, node, t_req,
+                "request #%d (node %d, t=%s): service traffic %d > bound %d" % (rid, node, t_req, service, self.bound_service),
+            )
+        latency = t - t_req
+        self.latency_sum += latency
+        if latency > self.latency_max:
+            self.latency_max = latency
+
+    def exit(self, t, node):
+        if self.in_cs != node:
+            overlapped = [x for x in self._suspect_overlaps if x[1] == node]
+            if overlapped:
+                # It was alive in its critical section when the other one entered.
+                self._suspect_overlaps = [x for x in self._suspect_overlaps if x[1] != node]
+                for x, y, tx in overlapped:
+                    self.safety_violations += 1
+                    self._violate("safety", None, x, tx, "node %d entered the critical section while node %d was in it"
+                                  % (x, y))
+                return
+            self.safety_violations += 1
+            self._violate("safety", None, node, t, "node %d left a critical section it was not in" % node)
+        self.in_cs = None
+        self._check_total(self.requests)
+
+    def restarted(self, t, node):
+        """The board at node restarted (power cycle, reset): a critical section it was in
+        ended there, and the entry numbers it alone knew are gone (docs/recovery.md)."""
+        self._faults(t)
+        self.restarts += 1
+        if self.in_cs == node:
+            self.in_cs = None
+            self.crashed_in_cs += 1
+        forgiven = [x for x in self._suspect_overlaps if x[1] == node]
+        if forgiven:
+            self.crashed_in_cs += 1
+            self._suspect_overlaps = [x for x in self._suspect_overlaps if x[1] != node]
+        self._entry_max.pop(node, None)
+        for suspect in self._suspect_seqs:
+            suspect[3].discard(node)
+            if not suspect[3]:
+                self.entry_numbers_reused += 1
+        self._suspect_seqs = [x for x in self._suspect_seqs if x[3]]
+
+    def events_lost(self, t, node):
+        """The host lost some of node's events (its USB link was down; the board ran on): a
+        critical section it was in may have ended unseen. Only its own: what the others did
+        is still checked against it."""
+        self._faults(t)
+        self.events_lost_at.append((t, node))
+        if self.in_cs == node:
+            self.in_cs = None
+        self._suspect_overlaps = [x for x in self._suspect_overlaps if x[1] != node]
+
+    def _entry_violation(self, t, node, seq, before):
+        self.safety_violations += 1
+        self._violate("safety", None, node, t, "node %d entered with token entry number %d%s: not strictly increasing "
+                      "(two tokens?)" % (node, seq, "" if before is None else " after number %d" % before))
+
+    def _check_total(self, rid):
+        if self.bound_mpr is None or self.over_bound_request is not None:
+            return
+        if self.total > self.bound_mpr * self.requests and self.requests:
+            self.over_bound_request = rid
+
+    def _violate(self, kind, rid, node, t, message):
+        if kind == "bound" and self.faults_at is not None:
+            self.over_bound_after_faults += 1  # the fault-free bounds no longer apply
+            return
+        if len(self.violations) < self._max_violations:
+            self.violations.append({"kind": kind, "request": rid, "node": node, "t": t, "message": message})
+
+    # -- result -----------------------------------------------------------
+    def finish(self, quiescent=None, reason=None):
+        """Close the run: unserved requests and the total bound. Returns the report."""
+        if quiescent is not None:
+            self.quiescent = quiescent
+        if reason is not None:
+            self.stop_reason = reason
+        for x, y, tx in self._suspect_overlaps:  # the board in its CS neither exited nor restarted
+            self.safety_violations += 1
+            self._violate("safety", None, x, tx, "node %d entered the critical section while node %d was in it "
+                          "(and node %d never left it)" % (x, y, y))
+        self._suspect_overlaps = []
+        for t, node, seq, _ in self._suspect_seqs:
+            self._entry_violation(t, node, seq, None)
+        self._suspect_seqs = []
+        for node, (rid, t_req, _) in sorted(self.pending.items(), key=lambda kv: kv[1][0]):
+            self._violate("liveness", rid, node, t_req, "request #%d (node %d, t=%s) was never served" % (rid, node, t_req))
+        if self.bound_mpr is not None and self.requests and self.total > self.bound_mpr * self.requests:
+            rid = self.over_bound_request or self.requests
+            self._violate(
+                "bound", rid, None, None,
+                "%d messages for %d requests > %d per request (first over after request #%d)"
+                % (self.total, self.requests, self.bound_mpr, rid),
+            )
+        if self.quiescent is False:
+            self._violate("quiescence", None, None, self.last_t, "the ring did not become quiescent: %s" % (self.stop_reason or "token still moving"))
+        return self.report()
+
+    def report(self):
+        served = self.served
+        return {
+            "protocol": self.protocol,
+            "n": self.n,
+            "requests": self.requests,
+            "served": served,
+            "messages": {"total": self.total, "token": self.token_msgs, "request": self.request_msgs},
+            "messages_per_request": (self.total / self.requests) if self.requests else 0.0,
+            "max_service_traffic": self.max_service,
+            "max_service_request": (
+                None if self.max_service_request is None
+                else dict(zip(("request", "node", "t"), self.max_service_request))
+            ),
+            "latency": {"mean": (self.latency_sum / served) if served else 0.0, "max": self.latency_max},
+            "bounds": {"messages_per_request": self.bound_mpr, "service_traffic": self.bound_service},
+            "paper_bounds": {"messages_per_request": self.paper_mpr, "service_traffic": self.paper_service},
+            "over_paper_service_bound": self.over_paper_service,
+            "over_paper_total_bound": bool(self.paper_mpr is not None and self.total > self.paper_mpr * self.requests),
+            "safety_violations": self.safety_violations,
+            "failed": dict(self.failed),
+            "recovery": {
+                "faults_at": self.faults_at,
+                "regenerations": len(self.regenerations),
+                "regenerated": list(self.regenerations),
+                "discarded_tokens": self.discarded,
+                "timeouts": self.timeouts,
+                "messages": dict(self.recovery_msgs),
+                "over_bound_after_faults": self.over_bound_after_faults,
+                "last_entry_seq": self.last_entry_seq,
+                "restarts": self.restarts,
+                "critical_sections_ended_by_a_restart": self.crashed_in_cs,
+                "entry_numbers_reused_after_a_restart": self.entry_numbers_reused,
+                "events_lost_at": list(self.events_lost_at),
+            },
+            "quiescent": self.quiescent,
+            "violations": list(self.violations),
+            "ok": not self.violations,
+        }
+
+
+def finish_trace(checker):
+    """The report of a checker that has read a whole trace file. A trace without an
+    end record is incomplete, whatever it holds: the run was interrupted or the file
+    cut short, so what it would have shown next is unknown and the verdict is not OK.
+    (A checker fed while a run goes on has no end record yet: it calls finish.)"""
+    report = checker.finish()
+    report["frames_in_flight_at_end"] = checker.total - checker.recv_msgs
+    report["complete"] = checker.ended
+    if not checker.ended:
+        report["violations"].insert(0, {
+            "kind": "incomplete", "request": None, "node": None, "t": checker.last_t,
+            "message": "the trace has no end record (read to t=%s): the run was interrupted or the file "
+                       "was truncated" % checker.last_t})
+        report["ok"] = False
+    return report
+
+
+def nearest_rank(sorted_values, q):
+    """The quantile q (0..1) of a sorted, non-empty list by the nearest-rank method (the dashboard's
+    and the report plots' p50 and p99)."""
+    k = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[k]
+
+
+def check_trace(path):
+    """Run the checker over a trace file. Returns (meta, report)."""
+    from .trace import TraceReader
+
+    with TraceReader(path) as reader:
+        meta = reader.meta
+        checker = Checker(meta["protocol"], meta["n"])
+        for event in reader:
+            checker.feed(event)
+    return meta, finish_trace(checker)

@@ -1,0 +1,130 @@
+"""Human-readable run reports (rich), from the checker's report dict."""
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _fmt_bound(value):
+    return "unbounded" if value is None else str(value)
+
+
+def print_report(report, console=None):
+    console = console or Console()
+    b = report["bounds"]
+    m = report["messages"]
+    title = "protocol %s, n=%d" % (report["protocol"].upper(), report["n"])
+    if report.get("workload"):
+        title += ", %s" % report["workload"]
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_column("bound", justify="right")
+    table.add_row("requests served", "%d / %d" % (report["served"], report["requests"]), "")
+    table.add_row("messages (token + request)", "%d (%d + %d)" % (m["total"], m["token"], m["request"]), "")
+    table.add_row("messages per request", "%.3f" % report["messages_per_request"], _fmt_bound(b["messages_per_request"]))
+    paper = report.get("paper_bounds") or {}
+    if report.get("over_paper_total_bound"):
+        table.add_row("  over the paper's printed bound", "yes", "%d (see docs/bounds.md)" % paper["messages_per_request"])
+    table.add_row("max service traffic", str(report["max_service_traffic"]), _fmt_bound(b["service_traffic"]))
+    if paper.get("service_traffic") is not None and paper["service_traffic"] != b["service_traffic"]:
+        table.add_row("  requests over the paper's printed bound", str(report.get("over_paper_service_bound", 0)),
+                      "%d (see docs/bounds.md)" % paper["service_traffic"])
+    lat = report.get("latency") or {}
+    if lat:
+        unit = "us" if report.get("source") == "ring" else "hop times"
+        table.add_row("latency mean / max", "%.1f / %s %s" % (lat.get("mean", 0.0), lat.get("max", 0), unit), "")
+    table.add_row("safety violations", str(report["safety_violations"]), "0")
+    audit = report.get("audit")
+    if audit:
+        table.add_row("audit: shared counter / entries", "%s / %d" % (audit["counter"], audit["entries"]), "equal")
+    rec = report.get("recovery") or {}
+    if rec.get("faults_at") is not None:
+        msgs = rec.get("messages") or {}
+        table.add_row("token regenerations", str(rec["regenerations"]), "")
+        table.add_row("timeouts / tokens discarded", "%d / %d" % (rec["timeouts"], rec["discarded_tokens"]), "")
+        table.add_row("recovery frames (claim, again)", "%d, %d" % (msgs.get("claim", 0), msgs.get("again", 0)), "")
+        if rec.get("over_bound_after_faults"):
+            table.add_row("  over a fault-free bound after faults", str(rec["over_bound_after_faults"]), "not checked")
+    failed = report.get("failed") or {}
+    if failed:
+        table.add_row("requests failed", ", ".join("%d %s" % (k, r) for r, k in sorted(failed.items())), "")
+    if report.get("quiescent") is not None:
+        table.add_row("quiescent at the end", "yes" if report["quiescent"] else "NO", "yes")
+    if "idle_messages" in report:
+        table.add_row("messages while idle", "%d in %d hop times" % (report["idle_messages"], report["idle_horizon"]),
+                      "unbounded (grows with idle time)")
+    console.print(table)
+    for v in report["violations"][:20]:
+        console.print("[bold red]%s[/]: %s" % (v["kind"], v["message"]), highlight=False)
+    if len(report["violations"]) > 20:
+        console.print("... %d violations in all" % len(report["violations"]))
+    for c in report.get("run_conditions") or ():  # the run itself, not the protocol
+        console.print("[bold %s]run condition[/]: %s" % ("yellow" if c.get("explained") else "red", c["message"]),
+                      highlight=False)
+    for line in link_lines(report):
+        console.print(line, highlight=False)
+    notices = report.get("notices") or []
+    for text in notices[:10]:  # boards restarted, USB links lost and back, refused lines...
+        console.print("[yellow]notice[/]: %s" % text, highlight=False)
+    if len(notices) > 10:
+        console.print("... %d notices in all (--json has them)" % len(notices))
+    if report.get("schedule_file"):
+        console.print("schedule that led there: %s (replay with --workload file:%s)" % (report["schedule_file"], report["schedule_file"]))
+    console.print("[bold green]OK[/]" if report["ok"] else "[bold red]CHECK FAILED[/]")
+
+
+def print_summary(reports, console=None):
+    """One row per run: the demo's table."""
+    console = console or Console()
+    table = Table(title="runs checked against the bounds (msgs/req and max service traffic <= bound)",
+                  header_style="bold")
+    for col in ("run", "served", "msgs", "msgs/req", "max svc", "safety", "quiet", "check"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in reports:
+        b = r["bounds"]
+        table.add_row(
+            "%s n=%d" % (r["protocol"].upper(), r["n"]),
+            "%d/%d" % (r["served"], r["requests"]),
+            str(r["messages"]["total"]),
+            "%.2f <= %s" % (r["messages_per_request"], _fmt_bound(b["messages_per_request"])),
+            "%d <= %s" % (r["max_service_traffic"], _fmt_bound(b["service_traffic"])),
+            str(r["safety_violations"]),
+            {True: "yes", False: "NO", None: "-"}[r.get("quiescent")],
+            "[green]OK[/]" if r["ok"] else "[red]FAILED[/]",
+        )
+    console.print(table)
+    for r in reports:
+        for v in r["violations"][:10]:
+            console.print("[bold red]%s %s[/]: %s" % (r["protocol"].upper(), v["kind"], v["message"]), highlight=False)
+
+
+def link_lines(report):
+    """Per link: what the wire's faults injected (virtual ring) and the bad frames the
+    receiving board dropped, e.g. "wire 1 (board 1 -> 2): 12 bytes corrupted in 12 frames;
+    board 2 dropped 12 bad frames (crc 12)". Links with nothing to say are left out."""
+    boards = report.get("boards") or []
+    wires = {w["wire"]: w for w in report.get("wires") or []}
+    n = report.get("n") or len(boards)
+    out = []
+    if report.get("faults"):
+        out.append("faults injected: %s" % report["faults"])
+    for b in sorted(boards, key=lambda b: (b["position"] - 1) % n):
+        link = b.get("link_in")
+        if link is None:
+            continue
+        w = link["wire"]
+        wire = wires.get(w, {})
+        injected = wire.get("faults")
+        bad = link.get("bad") or 0
+        if not bad and not (injected and any(v for k, v in injected.items() if k != "frames")):
+            continue
+        if injected is not None:
+            from ..virtual.wire import describe_injected
+
+            text = describe_injected(injected)
+        else:
+            text = "no faults injected"
+        reasons = ", ".join("%s %d" % (r, c) for r, c in link["bad_by_reason"].items() if c)
+        out.append("wire %d (board %d -> %d): %s; board %d dropped %d bad frames%s"
+                   % (w, w, (w + 1) % n, text, b["position"], bad, " (%s)" % reasons if reasons else ""))
+    return out

@@ -1,0 +1,184 @@
+"""`picoring boards | flash | discover | wiring`: real boards (and virtual ones) by port,
+serial number or URL. Thin handlers over ports, flash, discover and wiring."""
+
+import json
+import sys
+import time
+
+from ..ring import boarddefs
+from .common import PROTOCOLS, CommandError
+
+
+def _common(p, ring_file=True):
+    p.add_argument("--ports", help="boards, comma separated: device paths, id:SERIAL, serial numbers, "
+                                   "rfc2217:// or socket:// URLs, virtual:I")
+    if ring_file:
+        p.add_argument("--ring-file", metavar="FILE", help="ring order from `picoring discover` (default ./ring.json if it exists)")
+    p.add_argument("--virtual-dir", metavar="D", help="state directory of `picoring virtual up` (default: its default)")
+
+
+def argparse_boards(sub):
+    p = sub.add_parser("boards", help="list attached MicroPython boards (port, USB serial number, VID:PID) and virtual boards")
+    p.add_argument("--all-ports", action="store_true", help="every USB serial port, not only MicroPython's VID:PID")
+    p.add_argument("--virtual-dir", metavar="D")
+    p.add_argument("--json", action="store_true")
+
+
+def do_boards(args, out=None):
+    from ..ring.ports import list_usb, virtual_targets
+
+    out = out or sys.stdout
+    rows = [{"port": t.port, "serial": t.serial_number, "vid_pid": t.vid_pid, "description": t.description,
+             "virtual": False} for t in list_usb(all_ports=args.all_ports)]
+    rows += [{"port": t.port, "serial": None, "vid_pid": None, "description": t.description, "virtual": True,
+              "uart": t.virtual_uart} for t in virtual_targets(args.virtual_dir)]
+    if args.json:
+        print(json.dumps(rows, sort_keys=True), file=out)
+        return 0
+    if not rows:
+        print("no MicroPython board found (USB VID:PID %s) and no virtual ring up"
+              % ", ".join(sorted("%04x:%04x" % v for v in boarddefs.micropython_ids())), file=sys.stderr)
+        return 0
+    w = max(len(r["port"]) for r in rows)
+    print("%-*s  %-18s  %-9s  %s" % (w, "port", "serial number", "VID:PID", "description"), file=out)
+    for r in rows:
+        print("%-*s  %-18s  %-9s  %s" % (w, r["port"], r["serial"] or "-", r["vid_pid"] or "-", r["description"]), file=out)
+    return 0
+
+
+def argparse_flash(sub):
+    p = sub.add_parser("flash", help="copy the firmware and each board's config with mpremote, restart, confirm")
+    _common(p)
+    p.add_argument("--all", action="store_true", help="every attached MicroPython board and virtual board, in the order listed")
+    p.add_argument("--protocol", "-p", choices=PROTOCOLS, required=True)
+    p.add_argument("--baud", type=int, help="UART baud of the ring (default: the board file's, 115200)")
+    p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names(), help="board type (boards/*.toml)")
+    p.add_argument("--cs-us", type=int, default=0, help="critical-section length on the boards, in us")
+    p.add_argument("--regen-ms", type=int, help="base token-regeneration timeout on the boards (default 500; "
+                                                "docs/recovery.md): above the longest legitimate wait for the token")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per board for the copy (default 60)")
+    p.add_argument("--no-mpy", action="store_true", help="copy the .py sources even where a board loads .mpy files "
+                                                         "compiled by mpy-cross (they boot ~1 s slower on a Pico)")
+    p.add_argument("--json", action="store_true")
+
+
+def _targets(args):
+    from ..ring.ports import targets_from_args
+
+    return targets_from_args(args.ports, getattr(args, "ring_file", None), args.virtual_dir,
+                             all_boards=getattr(args, "all", False))
+
+
+def do_flash(args, out=None):
+    from ..ring.flash import flash
+
+    out = out or sys.stdout
+    targets, where = _targets(args)
+    if args.baud is not None and args.baud <= 0:
+        raise ValueError("--baud must be positive")
+    t0 = time.monotonic()
+    say = (lambda text: print(text, file=sys.stderr)) if not args.json else None
+    if say:
+        say("flashing %d board(s) from %s: protocol %s, board %s" % (len(targets), where, args.protocol, args.board))
+    if args.regen_ms is not None and args.regen_ms < 0:
+        raise ValueError("--regen-ms must be >= 0 (0: no recovery timeouts)")
+    results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us, regen_ms=args.regen_ms,
+                    copy_timeout=args.timeout, log=say, mpy=not args.no_mpy)
+    elapsed = time.monotonic() - t0
+    if args.json:
+        print(json.dumps({"boards": results, "seconds": round(elapsed, 2)}, sort_keys=True, default=str), file=out)
+    else:
+        for r in results:
+            print("%-24s position %d  copied %d, up to date %d%s  fw %s%s  (%.1f s)"
+                  % (r["port"], r["position"], len(r["copied"]), len(r["up_to_date"]),
+                     ", removed %d" % len(r["removed"]) if r["removed"] else "", r["ver"]["fw"],
+                     " (.mpy)" if r["compiled"] else "", r["copy_s"] + r["confirm_s"]), file=out)
+        print("%d board(s) flashed and confirmed in %.1f s" % (len(results), elapsed), file=sys.stderr)
+    return 0
+
+
+def argparse_discover(sub):
+    p = sub.add_parser("discover", help="find each board's ring position by probing the UART wires; write a ring file")
+    p.add_argument("--ports", help="the boards, in any order (default: every attached MicroPython board and virtual board)")
+    p.add_argument("--virtual-dir", metavar="D")
+    p.add_argument("--ring-file", metavar="FILE", default="ring.json", help="where to save the order (default ./ring.json)")
+    p.add_argument("--first", metavar="PORT", help="the board to call position 0 (default: the first one given)")
+    p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names())
+    p.add_argument("--baud", type=int)
+    p.add_argument("--reflash", action="store_true", help="always flash the provisional config first")
+    p.add_argument("--json", action="store_true")
+
+
+def do_discover(args, out=None):
+    from ..ring.discover import discover, save
+    from ..ring.ports import resolve_many, split_ports, targets_from_args
+
+    out = out or sys.stdout
+    if args.ports:
+        targets = resolve_many(split_ports(args.ports), args.virtual_dir)
+    else:
+        targets, _ = targets_from_args(None, None, args.virtual_dir, all_boards=True)
+    first = 0
+    if args.first:
+        first_t = resolve_many([args.first], args.virtual_dir)[0]
+        keys = [t.key for t in targets]
+        if first_t.key not in keys:
+            raise ValueError("--first %s is not one of the boards given" % args.first)
+        first = keys.index(first_t.key)
+    say = (lambda text: print(text, file=sys.stderr)) if not args.json else None
+    ordered, info = discover(targets, board=args.board, baud=args.baud, first=first,
+                             reflash=True if args.reflash else "auto", log=say)
+    doc = save(args.ring_file, ordered, args.board)
+    if args.json:
+        print(json.dumps({"ring_file": args.ring_file, "ring": doc, "info": info}, sort_keys=True), file=out)
+    else:
+        for pos, t in enumerate(ordered):
+            print("%d  %s" % (pos, t.label()), file=out)
+        print("ring of %d found in %.1f s, saved to %s; next: picoring flash --protocol d"
+              % (len(ordered), info["seconds"], args.ring_file), file=sys.stderr)
+    return 0
+
+
+def argparse_wiring(sub):
+    p = sub.add_parser("wiring", help="how to wire N boards into a ring: a text drawing, a pin table, an SVG")
+    p.add_argument("-n", type=int, required=True, help="number of boards")
+    p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names())
+    p.add_argument("--svg", metavar="FILE", help="also write the drawing as SVG to FILE")
+
+
+def do_wiring(args, out=None):
+    from ..ring import wiring
+
+    out = out or sys.stdout
+    if args.n < 2:
+        raise ValueError("-n must be at least 2")
+    out.write(wiring.render(args.n, args.board))
+    if args.svg:
+        with open(args.svg, "w") as f:
+            f.write(wiring.svg(args.n, boarddefs.load(args.board)))
+        print("SVG written to %s" % args.svg, file=sys.stderr)
+    return 0
+
+
+def _user_errors(fn):
+    """Errors a user can act on become the CLI's CommandError: `picoring: message`, exit 2."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(args, *rest, **kw):
+        from ..ring.deploy import DeployError
+        from ..ring.discover import WiringError
+        from ..ring.flash import FlashError
+        from ..ring.link import HarnessError
+        from ..virtual.boards import VirtualBoardError
+
+        try:
+            return fn(args, *rest, **kw)
+        except (FlashError, WiringError, HarnessError, DeployError, VirtualBoardError) as e:
+            raise CommandError(str(e)) from None
+
+    return wrapper
+
+
+do_flash = _user_errors(do_flash)
+do_discover = _user_errors(do_discover)

@@ -1,0 +1,234 @@
+"""`picoring dash` and `picoring report`: thin commands over the dashboard and picoring.check.plots.
+
+dash --replay TRACE      replays a trace file, paced by its times (--speed)
+dash --sim ...           runs the simulator in a thread, paced so it is watchable
+dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
+"""
+
+import threading
+
+from .common import PROTOCOLS, CommandError, run_ports
+
+# -- dash --------------------------------------------------------------------
+
+
+def argparse_dash(sub):
+    p = sub.add_parser("dash", help="live dashboard of the ring's traffic (virtual ring, simulator, or a trace replay)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--replay", metavar="TRACE", help="replay a trace file")
+    where.add_argument("--virtual", type=int, metavar="N", help="start N virtual boards and run a workload on them, live")
+    where.add_argument("--sim", action="store_true", help="run the simulator, paced to --speed")
+    where.add_argument("--ports", help="real (or already running) boards, in ring order: run a workload on them, live")
+    where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
+    p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
+    p.add_argument("-n", type=int, default=8, help="--sim: ring size (default 8)")
+    p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
+    p.add_argument("--requests", "-k", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cs-time", type=int, default=1, help="--sim: critical section in hop times")
+    p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
+    p.add_argument("--period", type=int, help="burst: time units between bursts")
+    p.add_argument("--speed", type=float, default=1.0,
+                   help="playback speed: 1 = real time for board traces, 10 hops/s for simulator traces; 0 = as fast as possible")
+    p.add_argument("--baud", type=int, default=115200, help="--virtual: UART baud")
+    p.add_argument("--unit-ms", type=float, default=2.0, help="--virtual: real time of one workload time unit")
+    p.add_argument("--cs-us", type=int, default=0, help="--virtual: critical-section length on the boards, in us")
+    p.add_argument("--trace", metavar="FILE", help="--sim/--virtual: also write the trace here")
+    p.add_argument("--refresh", type=float, default=12, help="screen refreshes per second (default 12)")
+    p.add_argument("--exit", action="store_true", help="quit at the end instead of waiting for q")
+
+
+def do_dash(args):
+    from rich.console import Console
+
+    console = Console()
+    speed = args.speed if args.speed > 0 else None
+    if args.replay is not None:
+        return _dash_replay(args, console, speed)
+    if args.sim:
+        return _dash_sim(args, console, speed)
+    if args.ports is not None or args.ring_file is not None:
+        ports, resetter = run_ports(args)
+        return _dash_ring(args, console, ports, resetter, None)
+    return _dash_virtual(args, console)
+
+
+def _dashboard(args, console, source, meta, speed, stats=None):
+    from ..dash.dashboard import Dashboard, TerminalKeys
+
+    return Dashboard(console, source, meta, keys=TerminalKeys(), speed=speed, refresh_hz=args.refresh, stats=stats,
+                     wait_at_end=not args.exit)
+
+
+def _dash_replay(args, console, speed):
+    from ..check.checker import finish_trace
+    from ..check.report import print_report
+    from ..check.trace import TraceReader
+
+    with TraceReader(args.replay) as reader:
+        dash = _dashboard(args, console, reader, reader.meta, speed)
+        model = dash.run()
+        meta = reader.meta
+    if not dash.finished:
+        console.print("stopped at t=%s after %d events" % (model.t, model.events))
+        return 0
+    report = finish_trace(model.checker)  # the whole file was replayed: a missing end record shows
+    report.update(source=meta.get("source"), workload=meta.get("workload"))
+    print_report(report, console)
+    return 0 if report["ok"] else 1
+
+
+class _Stop(Exception):
+    """Raised in the simulator's listener when the dashboard has quit."""
+
+
+def _dash_sim(args, console, speed):
+    from ..check.report import print_report
+    from ..check.trace import header
+    from ..dash.dashboard import FeedSource
+    from ..sim.simulate import simulate
+    from ..sim.workload import make_workload
+
+    if args.n < 2:
+        raise CommandError("-n must be at least 2")
+    workload = make_workload(args.workload, args.n, args.requests, seed=args.seed, cs_time=args.cs_time,
+                             rate=args.rate, period=args.period)
+    # bounded: the simulator runs ahead of the paced screen by at most this many events
+    feed = FeedSource(max_buffered=50_000)
+    result = {}
+
+    def listener(event):
+        if feed.closed:
+            raise _Stop()
+        feed(event)
+
+    def work():
+        try:
+            result["report"] = simulate(args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
+                                        trace=args.trace, listener=listener)
+        except _Stop:
+            pass
+        except Exception as e:  # shown after the screen closes
+            result["error"] = e
+        finally:
+            feed.finish()
+
+    meta = header(args.protocol, args.n, "sim", "hop", seed=args.seed, workload=workload.describe(), cs_time=args.cs_time)
+    thread = threading.Thread(target=work, name="dash-sim", daemon=True)
+    thread.start()
+    dash = _dashboard(args, console, feed, meta, speed)
+    try:
+        dash.run()
+    finally:
+        feed.close()
+    thread.join(5)
+    if "error" in result:
+        raise result["error"]
+    if "report" in result and dash.finished:
+        print_report(result["report"], console)
+        return 0 if result["report"]["ok"] else 1
+    console.print("stopped at t=%s after %d events" % (dash.model.t, dash.model.events))
+    return 0
+
+
+def _dash_virtual(args, console):
+    from ..ring.deploy import start_virtual
+
+    n = args.virtual
+    if n < 2:
+        raise CommandError("--virtual needs at least 2 boards")
+    ring = start_virtual(n, args.protocol, args.baud, args.cs_us, console)
+    return _dash_ring(args, console, [b.usb_path for b in ring.boards], ring.reset, ring)
+
+
+def _dash_ring(args, console, ports, resetter, ring):
+    """A workload on boards (ring: the VirtualRing to stop afterwards, or None), live."""
+    from ..check.report import print_report
+    from ..check.trace import header
+    from ..dash.dashboard import FeedSource
+    from ..ring.harness import RingRun
+    from ..ring.link import HarnessError
+    from ..sim.workload import make_workload
+
+    n = len(ports)
+    if n < 2:
+        raise CommandError("a ring needs at least 2 boards, got %d" % n)
+    if args.requests < 0:
+        raise CommandError("--requests cannot be negative")
+    feed = FeedSource()  # unbounded: the harness must never wait for the screen
+    result = {}
+    run = thread = None
+    try:
+        workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
+        run = RingRun(ports, args.protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
+                          listener=feed, resetter=resetter, seed=args.seed)
+
+        def stats():
+            parsers = [link.parser for link in run.links]
+            return {
+                # frames that failed their check on a board's UART (counted by the harness)
+                "corrupt": sum(sum(reasons.values()) for reasons in run.bad_events),
+                "dropped": sum(p.reported_dropped for p in parsers),  # events a board's log had no room for
+                "lost": sum(p.missing for p in parsers),  # events missing between a board and the host
+                "garbage lines": sum(sum(p.garbage.values()) for p in parsers),
+            }
+
+        def work():
+            try:
+                run.connect()
+                result["report"] = run.run()
+            except Exception as e:
+                result["error"] = e
+            finally:
+                run.close()
+                feed.finish()
+
+        console.print("connecting to %d boards and restarting them..." % n)
+        meta = header(args.protocol, n, "ring", "us", workload=workload.describe(), ports=ports)
+        thread = threading.Thread(target=work, name="dash-ring", daemon=True)
+        thread.start()
+        dash = _dashboard(args, console, feed, meta, None, stats=stats)
+        dash.run()
+        if not dash.finished:
+            console.print("stopping the ring (the run was cut short)...")
+    finally:
+        if ring is not None:
+            ring.stop()  # also ends a run cut short: its reads fail and the thread returns
+        elif run is not None:
+            run.close()  # real boards: closing the ports ends a run cut short
+    if thread is None:
+        return 1
+    thread.join(5)
+    error = result.get("error")
+    if error is not None and dash.finished:
+        if isinstance(error, HarnessError):
+            raise CommandError(str(error))
+        raise error
+    if "report" not in result:
+        console.print("stopped at t=%s us after %d events" % (dash.model.t, dash.model.events))
+        return 0
+    print_report(result["report"], console)
+    return 0 if result["report"]["ok"] else 1
+
+
+# -- report ------------------------------------------------------------------
+
+
+def argparse_report(sub):
+    p = sub.add_parser("report", help="summary table and PNG plots of a trace, for a lab report")
+    p.add_argument("trace", help="JSON-lines trace written by sim or run")
+    p.add_argument("--out", metavar="DIR", help="where to write the plots (default: <trace name>-report next to the trace)")
+
+
+def do_report(args):
+    from pathlib import Path
+
+    from ..check.plots import write_report
+    from ..check.report import print_report
+
+    out = args.out or str(Path(args.trace).with_suffix("")) + "-report"
+    report, files = write_report(args.trace, out)
+    print_report(report)
+    for path in files:
+        print(path)
+    return 0 if report["ok"] else 1

@@ -1,0 +1,172 @@
+"""`picoring run` and `picoring demo`: a workload on a ring of boards, real or virtual."""
+
+import argparse
+import json
+import sys
+import time
+
+from .common import PROTOCOLS, CommandError, print_report, run_ports
+
+
+def argparse_run(sub):
+    p = sub.add_parser("run", help="run a workload on a ring of boards (real or virtual) and check it")
+    where = p.add_mutually_exclusive_group()  # none given: ./ring.json (picoring discover)
+    where.add_argument("--ports", help="USB ports in ring order, comma separated (paths, id:SERIAL, pyserial URLs)")
+    where.add_argument("--ring-file", metavar="FILE", help="ring order from picoring discover (default ./ring.json)")
+    where.add_argument("--virtual", type=int, metavar="N", help="start N virtual boards, deploy, run, tear down")
+    p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
+    p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
+    p.add_argument("--requests", "-k", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--baud", type=int, default=115200, help="UART baud of a virtual ring (default 115200)")
+    p.add_argument("--unit-ms", type=float, default=2.0,
+                   help="real time of one workload time unit (default 2 ms, about one hop at 115200 baud)")
+    p.add_argument("--cs-us", type=int, default=0, help="critical-section length on the boards, in us (virtual ring)")
+    p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
+    p.add_argument("--period", type=int, help="burst: time units between bursts")
+    p.add_argument("--trace", metavar="FILE")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--progress", action="store_true", help="show progress on stderr (default on a terminal)")
+    p.add_argument("--faults", metavar="SPEC",
+                   help="virtual ring: inject faults on every wire, e.g. corrupt=0.01,drop=0.005,seed=7 (docs/faults.md)")
+    p.add_argument("--stall-timeout", type=float, default=5.0, metavar="S",
+                   help="end the run when requests are outstanding and nothing was served for S seconds (default 5)")
+    p.add_argument("--regen-ms", type=int, default=500, metavar="MS",
+                   help="virtual ring: the boards' base token-regeneration timeout (default 500; docs/recovery.md)")
+
+
+def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, connected=None):
+    """connected: called once the ring has formed, just before the run (arms faults, ...)."""
+    from ..ring.harness import RingRun
+
+    run = RingRun(ports, protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
+                  resetter=resetter, seed=args.seed, progress=progress,
+                  stall_timeout_s=getattr(args, "stall_timeout", 5.0))
+    try:
+        run.connect()
+        if connected is not None:
+            connected()
+        return run.run()
+    finally:
+        run.close()
+
+
+def do_run(args):
+    from ..check import audit
+    from ..ring import deploy
+    from ..ring.link import HarnessError
+    from ..sim.workload import make_workload
+
+    from ..virtual.wire import FaultPlan
+
+    if args.requests < 0:
+        raise CommandError("--requests cannot be negative")
+    faults = None
+    if args.faults is not None:
+        if args.virtual is None:
+            raise CommandError("--faults needs --virtual N: faults are injected on the virtual ring's wires")
+        faults = FaultPlan.coerce(args.faults)  # ValueError "faults: ..." before anything starts
+        if faults is not None:
+            faults.check(args.virtual)
+    ring = None
+    if args.virtual is not None:
+        if args.virtual < 2:
+            raise CommandError("--virtual needs at least 2 boards")
+        n = args.virtual
+    else:
+        ports, resetter = run_ports(args)  # --ports, --ring-file or ./ring.json
+        n = len(ports)
+        if n < 2:
+            raise CommandError("--ports needs at least 2 ports, in ring order")
+    workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
+    show = args.progress or (sys.stderr.isatty() and not args.json)  # long runs on a terminal show progress
+    progress = _ring_progress if show else None
+    try:
+        if args.virtual is not None:
+            ring = deploy.start_virtual(n, args.protocol, args.baud, args.cs_us, regen_ms=args.regen_ms, audit=True)
+            ports = [b.usb_path for b in ring.boards]
+
+            def connected():
+                audit.reset(ring)
+                if faults is not None:
+                    ring.set_faults(faults)  # once the ring has formed: timed faults count from the run's start
+
+            report = _run_ring(ports, args.protocol, workload, args, resetter=ring.reset, progress=progress,
+                               connected=connected)
+            report["wires"] = [w.counters() for w in ring.wires]
+            report["faults"] = faults.describe() if faults is not None else None
+            report["audit"] = audit.read(ring, report)
+            failed_audit = audit.violation(report["audit"])
+            if failed_audit is not None:
+                report["ok"] = False
+                report["violations"].insert(0, failed_audit)
+        else:
+            report = _run_ring(ports, args.protocol, workload, args, resetter=resetter, progress=progress)
+    except HarnessError as e:
+        raise CommandError(str(e))
+    finally:
+        if ring is not None:
+            ring.stop()
+    if progress is not None:
+        sys.stderr.write("\n")
+    print_report(report, args.json)
+    return 0 if report["ok"] else 1
+
+
+_last_progress = [0.0]
+
+
+def _ring_progress(issued, total, served, messages):
+    now = time.monotonic()
+    if now - _last_progress[0] < 0.2:  # the harness calls this every millisecond
+        return
+    _last_progress[0] = now
+    sys.stderr.write("\rrequests issued %d/%d  served %d  messages %d   " % (issued, total, served, messages))
+    sys.stderr.flush()
+
+
+def argparse_demo(sub):
+    p = sub.add_parser("demo", help="5 virtual boards, firmware deployed with mpremote, D then Q, checked")
+    p.add_argument("-n", type=int, default=5)
+    p.add_argument("--requests", "-k", type=int, default=200)
+    p.add_argument("--workload", "-w", default="poisson")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+
+
+def do_demo(args):
+    from rich.console import Console
+
+    from ..check.report import print_summary
+    from ..ring import deploy
+    from ..ring.link import HarnessError
+    from ..sim.workload import make_workload
+
+    console = Console(stderr=args.json)
+    reports = []
+    start = time.monotonic()
+    ring = deploy.start_virtual(args.n, "d", 115200, 0, console)
+    try:
+        ports = [b.usb_path for b in ring.boards]
+        console.print("virtual boards (USB serial): %s" % " ".join(ports))
+        run_args = argparse.Namespace(unit_ms=2.0, trace=None, seed=args.seed)
+        for protocol in ("d", "q"):
+            if protocol != "d":
+                console.print("configuring the boards for protocol %s..." % protocol.upper())
+                deploy.deploy_virtual(ring, {"protocol": protocol, "cs_us": 0})
+            console.print("running %s: %d requests, %s workload..." % (protocol.upper(), args.requests, args.workload))
+            workload = make_workload(args.workload, args.n, args.requests, seed=args.seed)
+            try:
+                reports.append(_run_ring(ports, protocol, workload, run_args, resetter=ring.reset))
+            except HarnessError as e:
+                raise CommandError(str(e))
+    finally:
+        ring.stop()
+    elapsed = time.monotonic() - start
+    if args.json:
+        print(json.dumps({"runs": reports, "seconds": round(elapsed, 1)}, sort_keys=True))
+    else:
+        print_summary(reports, console)
+        console.print("%d virtual boards, %.1f s in all; ring torn down." % (args.n, elapsed))
+    return 0 if all(r["ok"] for r in reports) else 1
+

@@ -1,0 +1,77 @@
+"""`picoring sim` and `picoring check`: the simulator and the checker, one report each."""
+
+import sys
+
+from .common import PROTOCOLS, CommandError, print_report
+
+
+def argparse_sim(sub):
+    p = sub.add_parser("sim", help="run the protocol code on a simulated ring and check the bounds")
+    p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
+    p.add_argument("-n", type=int, default=8, help="ring size (default 8)")
+    p.add_argument("--workload", "-w", default="poisson",
+                   help="poisson | burst | sequential | adversarial | file:PATH (default poisson)")
+    p.add_argument("--requests", "-k", type=int, default=1000, help="number of requests (default 1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cs-time", type=int, default=1, help="critical section length in hop times (default 1)")
+    p.add_argument("--rate", type=float, help="poisson: ring-wide requests per hop time (default 1/n)")
+    p.add_argument("--period", type=int, help="burst: hop times between bursts")
+    p.add_argument("--idle-horizon", type=int,
+                   help="S only: keep running this long after the last service (default 4n)")
+    p.add_argument("--trace", metavar="FILE", help="write the JSON-lines trace here")
+    p.add_argument("--schedule-out", metavar="FILE",
+                   help="if the ring does not go quiet, save the schedule here (default ./nonquiescent-<protocol>-n<N>-seed<S>.jsonl)")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--progress", action="store_true", help="show progress on stderr")
+
+
+def do_sim(args):
+    from ..sim.simulate import simulate, write_schedule
+
+    if args.n < 2:
+        raise CommandError("-n must be at least 2")
+    if args.requests < 0:
+        raise CommandError("--requests cannot be negative")
+    if args.cs_time < 0:
+        raise CommandError("--cs-time cannot be negative")
+    progress = None
+    if args.progress:
+        progress = _progress_printer(args.requests)
+    report = simulate(
+        args.protocol, args.n, args.workload, requests=args.requests, seed=args.seed, cs_time=args.cs_time,
+        trace=args.trace, idle_horizon=args.idle_horizon, rate=args.rate, period=args.period, progress=progress,
+    )
+    if progress is not None:
+        sys.stderr.write("\n")
+    if report.get("schedule") is not None:
+        path = args.schedule_out or "nonquiescent-%s-n%d-seed%d.jsonl" % (args.protocol, args.n, args.seed)
+        write_schedule(report["schedule"], path)
+        report["schedule_file"] = path
+    print_report(report, args.json)
+    return 0 if report["ok"] else 1
+
+
+def _progress_printer(total):
+    def progress(t, issued, pending, messages):
+        sys.stderr.write("\rt=%d  requests %d/%d  outstanding %d  messages %d   " % (t, issued, total, pending, messages))
+        sys.stderr.flush()
+
+    return progress
+
+
+# -- check -------------------------------------------------------------------
+
+def argparse_check(sub):
+    p = sub.add_parser("check", help="check a trace against the bounds, safety and liveness")
+    p.add_argument("trace", help="JSON-lines trace written by sim or run")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+
+def do_check(args):
+    from ..check.checker import check_trace
+
+    meta, report = check_trace(args.trace)
+    report.setdefault("source", meta.get("source"))
+    print_report(report, args.json)
+    return 0 if report["ok"] else 1
+

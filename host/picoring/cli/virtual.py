@@ -1,0 +1,142 @@
+"""`picoring virtual up|status|reset|unplug|plug|deploy|down`: thin handlers over supervisor."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .common import CommandError
+
+
+def argparse_virtual(sub):
+    p = sub.add_parser("virtual", help="a ring of virtual boards (MicroPython unix-port processes): up, status, reset, "
+                                        "unplug, plug, deploy, down")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dir", metavar="D",
+                        help="state directory (default $XDG_RUNTIME_DIR/picoring/virtual or ~/.cache/picoring/virtual)")
+    vsub = p.add_subparsers(dest="virtual_command", metavar="ACTION")
+    vsub.required = True
+    up = vsub.add_parser("up", parents=[common], help="start N boards wired into a ring; prints their USB device paths in ring order")
+    up.add_argument("-n", type=int, required=True, help="number of boards")
+    up.add_argument("--baud", type=int, default=115200, help="UART speed of every wire (default 115200)")
+    up.add_argument("--heapsize", help="MicroPython heap per board, e.g. 192K (default: the unix port's 2M)")
+    up.add_argument("--faults", metavar="SPEC",
+                    help="inject faults, e.g. corrupt=0.01,drop=0.005,restart=1@10s,seed=7 (docs/faults.md)")
+    st = vsub.add_parser("status", parents=[common], help="boards (pid, alive, paths) and byte counters per wire")
+    st.add_argument("--json", action="store_true")
+    rs = vsub.add_parser("reset", parents=[common], help="restart board I (it runs main.py again; its USB path stays)")
+    rs.add_argument("board", type=int, metavar="I")
+    rs.add_argument("--repl", action="store_true", help="do not run main.py: straight to the REPL (safe mode)")
+    rs.add_argument("--power", action="store_true",
+                    help="a power cycle: killed with no clean exit, its UART bytes not yet sent are lost, "
+                         "its USB port hangs up and comes back")
+    rs.add_argument("--off", type=float, default=0.0, metavar="S", help="--power: stay off S seconds (default 0)")
+    un = vsub.add_parser("unplug", parents=[common], help="pull board I's USB cable (the board keeps running)")
+    un.add_argument("board", type=int, metavar="I")
+    un.add_argument("--for", dest="seconds", type=float, metavar="S", help="plug it back after S seconds (default: at `plug I`)")
+    pl = vsub.add_parser("plug", parents=[common], help="plug board I's USB cable back in")
+    pl.add_argument("board", type=int, metavar="I")
+    dp = vsub.add_parser("deploy", parents=[common], help="copy the firmware and a config to every board with mpremote, then reset them")
+    dp.add_argument("--config", metavar="FILE", help="JSON config for every board (each also gets its virtual UART path)")
+    vsub.add_parser("down", parents=[common], help="stop every board and the supervisor (safe to call twice)")
+
+
+def _run(args, out=None, err=None):
+    from ..virtual import supervisor
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    state_dir = Path(args.dir) if args.dir else supervisor.default_state_dir()
+    action = args.virtual_command
+    if action == "up":
+        if args.n < 1:
+            raise ValueError("-n must be at least 1")
+        if args.baud <= 0:
+            raise ValueError("--baud must be positive")
+        state = supervisor.up(state_dir, args.n, args.baud, args.heapsize, faults=args.faults)
+        for b in state["boards"]:
+            print(b["usb"], file=out)
+        print("virtual ring of %d board(s) at %d baud is up (supervisor pid %d, state %s)"
+              % (state["n"], state["baud"], state["supervisor_pid"], state_dir), file=err)
+        return 0
+    if action == "status":
+        status = supervisor.status(state_dir)
+        if args.json:
+            print(json.dumps(status, sort_keys=True), file=out)
+        else:
+            _print_status(status, supervisor.read_state(state_dir) or {}, out)
+        return 0
+    if action == "reset":
+        if args.power:
+            if args.repl:
+                raise ValueError("--power and --repl do not go together: a power cycle runs main.py")
+            info = supervisor.power_cycle(state_dir, args.board, args.off)
+            what = "power-cycled" + (" (off %gs)" % args.off if args.off else "")
+        else:
+            info = supervisor.reset(state_dir, args.board, repl=args.repl)
+            what = "restarted"
+        print("board %d %s (pid %s, %s)" % (info["index"], what, info["pid"], info["usb"]), file=err)
+        return 0
+    if action in ("unplug", "plug"):
+        if action == "unplug":
+            info = supervisor.unplug(state_dir, args.board, args.seconds)
+            how = "for %gs" % args.seconds if args.seconds is not None else "until: picoring virtual plug %d" % args.board
+            print("board %d: USB unplugged %s (%s)" % (info["index"], how, info["usb"]), file=err)
+        else:
+            info = supervisor.plug(state_dir, args.board)
+            print("board %d: USB plugged in (%s)" % (info["index"], info["usb"]), file=err)
+        return 0
+    if action == "deploy":
+        from ..ring.deploy import deploy_virtual_cli
+
+        config = json.loads(Path(args.config).read_text()) if args.config else None
+        state = deploy_virtual_cli(state_dir, config)
+        print("deployed to %d board(s) and reset them" % len(state["boards"]), file=err)
+        return 0
+    if action == "down":
+        if supervisor.down(state_dir):
+            print("virtual ring in %s is down" % state_dir, file=err)
+        else:
+            print("picoring: no virtual ring was up in %s (nothing to do)" % state_dir, file=err)
+        return 0
+    raise ValueError("unknown action %r" % action)
+
+
+def do_virtual(args):
+    from ..ring.deploy import DeployError
+    from ..virtual.boards import VirtualBoardError
+
+    try:
+        return _run(args)
+    except (VirtualBoardError, DeployError) as e:
+        raise CommandError(str(e))
+
+
+def _print_status(status, state, out):
+    print("virtual ring: %d board(s), %d baud, supervisor pid %s, dir %s"
+          % (status["n"], status["baud"], state.get("supervisor_pid", "?"), status["workdir"]), file=out)
+    print("%-5s %-8s %-6s %-14s %-14s %-8s %-9s %10s %10s" % ("board", "pid", "alive", "usb", "uart", "restarts", "host",
+                                                           "usb in", "usb out"), file=out)
+    for b in status["boards"]:
+        host = "yes" if b["host_attached"] else "-"
+        if not b["usb_present"]:
+            host = "UNPLUGGED" if b["powered"] else "OFF"
+        print("%-5d %-8s %-6s %-14s %-14s %-8d %-9s %10d %10d"
+              % (b["index"], b["pid"], "yes" if b["alive"] else "NO", b["usb"], b["uart"],
+                 b["restarts"], host, b["usb_to_board"], b["usb_from_board"]), file=out)
+        if b["power_cycles"] or b["unplugs"]:
+            print("      %d power cycles (%d UART bytes lost), %d unplugs"
+                  % (b["power_cycles"], b["tx_lost"], b["unplugs"]), file=out)
+    n = status["n"]
+    print("%-8s %-4s %10s %10s %10s %10s %9s" % ("wire", "cut", "sent", "arrived", "dropped", "overrun", "in flight"), file=out)
+    for w in status["wires"]:
+        print("%-8s %-4s %10d %10d %10d %10d %9d"
+              % ("%d->%d" % (w["wire"], (w["wire"] + 1) % n), "CUT" if w["cut"] else "-", w["bytes_in"], w["bytes_out"],
+                 w["bytes_dropped"], w["bytes_overrun"], w["in_flight"]), file=out)
+    if status.get("faults"):
+        from ..virtual.wire import describe_injected
+
+        print("faults: %s" % status["faults"], file=out)
+        for w in status["wires"]:
+            if "faults" in w:
+                print("  wire %d: %s" % (w["wire"], describe_injected(w["faults"])), file=out)

@@ -1,0 +1,152 @@
+"""What the ring looks like, derived from its trace Events: the dashboard's model.
+
+Applying an event is cheap (a Checker.feed and a few list updates); nothing is
+formatted here, so the model keeps up with a fast ring and the dashboard
+renders it only at its refresh rate. The figures (messages, served, service
+traffic, bounds) are the Checker's own, so the dashboard shows exactly what
+`picoring check` reports for the same events.
+
+What the events tell, and what they do not:
+  node state    idle / requesting / in critical section: exact (req, enter, exit)
+  token         at a node (received, or resting) or on a link (sent, not yet
+                received), with the payload it last carried: exact
+  M_p (D)       1 when p has sent a request message since T last reached p. A
+                node sets its flag exactly when it sends a request message and
+                T clears it, so this is exact for a complete trace; with lost
+                events (a board's log overflowed) it can be wrong.
+  stopped       a request message received by a node without T whose M_p is 1
+                is stopped there (D rule 3); one received by T's node is consumed.
+"""
+
+from collections import deque
+
+from ..check.checker import Checker, nearest_rank
+
+IDLE, REQUESTING, IN_CS = 0, 1, 2
+NODE_STATE_NAMES = ("idle", "requesting", "in CS")
+
+# Events kept for the scrolling log: enough that a filter on one node of a
+# 64-node ring still finds a screenful.
+LOG_KEEP = 5000
+
+
+class DashModel:
+    """State of the ring from a stream of Events; callable (a listener)."""
+
+    def __init__(self, protocol, n, time_unit="hop", log_keep=LOG_KEEP):
+        self.protocol = protocol
+        self.n = n
+        self.time_unit = time_unit
+        self.checker = Checker(protocol, n)
+        self.events = 0
+        self.t = None
+        self.node_state = [IDLE] * n
+        self.requested_at = [None] * n  # t of the node's outstanding request
+        self.requests_by_node = [0] * n
+        self.served_by_node = [0] * n
+        self.flag = [0] * n  # derived M_p (D)
+        self.stopped_at = [0] * n  # request messages stopped at the node (D rule 3)
+        self.consumed_at = [0] * n  # request messages that reached T at the node
+        self.token_sends = [0] * n  # per link i (node i -> i+1)
+        self.request_sends = [0] * n
+        self.token_recvs = [0] * n
+        self.request_recvs = [0] * n
+        # Every run starts with the token resting at node 0 (sim and ring alike).
+        self.token_node = 0
+        self.token_link = None  # link it is on while in flight
+        self.token_payload = None
+        self.latencies = []  # one per service, in service order
+        self._latencies_sorted = []
+        self.log = deque(maxlen=log_keep)
+        self.ended = None  # extra of the end event, if one came
+        self._uses_flags = protocol in ("d", "d-literal")
+
+    # -- events -------------------------------------------------------------
+    def apply(self, event):
+        ev = event.ev
+        node = event.node
+        checker = self.checker
+        if ev == "send":
+            link = event.link if event.link is not None else node
+            if event.kind == "token":
+                self.token_sends[link] += 1
+                self.token_node = None
+                self.token_link = link
+                self.token_payload = event.payload
+            elif event.kind in ("request", "again"):
+                self.request_sends[link] += 1
+                self.flag[node] = 1
+            # claims (token recovery) are not the paper's traffic: counted by the checker
+        elif ev == "regen":
+            self.token_node = node  # a new token, made here (docs/recovery.md)
+            self.token_link = None
+            self.token_payload = event.payload
+        elif ev == "recv":
+            link = event.link if event.link is not None else (node - 1) % self.n
+            if event.kind == "token":
+                self.token_recvs[link] += 1
+                self.token_node = node
+                self.token_link = None
+                self.token_payload = event.payload
+                self.flag[node] = 0
+            elif event.kind in ("request", "again"):
+                self.request_recvs[link] += 1
+                if self.token_node == node:
+                    self.consumed_at[node] += 1
+                elif self._uses_flags and self.flag[node]:
+                    self.stopped_at[node] += 1
+        elif ev == "req":
+            self.node_state[node] = REQUESTING
+            self.requested_at[node] = event.t
+            self.requests_by_node[node] += 1
+        elif ev == "enter":
+            pending = checker.pending.get(node)
+            if pending is not None:
+                self.latencies.append(event.t - pending[1])
+                self.served_by_node[node] += 1
+            self.node_state[node] = IN_CS
+            self.requested_at[node] = None
+            self.token_node = node
+            self.token_link = None
+        elif ev == "exit":
+            self.node_state[node] = IDLE
+        elif ev == "end":
+            self.ended = event.extra or {}
+        checker.feed(event)
+        self.events += 1
+        if event.t is not None:
+            self.t = event.t
+        self.log.append(event)
+
+    __call__ = apply
+
+    # -- figures (read at render time) ----------------------------------------
+    def report(self):
+        """The checker's report so far (no finish: pending requests are not failures yet)."""
+        return self.checker.report()
+
+    def latency_percentile(self, q):
+        """Latency at quantile q (0..1), nearest rank; None before the first service."""
+        lat = self.latencies
+        if not lat:
+            return None
+        if len(self._latencies_sorted) != len(lat):
+            # timsort merges the sorted prefix with the new tail in about linear time
+            done = self._latencies_sorted
+            done.extend(lat[len(done):])
+            done.sort()
+        return nearest_rank(self._latencies_sorted, q)
+
+
+    def in_flight(self):
+        """(token frames, request frames) sent and not yet received, ring-wide."""
+        return (sum(self.token_sends) - sum(self.token_recvs), sum(self.request_sends) - sum(self.request_recvs))
+
+    def requests_in_flight_on(self, link):
+        return self.request_sends[link] - self.request_recvs[link]
+
+    def token_place(self):
+        """('node', i) or ('link', i) for the token's place now."""
+        if self.token_link is not None:
+            return "link", self.token_link
+        return "node", self.token_node

@@ -1,0 +1,179 @@
+"""`picoring discover`: which port sits at which ring position.
+
+Every board sends a probe frame (firmware command `!probe ID`, frame kind 4) on
+its UART TX; the firmware of the board wired to that TX answers `!probed ID`
+on its USB serial. That gives each board's successor, whatever the boards'
+configured positions are: probes are not protocol frames, so a board with a
+stale or provisional config answers them too. Boards that do not run the
+current firmware with a usable config get it first, with a provisional config
+(position = the order given, protocol q, which keeps the token still while we
+probe). The order found is saved as a ring file, by USB serial number (virtual
+boards by their path), for `flash` and `run`.
+"""
+
+import queue
+import time
+
+from . import boarddefs
+from . import flash as flashmod
+from .link import HarnessError, drain
+from .hostlink import encode_command
+from .ports import write_ring_file
+
+
+class WiringError(RuntimeError):
+    """The probes show a ring that is not one cycle; the message says which wire to check."""
+
+
+def successors(links, timeout=5.0):
+    """Send one probe from every board at once; returns succ: sender index -> receiver index
+    (None when the probe arrived nowhere) and the receivers of every probe."""
+    n = len(links)
+    arrivals = {i: [] for i in range(n)}
+    inbox = links[0].inbox
+    for link in links:
+        link.command("ver", timeout=timeout)  # the link answers both ways before any probe is sent
+    drain(inbox)
+    for i, link in enumerate(links):
+        link.write(encode_command("probe", i + 1))
+    deadline = time.monotonic() + timeout
+    acked = set()
+    got = 0
+    while time.monotonic() < deadline and (got < n or len(acked) < n):
+        try:
+            b, _, item = inbox.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        if isinstance(item, HarnessError):
+            raise item
+        word = getattr(item, "word", None)
+        if word == "probe":
+            acked.add(b)
+        elif word == "probed":
+            try:
+                pid = int(item.text.split()[0])
+            except (ValueError, IndexError):
+                continue
+            if 1 <= pid <= n:
+                arrivals[pid - 1].append(b)
+                got += 1
+        elif word == "err":
+            raise HarnessError("%s: board error: %s" % (links[b].port, item.text))
+    if got >= n and len(acked) == n:
+        time.sleep(0.2)  # a probe that arrived twice would show up now (two receivers: a short)
+        while True:
+            try:
+                b, _, item = inbox.get_nowait()
+            except queue.Empty:
+                break
+            if getattr(item, "word", None) == "probed":
+                pid = int(item.text.split()[0])
+                if 1 <= pid <= n:
+                    arrivals[pid - 1].append(b)
+    missing_ack = [links[i].port for i in range(n) if i not in acked]
+    if missing_ack:
+        raise HarnessError("%s did not answer !probe (is its firmware older than %s?)"
+                           % (", ".join(missing_ack), flashmod.firmware_version()))
+    return arrivals
+
+
+def ring_order(labels, arrivals, first=0):
+    """The ring order (indices) from the probe arrivals, starting at `first`; WiringError if the
+    boards do not form one ring."""
+    n = len(labels)
+    problems = []
+    succ = {}
+    for i in range(n):
+        got = sorted(set(arrivals.get(i, [])))
+        if not got:
+            problems.append("the TX (GP0) of %s reaches none of the boards: check its wire to the next board's RX "
+                            "(GP1), and the common ground" % labels[i])
+        elif len(got) > 1:
+            problems.append("the TX of %s reaches %d boards (%s): one TX must go to exactly one RX"
+                            % (labels[i], len(got), ", ".join(labels[j] for j in got)))
+        elif got[0] == i:
+            problems.append("%s hears its own TX: its GP0 is wired to its own GP1" % labels[i])
+        else:
+            succ[i] = got[0]
+    preds = {}
+    for i, j in succ.items():
+        preds.setdefault(j, []).append(i)
+    for j, ps in preds.items():
+        if len(ps) > 1:
+            problems.append("the RX (GP1) of %s hears %s: two TX wires join there" % (labels[j], " and ".join(labels[i] for i in ps)))
+    if problems:
+        raise WiringError("the boards do not form a ring:\n  " + "\n  ".join(problems))
+    order = [first]
+    while len(order) < n:
+        nxt = succ[order[-1]]
+        if nxt == first:
+            rest = [labels[i] for i in range(n) if i not in order]
+            raise WiringError("the boards form more than one ring: %s is a ring of %d; %s are wired apart from it"
+                              % (" -> ".join(labels[i] for i in order + [first]), len(order), ", ".join(rest)))
+        order.append(nxt)
+    if succ[order[-1]] != first:  # pragma: no cover - a permutation closes
+        raise WiringError("the ring does not close at %s" % labels[first])
+    return order
+
+
+def current_firmware(targets, links, fw, timeout):
+    """Restart every board; True for those that come up with the current firmware and a
+    usable config (their !hello)."""
+    ok = [False] * len(targets)
+    for i, (t, link) in enumerate(zip(targets, links)):
+        try:
+            flashmod.restart(link, t)
+        except Exception:
+            continue
+    deadline = time.monotonic() + timeout  # one wait for all: a board without firmware never says hello
+    for i, link in enumerate(links):
+        try:
+            hello = flashmod.wait_hello(link, max(0.2, deadline - time.monotonic()))
+        except HarnessError:
+            continue
+        ok[i] = hello.get("fw") == fw and not (targets[i].virtual and hello.get("board") != "virtual")
+    return ok
+
+
+def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_timeout=5.0, hello_timeout=6.0,
+             reflash="auto", tap=None, log=None):
+    """Find the ring order of targets. Returns (ordered targets, info dict)."""
+    log = log or (lambda text: None)
+    n = len(targets)
+    flashmod.plan(targets)
+    for t in targets:
+        flashmod.check_port(t)
+    fw = flashmod.firmware_version()
+    info = {"reflashed": False}
+    t0 = time.monotonic()
+    links = []
+    try:
+        inbox = queue.Queue()
+        links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
+        ready = current_firmware(targets, links, fw, hello_timeout) if reflash == "auto" else [reflash is False] * n
+        if not all(ready):
+            for link in links:
+                link.close()
+            links = []
+            log("flashing a provisional config (firmware %s, protocol q) to %d board(s) so they answer probes"
+                % (fw, n))
+            flashmod.flash(targets, "q", baud=baud, board=board, tap=tap, log=log)
+            info["reflashed"] = True
+            inbox = queue.Queue()
+            links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
+        info["prepare_s"] = round(time.monotonic() - t0, 2)
+        t1 = time.monotonic()
+        arrivals = successors(links, probe_timeout)
+        info["probe_s"] = round(time.monotonic() - t1, 2)
+    finally:
+        for link in links:
+            link.close()
+    order = ring_order([t.label() for t in targets], arrivals, first)
+    info["seconds"] = round(time.monotonic() - t0, 2)
+    return [targets[i] for i in order], info
+
+
+def save(path, ordered, board):
+    return write_ring_file(path, ordered, {"board": board})
+
+

@@ -1,0 +1,329 @@
+"""`picoring flash`: put the firmware and each board's config on a ring of boards.
+
+For every board: check it is a MicroPython REPL and ask which .mpy files it loads
+(sys.implementation._mpy); then, in one mpremote session (deploy.deploy_board),
+copy the firmware files (mpremote's `fs cp` skips files whose SHA-256 already
+matches) and its picoring.json (position, size, protocol, baud, and the pins from
+boards/<board>.toml), and delete the stale other form of each module. The firmware
+goes as .mpy compiled by mpy-cross for the board where it loads them (boot then
+skips ~1 s of compiling on a Pico), as .py sources otherwise, saying why
+(picoring.ring.mpy). main.py is always a source; virtual boards (the unix port) get
+sources, identified and copied in one session as before. Then restart every board into the
+firmware (a virtual board through its ring, a real one by Ctrl-C, Ctrl-B,
+Ctrl-D over its USB serial: a soft reset, which keeps the USB port and runs
+main.py) and confirm that it says `!hello` with the expected firmware version
+and config, and answers `!ver` the same.
+
+Everything that can be checked before touching a board is checked first (two
+boards at one position, the same board twice, a missing or busy port), so a
+bad command line changes nothing. A failure later says which board failed and
+what state every board is left in.
+"""
+
+import queue
+import re
+import time
+
+from . import boarddefs
+from . import deploy
+from . import mpy as mpymod
+from .link import BoardLink, HarnessError, clock_rates, drain, slowness
+from .hostlink import CTRL_C
+from .ports import PortError
+
+PROTOCOLS = ("s", "q", "d", "d-literal")
+COPY_TIMEOUT = 60.0
+CONFIRM_TIMEOUT = 20.0
+ID_MARK = "@@picoring-id"
+RM_MARK = "@@picoring-rm"
+# Runs on the board before the copy: proves it is a MicroPython REPL and says what it is,
+# with the .mpy files it loads (sys.implementation._mpy, '-' if it does not say).
+ID_CODE = ("import sys\n"
+           "try:\n import machine, binascii\n uid = binascii.hexlify(machine.unique_id()).decode()\n"
+           "except Exception:\n uid = '-'\n"
+           "print(%r, sys.implementation.name, sys.platform, '.'.join(str(x) for x in sys.implementation.version[:3]), uid, "
+           "getattr(sys.implementation, '_mpy', '-'))"
+           % ID_MARK)
+
+
+def remove_code(names):
+    """Code that deletes these files from the board's root where they exist, and prints which."""
+    return ("import os\nr = []\nfor n in %r:\n try:\n  os.remove(n)\n  r.append(n)\n except OSError:\n  pass\n"
+            "print(%r, ' '.join(r))" % (list(names), RM_MARK))
+
+
+def _removed(out):
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(RM_MARK):
+            return line[len(RM_MARK):].split()
+    return []
+
+
+class FlashError(RuntimeError):
+    """Flashing failed; the message names the board and the state every board is left in."""
+
+    def __init__(self, message, states=None):
+        super().__init__(message)
+        self.states = states or []
+
+
+def firmware_version(folder=None):
+    """FIRMWARE_VERSION of the firmware that flash copies (read from node.py, not imported:
+    the firmware's imports are the board's, not the host's)."""
+    path = (deploy.FIRMWARE_DIR if folder is None else folder) / "node.py"
+    m = re.search(r'^FIRMWARE_VERSION\s*=\s*"([^"]+)"', path.read_text(), re.M)
+    if not m:
+        raise FlashError("%s: no FIRMWARE_VERSION" % path)
+    return m.group(1)
+
+
+def check_port(target):
+    """A local port must exist and not be held by another program (mpremote and picoring
+    open ports with an exclusive lock, as most serial terminals do)."""
+    if target.is_url:
+        return
+    import serial
+
+    try:
+        s = serial.Serial(target.port, exclusive=True)
+    except serial.SerialException as e:
+        text = str(e)
+        if "exclusive" in text.lower() or "busy" in text.lower() or "resource temporarily unavailable" in text.lower():
+            raise PortError("port busy: %s is open in another program (a terminal, mpremote, a picoring run?); "
+                            "close it and try again" % target.label()) from None
+        if "No such file" in text or "could not open port" in text and "No such" in text:
+            raise PortError("port not found: %s" % target.port) from None
+        raise PortError("%s: cannot open: %s" % (target.label(), text)) from None
+    s.close()
+
+
+def make_config(target, position, n, protocol, board, baud=None, cs_us=0, regen_ms=None):
+    """The picoring.json of one board (firmware/main.py's keys)."""
+    cfg = {"position": position, "size": n, "protocol": protocol, "baud": baud or board["baud"], "cs_us": cs_us}
+    if regen_ms is not None:
+        cfg["regen_ms"] = regen_ms  # base token-regeneration timeout (docs/recovery.md)
+    cfg.update(boarddefs.config_for(board))
+    if target.virtual:
+        cfg["virtual"] = {"uart": target.virtual_uart}
+        cfg["board"] = "virtual"
+    return cfg
+
+
+def plan(targets, positions=None):
+    """Check the ring before touching anything; returns the positions."""
+    n = len(targets)
+    if n < 2:
+        raise FlashError("a ring needs at least 2 boards, got %d" % n)
+    positions = list(range(n)) if positions is None else list(positions)
+    if len(positions) != n:
+        raise FlashError("%d boards but %d positions" % (n, len(positions)))
+    seen = {}
+    for t, p in zip(targets, positions):
+        if not isinstance(p, int) or not 0 <= p < n:
+            raise FlashError("%s: position %r is not in 0..%d" % (t.label(), p, n - 1))
+        if p in seen:
+            raise FlashError("two boards have the same position %d: %s and %s" % (p, seen[p].label(), t.label()))
+        seen[p] = t
+    keys = {}
+    for t in targets:
+        if t.key in keys:
+            raise FlashError("%s is given twice: a board has one ring position" % t.label())
+        keys[t.key] = t
+    return positions
+
+
+# -- restarting boards and reading what they say -----------------------------
+
+def open_link(index, target, inbox=None, tap=None):
+    link = BoardLink(index, target.port, inbox if inbox is not None else queue.Queue())
+    link.tap = tap
+    try:
+        return link.open()
+    except HarnessError as e:
+        raise PortError(str(e)) from None
+
+
+def restart(link, target):
+    """Restart one board into main.py: its ring's reset for a virtual board, else a soft reset
+    through the REPL (Ctrl-C stops the firmware, Ctrl-B leaves a raw REPL, Ctrl-D soft-resets)."""
+    drain(link.replies)
+    if target.resetter is not None:
+        target.reset()
+        return
+    link.write(b"\r" + CTRL_C + CTRL_C)
+    time.sleep(0.1)
+    link.write(b"\x02")
+    time.sleep(0.1)
+    link.write(b"\x04")
+
+
+def wait_hello(link, timeout):
+    _, hello = link.wait_reply("hello", timeout)  # (the parser restarts event numbering on it)
+    return hello.fields
+
+
+def expected_fields(cfg, fw):
+    return {"fw": fw, "proto": cfg["protocol"], "pos": cfg["position"], "n": cfg["size"], "cs_us": cfg["cs_us"],
+            "board": cfg["board"], "baud": cfg["baud"]}
+
+
+def confirm(link, cfg, fw, timeout):
+    """Check the board's !hello and !ver against its config; returns the !ver fields."""
+    hello = wait_hello(link, timeout)
+    for attempt in range(3):
+        # Asked up to three times: on a loaded host, a virtual board was once seen to lose a
+        # command sent right after its !hello (cause not found; a lost line costs one retry).
+        try:
+            _, ver = link.command("ver", timeout=timeout / 3)
+            break
+        except HarnessError:
+            if attempt == 2:
+                raise
+    want = expected_fields(cfg, fw)
+    for what, fields in (("!hello", hello), ("!ver", ver.fields)):
+        wrong = ["%s=%s (expected %s)" % (k, fields.get(k), v) for k, v in want.items() if fields.get(k) != v]
+        if wrong:
+            raise HarnessError("%s: its %s says %s" % (link.port, what, ", ".join(wrong)))
+    return ver.fields
+
+
+# -- flash -------------------------------------------------------------------
+
+def _state_text(states):
+    return "; ".join("%s: %s" % (s["label"], s["state"]) for s in states)
+
+
+def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions=None, cs_us=0, files=None, regen_ms=None,
+          copy_timeout=COPY_TIMEOUT, confirm_timeout=CONFIRM_TIMEOUT, tap=None, log=None, mpy=True, mpy_cache=None):
+    """Flash and configure targets (positions[i] is targets[i]'s ring position, default i).
+
+    Returns one dict per board: port, serial, position, config, copied, up_to_date,
+    removed (stale files deleted), compiled (modules sent as .mpy), notes (why a module went
+    as source), identity (implementation, platform, version, unique id, mpy), ver (its !ver
+    fields), copy_s, confirm_s. mpy=False copies sources to every board. Raises FlashError
+    (or PortError before anything was touched)."""
+    log = log or (lambda text: None)
+    if protocol not in PROTOCOLS:
+        raise FlashError("unknown protocol %r (known: %s)" % (protocol, ", ".join(PROTOCOLS)))
+    bdef = boarddefs.load(board) if isinstance(board, str) else board
+    positions = plan(targets, positions)
+    for t in targets:
+        check_port(t)
+    fw = firmware_version()
+    n = len(targets)
+    states = [{"label": t.label(), "state": "not touched"} for t in targets]
+    results = [None] * n
+    compiler, no_compiler = None, "not asked to compile (--no-mpy)"
+    if mpy and any(not t.virtual for t in targets):
+        compiler, no_compiler = mpymod.find_compiler()
+        if compiler is None:
+            log("no .mpy: %s" % no_compiler)
+
+    def fail(i, message):
+        raise FlashError("%s: %s. State of the boards: %s" % (targets[i].label(), message, _state_text(states)), states)
+
+    # Virtual boards start from their REPL, as deploy_virtual does, so a broken firmware
+    # cannot stop the copy; a Pico's firmware stops on mpremote's Ctrl-C.
+    for i, t in enumerate(targets):
+        if t.resetter is not None:
+            try:
+                t.reset(run_main=False)
+            except Exception as e:
+                fail(i, "cannot restart it into its REPL: %s" % e)
+            states[i]["state"] = "stopped (REPL)"
+    for i, t in enumerate(targets):
+        cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms)
+        t0 = time.monotonic()
+        ident, sel = None, None
+        try:
+            if t.virtual:  # the unix port: sources, identified in the copy's session
+                log("%s: copying the firmware and picoring.json (position %d)" % (t.label(), positions[i]))
+                summary = deploy.deploy_board(t.port, cfg, files, copy_timeout, before=["exec", ID_CODE])
+            else:
+                summary, ident, sel = copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout, mpy_cache,
+                                                    log=lambda text: log("%s: %s" % (t.label(), text)),
+                                                    what="position %d" % positions[i])
+                if ident and ident["implementation"] != "micropython":
+                    states[i]["state"] = "not changed"
+                    fail(i, "runs %s, not MicroPython" % ident["implementation"])
+        except deploy.DeployError as e:
+            started, same = deploy.copy_progress(e.stdout)
+            if not started:
+                states[i]["state"] = "not changed (the copy did not start)"
+            else:
+                done = [x for x in started[:-1] if x not in same]
+                states[i]["state"] = ("partly copied: %s written, failed during %s; the old firmware or a mix is "
+                                      "on it: flash it again" % (", ".join(done) or "nothing", started[-1]))
+            fail(i, "copy failed: %s" % e)
+        if ident is None:
+            ident = _identity(summary["output"])
+        if ident and ident["implementation"] != "micropython":
+            states[i]["state"] = "files copied, not configured"
+            fail(i, "runs %s, not MicroPython" % ident["implementation"])
+        states[i]["state"] = "files copied (%d new, %d up to date), not restarted" % (
+            len(summary["copied"]), len(summary["up_to_date"]))
+        results[i] = {"port": t.port, "serial": t.serial_number, "position": positions[i], "config": cfg,
+                      "copied": summary["copied"], "up_to_date": summary["up_to_date"], "identity": ident,
+                      "removed": summary.get("removed", []), "compiled": sel["compiled"] if sel else [],
+                      "notes": sel["notes"] if sel else [],
+                      "copy_s": round(time.monotonic() - t0, 2)}
+    # Start position 0 last: it creates the token, which should find the others running.
+    # Each board that started is a clock for the next one's deadline: a board boots while the
+    # boards started before it run the firmware, and on emulated Picos that load slows chip
+    # time against wall time (harness.slowness); a real Pico's clock gives 1.
+    index_of = {positions[i]: i for i in range(n)}
+    rates = []
+    for i in (index_of[p] for p in deploy.start_order(n)):
+        t = targets[i]
+        t0 = time.monotonic()
+        link = open_link(positions[i], t, tap=tap)
+        try:
+            restart(link, t)
+            results[i]["ver"] = confirm(link, results[i]["config"], fw, confirm_timeout * slowness(rates))
+            rates += clock_rates([link])
+        except (HarnessError, PortError) as e:
+            states[i]["state"] += "; did not start the firmware as configured"
+            fail(i, "restarted but not confirmed: %s" % e)
+        except Exception as e:
+            fail(i, "restart failed: %s" % e)
+        finally:
+            link.close()
+        states[i]["state"] = "flashed and confirmed"
+        results[i]["confirm_s"] = round(time.monotonic() - t0, 2)
+        log("%s: running firmware %s, position %d of %d, protocol %s" % (t.label(), fw, positions[i], n, protocol))
+    return results
+
+
+def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeout=COPY_TIMEOUT, cache=None, log=None,
+                  what=""):
+    """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
+    firmware in the form it takes (picoring.ring.mpy.select), its config as picoring.json, and delete
+    the stale other form of each module (a second session). Returns (copy_files' summary with
+    "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
+    None). Raises deploy.DeployError."""
+    log = log or (lambda text: None)
+    ident = _identity(deploy.exec_code(port, ID_CODE, timeout))
+    if ident and ident["implementation"] != "micropython":
+        return None, ident, None
+    tag = ident.get("mpy") if ident else None
+    tag = int(tag) if tag and tag.isdigit() else None
+    sel = mpymod.select(deploy.FIRMWARE_FILES if files is None else files, tag, compiler, cache,
+                        board_version=ident["version"] if ident else None, no_compiler=no_compiler)
+    for note in sel["notes"]:
+        log(note)
+    form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpymod.tag_text(mpymod.decode_tag(tag)))
+            if sel["compiled"] else "sources")
+    log("copying the firmware (%s) and picoring.json%s" % (form, " (%s)" % what if what else ""))
+    summary = deploy.deploy_board(port, cfg, sel["files"], timeout, names=sel["names"],
+                                  after=["exec", remove_code(sel["remove"])])
+    summary["removed"] = _removed(summary["output"])
+    return summary, ident, sel
+
+
+def _identity(out):
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(ID_MARK):
+            parts = line[len(ID_MARK):].split()
+            if len(parts) in (4, 5):
+                return dict(zip(("implementation", "platform", "version", "unique_id", "mpy"), parts))
+    return None

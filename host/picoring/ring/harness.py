@@ -1,0 +1,842 @@
+"""`picoring run`: drive a ring of boards over their USB serial ports.
+
+Connects to every board (pyserial: a device path, or an rfc2217:// or
+socket:// URL), checks that their configs form one ring, aligns each board's
+microsecond clock with the host's, injects requests from a workload, and turns
+the boards' event streams into one trace that the checker reads as it goes.
+
+Ordering. Board clocks are only aligned to within a fraction of a millisecond,
+about one hop. Events are therefore merged causally: each board's own order is
+kept, and the k-th frame received on a link is never placed before the k-th
+frame sent on it (links are FIFO). Among the events that causality leaves free,
+the estimated host time decides. So "node A left its critical section, then
+node B entered" is exact whenever the token carried the permission from A to
+B, and the checker's safety verdict does not depend on clock error.
+
+That needs every send whose receive is merged to be merged too. A run therefore
+starts from the boards' boot: they are restarted before it (Q and D at rest, so
+no token is in flight then), the token exists only once every board is up, so each
+board's token (and request) frames since its hello line form a history with no
+half-messages. (Start-up claims do not: see PAIRED_FROM_BOOT.) The events up to the board's reply to the run's first !flush pair
+the links but are not part of the run (the ring's forming, S's circulating token).
+A receive the merger still has to place without its send (events lost) is reported
+(causal_forced, a run condition), never a silent fallback to clock estimates.
+A board that restarts mid-run starts a new clock: its events wait for a clock
+sample of the new incarnation before they are placed.
+"""
+
+import queue
+import time
+
+from ..check.checker import Checker
+from ..check.trace import Event, TraceWriter, header
+from .deploy import start_order
+from .hostlink import CTRL_C, REQUEST, BoardEvent, Reply, encode_command
+from .link import REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness
+from .merge import CausalMerger, LinkTally
+
+# The stall clock (RingRun.run) runs only while the boards answer pings: a ping round unanswered
+# this long stops it (pings go every 0.5 s; a board answers within milliseconds when the machine
+# keeps up), and one pass of the run loop adds at most STALL_STEP_S.
+PING_GRACE_S = 0.5
+STALL_STEP_S = 0.05
+PING_GIVE_UP_S = 30.0  # a ping round unanswered this long is forgotten (its answer was lost)
+FROZEN_LIMIT = 12  # a run with no progress for this many stall limits of wall time is given up
+
+
+# Why a request is failed when its board's events of it were lost with its USB link.
+UNSEEN_IN_OUTAGE = "its events were lost while its board's USB link was down"
+
+# The frames whose start-up history pairs the links (module doc). A ring forms by claim
+# frames while its boards restart one after another, and a board that is stopped or
+# booting loses what reaches it (the rp2 UART's FIFO overflows; a virtual board's pty is
+# flushed when it opens it), so start-up claims do not pair: sent, never received.
+# Tokens exist only once the ring has formed, with every board up, and requests only in
+# the run. (CI on emulated Picos: the lost claims put link counts off by several frames,
+# and a receive was placed by clock estimate before its send.)
+PAIRED_FROM_BOOT = ("token", "request")
+
+# Board events that go through the causal merger (the rest are handled as they come).
+MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout")
+
+
+class RingRun:
+    """One run of a workload on a ring of boards (already flashed and configured).
+
+    ports: USB ports in ring order (ports[i] is the board at position i).
+    resetter: optional callable(i) that restarts board i (virtual ring); else
+    the boards are restarted through their USB serial (stop, then Ctrl-D).
+    """
+
+    def __init__(self, ports, protocol, workload, unit_us=2000, trace=None, listener=None, resetter=None,
+                 settle_us=60_000, quiesce_timeout_s=5.0, idle_horizon=None, progress=None, seed=0, tap=None,
+                 stall_timeout_s=5.0):
+        self.ports = list(ports)
+        self.n = len(self.ports)
+        if self.n < 2:
+            raise HarnessError("a ring needs at least 2 boards, got %d" % self.n)
+        self.protocol = protocol
+        self.workload = workload
+        self.unit_us = unit_us
+        self.trace_path = trace
+        self.listener = listener
+        self.resetter = resetter
+        self.settle_us = settle_us
+        self.quiesce_timeout_us = int(quiesce_timeout_s * 1e6)
+        # Requests outstanding and no critical section entered or left for this long: the
+        # ring has stalled (a lost token: nothing regenerates it yet). The run ends and says so.
+        self.stall_timeout_us = int(stall_timeout_s * 1e6)
+        self.idle_horizon_us = (idle_horizon if idle_horizon is not None else 4 * self.n) * unit_us
+        self.progress = progress
+        self.seed = seed
+        self.tap = tap
+        self.inbox = queue.Queue()
+        self.links = []
+        self.checker = Checker(protocol, self.n)
+        self.merger = CausalMerger(self.n)
+        self.writer = None
+        self.board_info = [{} for _ in range(self.n)]
+        self.notices = []
+        self.bad_events = [{} for _ in range(self.n)]  # per board: {reason: bad-frame events seen}
+        self.final_status = [None] * self.n  # each board's !status fields at the end of the run
+        self.stalled = None
+        self.reconnect_wait_s = 3.0  # at the end, for a board whose USB link is down
+        self.restarts = [0] * self.n
+        self.unsent = {}  # reason -> requests that never left the host
+        self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
+        self.restart_timeout_s = 15.0  # per board's !hello, and for the ring to form: on a real Pico
+        self.slowness = 1.0  # measured in connect(): wall time per board time, at least 1
+        self.t0 = None  # host us of the run's start: trace time 0
+        # per board: events waiting for the board's clock offset (after a restart), in order,
+        # as (host us it arrived, BoardEvent, counted)
+        self.unplaced = [[] for _ in range(self.n)]
+        self.link_tallies = [LinkTally() for _ in range(self.n)]
+        # board -> a state query after a USB outage, in flight: {"sent": host us, "status": the
+        # !status fields once they came, "after": requests written to the board since the query}
+        self.resync = {}
+        self.unseen_in_outage = 0  # requests failed by _resync
+        self.host_lagged = []  # the host could not get an answer in time: run conditions
+        self.host_slow = []  # answers that came late but came: explained run conditions
+        self.frozen_s = 0.0  # run time in which the boards did not answer pings (or the host loop did not run)
+
+    # -- setup --
+    def connect(self):
+        for i, port in enumerate(self.ports):
+            link = BoardLink(i, port, self.inbox, self.n)
+            link.tap = self.tap
+            self.links.append(link.open())
+        # The boards normally run the firmware already: how fast their clocks run says how
+        # long their restart may take in wall time (a board at its REPL answers no ping: 1).
+        self.slowness = slowness(clock_rates(self.links))
+        for link in self.links:
+            link.slowness = self.slowness
+        self.restart_ring(timeout=self.restart_timeout_s * self.slowness)
+        self.check_ring()
+        for link in self.links:
+            link.align()
+
+    def restart_ring(self, timeout=15.0):
+        """Stop every board, let the wires drain, start them again, and wait
+        until the ring has formed: every board has joined (learnt the ring's
+        epoch) and position 0, which starts last, has made the token by its
+        claim (docs/recovery.md)."""
+        for link in self.links:
+            link.write(CTRL_C)
+        time.sleep(0.2)
+        for i in start_order(self.n):
+            link = self.links[i]
+            drain(link.replies)
+            if self.resetter is not None:
+                self.resetter(i)
+            else:
+                link.write(b"\x04")  # Ctrl-D at the REPL: soft reset, main.py runs again
+            t, hello = link.wait_reply("hello", timeout)
+            link.board_restarted(t)
+            self.board_info[i]["hello"] = hello.fields
+        self.wait_formed(timeout)
+
+    def wait_formed(self, timeout=15.0):
+        """Until no board is fresh and position 0 has seen or made the token."""
+        deadline = time.monotonic() + timeout
+        while True:
+            waiting = []
+            for link in self.links:
+                f = link.command("status")[1].fields
+                if f.get("fresh") or f.get("starting"):
+                    waiting.append((link, f))
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                link, f = waiting[0]
+                what = ("is still joining: its join round never came back" if f.get("fresh")
+                        else "has not made the first token: its claim never came back")
+                raise HarnessError("the ring did not form in %.0f s: %s (position %s) %s; is every TX wired to the next "
+                                   "board's RX, and are all the boards running?" % (timeout, link.port, f.get("pos"), what))
+            time.sleep(0.02)
+
+    def check_ring(self):
+        seen = {}
+        for i, link in enumerate(self.links):
+            f = self.board_info[i].get("hello", {})
+            pos, size, proto = f.get("pos"), f.get("n"), f.get("proto")
+            if proto != self.protocol:
+                raise HarnessError("%s: the board runs protocol %r, this run asks for %r (flash it: picoring flash --protocol %s)"
+                                   % (link.port, proto, self.protocol, self.protocol))
+            if size != self.n:
+                raise HarnessError("%s: the board is configured for a ring of %r, %d ports were given" % (link.port, size, self.n))
+            if pos in seen:
+                raise HarnessError("%s and %s both claim ring position %r" % (seen[pos], link.port, pos))
+            seen[pos] = link.port
+            if pos != i:
+                raise HarnessError("%s is at ring position %r but was given as port #%d: list the ports in ring order"
+                                   % (link.port, pos, i))
+
+    # -- the loop --
+    def run(self):
+        n = self.n
+        wl = self.workload
+        # Waits in board time, scaled to wall time by the boards' measured slowness (connect):
+        # how long the wires need to drain before the ring counts as quiet (the adversarial
+        # workload then asks behind the resting token), and how long without progress is a
+        # stall, or frames still moving after the last service.
+        slow = self.slowness
+        settle_us, quiesce_us, stall_us = (int(x * slow) for x in (self.settle_us, self.quiesce_timeout_us,
+                                                                     self.stall_timeout_us))
+        rests = self.protocol != "s"
+        outstanding = [0] * n  # injected and not yet through its critical section
+        deferred = [0] * n
+        sends = recvs = 0
+        holder = 0  # the board that last received the token (S: the one just behind it)
+        # tokens received minus tokens sent per board: at rest, the holder is the one board at 1
+        # (Q and D start with the token resting at position 0)
+        tokens = [1] + [0] * (n - 1)
+        last_event = now_us()
+        last_exit = None
+        t0 = now_us()
+        next_ping = t0 + 500_000
+        ping_k = 100
+        quiescent = None
+        reason = "done"
+        was_busy = False
+        last_progress = t0
+        # The stall clock: time without progress while the host loop ran and the boards answered
+        # their pings, so that a machine too busy to run the ring (or the host) is not taken for
+        # a ring that stalled. pending_pings: ping round -> (sent at, boards still to answer).
+        stalled_us = 0
+        frozen_us = 0  # time the clock stood still: the boards (or the host) did not keep up
+        last_pass = t0
+        pending_pings = {}
+        if self.trace_path is not None:
+            meta = header(self.protocol, n, "ring", "us", seed=self.seed, workload=wl.describe(), ports=self.ports,
+                          unit_us=self.unit_us)
+            self.writer = TraceWriter(self.trace_path, meta)
+        ping_sent = {}
+        lossy = False  # a frame went bad or missing, or recovery acted: frames may never arrive
+        longest_timeout = 0  # us: the longest recovery timeout a board has reported firing
+        self.t0 = t0
+        # The inbox holds everything since the boards' restart: each board's events from its
+        # hello on pair the links (a consistent cut, module doc); up to its flush reply they
+        # are the ring's start-up (join and claim rounds, S's token), not part of the run.
+        for link in self.links:
+            link.write(encode_command("flush"))
+            link.write(encode_command("zero"))
+        since_boot = [[] for _ in range(n)]  # per board: start-up events since its last hello
+        resync_due = set()  # boards whose events were lost in a USB outage: ask them their state
+        held_since = {}  # board -> when the merger began to hold its events (its USB link went away)
+        in_run = [False] * n
+
+        def answered(b, reply):
+            parts = reply.text.split()
+            k = int(parts[0]) if parts and parts[0].isdigit() else None
+            if k in pending_pings:
+                pending_pings[k][1].discard(b)
+                if not pending_pings[k][1]:
+                    del pending_pings[k]
+
+        def forget_pings(b):
+            for k in list(pending_pings):
+                pending_pings[k][1].discard(b)
+                if not pending_pings[k][1]:
+                    del pending_pings[k]
+
+        def inject(i):
+            link = self.links[i]
+            dropped = link.writes_dropped
+            link.write(REQUEST)
+            if link.writes_dropped != dropped:
+                # The board's USB link is down: the request never left the host. Failed now,
+                # with its reason (the checker never sees it: there is no req event).
+                why = "its board's USB link was down"
+                self.unsent[why] = self.unsent.get(why, 0) + 1
+                self.notices.append("%s: a request could not be sent: the USB link is down" % self.ports[i])
+                return
+            outstanding[i] += 1
+            if i in self.resync:
+                self.resync[i]["after"] += 1  # written after the state query: not in its answer
+
+        try:
+            while True:
+                now = now_us()
+                # 1. what the boards said
+                while True:
+                    try:
+                        b, t_rx, item = self.inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if isinstance(item, HarnessError):
+                        raise item
+                    if isinstance(item, BoardEvent):
+                        self.link_tallies[b].event(item)
+                    if not in_run[b] and not isinstance(item, LinkNotice):
+                        if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
+                            since_boot[b].append(item)
+                        elif isinstance(item, Reply) and item.word == "hello":
+                            since_boot[b] = []  # what came before is another incarnation's
+                            self.link_tallies[b] = LinkTally()
+                        elif isinstance(item, Reply) and item.word == "flush":
+                            in_run[b] = True
+                            for e in since_boot[b]:
+                                if e.ev in ("send", "recv") and e.kind not in PAIRED_FROM_BOOT:
+                                    continue
+                                self._place(b, t_rx, e, counted=False)
+                            since_boot[b] = []
+                        continue
+                    if isinstance(item, LinkNotice):
+                        # The USB link went away or came back (the board may run on meanwhile).
+                        self._notice(b, now - t0, item.word, item.text)
+                        forget_pings(b)  # what was asked before does not come back
+                        self.resync.pop(b, None)  # a query in flight went with the link: asked again
+                        if item.word == "reconnected":
+                            resync_due.add(b)  # what it did meanwhile may never reach the host
+                        elif self.link_tallies[b].since is not None:
+                            self.merger.hold(b)  # until it says how many frames it sent and received
+                            held_since[b] = now
+                        else:
+                            self._unpair(b)
+                        continue
+                    if isinstance(item, Reply):
+                        query = self.resync.get(b)
+                        if query is not None and item.word == "status" and query["status"] is None:
+                            query["status"] = item.fields
+                            continue
+                        if query is not None and item.word == "flush" and query["status"] is not None:
+                            # every event the board made before the status is in now
+                            del self.resync[b]
+                            self._resync(b, query["status"], outstanding, now - t0, query["after"])
+                            tally = self.link_tallies[b]
+                            lost_tx, lost_rx = tally.lost(query["status"], "send"), tally.lost(query["status"], "recv")
+                            if lost_tx is not None and lost_rx is not None:
+                                self.merger.repair(b, lost_tx, lost_rx)
+                            continue
+                        if item.word == "zero":
+                            self.link_tallies[b].zeroed(item)
+                            continue
+                        if item.word == "pong":
+                            self._clock_sample(b, t_rx, item, ping_sent)
+                            answered(b, item)
+                            self._heard(b, item, ping_sent)
+                            continue
+                        if item.word == "hello":
+                            # The board restarted (power cycle, reset): it rejoins the ring by itself;
+                            # the request it had pending is gone with its memory: reported failed.
+                            lossy = True
+                            tokens[b] = 0
+                            forget_pings(b)
+                            self.link_tallies[b] = LinkTally()  # counts from its boot: no !zero
+                            self.merger.unhold(b)
+                            self._restarted(b, now - t0, outstanding[b], t_rx)
+                            outstanding[b] = 0
+                            next_ping = now  # its clock started again: a fresh offset soon
+                            continue
+                        if item.word == "err":
+                            self.notices.append("%s: %s" % (self.ports[b], item.text))
+                        continue
+                    e = item
+                    if e.lost_in_outage:
+                        # The board ran on while its USB link was down, and what it said went
+                        # nowhere: the checker learns where, and the host asks the board itself.
+                        # Its lost sends and receives leave the host's balance of them off for
+                        # good: quiet is then judged by time, as on a lossy ring.
+                        self._events_lost(b, now - t0, e.lost_in_outage)
+                        lossy = True
+                        resync_due.add(b)
+                    if e.ev == "send":
+                        sends += 1
+                        if e.kind == "token":
+                            tokens[b] -= 1
+                    elif e.ev == "recv":
+                        recvs += 1
+                        if e.kind == "token":
+                            holder = b
+                            tokens[b] += 1
+                    elif e.ev == "regen":
+                        tokens[b] += 1
+                        lossy = True
+                    elif e.ev in ("discard", "timeout"):
+                        if e.ev == "discard":
+                            tokens[b] -= 1
+                        else:
+                            longest_timeout = max(longest_timeout, 1000 * ((e.aux or {}).get("gen_ms") or 0))
+                        lossy = True
+                    elif e.ev == "exit":
+                        # (a request written to a board just after it restarted, and so not
+                        # counted failed, is served by the new incarnation: never below 0)
+                        outstanding[b] = max(outstanding[b] - 1, 0)
+                        last_exit = now
+                    elif e.ev == "reject":
+                        # The board had one outstanding that the host did not count (the host's
+                        # count is off): this one is not served, and must not be waited for.
+                        outstanding[b] = max(outstanding[b] - 1, 0)
+                        why = "refused by its board: one already outstanding"
+                        self.unsent[why] = self.unsent.get(why, 0) + 1
+                        self.notices.append("%s: a request was refused (one already outstanding)" % self.ports[b])
+                    elif e.ev == "bad":
+                        self._count_bad(b, e)
+                        lossy = True
+                    elif e.ev == "hosterr":
+                        self.notices.append("%s: refused a host line: %s" % (self.ports[b], e.aux))
+                    if e.ev in ("enter", "exit"):
+                        last_progress = now
+                    if e.ev in MERGED_EVENTS:
+                        last_event = now
+                        self._place(b, t_rx, e)
+                for b, since in list(held_since.items()):
+                    if b not in self.merger.held:
+                        del held_since[b]
+                    elif now - since > self.merger.give_up_us:
+                        self._unpair(b)  # it never told its counts: the merge must go on
+                        del held_since[b]
+                for b in sorted(resync_due):
+                    if b not in self.resync:  # (one in flight answers for this one too)
+                        self._ask_after_outage(b, now)
+                resync_due.clear()
+                for b, query in list(self.resync.items()):
+                    if now - query["sent"] > REPLY_TIMEOUT_S * 1e6 * slow and self.links[b].connected:
+                        # no answer yet: a slow machine, or a reply lost; asked again (the
+                        # requests written since the first query are not in the new answer either)
+                        self.host_slow.append("%s: no answer to its state query after its USB link came back "
+                                              "within %.1f s: asked again" % (self.ports[b], REPLY_TIMEOUT_S * slow))
+                        self._ask_after_outage(b, now, after=query["after"])
+                for b in range(n):
+                    # the next request queued behind a served one (one whose link is down
+                    # fails at once, with its reason, and the next one is tried)
+                    while deferred[b] and not outstanding[b]:
+                        deferred[b] -= 1
+                        inject(b)
+                # 2. into the checker and the trace, in causal order
+                self._deliver(self.merger.release(now - t0))
+                busy = any(outstanding) or any(deferred)
+                t_units = (now - t0) // self.unit_us
+                # 3. open-loop requests
+                nt = wl.next_time()
+                while nt is not None and nt <= t_units:
+                    for i, line in wl.due(t_units):
+                        if outstanding[i]:
+                            if not wl.defer_busy:
+                                raise HarnessError("%s: line %s: node %d requests but its request is still outstanding"
+                                                   % (wl.describe(), line, i))
+                            deferred[i] += 1
+                        else:
+                            inject(i)
+                    nt = wl.next_time()
+                busy = any(outstanding) or any(deferred)
+                if busy and not was_busy:
+                    last_progress = now
+                    stalled_us = 0
+                was_busy = busy
+                raw = now - last_pass
+                last_pass = now
+                for k in [k for k, (sent, _) in pending_pings.items() if now - sent > PING_GIVE_UP_S * 1e6 * slow]:
+                    del pending_pings[k]  # never answered (a reply lost): the stall clock may not wait forever
+                late = any(now - sent > PING_GRACE_S * 1e6 * slow for sent, _ in pending_pings.values())
+                step = 0 if late else min(raw, int(STALL_STEP_S * 1e6))
+                frozen_us += raw - step
+                if last_progress == now:
+                    stalled_us = 0
+                elif busy:
+                    stalled_us += step
+                stall_limit = max(stall_us, 3 * longest_timeout * slow)
+                if busy and stalled_us <= stall_limit and now - last_progress > FROZEN_LIMIT * stall_limit:
+                    # The boards answered too seldom for the stall clock to run out: not a verdict
+                    # on the ring, a machine that cannot run it. A condition of the run.
+                    self.host_lagged.append(
+                        "the run was given up: no critical section entered or left for %.1f s, in which the boards "
+                        "answered their pings for only %.1f s (a machine too busy to run the ring)"
+                        % ((now - last_progress) / 1e6, stalled_us / 1e6))
+                    reason = "given up: the machine was too busy to run the ring"
+                    break
+                # Recovery may legitimately take a few of the boards' current timeouts.
+                if busy and stalled_us > stall_limit:
+                    waited = stalled_us / 1e6
+                    self.stalled = {"outstanding": sum(outstanding), "queued": sum(deferred),
+                                    "not_issued": wl.total - wl.issued, "seconds": round(waited, 1)}
+                    reason = ("the ring stalled (token probably lost): no critical section entered or left for "
+                              "%.1f s with %d requests outstanding at the boards (%d more queued behind them, "
+                              "%d not issued)" % (waited, sum(outstanding), sum(deferred), wl.total - wl.issued))
+                    if now - last_progress > stalled_us + 1_000_000:
+                        reason += " (%.1f s of wall time: the boards did not answer their pings for the rest)" % (
+                            (now - last_progress) / 1e6)
+                    break
+                # Quiet: nothing in flight. Frames lost on a lossy ring never arrive, so
+                # there the wait is longer instead of sends == recvs.
+                # (events lost in a USB outage leave the balance of sends and receives off for good)
+                lossy = lossy or any(link.parser.missing_in_outages for link in self.links)
+                quiet = (not busy and (now - last_event > settle_us and (sends == recvs or not rests)
+                                       or lossy and now - last_event > 3 * settle_us))
+                # 4. closed loop
+                if quiet and wl.closed_loop and not wl.exhausted:
+                    i = wl.on_quiescent(t_units, self._holder(tokens, holder) if rests else holder)
+                    if i is not None:
+                        inject(i)
+                        last_event = now
+                        continue
+                # 5. the end
+                done = not busy and nt is None and (not wl.closed_loop or wl.exhausted)
+                if done:
+                    if not rests:
+                        if last_exit is None or now - last_exit >= self.idle_horizon_us:
+                            reason = "idle horizon"
+                            break
+                    elif quiet:
+                        quiescent = True
+                        break
+                    elif now - last_event > quiesce_us or (last_exit is not None and now - last_exit > quiesce_us):
+                        quiescent = False
+                        reason = "every request was served but frames were still moving %.1f s later" % (
+                            (now - (last_exit or t0)) / 1e6)
+                        break
+                if now >= next_ping:
+                    # keep the clock offsets fresh: crystals drift (~50 ppm is 3 ms a minute)
+                    ping_sent[ping_k] = now_us()
+                    asked = {link.index for link in self.links if link.connected}
+                    for link in self.links:
+                        link.write(encode_command("ping", ping_k))
+                    asked = {b for b in asked if self.links[b].connected}
+                    if asked:
+                        pending_pings[ping_k] = (ping_sent[ping_k], asked)
+                    ping_k += 1
+                    next_ping = now + 500_000
+                if self.progress is not None:
+                    self.progress(wl.issued, wl.total, self.checker.served, sends)
+                time.sleep(0.001)
+            self.frozen_s = frozen_us / 1e6
+            # flush every board's log, then place the rest; a board whose USB link is down
+            # gets a moment to come back (its events of the meantime are lost either way)
+            deadline = time.monotonic() + self.reconnect_wait_s
+            while not all(link.connected for link in self.links) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            for link in self.links:
+                drain(link.replies)  # an earlier flush reply must not stand for this one
+                try:
+                    link.command("flush")
+                except HarnessError as e:
+                    if link.connected:
+                        # a condition of the run (its last events may be missing), not a crash
+                        self.host_lagged.append("%s: no final flush: %s" % (link.port, e))
+                    else:
+                        self.notices.append("%s: no final flush: %s" % (link.port, e))
+            time.sleep(0.05)
+            while True:
+                try:
+                    b, t_rx, item = self.inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, BoardEvent) and item.ev == "bad":
+                    self._count_bad(b, item)
+                if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
+                    self._place(b, t_rx, item, counted=in_run[b])
+            self._align_restarted()
+            self._final_status(now_us() - t0)
+            self._deliver(self.merger.release(now_us() - t0, final=True))
+            end_t = self.merger.last_t
+            if self.writer is not None:
+                self.writer(Event(end_t, "end", extra={"quiescent": quiescent, "reason": reason}))
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+        self.checker.last_t = self.merger.last_t
+        return self._report(quiescent, reason)
+
+    def _ask_after_outage(self, b, now, after=0):
+        """Ask the board its state, then flush it, without waiting: the run loop takes the
+        replies from the inbox, and applies the state when the flush reply comes, after every
+        event the board made before the state (so a request it served in between was still
+        pending in that state: self._resync). Requests written after the query are counted in
+        the query's "after": the board's answer cannot know them. (Waiting here, up to seconds
+        on a busy machine, stopped the run loop and its stall clock kept running.)"""
+        link = self.links[b]
+        self.resync[b] = {"sent": now, "status": None, "after": after}
+        link.write(encode_command("status"))
+        link.write(encode_command("flush"))
+        if not link.connected:
+            self.resync.pop(b, None)  # gone again: asked again when it is back
+
+    def _events_lost(self, b, t, k):
+        """k of board b's events went nowhere while its USB link was down: the checker is told
+        there. Its links wait for the state query that follows (LinkTally: how many of them
+        were sends and receives), or, when the board cannot say, are paired by time from now on."""
+        self._notice(b, t, "events lost", "%s: %d events were lost while its USB link was down" % (self.ports[b], k))
+        if self.link_tallies[b].since is None:
+            self._unpair(b)
+
+    def _unpair(self, b):
+        """Board b's sends can no longer be paired by counts: the next board's receives are
+        placed by time from now on (reported: causal_forced, run condition "order")."""
+        self.merger.unhold(b)
+        self.merger.unpair(b)
+
+    def _resync(self, b, status, outstanding, t, after=0):
+        """Requests the host counts outstanding at a board that has none pending nor in its
+        critical section: their events were lost with the USB link (or the request itself was,
+        written just before the link went). Failed, with that reason. Returns how many.
+        after: requests written to the board after it was asked (not in its answer)."""
+        if isinstance(status.get("eseq"), int) and isinstance(status.get("pending"), int) and not status.get("dropped"):
+            # events lost with nothing after them to show the gap
+            lost = self.links[b].parser.expect_next(status["eseq"] - status["pending"])
+            if lost:
+                self._events_lost(b, t, lost)
+        k = outstanding[b] - after
+        if k <= 0 or status.get("pend") or status.get("cs"):
+            return 0
+        outstanding[b] -= k
+        self.unseen_in_outage += k
+        for _ in range(k):  # (the checker counts the ones whose req it saw; _report the rest)
+            self._place(b, None, BoardEvent(b, None, None, "fail", aux={"reason": UNSEEN_IN_OUTAGE}), host_t=t)
+        self.notices.append("%s: %d request(s) failed: %s" % (self.ports[b], k, UNSEEN_IN_OUTAGE))
+        return k
+
+    def _restarted(self, b, t, failed, t_rx=None):
+        self._place_unplaced(b)  # the previous incarnation's, before its clock is forgotten
+        self.links[b].board_restarted(t_rx)
+        self.restarts[b] += 1
+        text = "%s: the board restarted; it rejoins the ring" % self.ports[b]
+        if failed:
+            text += "; its pending request is reported failed"
+        for _ in range(failed):
+            self._place(b, None, BoardEvent(b, None, None, "fail", aux={"reason": "board restarted"}), host_t=t)
+        self._notice(b, t, "restarted", text)
+
+    def _notice(self, b, t, word, text):
+        """Something the host saw happen to a board, for the trace and the report."""
+        self.notices.append(text)
+        self.link_events.append({"t": t, "board": b, "what": word, "text": text})
+        self._place(b, None, BoardEvent(b, None, None, "notice", aux={"what": word, "text": text}), host_t=t)
+
+    def _place(self, b, t_rx, e, counted=True, host_t=None):
+        """Into the merger at the host time of its board tick (host_t: the host's own event),
+        or held, in the board's order, while the board's clock offset is unknown."""
+        if self.links[b].offset is None or self.unplaced[b]:
+            self.unplaced[b].append((t_rx, e, counted, host_t))
+            return
+        self.merger.push(b, self.links[b].host_time(e.tick_us) - self.t0 if host_t is None else host_t, e, counted)
+
+    def _place_unplaced(self, b):
+        held, self.unplaced[b] = self.unplaced[b], []
+        link = self.links[b]
+        for t_rx, e, counted, host_t in held:
+            if host_t is None:
+                # no clock for it (the run ended first): when it reached the host, a bound
+                host_t = (link.host_time(e.tick_us) if link.offset is not None else t_rx) - self.t0
+            self.merger.push(b, host_t, e, counted)
+
+    def _align_restarted(self):
+        """At the end: a board that restarted and has not answered a ping since is asked now."""
+        for b, link in enumerate(self.links):
+            if link.offset is None and link.connected:
+                drain(link.replies)
+                try:
+                    link.align(samples=3)
+                except HarnessError as e:
+                    self.notices.append("%s: its clock could not be aligned after its restart: %s" % (link.port, e))
+            if self.unplaced[b]:
+                if link.offset is None:
+                    self.notices.append("%s: %d events placed at the time they reached the host (no clock sample "
+                                        "since the board restarted)" % (link.port, len(self.unplaced[b])))
+                self._place_unplaced(b)
+
+    def _count_bad(self, b, e):
+        reason = e.aux if isinstance(e.aux, str) else "?"
+        self.bad_events[b][reason] = self.bad_events[b].get(reason, 0) + 1
+
+    def _final_status(self, t):
+        """Each board's counters (bad frames by reason, frames received) since the run's !zero;
+        and the events it made that never arrived, when no later event showed the gap."""
+        for i, link in enumerate(self.links):
+            try:
+                _, reply = link.command("status")
+            except HarnessError as e:
+                self.notices.append("%s: no final status: %s" % (link.port, e))
+                continue
+            f = self.final_status[i] = reply.fields
+            if isinstance(f.get("eseq"), int) and isinstance(f.get("pending"), int) and not f.get("dropped"):
+                in_outages = link.parser.missing_in_outages
+                lost = link.parser.expect_next(f["eseq"] - f["pending"])
+                if lost and link.parser.missing_in_outages > in_outages:
+                    self._events_lost(i, t, lost)
+
+    def _clock_sample(self, b, t_rx, reply, ping_sent):
+        parts = reply.text.split()
+        if len(parts) != 2 or not parts[0].isdigit() or int(parts[0]) not in ping_sent:
+            return
+        link = self.links[b]
+        t_sent = ping_sent[int(parts[0])]
+        if t_sent < link.booted_at:
+            return  # sent to an earlier incarnation: its answer may come from either clock
+        rtt = t_rx - t_sent
+        tick = link.unwrap(int(parts[1]))
+        if link.offset is None:  # a restarted board: the first sample of its new clock, however slow
+            link.rtt = rtt
+        if rtt <= max(2 * (link.rtt or 0), 2000):  # a slow answer says little about the offset
+            link.offset = tick - (t_sent + t_rx) // 2
+            if self.unplaced[b]:
+                self._place_unplaced(b)
+
+    def _heard(self, b, reply, ping_sent):
+        """A pong says its board had made every event it sent before it by the pong's tick (the
+        USB stream is in order): the merger may then take a send missing before it for lost."""
+        parts = reply.text.split()
+        link = self.links[b]
+        if (len(parts) != 2 or not parts[0].isdigit() or not parts[1].isdigit() or link.offset is None
+                or ping_sent.get(int(parts[0]), -1) < link.booted_at):
+            return  # (a pong of an earlier incarnation: its tick is of another clock)
+        self.merger.hear(b, link.host_time(int(parts[1])) - self.t0)
+
+    def _holder(self, tokens, last_token_recv):
+        """The board holding the token at rest, from the token balance of the events seen;
+        if lost events leave it ambiguous, the boards are asked (one !status each)."""
+        holders = [b for b, k in enumerate(tokens) if k == 1]
+        if len(holders) == 1 and sum(tokens) == 1:
+            return holders[0]
+        holders = [link.index for link in self.links if link.command("status")[1].fields.get("tok") == 1]
+        if len(holders) != 1:
+            self.notices.append("%d boards hold a token at rest: %s" % (len(holders), holders))
+            return last_token_recv
+        return holders[0]
+
+    def _deliver(self, released):
+        for t, e in released:
+            if e.ev in ("bad", "drop"):
+                continue  # counted per board below, not ring events
+            ev = e.to_trace(t)
+            self.checker.feed(ev)
+            if self.writer is not None:
+                self.writer(ev)
+            if self.listener is not None:
+                self.listener(ev)
+
+    def _report(self, quiescent, reason):
+        report = self.checker.finish(quiescent=quiescent, reason=None if quiescent is not False else reason)
+        boards = []
+        lost = 0
+        for link in self.links:
+            p = link.parser
+            lost += p.missing - p.missing_in_outages
+            entry = {
+                "port": link.port, "position": link.index, "clock_rtt_us": link.rtt, "events": p.events,
+                "events_lost": p.missing, "events_lost_in_usb_outages": p.missing_in_outages,
+                "garbage_lines": dict(p.garbage),
+                # frames that arrived broken on the link from the previous board and were dropped
+                "bad_frame_events": dict(self.bad_events[link.index]),
+            }
+            st = self.final_status[link.index]
+            if st is not None:
+                entry["link_in"] = {"wire": (link.index - 1) % self.n, "rx_frames": st.get("rx_frames"),
+                                    "bad": st.get("bad"),
+                                    "bad_by_reason": {r: st.get("bad_" + r, 0) for r in ("crc", "len", "cobs", "kind")}}
+            boards.append(entry)
+        # Requests the host sent that no board ever took (no req event): written to a board
+        # while it was restarting. Reported failed, never silently dropped.
+        for why, k in self.unsent.items():
+            report["failed"][why] = report["failed"].get(why, 0) + k
+        vanished = self.workload.issued - report["requests"] - sum(self.unsent.values())
+        if vanished > 0:
+            if any(self.restarts) or self.unseen_in_outage:
+                why = UNSEEN_IN_OUTAGE if self.unseen_in_outage else "sent while its board restarted, never taken"
+                report["failed"][why] = report["failed"].get(why, 0) + vanished
+            else:
+                # The host only sees req events: a request the board took whose event was lost
+                # looks the same as one the board never read.
+                report["violations"].append({"kind": "liveness", "request": None, "node": None, "t": None,
+                                             "message": "%d requests were sent to the boards and no req event came "
+                                                        "back for them (not taken, or their events were lost)"
+                                                        % vanished})
+                report["ok"] = False
+        report.update(source="ring", workload=self.workload.describe(), seed=self.seed, unit_us=self.unit_us,
+                      issued=self.workload.issued,
+                      stop_reason=reason, boards=boards, events_lost=lost, causal_forced=self.merger.forced,
+                      notices=self.notices, stalled=self.stalled, restarts=list(self.restarts),
+                      link_events=self.link_events,
+                      unreceived_sends=[s - r for s, r in zip(self.merger.sent, self.merger.received)])
+        if self.stalled is not None:
+            report["violations"].insert(0, {"kind": "stall", "request": None, "node": None, "t": None, "message": reason})
+            report["ok"] = False
+        if lost:
+            report["violations"].append({"kind": "events", "request": None, "node": None, "t": None,
+                                         "message": "%d events were lost between the boards and the host: the counts are incomplete" % lost})
+            report["ok"] = False
+        report["run_conditions"] = self._run_conditions(report)
+        return report
+
+    def _run_conditions(self, report):
+        """What went wrong with the run itself rather than with the protocol: each one makes
+        the verdict less than certain, and all but the explained ones make it not OK."""
+        conditions = []
+        for link in self.links:
+            k = link.parser.missing_in_outages
+            if k:  # explained: the board ran on and its USB output had nowhere to go
+                conditions.append({
+                    "kind": "usb_outage", "board": link.index, "count": k, "explained": True,
+                    "message": "%s: %d events were lost while its USB link was down: what that board did meanwhile "
+                               "is not in the trace (the others' events are, and are checked)" % (link.port, k)})
+        for text in self.host_lagged:
+            conditions.append({"kind": "host", "explained": False, "message": text})
+            report["ok"] = False
+        for text in self.host_slow:  # the answer came in the end: the verdict does not depend on it
+            conditions.append({"kind": "slow", "explained": True, "message": text})
+        if self.frozen_s >= 1.0:
+            # explained: the verdict does not rest on timing (the merge is causal), and the stall
+            # clock stood still meanwhile; the run only took longer, and recovery may have fired
+            conditions.append({
+                "kind": "slow", "explained": True, "seconds": round(self.frozen_s, 1),
+                "message": "for %.1f s in all the boards did not answer their pings within %.1f s (or the host loop "
+                           "did not run): the machine was too busy to keep the ring running in real time; the stall "
+                           "clock stood still meanwhile, and the boards' recovery may have fired"
+                           % (self.frozen_s, PING_GRACE_S * self.slowness)})
+        for link, k in enumerate(self.merger.forced_links):
+            if not k:
+                continue
+            # A board that dies loses the events it had not flushed, its sends among them; one
+            # whose USB link is down loses what it says meanwhile.
+            why = []
+            if self.restarts[link]:
+                why.append("board %d restarted and lost its unsent events" % link)
+            if self.links[link].parser.missing_in_outages:
+                why.append("board %d's events were lost while its USB link was down" % link)
+            explained = bool(why)
+            conditions.append({
+                "kind": "order", "link": link, "count": k, "explained": explained,
+                "message": "%d frame(s) received on link %d were placed without their send%s: their order is a "
+                           "clock estimate, and so is the safety verdict around them"
+                           % (k, link, " (%s)" % "; ".join(why) if why else "")})
+            if not explained:
+                report["ok"] = False
+        if report.get("quiescent") is True:
+            # At rest every frame sent has been received: a send left over means the link's
+            # frames were paired off by one from the start (PAIRED_FROM_BOOT), and its receives
+            # were placed as if their sends had come earlier (no wait: no forced count).
+            for link, k in enumerate(report["unreceived_sends"]):
+                if k <= 0 or self.restarts[link] or self.restarts[(link + 1) % self.n] or self.bad_events[(link + 1) % self.n]:
+                    continue
+                if self.links[link].parser.missing_in_outages:
+                    continue
+                conditions.append({
+                    "kind": "order", "link": link, "count": k, "explained": False,
+                    "message": "%d frame(s) sent on link %d were never received although the ring is at rest: the "
+                               "link's frames were paired off by %d, and the order of its receives is a clock "
+                               "estimate" % (k, link, k)})
+                report["ok"] = False
+        return conditions
+
+    def close(self):
+        for link in self.links:
+            link.close()

@@ -1,0 +1,329 @@
+"""One board's USB link, as the harness and flash use it: BoardLink (the serial port, its
+reader thread, commands and their replies, reconnecting after an unplug), LinkNotice (what
+happened to a link), the boards' clock rates, and HarnessError, the error every layer
+above reports a board or port problem with."""
+
+import queue
+import threading
+import time
+
+from .hostlink import LineParser, Reply, TickUnwrapper, encode_command
+
+try:
+    import serial
+except ImportError:  # pragma: no cover
+    serial = None
+
+
+class HarnessError(RuntimeError):
+    """A problem with the boards or the ports; the message names the port."""
+
+
+# A command's reply, on a real Pico: it answers within milliseconds; this is how long before a
+# board counts as not running the firmware. Not 3 s: on a busy 2-core machine every pty of a
+# virtual ring (its relay thread's select, the boards' polls, blocked in the kernel's tty
+# flip-buffer work) was seen to stand still for 2 to 4 s at a time, and ring set-up failed.
+REPLY_TIMEOUT_S = 10.0
+# A write that cannot go out this long: the board does not read. Not 2 s: a busy machine was seen
+# to stop every pty of a virtual ring (its relay, the boards, the host's writes) for 2 to 4 s, and
+# pyserial may report a timeout for a write that went out, so a timed-out write cannot be retried.
+WRITE_TIMEOUT_S = 30.0
+
+
+def clock_rates(links, span_s=0.1):
+    """How fast each board's clock runs against the host's (board us per host us), from two
+    pings span_s apart: about 1 on a real Pico; below 1 on an emulated one that this machine
+    cannot keep in real time (3 busy emulated Picos: 0.2 on an idle 2-core machine, 0.02 to
+    0.05 seen on a busy one). None for a board that does not answer pings."""
+    first = [link.clock_sample() for link in links]
+    time.sleep(span_s)
+    rates = []
+    for link, a in zip(links, first):
+        b = link.clock_sample() if a else None
+        ok = a and b and b[0] > a[0] and b[1] > a[1]
+        rates.append((b[1] - a[1]) / (b[0] - a[0]) if ok else None)
+    return rates
+
+
+def slowness(rates):
+    """How many times longer than on a real Pico a wait for the boards should be: the inverse of
+    the slowest measured clock rate (clock_rates), never below 1 (a real board) nor above 100
+    (1/57 was measured on a 2-core machine running 3 other test suites). Boot and ring-forming
+    deadlines are chip-time budgets; on emulated Picos chip time runs slower than wall time
+    when this machine is busy, and a deadline in wall time that assumed a real board would
+    fire while the boards are still making progress."""
+    rates = [r for r in rates if r]
+    return min(100.0, max(1.0, 1.0 / min(rates))) if rates else 1.0
+
+
+def now_us():
+    return time.monotonic_ns() // 1000
+
+
+RECONNECT_S = 0.2  # how often a link whose port went away tries to open it again
+
+
+class LinkNotice:
+    """The link itself changed, not the board's output: word "disconnected" (the port went
+    away: a cable pulled, a board that reboots) or "reconnected" (the same port opened
+    again); text says why. Put into the inbox like a Reply."""
+
+    __slots__ = ("board", "word", "text")
+
+    def __init__(self, board, word, text):
+        self.board = board
+        self.word = word
+        self.text = text
+
+    def __repr__(self):
+        return "LinkNotice(%r, %r, %r)" % (self.board, self.word, self.text)
+
+
+class BoardLink:
+    """One board's USB serial: a pyserial port, a reader thread, a line parser.
+
+    Everything the board says goes into the shared `inbox` queue as
+    (board index, host receive time in us, BoardEvent or Reply). When the port goes
+    away (unplugged, the board power-cycled) the link does not die: it puts a
+    LinkNotice("disconnected") into the inbox, drops what is written meanwhile
+    (counted in writes_dropped), opens the same port again every RECONNECT_S and,
+    once it is back, puts a LinkNotice("reconnected") and goes on reading.
+    """
+
+    def __init__(self, index, port, inbox, size=None):
+        self.index = index
+        self.port = port
+        self.inbox = inbox
+        self.parser = LineParser(board=index, size=size)
+        self.unwrap = TickUnwrapper()
+        self.offset = None  # board us - host us, from pings; None: not known for this incarnation
+        self.rtt = None
+        self.booted_at = 0  # host us of this incarnation's hello: older pings say nothing of its clock
+        self.replies = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = None
+        self._lock = threading.Lock()  # guards swapping self.serial against writers
+        self.serial = None
+        self.connected = False
+        self.disconnects = 0
+        self.reconnects = 0
+        self.writes_dropped = 0  # writes while the port was gone (bytes: bytes_dropped)
+        self.bytes_dropped = 0
+        self.tap = None  # tap(index, "rx"|"tx", bytes): a copy of the traffic (the pytest plugin's log)
+        self.slowness = 1.0  # wall time per board time (slowness()): scales the default reply timeout
+
+    def _open_port(self):
+        if serial is None:
+            raise HarnessError("pyserial is not installed")
+        try:
+            kw = {"baudrate": 115200, "timeout": 0.02, "write_timeout": WRITE_TIMEOUT_S * self.slowness}
+            if self.port.startswith("rfc2217://"):
+                del kw["write_timeout"]  # pyserial 3.5's rfc2217 raises NotImplementedError for it
+            return serial.serial_for_url(self.port, **kw)
+        except (serial.SerialException, OSError, ValueError, NotImplementedError) as e:
+            raise HarnessError("%s: cannot open: %s" % (self.port, e)) from None
+
+    def open(self):
+        self.serial = self._open_port()
+        self.connected = True
+        self._thread = threading.Thread(target=self._read_loop, name="board%d-reader" % self.index, daemon=True)
+        self._thread.start()
+        return self
+
+    def _read_loop(self):
+        while not self._stop.is_set():
+            ser = self.serial
+            if ser is None:
+                # A half line must not be glued to what the port says when it is back (cut here:
+                # this thread is the parser's only user).
+                self.parser.cut()
+                # Try at once (a board that power-cycles is back within milliseconds), then
+                # every RECONNECT_S until the port is there or the link is closed.
+                if not self._reopen():
+                    self._stop.wait(RECONNECT_S)
+                continue
+            try:
+                data = ser.read(max(1, min(ser.in_waiting, 65536)))
+            except (serial.SerialException, OSError, TypeError, AttributeError, ValueError) as e:
+                # TypeError, AttributeError, ValueError: pyserial's port was closed under the
+                # read (by close(), or by a writer that found the port gone)
+                if not self._stop.is_set():
+                    self._lost(ser, "on read", e)
+                continue
+            if not data:
+                continue
+            t = now_us()
+            if self.tap is not None:
+                self.tap(self.index, "rx", data)
+            for item in self.parser.feed(data):
+                if isinstance(item, Reply):
+                    self.replies.put((t, item))
+                self.inbox.put((self.index, t, item))
+
+    def _lost(self, ser, when, error):
+        """The port went away (once per loss, whoever notices first: the reader or a writer)."""
+        with self._lock:
+            if self.serial is not ser or ser is None:
+                return
+            self.serial = None
+            self.connected = False
+            self.disconnects += 1
+            # Queued before the lock is let go: once serial is None the reader may reopen the
+            # port at once (a power-cycled virtual board's path is back within microseconds),
+            # and its "reconnected" must not overtake this notice when a writer found the loss.
+            text = "%s: the port went away (%s: %s)" % (self.port, when, error)
+            self.inbox.put((self.index, now_us(), LinkNotice(self.index, "disconnected", text)))
+        try:
+            ser.close()
+        except Exception:
+            pass
+
+    def _reopen(self):
+        """Open the same port again; False while it is not there."""
+        try:
+            ser = self._open_port()
+        except HarnessError:
+            return False
+        with self._lock:
+            if self._stop.is_set():
+                ser.close()
+                return True
+            self.serial = ser
+            self.connected = True
+            self.reconnects += 1
+            # under the lock, like _lost's notice: the two always reach the inbox in their order
+            self.inbox.put((self.index, now_us(), LinkNotice(self.index, "reconnected", "%s: the port is back" % self.port)))
+        return True
+
+    def write(self, data):
+        if self.tap is not None:
+            self.tap(self.index, "tx", data)
+        with self._lock:
+            ser = self.serial
+            if ser is None:  # the port is gone: what is sent now is lost, as on a pulled cable
+                self.writes_dropped += 1
+                self.bytes_dropped += len(data)
+                return
+            try:
+                if ser.write_timeout is not None and ser.write_timeout < WRITE_TIMEOUT_S * self.slowness:
+                    # A slow board drains its USB input slowly too (an emulated Pico under load
+                    # runs 5-50x slower than wall time): the deadline is in board time.
+                    ser.write_timeout = WRITE_TIMEOUT_S * self.slowness
+                ser.write(data)
+                return
+            except serial.SerialTimeoutException as e:  # the port is there, the board does not read
+                raise HarnessError("%s: write failed: %s" % (self.port, e)) from None
+            except (serial.SerialException, OSError) as e:
+                error = e
+            self.writes_dropped += 1
+            self.bytes_dropped += len(data)
+        self._lost(ser, "on write", error)
+
+    def command(self, word, *args, expect=None, timeout=None):
+        """Send a command and wait for the reply line that starts with `expect` (a reply that
+        reached the host before the command was sent never answers it)."""
+        expect = expect or word
+        sent = now_us()
+        self.write(encode_command(word, *args))
+        return self.wait_reply(expect, timeout, since=sent)
+
+    def wait_reply(self, word, timeout=None, since=None):
+        """The next reply line `word`; timeout in seconds, by default REPLY_TIMEOUT_S of board time.
+        since: host us; replies received before it are stale (the reader keeps every reply, and
+        the run loop sends commands whose replies it reads from the inbox instead)."""
+        if timeout is None:
+            timeout = REPLY_TIMEOUT_S * self.slowness
+        deadline = time.monotonic() + timeout
+        garbage_before = sum(self.parser.garbage.values())  # what it said earlier is not the answer
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if not self.connected:
+                    raise HarnessError("%s: no %r reply within %.1f s: the port is gone (disconnected %d times)"
+                                       % (self.port, word, timeout, self.disconnects))
+                # Only the lines since the command: the REPL banner of the run's own Ctrl-C at its
+                # start once made a board that was merely slow look as if it had left the firmware.
+                new = min(sum(self.parser.garbage.values()) - garbage_before, 3)
+                seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-new:]) if new > 0 else ""
+                raise HarnessError(
+                    "%s: no %r reply within %.1f s (is it a picoring board running the firmware? %s)"
+                    % (self.port, word, timeout, ("it sent: " + seen) if seen else "it sent nothing readable"))
+            try:
+                t, reply = self.replies.get(timeout=left)
+            except queue.Empty:
+                continue
+            if since is not None and t < since:
+                continue
+            if reply.word == word:
+                return t, reply
+            if reply.word == "err":
+                raise HarnessError("%s: board error: %s" % (self.port, reply.text))
+
+    def ping(self, token):
+        """One clock sample: (rtt us, offset us) with offset = board - host."""
+        t0 = now_us()
+        t1, reply = self.command("ping", token, expect="pong")
+        parts = reply.text.split()
+        if len(parts) != 2 or parts[0] != str(token):
+            raise HarnessError("%s: bad pong %r" % (self.port, reply.text))
+        tick = self.unwrap(int(parts[1]))
+        return t1 - t0, tick - (t0 + t1) // 2
+
+    def align(self, samples=8):
+        """Estimate the clock offset from the ping with the smallest round trip."""
+        best = None
+        for k in range(samples):
+            rtt, offset = self.ping(k)
+            if best is None or rtt < best[0]:
+                best = (rtt, offset)
+        self.rtt, self.offset = best
+        return best
+
+    def clock_sample(self, timeout=3.0):
+        """(host us, board us) at one ping's midpoint; None if the board does not answer pings
+        (it is not running the firmware)."""
+        try:
+            t0 = now_us()
+            t1, reply = self.command("ping", 90, expect="pong", timeout=timeout)
+            return (t0 + t1) // 2, self.unwrap(int(reply.text.split()[1]))
+        except (HarnessError, ValueError, IndexError):
+            return None
+
+    def host_time(self, tick):
+        """Host us of a board tick (mod 2**30), through this board's unwrapper."""
+        return self.unwrap(tick) - self.offset
+
+    def board_restarted(self, at=None):
+        """The board said hello again (host us `at`): its clock started over (its event
+        numbering too, which the parser follows by itself on the hello line), so the
+        offset of the previous incarnation says nothing about it (a Pico counts from 0)."""
+        self.unwrap = TickUnwrapper()
+        self.offset = None
+        self.rtt = None
+        self.booted_at = now_us() if at is None else at
+
+    def counters(self):
+        return {"connected": self.connected, "disconnects": self.disconnects, "reconnects": self.reconnects,
+                "writes_dropped": self.writes_dropped, "bytes_dropped": self.bytes_dropped}
+
+    def close(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(1.0)
+        with self._lock:
+            ser, self.serial = self.serial, None
+            self.connected = False
+        if ser is not None:
+            try:
+                ser.close()
+            except Exception:
+                pass
+
+
+def drain(q):
+    """Empty a queue without waiting (what is in it is stale)."""
+    while True:
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            return

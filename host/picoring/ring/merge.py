@@ -1,0 +1,168 @@
+"""CausalMerger: the boards' event streams in one order, each board's own order kept and
+no receive before its send (the ordering rules are described in harness.py)."""
+
+from collections import deque
+
+from .hostlink import SEQ_PERIOD, TickUnwrapper
+
+
+class CausalMerger:
+    """Merges per-board event streams into one order (see harness.py's module doc)."""
+
+    def __init__(self, n, window_us=150_000, stall_us=2_000_000):
+        self.n = n
+        self.window_us = window_us
+        self.stall_us = stall_us
+        self.queues = [deque() for _ in range(n)]
+        self.sent = [0] * n  # released sends per link (link i: node i -> i+1)
+        self.received = [0] * n
+        self.last_t = 0
+        self.forced = 0  # recvs released without their send (events lost)
+        self.forced_links = [0] * n  # the same, per link
+        # links whose sender lost send events of unknown number (its USB link was down): their
+        # counts no longer pair, so their receives are placed by time (and counted as forced)
+        self.unpaired = [False] * n
+        # per board: the latest time it is known to have reached (its events, its pongs). A
+        # receive whose send has not come is forced only once its sender was heard from past
+        # it: on a busy machine one board's USB output was seen held back for seconds while
+        # the next board's came through, and its sends were only late, not lost.
+        self.heard = [None] * n
+        self.give_up_us = 15 * stall_us  # ... or when this much wall time has passed (a silent sender)
+        self.held = set()  # boards whose link counts are awaited: nothing is released meanwhile (hold)
+
+    def unpair(self, link):
+        self.unpaired[link] = True
+
+    def repair(self, board, lost_sends, lost_receives):
+        """Board `board` says how many frames it sent and received whose events never came
+        (LinkTally): counted as released, and both its links pair by counts again."""
+        self.sent[board] += lost_sends
+        self.unpaired[board] = False
+        self.received[(board - 1) % self.n] += lost_receives
+        self.held.discard(board)
+
+    def hold(self, board):
+        """Release nothing (final release aside) until repair() or unhold() of `board`: its
+        events are being lost, and the counts its links pair by are off until it says how
+        many. Nothing at all: were only its events held, a link whose counts are off for
+        another reason (a corrupted frame) would let the next board's run ahead of them."""
+        self.held.add(board)
+
+    def unhold(self, board):
+        self.held.discard(board)
+
+    def hear(self, board, t):
+        """Board `board` was running at time t (a pong's tick, in the merger's time)."""
+        if self.heard[board] is None or t > self.heard[board]:
+            self.heard[board] = t
+
+    def push(self, board, t, event, counted=True):
+        """counted=False: the event only pairs its link (before the run); release() skips it."""
+        self.queues[board].append((t, event, counted))
+        if getattr(event, "tick_us", None) is not None:  # the board's own event (not a host notice)
+            self.hear(board, t)
+
+    def _ready(self, board, event):
+        if event.ev != "recv":
+            return True
+        link = (board - 1) % self.n
+        return self.unpaired[link] or self.sent[link] > self.received[link]
+
+    def release(self, now, final=False):
+        """Events that can be placed now, in order, as (t, BoardEvent)."""
+        out = []
+        horizon = None if final else now - self.window_us
+        while True:
+            best = None
+            blocked_oldest = None
+            if self.held and not final:
+                return out
+            for b, q in enumerate(self.queues):
+                if not q:
+                    continue
+                t, e, _ = q[0]
+                if horizon is not None and t > horizon:
+                    continue
+                if not self._ready(b, e):
+                    if blocked_oldest is None or t < blocked_oldest[0]:
+                        blocked_oldest = (t, b)
+                    continue
+                if best is None or t < best[0]:
+                    best = (t, b)
+            if best is None:
+                if blocked_oldest is None:
+                    return out
+                t, b = blocked_oldest
+                # A recv whose send never came: lost events. Place it rather than stall.
+                sender = (b - 1) % self.n
+                heard_past = self.heard[sender] is not None and self.heard[sender] > t + self.window_us
+                if final or (horizon is not None and t < now - self.stall_us and heard_past) or (
+                        horizon is not None and t < now - self.give_up_us):
+                    self.forced += 1
+                    self.forced_links[(b - 1) % self.n] += 1
+                    best = blocked_oldest
+                else:
+                    return out
+            t, b = best
+            _, e, counted = self.queues[b].popleft()
+            if e.ev == "send":
+                self.sent[b] += 1
+            elif e.ev == "recv":
+                self.received[(b - 1) % self.n] += 1
+                if self.unpaired[(b - 1) % self.n] and best is not blocked_oldest:
+                    self.forced += 1
+                    self.forced_links[(b - 1) % self.n] += 1
+            if not counted:
+                continue
+            t = max(t, self.last_t)
+            self.last_t = t
+            out.append((t, e))
+
+
+class LinkTally:
+    """A board's send and receive events counted from its !zero on, so that after a USB
+    outage the host can tell how many frames it sent and received whose events went
+    nowhere: its status's tx_frames and rx_frames (zeroed by !zero, whose reply names the
+    event number it zeroed at) less the events that reached the host before the status's
+    event number. The merger then pairs both its links by counts again (module doc)
+    instead of by clock estimates for the rest of the run, which once ordered an entry
+    before the one it followed."""
+
+    def __init__(self):
+        self.unwrap = TickUnwrapper(SEQ_PERIOD)
+        self.since = None  # event number (unwrapped) of the !zero; None: not known (restarted, old firmware)
+        self.counts = {"send": 0, "recv": 0}  # events numbered since then
+        self.recent = {"send": deque(maxlen=4096), "recv": deque(maxlen=4096)}  # their numbers, the latest ones
+
+    def event(self, e):
+        u = self.unwrap(e.seq)
+        if e.ev in self.counts and self.since is not None and u >= self.since:
+            self.counts[e.ev] += 1
+            self.recent[e.ev].append(u)
+
+    def zeroed(self, reply):
+        parts = reply.text.split()
+        if len(parts) == 1 and parts[0].isdigit():
+            self.since = self.unwrap(int(parts[0]) % SEQ_PERIOD)
+            for ev in self.counts:
+                self.counts[ev] = 0
+                self.recent[ev].clear()
+
+    def lost(self, status, ev="send"):
+        """Frames sent (ev "send") or received ("recv") before the status whose events never
+        came, or None: unknown."""
+        frames, eseq = status.get("tx_frames" if ev == "send" else "rx_frames"), status.get("eseq")
+        if self.since is None or not isinstance(frames, int) or not isinstance(eseq, int):
+            return None
+        upto = self.unwrap(eseq % SEQ_PERIOD)
+        seen = self.counts[ev]
+        for u in reversed(self.recent[ev]):  # the ones made after the status (before its flush)
+            if u < upto:
+                break
+            seen -= 1
+        lost = (frames - seen) % COUNT_PERIOD
+        return lost if lost < COUNT_PERIOD // 2 else None  # more seen than made: not understood
+
+
+# The firmware's frame counters wrap at 2**30 (small ints on the rp2 port).
+COUNT_PERIOD = 1 << 30

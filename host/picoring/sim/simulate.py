@@ -1,0 +1,107 @@
+"""`picoring sim`: run the firmware's protocol code on a simulated ring.
+
+The loop itself is simcore.run (shared with the MicroPython equivalence
+tests); this module builds the ring, the workload, the checker and the trace
+writer around it and turns the outcome into one report.
+"""
+
+import json
+
+from ..check.checker import Checker
+from ..check.trace import Event, TraceWriter, header
+from ..firmware.protocol import make_node
+from . import simcore
+from .workload import WorkloadError, make_workload
+
+
+class TraceTap:
+    """simcore's tracer interface over a TraceWriter (or any Event listener)."""
+
+    def __init__(self, listener, n):
+        self.listener = listener
+        self.n = n
+
+    def frame(self, t, ev, node, is_token, payload):
+        link = node if ev == "send" else (node - 1) % self.n
+        if is_token:
+            pd = {"count": payload[0], "state": payload[1], "seq": payload[2], "epoch": payload[3]}
+            self.listener(Event(t, ev, node, link, "token", pd))
+        else:
+            self.listener(Event(t, ev, node, link, "request"))
+
+    def event(self, t, ev, node):
+        self.listener(Event(t, ev, node))
+
+
+def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1, trace=None,
+             idle_horizon=None, rate=None, period=None, progress=None, listener=None):
+    """Run one simulation; returns the checker's report with the run's details.
+
+    workload is a name (see workload.make_workload) or a Workload object;
+    trace a path or open file for the JSON-lines trace; listener an extra
+    callable that receives every Event (the dashboard, a test).
+    """
+    if cs_time < 0:
+        raise ValueError("cs-time cannot be negative")
+    nodes = [make_node(protocol, i, n) for i in range(n)]
+    if isinstance(workload, str):
+        wl = make_workload(workload, n, requests, seed=seed, cs_time=cs_time, rate=rate, period=period)
+    else:
+        wl = workload
+    if idle_horizon is None:
+        idle_horizon = 4 * n
+    checker = Checker(protocol, n)
+    writer = None
+    listeners = []
+    if trace is not None:
+        meta = header(protocol, n, "sim", "hop", seed=seed, workload=wl.describe(), cs_time=cs_time)
+        writer = TraceWriter(trace, meta)
+        listeners.append(writer)
+    if listener is not None:
+        listeners.append(listener)
+    tracer = None
+    if listeners:
+        tracer = TraceTap(listeners[0] if len(listeners) == 1 else _fanout(listeners), n)
+    try:
+        try:
+            out = simcore.run(nodes, wl, cs_time, checker, tracer=tracer, idle_horizon=idle_horizon, progress=progress)
+        except simcore.BusyNodeError as e:
+            raise WorkloadError("%s: %s" % (wl.describe(), e)) from None
+        if writer is not None:
+            end = {"quiescent": out["quiescent"], "reason": out["reason"]}
+            writer(Event(out["end_time"], "end", extra=end))
+    finally:
+        if writer is not None:
+            writer.close()
+    checker.last_t = out["end_time"]
+    report = checker.finish(quiescent=out["quiescent"], reason=None if out["quiescent"] else out["reason"])
+    report.update(
+        source="sim",
+        workload=wl.describe(),
+        seed=seed,
+        cs_time=cs_time,
+        end_time=out["end_time"],
+        stop_reason=out["reason"],
+        protocol_errors=sum(node.errors for node in nodes),
+    )
+    if not nodes[0].uses_requests:
+        report["idle_horizon"] = idle_horizon
+        report["idle_messages"] = checker.total - out["messages_when_idle"]
+    if out["quiescent"] is False:
+        report["schedule"] = [{"t": t, "node": i} for t, i in out["schedule"]]
+    return report
+
+
+def _fanout(listeners):
+    def fan(event):
+        for listener in listeners:
+            listener(event)
+
+    return fan
+
+
+def write_schedule(schedule, path):
+    """Save a realized schedule as a file:PATH workload that replays the run."""
+    with open(path, "w", encoding="utf-8") as f:
+        for item in schedule:
+            f.write(json.dumps(item) + "\n")

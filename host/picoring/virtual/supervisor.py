@@ -1,0 +1,407 @@
+"""The detached supervisor behind `picoring virtual up|status|reset|down`.
+
+`up` starts `python -m picoring.virtual.supervisor` in a new session (so it outlives
+the command and the terminal); it owns a VirtualRing and answers one JSON line
+per connection on a unix socket in the state directory. Files there:
+
+  state.json       supervisor pid, baud, boards (pid, usb, uart, fs_dir); written when the ring is up
+  control.sock     the supervisor's socket (status, reset, power, unplug, plug, cut, down)
+  usb<i>           board i's USB port: a symlink to its pty, gone while unplugged
+  supervisor.lock  flock-ed by the supervisor for its whole life: the authority on "is a ring up"
+  supervisor.log   its stdout/stderr
+  board<i>/        board i's filesystem (kept by `down`, as a Pico keeps its flash)
+
+The boards die with the supervisor (PR_SET_PDEATHSIG), so killing it, even with
+SIGKILL, leaves no micropython process behind; `down` also kills any board pid
+in state.json that survived.
+"""
+
+import argparse
+import errno
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .boards import VirtualBoardError, VirtualRing, find_micropython, write_state
+
+STATE = "state.json"
+SOCKET = "control.sock"
+LOCK = "supervisor.lock"
+LOG = "supervisor.log"
+
+
+class NoRingError(VirtualBoardError):
+    """No virtual ring is up in this state directory."""
+
+
+def default_state_dir():
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return Path(runtime) / "picoring" / "virtual"
+    return Path.home() / ".cache" / "picoring" / "virtual"
+
+
+# -- the supervisor process --------------------------------------------------
+
+def _lock(state_dir):
+    """Take the supervisor lock (kept open for the life of the process), or None if held."""
+    fd = os.open(state_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+            return None
+        raise
+    return fd
+
+
+def _state_of(ring, started):
+    return {"supervisor_pid": os.getpid(), "baud": ring.baud, "n": ring.n, "started": started,
+            "micropython": ring.micropython, "dir": str(ring.workdir),
+            "boards": [{"index": b.index, "pid": b.pid, "usb": b.usb_path, "uart": b.uart_path,
+                        "fs_dir": b.fs_dir} for b in ring.boards]}
+
+
+def supervise(state_dir, n, baud, heapsize=None, faults=None):
+    """Run a ring until `down` or a signal. Exit status 0, or 3 if a ring is already up here."""
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock(state_dir)
+    if lock is None:
+        print("a virtual ring is already up in %s" % state_dir, file=sys.stderr)
+        return 3
+    sock_path = state_dir / SOCKET
+    stop = []
+
+    def on_signal(signum, frame):
+        stop.append(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    ring = VirtualRing(n, baud=baud, workdir=state_dir, heapsize=heapsize, faults=faults)
+    server = None
+    try:
+        ring.start()
+        if sock_path.exists():
+            sock_path.unlink()
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(sock_path))
+        server.listen(8)
+        server.settimeout(0.2)
+        started = time.time()
+        state = _state_of(ring, started)
+        write_state(state_dir / STATE, state)
+        print("supervisor %d: ring of %d up at %d baud" % (os.getpid(), n, baud), flush=True)
+        while not stop:
+            if not ring.running():
+                print("supervisor: the ring stopped: %s" % (ring._error or "?"), file=sys.stderr, flush=True)
+                return 1
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                conn = None
+            except InterruptedError:
+                continue
+            if conn is not None:
+                with conn:
+                    if _serve(conn, ring) == "down":
+                        break
+            fresh = _state_of(ring, started)
+            if fresh != state:  # a reset or a self-restart changed a pid
+                state = fresh
+                write_state(state_dir / STATE, state)
+        return 0
+    finally:
+        try:
+            ring.stop()
+        finally:
+            if server is not None:
+                server.close()
+            for name in (SOCKET, STATE):
+                try:
+                    (state_dir / name).unlink()
+                except FileNotFoundError:
+                    pass
+            print("supervisor %d: stopped" % os.getpid(), flush=True)
+
+
+def _serve(conn, ring):
+    conn.settimeout(5.0)
+    try:
+        request = json.loads(_read_line(conn))
+        cmd = request.get("cmd")
+        if cmd == "status":
+            reply = {"ok": True, "status": ring.status()}
+        elif cmd == "reset":
+            i = int(request["board"])
+            ring.reset(i, run_main=not request.get("repl", False))
+            reply = {"ok": True, "board": ring.boards[i].info()}
+        elif cmd == "power":
+            i = int(request["board"])
+            ring.power_cycle(i, off=float(request.get("off", 0.0)))
+            reply = {"ok": True, "board": ring.boards[i].info()}
+        elif cmd == "unplug":
+            i = int(request["board"])
+            seconds = request.get("seconds")
+            ring.unplug(i, None if seconds is None else float(seconds))
+            reply = {"ok": True, "board": ring.boards[i].info()}
+        elif cmd == "plug":
+            i = int(request["board"])
+            ring.plug(i)
+            reply = {"ok": True, "board": ring.boards[i].info()}
+        elif cmd == "cut":
+            ring.cut(int(request["wire"]), bool(request.get("cut", True)))
+            reply = {"ok": True, "wire": ring.wire(int(request["wire"])).counters()}
+        elif cmd == "down":
+            reply = {"ok": True}
+        else:
+            reply = {"ok": False, "error": "unknown command %r" % (cmd,)}
+    except VirtualBoardError as e:
+        reply = {"ok": False, "error": str(e)}
+        cmd = None
+    except (ValueError, KeyError, IndexError, OSError) as e:
+        reply = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+        cmd = None
+    try:
+        conn.sendall(json.dumps(reply).encode() + b"\n")
+    except OSError:
+        pass
+    return cmd
+
+
+def _read_line(conn, limit=65536):
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > limit:
+            raise ValueError("request too long")
+    return data.decode()
+
+
+# -- the client side (what the CLI calls) ------------------------------------
+
+def read_state(state_dir):
+    try:
+        return json.loads((Path(state_dir) / STATE).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def is_up(state_dir):
+    """True if a supervisor holds the lock in state_dir."""
+    state_dir = Path(state_dir)
+    if not (state_dir / LOCK).exists():
+        return False
+    fd = _lock(state_dir)
+    if fd is None:
+        return True
+    os.close(fd)
+    return False
+
+
+def request(state_dir, message, timeout=15.0):
+    """Send one command to the supervisor and return its reply (a dict with "ok")."""
+    sock_path = Path(state_dir) / SOCKET
+    if not is_up(state_dir):
+        raise NoRingError("no virtual ring is up in %s (start one with: picoring virtual up -n N)" % state_dir)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(str(sock_path))
+            s.sendall(json.dumps(message).encode() + b"\n")
+            line = _read_line(s)
+        except socket.timeout:
+            raise VirtualBoardError("the virtual ring supervisor (%s) did not answer within %.1fs" % (sock_path, timeout))
+        except OSError as e:
+            raise VirtualBoardError("cannot reach the virtual ring supervisor at %s: %s" % (sock_path, e))
+    if not line:
+        raise VirtualBoardError("the virtual ring supervisor (%s) closed the connection without answering" % sock_path)
+    reply = json.loads(line)
+    if not reply.get("ok"):
+        raise VirtualBoardError("virtual ring in %s: %s" % (state_dir, reply.get("error")))
+    return reply
+
+
+def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None):
+    """Start a detached supervisor with a ring of n boards; return its state once it is up.
+    faults: a fault SPEC for every wire (docs/faults.md), checked here before anything starts."""
+    from .wire import FaultPlan
+
+    state_dir = Path(state_dir)
+    if n < 1:
+        raise ValueError("-n must be at least 1")
+    plan = FaultPlan.coerce(faults)
+    if plan is not None:
+        plan.check(n)
+    find_micropython()  # fail here, with the install hint, rather than in the log
+    state_dir.mkdir(parents=True, exist_ok=True)
+    if is_up(state_dir):
+        state = read_state(state_dir) or {}
+        raise VirtualBoardError("a virtual ring is already up in %s (supervisor pid %s); stop it with: picoring virtual down"
+                                % (state_dir, state.get("supervisor_pid", "?")))
+    _remove_stale(state_dir)
+    env = dict(os.environ)
+    package_parent = str(Path(__file__).resolve().parent.parent.parent)
+    env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", "picoring.virtual.supervisor", "--dir", str(state_dir), "-n", str(n), "--baud", str(baud)]
+    if heapsize:
+        cmd += ["--heapsize", str(heapsize)]
+    if plan is not None:
+        cmd += ["--faults", plan.describe()]
+    with open(state_dir / LOG, "ab") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True, close_fds=True, env=env)
+    deadline = time.monotonic() + timeout
+    while True:
+        state = read_state(state_dir)
+        if state and state.get("supervisor_pid") == proc.pid:
+            return state
+        if proc.poll() is not None:
+            raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up; "
+                                    "its log (%s) ends:\n%s" % (proc.returncode, state_dir / LOG, _log_tail(state_dir)))
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise VirtualBoardError("the virtual ring was not up after %.1fs (log: %s)" % (timeout, state_dir / LOG))
+        time.sleep(0.02)
+
+
+def status(state_dir, timeout=15.0):
+    return request(state_dir, {"cmd": "status"}, timeout)["status"]
+
+
+def reset(state_dir, board, repl=False, timeout=15.0):
+    return request(state_dir, {"cmd": "reset", "board": board, "repl": repl}, timeout)["board"]
+
+
+def power_cycle(state_dir, board, off=0.0, timeout=15.0):
+    return request(state_dir, {"cmd": "power", "board": board, "off": off}, timeout)["board"]
+
+
+def unplug(state_dir, board, seconds=None, timeout=15.0):
+    return request(state_dir, {"cmd": "unplug", "board": board, "seconds": seconds}, timeout)["board"]
+
+
+def plug(state_dir, board, timeout=15.0):
+    return request(state_dir, {"cmd": "plug", "board": board}, timeout)["board"]
+
+
+def cut(state_dir, wire, is_cut=True, timeout=15.0):
+    return request(state_dir, {"cmd": "cut", "wire": wire, "cut": is_cut}, timeout)["wire"]
+
+
+def down(state_dir, timeout=10.0):
+    """Stop the ring in state_dir. Returns False if none was up (nothing to do)."""
+    state_dir = Path(state_dir)
+    state = read_state(state_dir) or {}
+    was_up = is_up(state_dir)
+    if was_up:
+        try:
+            request(state_dir, {"cmd": "down"}, timeout)
+        except VirtualBoardError:
+            pass  # fall through to the signals below
+        pid = state.get("supervisor_pid")
+        if pid and not _wait_gone(pid, timeout):
+            _kill(pid, signal.SIGTERM)
+            if not _wait_gone(pid, 2.0):
+                _kill(pid, signal.SIGKILL)
+                _wait_gone(pid, 2.0)
+        deadline = time.monotonic() + timeout
+        while is_up(state_dir):  # the lock goes with the process
+            if time.monotonic() > deadline:
+                raise VirtualBoardError("the virtual ring supervisor in %s still holds its lock after %.1fs" % (state_dir, timeout))
+            time.sleep(0.02)
+    leftovers = _remove_stale(state_dir, state)
+    return was_up or bool(leftovers)
+
+
+def _remove_stale(state_dir, state=None):
+    """Kill board processes a dead supervisor left in state.json and remove its files."""
+    state = state if state is not None else (read_state(state_dir) or {})
+    killed = []
+    for b in state.get("boards", []):
+        pid = b.get("pid")
+        if pid and _is_micropython(pid):
+            _kill(pid, signal.SIGKILL)
+            killed.append(pid)
+    for pid in killed:
+        _wait_gone(pid, 2.0)
+    for name in (STATE, SOCKET):
+        try:
+            (Path(state_dir) / name).unlink()
+        except FileNotFoundError:
+            pass
+    return killed
+
+
+def _is_micropython(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return b"micropython" in f.read()
+    except OSError:
+        return False
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is as good as gone
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_gone(pid, timeout):
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _kill(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _log_tail(state_dir, lines=20):
+    try:
+        return "\n".join((Path(state_dir) / LOG).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="picoring.virtual.supervisor", description="supervisor of a virtual ring (started by picoring virtual up)")
+    p.add_argument("--dir", required=True)
+    p.add_argument("-n", type=int, required=True)
+    p.add_argument("--baud", type=int, default=115200)
+    p.add_argument("--heapsize")
+    p.add_argument("--faults", help="fault SPEC for every wire (docs/faults.md)")
+    args = p.parse_args(argv)
+    try:
+        return supervise(args.dir, args.n, args.baud, args.heapsize, args.faults)
+    except VirtualBoardError as e:
+        print("supervisor: %s" % e, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
