@@ -150,6 +150,11 @@ class NodeLoop:
         self.regen_us = regen_us
         self.gen_us = regen_us
         self.retry_us = retry_us if retry_us is not None else min(regen_us, 50_000 + 4_000 * node.n)
+        # The wait before the next join round or first claim: x1.5 after each (capped). A claim
+        # round that takes longer than the wait never completes: each retry makes a newer epoch,
+        # and the older claim comes back stale (a busy machine freezing a virtual ring's ptys for
+        # seconds kept position 0 from making the first token for minutes).
+        self.retry_wait = self.retry_us
         self._watch = False  # node.waiting(), cached after every event
         self._wait_since = 0
         self.timeouts = 0
@@ -336,7 +341,7 @@ class NodeLoop:
         if self._watch and self.regen_us:
             t = self.ticks_us()
             node = self.node
-            if self.ticks_diff(t, self._wait_since) >= (self.retry_us if node.fresh or node.starting else self.gen_us):
+            if self.ticks_diff(t, self._wait_since) >= (self.retry_wait if node.fresh or node.starting else self.gen_us):
                 self._timeout(t)
                 busy = True
         ln = self.link.poll()
@@ -429,7 +434,7 @@ class NodeLoop:
     def _timeout(self, t):
         """No token for the timeout while waiting (docs/recovery.md)."""
         node = self.node
-        fired = self.retry_us
+        fired = self.retry_wait
         if node.fresh:
             why = TIMEOUT_JOIN
         elif node.pending:
@@ -437,6 +442,8 @@ class NodeLoop:
             fired = self.gen_us
         else:
             why = TIMEOUT_CLAIM
+        if fired == self.retry_wait:
+            self.retry_wait = min(self.retry_wait * 3 // 2, self.retry_us * 64)
         self.timeouts = (self.timeouts + 1) & _COUNT_MASK
         self._wait_since = t
         self.log.record(EV_TIMEOUT, 0, why, min(fired // 1000, 0xFFFF), node.seq, node.known_epoch, t)

@@ -198,3 +198,52 @@ def test_counters_wrap_at_30_bits():
     ring.command(1, b"no bang\n")
     ring.run(50)
     assert (lp.requests, lp.link.bad_lines) == (0, 0)
+
+
+class SlowWire(Wire):
+    """A wire whose bytes arrive `delay` ticks after they were written (a busy machine
+    freezing a virtual ring's ptys, a long cable of boards)."""
+
+    def __init__(self, clock, delay):
+        super().__init__()
+        self.clock = clock
+        self.delay = delay
+        self.in_flight = []  # (due tick, bytes), for the peer
+
+    def write(self, data):
+        self.peer.in_flight.append((self.clock() + self.delay, bytes(data)))
+        return len(data)
+
+    def readinto(self, buf):
+        now = self.clock()
+        while self.in_flight and self.in_flight[0][0] <= now:
+            self.pending += self.in_flight.pop(0)[1]
+        return super().readinto(buf)
+
+
+def test_the_first_claim_completes_on_a_ring_slower_than_the_retry_wait():
+    # Position 0 makes the first token by a claim that must come back to it; each retry makes
+    # a newer epoch, so a round slower than the retry wait came back stale every time (under
+    # load a virtual ring once did not form in 162 s). The wait grows x1.5 per retry.
+    n, retry, hop = 3, 1_000, 1_200  # a claim round: 3 hops of 1,200 ticks, over 3x the first wait
+    clock = {"t": 0}
+
+    def ticks():
+        clock["t"] += 1
+        return clock["t"]
+
+    wires = [SlowWire(lambda: clock["t"], hop) for _ in range(n)]
+    for i in range(n):
+        wires[i].peer = wires[(i + 1) % n]
+    loops = [fw_node.NodeLoop(protocol.make_node("q", i, n), wires[i], Host(), ticks, lambda a, b: a - b,
+                              regen_us=retry, retry_us=retry) for i in range(n)]
+    for lp in reversed(loops):  # position 0 starts last, as the host restarts them
+        lp.start(boot=True)
+    for _ in range(200_000):
+        for lp in loops:
+            lp.step()
+        if not any(lp.node.fresh or lp.node.starting for lp in loops):
+            break
+    assert not any(lp.node.fresh or lp.node.starting for lp in loops), [lp.retry_wait for lp in loops]
+    assert loops[0].node.has_token
+    assert loops[0].retry_wait <= retry * 64
