@@ -425,7 +425,7 @@ REGISTRY = {
     "q": ("proto_q", "NodeQ"),
     "d": ("proto_d", "NodeD"),
     "d-literal": ("proto_d", "NodeDLiteral"),
-    #TOYROW
+    "toy": ("proto_toy", "NodeToy"),
 }
 # The paper's protocols (the host's commands offer these; the rest are in REGISTRY).
 PAPER = ("s", "q", "d", "d-literal")
