@@ -198,3 +198,10 @@ def wire_of(raw):
     r = bytearray(raw + bytes([c >> 8, c & 0xFF]))
     out = bytearray(len(r) + 3)
     return bytes(out[:frame.cobs_py(r, len(r), out)])
+
+
+def test_the_message_example_of_docs_frames_md():
+    enc = frame.Encoder()
+    enc.message(0, 0, 0, b"")  # lseq 0; the example's is 1
+    wire = enc.message(1, 0, 3, bytes([4, 3, 2, 1, 7, 0, 0, 0, 0, 0, 0]))
+    assert wire.hex(" ") == "00 04 07 01 01 07 03 04 03 02 01 07 01 01 01 01 01 03 aa ef 00"
