@@ -2,11 +2,14 @@
 #
 # On the wire a frame is   00 | COBS(kind, lseq, payload..., crc_hi, crc_lo) | 00
 #   kind     TOKEN (1), REQUEST (2), PROBE (4: discovery, never given to the protocol),
-#            CLAIM (5: token recovery, docs/recovery.md) or AGAIN (6: a re-announced request)
+#            CLAIM (5: token recovery, docs/recovery.md), AGAIN (6: a re-announced request)
+#            or MSG (7: a message of the protocol layer, docs/frames.md)
 #   lseq     link sequence byte (per sender, wraps at 256; receivers keep the last one)
 #   payload  TOKEN: count u16, state u8, seq u32, epoch u16 (little-endian); REQUEST: none;
 #            PROBE: probe id u16; CLAIM: epoch u16, origin u16, join u8, seq u32, nonce u16;
 #            AGAIN: origin u16
+#            MSG: mkind u8, src u8, dst u8 (BROADCAST: every node), then the payload whose
+#            size the protocol declares for mkind (0..MSG_MAX_PAYLOAD bytes)
 #            seq is an entry number of 30 bits (SEQ_MASK): the top two bits of its field
 #            are sent as 0 and ignored on receipt, so that no board ever holds a
 #            number that needs a long int (30-bit small ints on the rp2 port).
@@ -14,8 +17,9 @@
 # The leading 00 costs one byte and means a frame that follows line garbage is still
 # received: the garbage ends in its own (bad, counted) frame instead of swallowing it.
 #
-# Runs on MicroPython and CPython. Every frame has a fixed size, so the encoder keeps
-# one preallocated buffer per kind and nothing is allocated per frame.
+# Runs on MicroPython and CPython. Every frame but MSG has a fixed size, and a MSG
+# frame's size is fixed per message kind by its protocol, so the encoder keeps one
+# preallocated buffer per kind and nothing is allocated per frame.
 #
 # Speed (docs/performance.md): on a Pico every bytecode costs about a microsecond, so
 # the per-byte work (CRC, COBS both ways, field packing) is done by @micropython.viper
@@ -39,6 +43,8 @@ BAD = const(3)  # returned by Decoder.next() for a dropped frame (reason in last
 PROBE = const(4)  # `picoring discover`: which board does my TX reach?
 CLAIM = const(5)  # a claim for a new token, or a join round of a board that just started
 AGAIN = const(6)  # a request message announced again after a timeout
+MSG = const(7)  # a protocol layer message: to the next node, to a node by index, or to all
+BROADCAST = const(0xFF)  # a MSG frame's destination meaning every node (the sender takes it off)
 
 SEQ_MASK = const(0x3FFFFFFF)  # entry numbers wrap at 2**30 (see the header)
 
@@ -52,9 +58,13 @@ REQUEST_WIRE = const(7)
 PROBE_WIRE = const(9)
 CLAIM_WIRE = const(18)
 AGAIN_WIRE = const(9)
-_MAX_RAW = const(16)  # longer frames are bad (bad length) before they end
-_LSEQ_AT = const(17)  # the encoder's next link sequence byte, kept after the raw frame
-_RAW_SIZE = const(18)
+_MAX_FIXED = const(16)  # longer frames of the fixed-size kinds are bad (bad length) before they end
+_MAX_RAW = const(253)  # MSG frames: so long that COBS never needs a block of 254 (wire = raw + 3)
+MSG_HEAD = const(5)  # kind, lseq, mkind, src, dst: the payload starts at raw[MSG_HEAD]
+MSG_MAX_PAYLOAD = const(246)  # _MAX_RAW - MSG_HEAD - 2 crc bytes
+MSG_WIRE_EXTRA = const(10)  # wire length of a MSG frame = payload + MSG_WIRE_EXTRA
+_LSEQ_AT = const(256)  # the encoder's next link sequence byte, kept after the raw frame
+_RAW_SIZE = const(257)
 
 # Why a frame was dropped (the order is the index into Decoder.bad_counts).
 BAD_CRC = const(0)
@@ -87,7 +97,13 @@ F_NONCE = const(19)
 F_PROBE = const(20)
 F_LSEQ = const(21)
 _CRC = const(22)  # CRC-16 of the bytes decoded so far (over a whole frame with its CRC: 0)
-_ST_SIZE = const(23)
+# A MSG frame's fields: F_STATE holds its mkind, F_COUNT src | dst << 8, F_SEQ and F_EPOCH
+# the first six payload bytes read as a token's seq u32 and epoch u16 (0 where the payload
+# is shorter), so that an event record takes them from F_STATE..F_EPOCH as for a token.
+F_SRC = const(23)
+F_DST = const(24)
+F_MLEN = const(25)  # payload bytes
+_ST_SIZE = const(26)
 _COUNT_MASK = const(0x3FFFFFFF)
 
 
@@ -142,7 +158,13 @@ def seal_py(raw, n, out):
     c = crc16_py(raw, n)
     raw[n] = c >> 8
     raw[n + 1] = c & 0xFF
-    n += 2
+    return cobs_py(raw, n + 2, out)
+
+
+def cobs_py(raw, n, out):
+    """raw[0:n] (n <= 253, a whole frame with its CRC) COBS-framed into out: 00, the
+    encoding, 00. Returns the wire length (n + 3). A routed frame is passed on with
+    this alone: its bytes, CRC and link sequence byte stay the sender's."""
     out[0] = 0
     code_at = 1
     code = 1
@@ -186,6 +208,33 @@ def token_py(raw, out, tok):
     return seal_py(raw, 11, out)
 
 
+def message_py(raw, out, sender, fields):
+    """A MSG frame of sender.out_kind from sender.index to sender.out_dst with the
+    payload sender.out[0:sender.out_len] (a protocol node's outgoing message) into out,
+    with the encoder's next link sequence byte. fields[0:4] get what a receiver's
+    decoder reads into F_STATE..F_EPOCH (for the send event's record). Returns the
+    wire length (out_len + MSG_WIRE_EXTRA)."""
+    mk = sender.out_kind
+    src = sender.index
+    dst = sender.out_dst
+    m = sender.out_len
+    p = sender.out
+    lseq = raw[_LSEQ_AT]
+    raw[_LSEQ_AT] = (lseq + 1) & 0xFF
+    raw[0] = MSG
+    raw[1] = lseq
+    raw[2] = mk
+    raw[3] = src
+    raw[4] = dst
+    for i in range(m):
+        raw[MSG_HEAD + i] = p[i]
+    fields[0] = mk
+    fields[1] = src | (dst << 8)
+    fields[2] = raw[5] | (raw[6] << 8) | (raw[7] << 16) | ((raw[8] & 0x3F) << 24) if m >= 4 else 0
+    fields[3] = raw[9] | (raw[10] << 8) if m >= 6 else 0
+    return seal_py(raw, MSG_HEAD + m, out)
+
+
 def scan_py(src, raw, st):
     """Decode src[st[S_POS]:st[S_END]] until a frame ends. Returns its kind (its fields
     in st[F_*]), BAD (reason in st[S_LAST_BAD], counted), or 0 when the bytes ran out
@@ -201,7 +250,7 @@ def scan_py(src, raw, st):
         b = src[i]
         i += 1
         if b:
-            if ln >= _MAX_RAW:
+            if ln >= _MAX_FIXED and (ln >= _MAX_RAW or raw[0] != MSG):
                 st[_JUNK] = 1
                 continue
             if left:
@@ -275,6 +324,17 @@ def _check_py(raw, ln, st, crc):
         if ln != _PROBE_RAW:
             return _bad_py(st, BAD_LEN)
         st[F_PROBE] = raw[2] | (raw[3] << 8)
+    elif kind == MSG:
+        if ln < MSG_HEAD + 2:
+            return _bad_py(st, BAD_LEN)
+        m = ln - MSG_HEAD - 2
+        st[F_STATE] = raw[2]
+        st[F_COUNT] = raw[3] | (raw[4] << 8)
+        st[F_SRC] = raw[3]
+        st[F_DST] = raw[4]
+        st[F_MLEN] = m
+        st[F_SEQ] = raw[5] | (raw[6] << 8) | (raw[7] << 16) | ((raw[8] & 0x3F) << 24) if m >= 4 else 0
+        st[F_EPOCH] = raw[9] | (raw[10] << 8) if m >= 6 else 0
     else:
         return _bad_py(st, BAD_KIND)
     st[F_LSEQ] = raw[1]
@@ -293,7 +353,9 @@ def _bad_py(st, reason):
 # the language allows (viper ints are machine words; ptr8/ptr16/ptr32 index buffers).
 crc16 = crc16_py
 seal = seal_py
+cobs = cobs_py
 token = token_py
+message = message_py
 scan = scan_py
 try:
     import micropython
@@ -341,6 +403,69 @@ try:
         o[code_at] = code
         o[j] = 0
         return j + 1
+
+    @micropython.viper
+    def cobs_viper(raw, n: int, out) -> int:
+        r = ptr8(raw)
+        o = ptr8(out)
+        o[0] = 0
+        code_at = 1
+        code = 1
+        j = 2
+        i = 0
+        while i < n:
+            b = r[i]
+            if b:
+                o[j] = b
+                code += 1
+            else:
+                o[code_at] = code
+                code_at = j
+                code = 1
+            j += 1
+            i += 1
+        o[code_at] = code
+        o[j] = 0
+        return j + 1
+
+    @micropython.viper
+    def message_viper(raw, out, sender, fields) -> int:
+        mk = int(sender.out_kind)
+        src = int(sender.index)
+        dst = int(sender.out_dst)
+        m = int(sender.out_len)
+        p = ptr8(sender.out)
+        r = ptr8(raw)
+        f = ptr32(fields)
+        lseq = r[_LSEQ_AT]
+        r[_LSEQ_AT] = (lseq + 1) & 0xFF
+        r[0] = MSG
+        r[1] = lseq
+        r[2] = mk
+        r[3] = src
+        r[4] = dst
+        i = 0
+        while i < m:
+            r[MSG_HEAD + i] = p[i]
+            i += 1
+        f[0] = mk
+        f[1] = src | (dst << 8)
+        f[2] = 0
+        f[3] = 0
+        if m >= 4:
+            f[2] = r[5] | (r[6] << 8) | (r[7] << 16) | ((r[8] & 0x3F) << 24)
+        if m >= 6:
+            f[3] = r[9] | (r[10] << 8)
+        t = ptr16(_CRC_TABLE)
+        n = MSG_HEAD + m
+        c = 0xFFFF
+        i = 0
+        while i < n:
+            c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ r[i]]
+            i += 1
+        r[n] = c >> 8
+        r[n + 1] = c & 0xFF
+        return int(cobs_viper(raw, n + 2, out))
 
     @micropython.viper
     def token_viper(raw, out, tok) -> int:
@@ -408,7 +533,7 @@ try:
             b = s[i]
             i += 1
             if b:
-                if ln >= _MAX_RAW:
+                if ln >= _MAX_FIXED and (ln >= _MAX_RAW or r[0] != MSG):
                     v[_JUNK] = 1
                     continue
                 if left:
@@ -476,6 +601,22 @@ try:
                             reason = BAD_LEN
                         else:
                             v[F_PROBE] = r[2] | (r[3] << 8)
+                    elif kind == MSG:
+                        if ln < MSG_HEAD + 2:
+                            reason = BAD_LEN
+                        else:
+                            m = ln - MSG_HEAD - 2
+                            v[F_STATE] = r[2]
+                            v[F_COUNT] = r[3] | (r[4] << 8)
+                            v[F_SRC] = r[3]
+                            v[F_DST] = r[4]
+                            v[F_MLEN] = m
+                            v[F_SEQ] = 0
+                            v[F_EPOCH] = 0
+                            if m >= 4:
+                                v[F_SEQ] = r[5] | (r[6] << 8) | (r[7] << 16) | ((r[8] & 0x3F) << 24)
+                            if m >= 6:
+                                v[F_EPOCH] = r[9] | (r[10] << 8)
                     else:
                         reason = BAD_KIND
             if reason >= 0:
@@ -495,7 +636,9 @@ try:
 
     crc16 = crc16_viper
     seal = seal_viper
+    cobs = cobs_viper
     token = token_viper
+    message = message_viper
     scan = scan_viper
 except (ImportError, AttributeError, NameError, SyntaxError, ValueError):
     pass  # CPython, or a port without the viper emitter: the *_py twins
@@ -512,6 +655,9 @@ class Encoder:
         self.probe_out = bytearray(PROBE_WIRE)
         self.claim_out = bytearray(CLAIM_WIRE)
         self.again_out = bytearray(AGAIN_WIRE)
+        # MSG frames, new or passed on (their length is the payload's + MSG_WIRE_EXTRA)
+        self.msg_out = bytearray(_MAX_RAW + 3)
+        self.msg_fields = _int_array(4)  # the last new message's record fields (message())
 
     @property
     def lseq(self):
@@ -553,6 +699,25 @@ class Encoder:
         seal(r, 13, self.claim_out)
         return self.claim_out
 
+    def message(self, mkind, src, dst, payload=b""):
+        """Encode a MSG frame (tests and tools; the node loop calls the module's
+        message() on its protocol node itself); returns the bytes on the wire."""
+        f = _Outgoing()
+        f.out_kind = mkind
+        f.index = src
+        f.out_dst = dst
+        f.out_len = len(payload)
+        f.out = bytes(payload)
+        if f.out_len > MSG_MAX_PAYLOAD:
+            raise ValueError("payload of %d bytes: at most %d" % (f.out_len, MSG_MAX_PAYLOAD))
+        k = message(self._raw, self.msg_out, f, self.msg_fields)
+        return bytes(self.msg_out[:k])
+
+    def forward(self, raw, n):
+        """A received frame raw[0:n] (its CRC included), COBS-framed again into
+        msg_out, unchanged; returns the wire length."""
+        return cobs(raw, n, self.msg_out)
+
     def probe(self, pid):
         """Encode a probe frame carrying pid (0..65535); returns probe_out."""
         r = self._head(PROBE)
@@ -567,6 +732,13 @@ class Encoder:
         r[0] = kind
         r[1] = lseq
         return r
+
+
+class _Outgoing:
+    """The outgoing message fields frame.message() reads, for Encoder.message()."""
+
+    out_kind = index = out_dst = out_len = 0
+    out = b""
 
 
 class _TokenFields:
@@ -594,7 +766,7 @@ class Decoder:
     """
 
     def __init__(self):
-        self.raw = bytearray(_MAX_RAW + 2)
+        self.raw = bytearray(_MAX_RAW + 2)  # an implied zero may go one past _MAX_RAW
         self.st = _int_array(_ST_SIZE)
         self.st[S_CODE] = 0xFF
         self.st[_CRC] = 0xFFFF
@@ -623,6 +795,10 @@ class Decoder:
     join = property(lambda self: self.st[F_JOIN])
     nonce = property(lambda self: self.st[F_NONCE])
     probe = property(lambda self: self.st[F_PROBE])
+    mkind = property(lambda self: self.st[F_STATE])  # of a MSG frame
+    src = property(lambda self: self.st[F_SRC])
+    dst = property(lambda self: self.st[F_DST])
+    payload = property(lambda self: bytes(self.raw[MSG_HEAD:MSG_HEAD + self.st[F_MLEN]]))
     lseq = property(lambda self: self.st[F_LSEQ])
     frames = property(lambda self: self.st[S_FRAMES])
     bad = property(lambda self: self.st[S_BAD])

@@ -7,7 +7,6 @@
 import sys
 
 CONFIG = "picoring.json"
-_PROTOCOLS = ("s", "q", "d", "d-literal")
 
 
 class ConfigError(ValueError):
@@ -56,8 +55,10 @@ def check_config(cfg, path=CONFIG):
         raise ConfigError("%s: size must be an integer >= 2, not %r" % (path, size))
     if not isinstance(pos, int) or not 0 <= pos < size:
         raise ConfigError("%s: position must be an integer in 0..%d, not %r" % (path, size - 1, pos))
-    if cfg["protocol"] not in _PROTOCOLS:
-        raise ConfigError("%s: protocol must be one of %s, not %r" % (path, ", ".join(_PROTOCOLS), cfg["protocol"]))
+    import protocol
+
+    if cfg["protocol"] not in protocol.REGISTRY:
+        raise ConfigError("%s: protocol must be one of %s, not %r" % (path, ", ".join(protocol.REGISTRY), cfg["protocol"]))
     cs_us = cfg.get("cs_us", 0)
     if not isinstance(cs_us, int) or cs_us < 0:
         raise ConfigError("%s: cs_us must be an integer >= 0, not %r" % (path, cs_us))

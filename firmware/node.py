@@ -9,7 +9,7 @@
 import protocol
 import frame
 import hostlink
-from frame import scan, token as encode_token
+from frame import scan, token as encode_token, message as encode_message, cobs
 from hostlink import record_fields, record_token
 from array import array
 from hostlink import EV_REQ, EV_SEND, EV_RECV, EV_ENTER, EV_EXIT, EV_BAD, EV_REJECT, EV_BOOT
@@ -31,7 +31,7 @@ except ImportError:  # CPython
             return f
 
 
-FIRMWARE_VERSION = "0.4.0"  # 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
+FIRMWARE_VERSION = "0.5.0"  # 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
@@ -40,12 +40,18 @@ _SEND_CLAIM = const(8)  # protocol.SEND_CLAIM
 _SEND_AGAIN = const(16)  # protocol.SEND_AGAIN
 _REGENERATED = const(32)  # protocol.REGENERATED
 _DISCARDED = const(64)  # protocol.DISCARDED
+_SEND_MSG = const(128)  # protocol.SEND_MSG
+_BROADCAST = const(0xFF)  # protocol.BROADCAST, frame.BROADCAST
+_MSG_KINDS = const(16)  # protocol.MSG_KINDS
 _TOKEN = const(1)  # frame.TOKEN
 _REQUEST = const(2)  # frame.REQUEST
 _BAD = const(3)  # frame.BAD
 _PROBE = const(4)  # frame.PROBE
 _CLAIM = const(5)  # frame.CLAIM
 _AGAIN = const(6)  # frame.AGAIN
+_MSG = const(7)  # frame.MSG
+_MSG_HEAD_CRC = const(7)  # frame.MSG_HEAD + 2 crc bytes: a MSG frame's raw length is its payload's + this
+_MSG_WIRE_EXTRA = const(10)  # frame.MSG_WIRE_EXTRA
 _HOUSEKEEPING_EVERY = const(8)  # passes between two looks at the host link and the timeouts
 _STARVED = const(64)  # passes the chores may wait for a frame to end
 _SPIN = const(24)  # idle polls of the UART between two passes (about 0.25 ms on a Pico)
@@ -60,6 +66,11 @@ _F_ORIGIN = const(17)
 _F_JOIN = const(18)
 _F_NONCE = const(19)
 _F_PROBE = const(20)
+_F_SRC = const(23)
+_F_DST = const(24)
+_F_MLEN = const(25)
+_S_FRAMES = const(6)
+_S_BAD_REASON = const(8)
 _S_BAD = const(7)
 _S_LAST_BAD = const(12)
 _L_PENDING = const(1)
@@ -72,14 +83,25 @@ _CODE_SEND_TOKEN = const(0x12)
 _CODE_RECV_TOKEN = const(0x13)
 _CODE_SEND_REQUEST = const(0x22)
 _CODE_RECV_REQUEST = const(0x23)
+# MSG frames: sent as a new (logical) message here, received, or passed on (a hop
+# frame of a message sent elsewhere: kind nibble 8, docs/hostlink.md).
+_CODE_SEND_MSG = const(0x72)
+_CODE_RECV_MSG = const(0x73)
+_CODE_FWD_MSG = const(0x82)
 
 # The copies above are compile-time constants (const() is inlined only for names
 # defined in this module); they must not drift from their sources.
 if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.ENTER_CS, protocol.SEND_CLAIM, protocol.SEND_AGAIN,
-        protocol.REGENERATED, protocol.DISCARDED) != (_SEND_TOKEN, _SEND_REQUEST, _ENTER_CS, _SEND_CLAIM, _SEND_AGAIN,
-                                                      _REGENERATED, _DISCARDED) or (
-        frame.TOKEN, frame.REQUEST, frame.BAD, frame.PROBE, frame.CLAIM, frame.AGAIN) != (
-        _TOKEN, _REQUEST, _BAD, _PROBE, _CLAIM, _AGAIN) or (
+        protocol.REGENERATED, protocol.DISCARDED, protocol.SEND_MSG, protocol.BROADCAST, protocol.MSG_KINDS) != (
+        _SEND_TOKEN, _SEND_REQUEST, _ENTER_CS, _SEND_CLAIM, _SEND_AGAIN, _REGENERATED, _DISCARDED, _SEND_MSG,
+        _BROADCAST, _MSG_KINDS) or (
+        frame.TOKEN, frame.REQUEST, frame.BAD, frame.PROBE, frame.CLAIM, frame.AGAIN, frame.MSG, frame.BROADCAST,
+        frame.MSG_HEAD + 2, frame.MSG_WIRE_EXTRA) != (
+        _TOKEN, _REQUEST, _BAD, _PROBE, _CLAIM, _AGAIN, _MSG, _BROADCAST, _MSG_HEAD_CRC, _MSG_WIRE_EXTRA) or (
+        frame.F_SRC, frame.F_DST, frame.F_MLEN, frame.S_FRAMES, frame.S_BAD_REASON) != (
+        _F_SRC, _F_DST, _F_MLEN, _S_FRAMES, _S_BAD_REASON) or (
+        EV_SEND | (_MSG << 4), EV_RECV | (_MSG << 4), EV_SEND | ((_MSG + 1) << 4)) != (
+        _CODE_SEND_MSG, _CODE_RECV_MSG, _CODE_FWD_MSG) or (
         EV_SEND | (_TOKEN << 4), EV_RECV | (_TOKEN << 4), EV_SEND | (_REQUEST << 4), EV_RECV | (_REQUEST << 4)) != (
         _CODE_SEND_TOKEN, _CODE_RECV_TOKEN, _CODE_SEND_REQUEST, _CODE_RECV_REQUEST) or (
         frame.F_STATE, frame.F_COUNT, frame.F_SEQ, frame.F_EPOCH, frame.F_ORIGIN, frame.F_JOIN, frame.F_NONCE,
@@ -131,6 +153,12 @@ class NodeLoop:
         self._draw = self.dec.raw
         self._eraw = self.enc._raw
         self._tout = self.enc.token_out
+        # MSG frames (new or passed on) go out of one buffer, through a view cut here
+        # per message kind (a kind's wire length is fixed: its payload's + 10).
+        self._mout = self.enc.msg_out
+        self._mfields = self.enc.msg_fields
+        mv = memoryview(self._mout)
+        self._mviews = [None if size == 255 else mv[:size + _MSG_WIRE_EXTRA] for size in node.msg_sizes]
         self._lbuf = self.log.buf
         self._lst = self.log.st
         self._countdown = 0
@@ -280,6 +308,8 @@ class NodeLoop:
                         self._act(a, t, EV_RECV, _TOKEN)
                 elif k == _REQUEST:
                     self._on_request(t)
+                elif k == _MSG:
+                    self._on_msg(t)
                 else:
                     self._on_frame(k, t)
                 k = scan(self.rx, self._draw, st)
@@ -324,6 +354,49 @@ class NodeLoop:
         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
         record_fields(self._lbuf, self._lst, _CODE_RECV_REQUEST, self._no_fields, 0, t)
         record_fields(self._lbuf, self._lst, _CODE_SEND_REQUEST, self._no_fields, 0, self.ticks_us())
+
+    @micropython.native
+    def _on_msg(self, t):
+        """A MSG frame (docs/frames.md): for this node, delivered to the protocol; for
+        another, passed straight on without waking it (forward first, then log); a
+        broadcast, both; a broadcast back at its sender, taken off the ring."""
+        st = self._dst
+        node = self.node
+        mk = st[_F_STATE]
+        src = st[_F_SRC]
+        dst = st[_F_DST]
+        if (mk >= _MSG_KINDS or st[_F_MLEN] != node.msg_sizes[mk] or src >= node.n or src == dst
+                or (dst >= node.n and dst != _BROADCAST)):
+            self._bad_msg(t)
+            return
+        if dst == node.index:
+            record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+            self._act(node.on_message(mk, src, self._draw), t)
+            return
+        if src == node.index:
+            record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+            return  # a broadcast back at its sender: taken off
+        # The same bytes, CRC and link sequence byte on (COBS only: no CRC to compute).
+        cobs(self._draw, st[_F_MLEN] + _MSG_HEAD_CRC, self._mout)
+        self._write(self._mviews[mk])
+        self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+        record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, self.ticks_us())
+        if dst == _BROADCAST:
+            self._act(node.on_message(mk, src, self._draw), t)
+
+    def _bad_msg(self, t):
+        """A MSG frame the protocol does not declare (kind, size) or with a source or
+        destination outside the ring: dropped and counted as a bad frame (len or kind)."""
+        st = self._dst
+        mk = st[_F_STATE]
+        why = frame.BAD_LEN if mk < _MSG_KINDS and self.node.msg_sizes[mk] != 255 and st[_F_MLEN] != self.node.msg_sizes[
+            mk] else frame.BAD_KIND
+        st[_S_FRAMES] = (st[_S_FRAMES] - 1) & _COUNT_MASK  # the decoder counted it as valid
+        st[_S_BAD] = (st[_S_BAD] + 1) & _COUNT_MASK
+        st[_S_BAD_REASON + why] = (st[_S_BAD_REASON + why] + 1) & _COUNT_MASK
+        st[_S_LAST_BAD] = why
+        self.log.record(EV_BAD, 0, why, st[_S_BAD], 0, 0, t)
 
     def _cs_due(self):
         """End the critical section when its time is up; True when it did."""
@@ -377,6 +450,9 @@ class NodeLoop:
         node = self.node
         st = self._dst
         uart = self.uart
+        if a & _SEND_MSG:
+            encode_message(self._eraw, self._mout, node, self._mfields)
+            uart.write(self._mviews[node.out_kind])
         if a & _SEND_TOKEN:
             encode_token(self._eraw, self._tout, node)
             uart.write(self._tout)
@@ -411,7 +487,10 @@ class NodeLoop:
             # capped): the wandering token's rule against regeneration storms.
             self.gen_us = min(self.gen_us * 3 // 2, self.regen_us * 64)
             log.record(EV_REGEN, _TOKEN, node.state, node.count, node.seq, node.epoch, t)
-        if a & (_SEND_TOKEN | _SEND_REQUEST | _SEND_AGAIN | _SEND_CLAIM):
+        if a & (_SEND_TOKEN | _SEND_REQUEST | _SEND_AGAIN | _SEND_CLAIM | _SEND_MSG):
+            if a & _SEND_MSG:
+                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+                record_fields(self._lbuf, self._lst, _CODE_SEND_MSG, self._mfields, 0, self.ticks_us())
             if a & _SEND_TOKEN:
                 self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
                 log.record(EV_SEND, _TOKEN, node.state, node.count, node.seq, node.epoch)

@@ -1,14 +1,34 @@
-# Token protocols S, Q and D of Feuerstein, Leonardi, Marchetti-Spaccamela and
-# Santoro, "Efficient Token-Based Control in Rings" (1997), as pure state machines.
+# The protocol layer: what every token protocol of picoring stands on, and the
+# registry of the protocols (docs/adding-a-protocol.md).
 #
-# This one file runs on a Pico (rp2 port), on a virtual board (unix port) and on
-# the host (simulator, checker tests). It does no I/O, reads no clock and
-# allocates nothing per event: every handler only assigns small ints and bools
-# and returns a bit mask of actions for the caller to carry out.
+# Each protocol is one module of the firmware (proto_s.py, proto_q.py, proto_d.py,
+# ...): a subclass of Node below, a pure state machine, with a descriptor (its
+# `about` dict: name, citation, hard or soft mutual exclusion, the bounds its
+# source proves). A board imports only its own protocol's module (REGISTRY, load).
+# These files run on a Pico (rp2 port), on a virtual board (unix port) and on the
+# host (simulator, explorer, checker tests). They do no I/O, read no clock and
+# allocate nothing per event: every handler only assigns small ints and bools
+# (and bytes of preallocated buffers) and returns a bit mask of actions for the
+# caller (the node loop, firmware/node.py, or the simulator) to carry out.
+#
+# Three ways to send over the unidirectional ring:
+#   to the next node    S, Q and D's own token and request frames (SEND_TOKEN,
+#                       SEND_REQUEST), or a message with send(kind, next_index)
+#   to a node by index  send(kind, dst): the frame travels (dst - index) mod n hops;
+#                       the nodes in between pass it on without waking their protocol
+#   to all nodes        send(kind, BROADCAST): one frame goes once round the ring;
+#                       every other node delivers it to its protocol (on_message)
+#                       and passes it on; back at the sender it is taken off
+# A message is a kind (0..MSG_KINDS - 1), a source, a destination and a payload
+# whose size the protocol declares per kind (message_sizes(n)); the frame format
+# is in docs/frames.md.
 #
 # Events in:  request()        the local application needs the resource
 #             on_request()     a request message arrived from the previous node
 #             on_token(...)    the token arrived from the previous node
+#             on_message(kind, src, buf)  a message for this node arrived (or a
+#                              broadcast of another node); its payload is
+#                              buf[PAYLOAD_AT:PAYLOAD_AT + its declared size]
 #             exit_cs()        the local critical section has finished
 #           Recovery on a lossy ring (docs/recovery.md; not in the paper):
 #             boot()           the board has just started and knows nothing
@@ -25,6 +45,8 @@
 #             SEND_AGAIN       send a re-announced request message
 #             REGENERATED      (for the log) a new token was made here
 #             DISCARDED        (for the log) a token of an old epoch was dropped here
+#             SEND_MSG         send the message in out_kind, out_dst, out[0:out_len]
+#                              (set by send(); one message per handler call)
 #
 # "p has T" in the paper means the token is at p: resting there or held in p's
 # critical section. A token that only passes through p is never "had" between
@@ -60,6 +82,14 @@ SEND_CLAIM = const(8)
 SEND_AGAIN = const(16)
 REGENERATED = const(32)
 DISCARDED = const(64)
+SEND_MSG = const(128)
+
+# Messages of the layer (frame.MSG frames, docs/frames.md).
+BROADCAST = const(0xFF)  # destination: every node (frame.BROADCAST)
+PAYLOAD_AT = const(5)  # a delivered message's payload starts at buf[PAYLOAD_AT] (frame.MSG_HEAD)
+MSG_KINDS = const(16)  # message kinds 0..15
+MSG_MAX_PAYLOAD = const(246)  # frame.MSG_MAX_PAYLOAD
+NO_SIZE = const(255)  # msg_sizes[kind] of a kind the protocol does not declare
 
 # claim key owner meaning "a token of this epoch has been seen here": it outranks
 # every claim of the same epoch (claims carry positions 0..65534).
@@ -112,6 +142,15 @@ class Node:
 
     name = ""
     uses_requests = True
+    # The descriptor the host reads (docs/adding-a-protocol.md): each protocol sets
+    # its own. Bounds are expressions in n (protocol.bound(expr, n)); None: none proven.
+    about = {}
+
+    def message_sizes(self, n):
+        """{message kind: payload bytes} of the messages this protocol sends with
+        send() (sizes may depend on the ring size n; at most MSG_MAX_PAYLOAD). S, Q
+        and D send none: their token and request frames are their own."""
+        return {}
 
     def __init__(self, index, n):
         if n < 2:
@@ -143,6 +182,23 @@ class Node:
         self.discarded = 0  # tokens of an old epoch (or reaching a fresh node) dropped here
         self.regenerated = 0
         self.stale_counts = 0  # Q: counters found stale and cleared (only after faults)
+        # Messages (send): the declared payload size per kind, NO_SIZE where none is
+        # declared (the node loop drops such frames as bad), and one outgoing message.
+        sizes = bytearray(MSG_KINDS)
+        for k in range(MSG_KINDS):
+            sizes[k] = NO_SIZE
+        big = 0
+        for k, size in self.message_sizes(n).items():
+            if not 0 <= k < MSG_KINDS or not 0 <= size <= MSG_MAX_PAYLOAD:
+                raise ValueError("message kind %r of %d bytes: kinds 0..%d, at most %d bytes"
+                                 % (k, size, MSG_KINDS - 1, MSG_MAX_PAYLOAD))
+            sizes[k] = size
+            big = max(big, size)
+        self.msg_sizes = bytes(sizes)
+        self.out = bytearray(big)
+        self.out_kind = 0
+        self.out_dst = 0
+        self.out_len = 0
 
     def give_token(self):
         """Place the single token here when the ring starts."""
@@ -162,6 +218,20 @@ class Node:
     def _pass(self):
         self.has_token = False
         return SEND_TOKEN
+
+    def send(self, kind, dst):
+        """The message of this kind in self.out (its declared size), to node dst
+        (an index, or BROADCAST). Returns SEND_MSG for the handler to return."""
+        self.out_kind = kind
+        self.out_dst = dst
+        self.out_len = self.msg_sizes[kind]
+        return SEND_MSG
+
+    def on_message(self, kind, src, buf):
+        """A message arrived for this node (see the header); a protocol that sends
+        messages overrides it."""
+        self.errors = (self.errors + 1) & SEQ_MASK
+        return 0
 
     def busy(self):
         """True while this node holds something that must still happen."""
@@ -347,285 +417,63 @@ class Node:
         return SEND_AGAIN
 
 
-class NodeS(Node):
-    """S: the classic circulating token (section 2, "hot potato").
-
-    A processor receiving the token either enters the critical section or
-    passes it on; the token never rests, so S sends no request messages.
-    """
-
-    name = "s"
-    uses_requests = False
-
-    def give_token(self):
-        Node.give_token(self)
-        return self._pass()
-
-    def request(self):
-        self.pending = True
-        return 0
-
-    @micropython.native
-    def on_request(self):
-        self.errors = (self.errors + 1) & SEQ_MASK  # S has no request messages
-        return 0
-
-    @micropython.native
-    def on_token(self, count, state, seq, epoch):
-        if self.fresh or epoch != self.known_epoch or self.known_owner != OWNER_TOKEN:
-            epoch = self._gate(epoch)  # else _gate would change nothing: not called (hot path)
-            if epoch < 0:
-                return DISCARDED
-        if self.has_token:
-            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped, never acted on
-            return 0
-        self.count = count
-        self.state = state
-        self.seq = seq
-        self.epoch = epoch
-        if self.pending:
-            self.has_token = True
-            return self._enter()
-        return SEND_TOKEN  # passed straight on
-
-    @micropython.native
-    def exit_cs(self):
-        self.in_cs = False
-        return self._pass()
-
-    def _regenerate(self):
-        self._new_token()
-        if self.pending:
-            return self._enter()
-        return self._pass()  # S's token never rests
-
-
-class NodeQ(Node):
-    """Q: request messages travel the ring; T counts them (section 3)."""
-
-    name = "q"
-
-    def request(self):
-        # Rule 1.
-        if self.has_token:
-            return self._enter()
-        self.pending = True
-        return SEND_REQUEST
-
-    @micropython.native
-    def on_request(self):
-        # Rule 2.
-        if self.has_token:
-            self.count += 1
-            if self.in_cs:
-                return 0  # passed at exit_cs: count > 0 now
-            return self._pass()
-        return SEND_REQUEST
-
-    @micropython.native
-    def on_token(self, count, state, seq, epoch):
-        # Rule 3.
-        if self.fresh or epoch != self.known_epoch or self.known_owner != OWNER_TOKEN:
-            epoch = self._gate(epoch)  # else _gate would change nothing: not called (hot path)
-            if epoch < 0:
-                return DISCARDED
-        if self.has_token:
-            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped, never acted on
-            return 0
-        self.seq = seq
-        self.epoch = epoch
-        if self.pending:
-            self.has_token = True
-            self.count = count - 1 if count > 0 else 0
-            self.state = 0
-            return self._enter()
-        # Passed straight on: has_token never becomes true, the fields are
-        # only kept for the caller to send.
-        # Deviation (recovery, docs/recovery.md): state counts the nodes T has
-        # passed since it was last held. With count > 0 some processor is
-        # pending and T reaches it within n hops, so on a fault-free ring this
-        # never reaches n; after a lost token or a re-announced request the
-        # counter can be stale, and T would circle forever: it rests instead.
-        state += 1
-        if state >= self.n:
-            self.stale_counts = (self.stale_counts + 1) & SEQ_MASK  # never on a fault-free ring (explore checks it)
-            self.has_token = True
-            self.count = 0
-            self.state = 0
-            return 0
-        self.count = count
-        self.state = state
-        return SEND_TOKEN
-
-    @micropython.native
-    def exit_cs(self):
-        # Rule 3, end: pass T if the counter is greater than 0; else T rests here.
-        self.in_cs = False
-        if self.count > 0:
-            return self._pass()
-        return 0
-
-    def _regenerate(self):
-        # A new token cannot know the lost one's counter: it sweeps the ring
-        # once (count n, passed on by every processor that is not pending,
-        # decremented by those that are) and rests by the hop rule above.
-        # Requests it misses are re-announced by their own timeouts.
-        self._new_token()
-        self.count = self.n
-        if self.pending:
-            self.count -= 1
-            return self._enter()
-        return self._pass()
-
-
-class NodeDLiteral(Node):
-    """D exactly as printed (section 4, rules 1-5).
-
-    Kept selectable as "d-literal": it is not quiescent. A request message
-    whose request was served before the message reached T (T overtook the
-    requester) still turns T active by rule 2, and an active T that finds no
-    pending request is passed on by rule 4 forever. See docs/bounds.md and
-    tests/test_bounds_findings.py for the smallest schedule.
-    """
-
-    name = "d-literal"
-    active_budget = False  # rule 4 passes an active T on, whatever happens
-
-    def request(self):
-        # Rule 1.
-        if self.has_token:
-            return self._enter()
-        self.pending = True
-        if self.flag == 0:
-            self.flag = 1
-            return SEND_REQUEST
-        return 0
-
-    def _activate(self):
-        self.state = ACTIVE
-
-    @micropython.native
-    def on_request(self):
-        if self.has_token:
-            # Rule 2.
-            self.flag = 0
-            self._activate()
-            if self.in_cs:
-                return 0  # passed at exit_cs: the state is active
-            return self._pass()
-        # Rule 3.
-        if self.flag == 0:
-            self.flag = 1
-            return SEND_REQUEST
-        return 0  # the request message is stopped here
-
-    @micropython.native
-    def on_token(self, count, state, seq, epoch):
-        if self.fresh or epoch != self.known_epoch or self.known_owner != OWNER_TOKEN:
-            epoch = self._gate(epoch)  # else _gate would change nothing: not called (hot path)
-            if epoch < 0:
-                return DISCARDED
-        if self.has_token:
-            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped, never acted on
-            return 0
-        self.seq = seq
-        self.epoch = epoch
-        # Rules 4 and 5, written out here rather than in a method of their own: a
-        # call costs tens of microseconds on a Pico, and every hop of D runs this.
-        self.flag = 0
-        if state == ACTIVE:
-            # Rule 4.
-            if self.pending:
-                self.has_token = True
-                self.count = self.n - 1
-                self.state = CHECK
-                return self._enter()  # T is passed at the end of the CS
-            # Rule 4, no pending request: T is passed to the next processor.
-            self.state = ACTIVE
-            if self.active_budget:
-                # Corrected D (NodeD): the hop budget, inline (a call costs
-                # microseconds on a Pico).
-                count -= 1
-                if count <= 0:
-                    self.count = 0
-                    self.has_token = True  # nothing left to search for: T rests here
-                    self.state = CHECK
-                    return 0
-            self.count = count
-            return SEND_TOKEN
-        # Rule 5.
-        self.count = count - 1
-        self.state = CHECK
-        if self.pending:
-            self.has_token = True
-            return self._enter()
-        if self.count > 0:
-            return SEND_TOKEN  # passed straight on
-        self.has_token = True  # the check tour is over: T rests here
-        return 0
-
-    @micropython.native
-    def exit_cs(self):
-        self.in_cs = False
-        if self.state == ACTIVE or self.count > 0:
-            return self._pass()
-        return 0
-
-    def _regenerate(self):
-        # A new token makes a check tour of the whole ring, as if it had just
-        # arrived here with counter n (rule 5): it clears every M_p flag left
-        # by request messages that were lost, and serves whoever is pending.
-        # (on_token's gate lets it through: the claim has just made this epoch ours)
-        self.has_token = False
-        return self.on_token(self.n, CHECK, self.seq, self.epoch)
-
-    def on_request_again(self, origin=-1):
-        # A re-announced request message is not stopped by M_p (rule 3): the
-        # flag that would stop it may belong to a request message that was
-        # lost; this one must reach T. It stays a re-announced message.
-        a = Node.on_request_again(self, origin)
-        if a & SEND_AGAIN:
-            self.flag = 1
-        return a
-
-    def _again(self):
-        self.flag = 1
-        return Node._again(self)
-
-
-class NodeD(NodeDLiteral):
-    """D, corrected (the default "d").
-
-    Deviation from the paper, rules 2 and 4: an active T carries a hop budget.
-    Rule 2 sets the counter to n - 1 along with the state active; rule 4 for a
-    processor without a pending request decrements it and passes T only while
-    it is greater than 0, else T rests there in state check. An active T that
-    has visited every other processor without finding a pending request has
-    nothing to search for: every request it did not find was issued after T
-    passed its processor, so that request's message (or the message that
-    stopped it) is still chasing T and will wake it again.
-    Argument and counterexample: docs/bounds.md.
-    """
-
-    name = "d"
-    active_budget = True  # rule 4: see NodeDLiteral.on_token
-
-    def _activate(self):
-        self.state = ACTIVE
-        self.count = self.n - 1
-
-
-PROTOCOLS = {
-    "s": NodeS,
-    "q": NodeQ,
-    "d": NodeD,
-    "d-literal": NodeDLiteral,
+# The registry: protocol name -> (module, class), imported only when chosen, so a
+# board holds and loads only its own protocol's module (`picoring flash` copies
+# only that one: deploy.firmware_files). Adding a protocol is a module and a row.
+REGISTRY = {
+    "s": ("proto_s", "NodeS"),
+    "q": ("proto_q", "NodeQ"),
+    "d": ("proto_d", "NodeD"),
+    "d-literal": ("proto_d", "NodeDLiteral"),
+    "toy": ("proto_toy", "NodeToy"),
 }
+# The paper's protocols (the host's commands offer these; the rest are in REGISTRY).
+PAPER = ("s", "q", "d", "d-literal")
+
+
+def module_name(protocol):
+    """The firmware module (file stem) of a registered protocol."""
+    try:
+        return REGISTRY[protocol][0]
+    except KeyError:
+        raise ValueError("unknown protocol %r (known: %s)" % (protocol, ", ".join(REGISTRY)))
+
+
+def load(protocol):
+    """The Node class of a registered protocol; its module is imported on first use."""
+    mod = module_name(protocol)
+    pkg = __name__.rpartition(".")[0]
+    if pkg:  # the host: picoring.firmware.protocol
+        mod = pkg + "." + mod
+    __import__(mod)
+    import sys
+
+    return getattr(sys.modules[mod], REGISTRY[protocol][1])
 
 
 def make_node(protocol, index, n):
-    try:
-        cls = PROTOCOLS[protocol]
-    except KeyError:
-        raise ValueError("unknown protocol %r (known: s, q, d, d-literal)" % (protocol,))
-    return cls(index, n)
+    return load(protocol)(index, n)
+
+
+def bound(expr, n):
+    """The value of a descriptor's bound (an expression in n, e.g. "3*n - 2"), or None."""
+    if expr is None:
+        return None
+    return eval(expr, {"__builtins__": {}}, {"n": n})
+
+
+def _host_names(name):
+    # The host's names from before the registry (CPython: PEP 562): PROTOCOLS, the
+    # paper's protocols by name; NodeS, NodeQ, NodeD, NodeDLiteral, their classes.
+    if name == "PROTOCOLS":
+        return {p: load(p) for p in PAPER}
+    for p, (_mod, cls) in REGISTRY.items():
+        if cls == name:
+            return load(p)
+    raise AttributeError(name)
+
+
+try:
+    import micropython as _mp  # noqa: F401
+except ImportError:  # CPython only: a board's module has no __getattr__ (measured: a
+    __getattr__ = _host_names  # module that has one costs a Pico's ring ~2% of its hop rate)

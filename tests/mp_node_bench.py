@@ -4,8 +4,14 @@
 # Protocol "s" (the default) keeps the token moving without requests: one hop per
 # board per round. With "q", "d" or "d-literal" the bench makes the adversarial
 # workload: whenever the ring is quiet, a request at the node just behind the token,
-# so the request message and then the token travel n - 1 hops. "lock" runs the
-# rounds under micropython.heap_lock() instead.
+# so the request message and then the token travel n - 1 hops. With "toy" (the layer's
+# test protocol, firmware/proto_toy.py) the same workload broadcasts the request (n hop
+# frames) and routes the token to the requester (n - 1 hop frames); fwd_us is then the
+# chip time of a pass that only passed a routed frame on (no protocol woken). With
+# "toy-route" the toy's resting token is sent, whenever the ring is quiet, straight to
+# the node behind it (n - 1 hops, nothing else on the wires): every pass between is a
+# routed frame passed on alone, the figure to hold against S's token hop. "lock"
+# runs the rounds under micropython.heap_lock() instead.
 import sys
 
 try:
@@ -98,6 +104,9 @@ class NullHost:
 
 def main():
     proto = ARGV[2] if len(ARGV) > 2 else "s"
+    route = proto == "toy-route"
+    if route:
+        proto = "toy"
     n = int(ARGV[3]) if len(ARGV) > 3 else 3
     hops = int(ARGV[4]) if len(ARGV) > 4 else 2000
     log_on = (ARGV[5] if len(ARGV) > 5 else "1") == "1"
@@ -124,6 +133,7 @@ def main():
         """Q, D: a request behind the resting token once the ring is quiet (no allocation)."""
         if proto == "s":
             return
+        # (the toy's token at rest is the holder's too: has_token)
         holder = -1
         for lp in loops:
             nd = lp.node
@@ -131,7 +141,10 @@ def main():
                 return
             if nd.has_token:
                 holder = nd.index
-        if holder >= 0:
+        if holder >= 0 and route:
+            lp = loops[holder]
+            lp._act(lp.node._give((holder - 1) % n), ticks_us())  # the token straight to the node behind
+        elif holder >= 0:
             loops[holder - 1].request()  # index -1: the last node, behind node 0
 
     if len(ARGV) > 7 and ARGV[7] == "lock":
@@ -164,6 +177,8 @@ def main():
     busy_steps = 0
     pass_us = 0  # passes that only passed one frame on (no critical section began or ended)
     passes = 0
+    fwd_us = 0  # passes that passed a routed MSG frame on (the decoder's raw holds it: kind 7)
+    fwds = 0
     t0 = ticks_us()
     rounds = 0
     while rounds < hops:  # about one frame per round (one board is busy each round)
@@ -183,6 +198,10 @@ def main():
                 if lp.tx_frames == tx + 1 and not cs and not (lp.node.in_cs or lp.node.pending):
                     pass_us += dt
                     passes += 1
+                    raw = lp.dec.raw
+                    if raw[0] == 7 and raw[4] != 255 and raw[4] != lp.node.index:
+                        fwd_us += dt
+                        fwds += 1
     total_us = ticks_diff(ticks_us(), t0)
     a1 = gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
     gc.enable()
@@ -192,6 +211,7 @@ def main():
         "alloc_bytes": a1 - a0, "alloc_per_frame": (a1 - a0) / sent,
         "busy_us_per_frame": busy_us / sent, "total_us_per_frame": total_us / sent,
         "pass_us": pass_us / passes if passes else None, "passes": passes,
+        "fwd_us": fwd_us / fwds if fwds else None, "fwds": fwds,
         "host_lines": sum(h.lines for h in hosts), "host_bytes": sum(h.out_bytes for h in hosts),
         "rx_bad": sum(lp.dec.bad for lp in loops), "errors": sum(lp.node.errors for lp in loops),
         "dropped": sum(lp.log.dropped_total for lp in loops),

@@ -27,6 +27,17 @@ class Tok:
         self.epoch = epoch
 
 
+class Out:
+    """A protocol node's outgoing message fields, as frame.message() reads them."""
+
+    def __init__(self, kind, index, dst, payload):
+        self.out_kind = kind
+        self.index = index
+        self.out_dst = dst
+        self.out_len = len(payload)
+        self.out = payload
+
+
 def run(case, f):
     op = case[0]
     if op == "crc":
@@ -38,11 +49,24 @@ def run(case, f):
         n = f["seal"](raw, len(raw) - 2, out)
         return [n, hexof(raw), hexof(out)]
     if op == "token":
-        raw = bytearray(18)
-        raw[17] = case[5]
+        raw = bytearray(len(frame.Encoder()._raw))
+        raw[-1] = case[5]  # the encoder's next link sequence byte
         out = bytearray(frame.TOKEN_WIRE)
         n = f["token"](raw, out, Tok(case[2], case[1], case[3], case[4]))
         return [n, hexof(raw), hexof(out)]
+    if op == "cobs":
+        raw = unhex(case[1])
+        out = bytearray(len(raw) + 3)
+        n = f["cobs"](raw, len(raw), out)
+        return [n, hexof(out)]
+    if op == "message":
+        # case: ["message", mkind, src, dst, payload hex, lseq]
+        raw = bytearray(len(frame.Encoder()._raw))
+        raw[-1] = case[5]
+        out = bytearray(len(raw))
+        fields = frame.Decoder().st
+        n = f["message"](raw, out, Out(case[1], case[2], case[3], unhex(case[4])), fields)
+        return [n, hexof(raw), hexof(out), list(fields[:4])]
     if op == "scan":
         dec = frame.Decoder()
         got = []
@@ -80,8 +104,8 @@ def run(case, f):
     raise ValueError("unknown case %r" % op)
 
 
-TWINS = ("crc16", "seal", "token", "scan", "record", "record_fields", "record_token")
-MODULE = {"crc16": frame, "seal": frame, "token": frame, "scan": frame, "record": hostlink,
+TWINS = ("crc16", "seal", "cobs", "token", "message", "scan", "record", "record_fields", "record_token")
+MODULE = {"crc16": frame, "seal": frame, "cobs": frame, "token": frame, "message": frame, "scan": frame, "record": hostlink,
           "record_fields": hostlink, "record_token": hostlink}
 
 

@@ -104,7 +104,7 @@ def test_unknown_kind_and_wrong_length_counted():
         return bytes(out[:n])
 
     dec = frame.Decoder()
-    got = decode_all(dec, wire(b"\x07\x00") + wire(b"\x01\x00\x01\x02") + wire(b"\x02\x00\x05"))
+    got = decode_all(dec, wire(b"\x09\x00") + wire(b"\x01\x00\x01\x02") + wire(b"\x02\x00\x05"))
     assert got == [("bad", "kind"), ("bad", "len"), ("bad", "len")]
     assert dec.bad_counts == [0, 2, 0, 1]
 
@@ -147,3 +147,61 @@ def test_recovery_frames_round_trip_at_their_wire_sizes():
     assert (dec.epoch, dec.origin, dec.join, dec.seq, dec.nonce) == (0xBEEF, 300, 1, 0x01020304, 0xCAFE)
     assert dec.next() == frame.AGAIN and dec.origin == 7
     assert dec.next() == 0 and dec.bad == 0
+
+
+def test_message_frames_exact_bytes_and_round_trip():
+    """A MSG frame (docs/frames.md): kind 7, lseq, mkind, src, dst, the payload, CRC.
+    Its wire length is the payload's + 10; the decoder reads the first six payload bytes
+    as a token's seq and epoch (for the event record) and keeps the payload in raw."""
+    enc = frame.Encoder()
+    wire = enc.message(3, 1, frame.BROADCAST, b"")
+    assert wire == bytes.fromhex("00 02 07 06 03 01 ff 02 49 00") == wire_of(bytes([frame.MSG, 0, 3, 1, 0xFF]))
+    assert len(wire) == frame.MSG_WIRE_EXTRA
+    payload = bytes([4, 3, 2, 1, 7, 0]) + bytes(range(1, 41))
+    wire2 = enc.message(2, 0, 2, payload)
+    assert len(wire2) == len(payload) + frame.MSG_WIRE_EXTRA
+    dec = frame.Decoder()
+    buf = bytearray(wire + wire2)
+    dec.feed(buf, len(buf))
+    assert dec.next() == frame.MSG and (dec.mkind, dec.src, dec.dst, dec.payload, dec.lseq) == (3, 1, 255, b"", 0)
+    assert dec.next() == frame.MSG and (dec.mkind, dec.src, dec.dst, dec.lseq) == (2, 0, 2, 1)
+    assert dec.payload == payload and dec.seq == 0x01020304 and dec.epoch == 7
+    assert dec.next() == 0 and dec.bad == 0
+    # The longest payload (a token with arrays for 32 boards and more) fits; one more does not.
+    big = bytes((i % 255) + 1 for i in range(frame.MSG_MAX_PAYLOAD))
+    buf = bytearray(enc.message(9, 31, 0, big))
+    dec.feed(buf, len(buf))
+    assert dec.next() == frame.MSG and dec.payload == big
+    try:
+        enc.message(9, 31, 0, big + b"x")
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a payload over MSG_MAX_PAYLOAD was encoded")
+
+
+def test_message_frame_too_short_or_forwarded_unchanged():
+    enc = frame.Encoder()
+    dec = frame.Decoder()
+    assert decode_all(dec, wire_of(b"\x07\x00\x01\x02")) == [("bad", "len")]  # no room for src, dst
+    wire = enc.message(1, 2, 0, b"\x05\x06")
+    buf = bytearray(wire)
+    dec.feed(buf, len(buf))
+    assert dec.next() == frame.MSG
+    # Passed on: the same bytes again (the sender's lseq and CRC), COBS only.
+    n = enc.forward(dec.raw, frame.MSG_HEAD + 2 + 2)
+    assert bytes(enc.msg_out[:n]) == wire
+
+
+def wire_of(raw):
+    c = frame.crc16_bitwise(raw, len(raw))
+    r = bytearray(raw + bytes([c >> 8, c & 0xFF]))
+    out = bytearray(len(r) + 3)
+    return bytes(out[:frame.cobs_py(r, len(r), out)])
+
+
+def test_the_message_example_of_docs_frames_md():
+    enc = frame.Encoder()
+    enc.message(0, 0, 0, b"")  # lseq 0; the example's is 1
+    wire = enc.message(1, 0, 3, bytes([4, 3, 2, 1, 7, 0, 0, 0, 0, 0, 0]))
+    assert wire.hex(" ") == "00 04 07 01 01 07 03 04 03 02 01 07 01 01 01 01 01 03 aa ef 00"

@@ -1,5 +1,5 @@
 """The firmware's viper functions and their pure-Python twins (frame.py: crc16, seal,
-token, scan; hostlink.py: record, record_fields, record_token) give identical bytes
+cobs, token, message, scan; hostlink.py: record, record_fields, record_token) give identical bytes
 and results over random input: both twins under the real micropython binary, and the
 Python twins under CPython, which the simulator and the host use."""
 
@@ -30,6 +30,7 @@ def wire_chunks():
         st.tuples(u16, u16, st.integers(0, 1), u30, u16).map(lambda f: bytes(enc.claim(*f))),
         u16.map(lambda o: bytes(enc.again(o))),
         u16.map(lambda p: bytes(enc.probe(p))),
+        st.tuples(u8, u8, u8, st.binary(max_size=60)).map(lambda m: enc.message(*m)),
         st.binary(max_size=40),
     )
     return st.tuples(st.lists(piece, max_size=12), st.lists(st.integers(1, 30), min_size=1, max_size=4)).map(_split)
@@ -52,6 +53,8 @@ log_op = st.tuples(st.sampled_from(["record", "fields", "token", "flush"]), u8, 
 cases = st.lists(st.one_of(
     st.binary(max_size=40).map(lambda b: ["crc", b.hex()]),
     st.binary(min_size=1, max_size=16).map(lambda b: ["seal", b.hex()]),
+    st.binary(min_size=1, max_size=253).map(lambda b: ["cobs", b.hex()]),
+    st.tuples(u8, u8, u8, st.binary(max_size=246), u8).map(lambda t: ["message", t[0], t[1], t[2], t[3].hex(), t[4]]),
     st.tuples(u16, u8, u30, u16, u8).map(lambda t: ["token", *t]),
     wire_chunks(),
     st.tuples(st.integers(1, 20), st.lists(log_op, max_size=40)).map(lambda t: ["log", t[0], [list(o) for o in t[1]]]),

@@ -21,7 +21,7 @@ PICO_V118 = 0x1305  # MicroPython 1.18: .mpy 5
 NO_NATIVE = 0x0006  # a port built without native .mpy loading: no arch
 
 MODULES = sorted(p.stem for p in deploy.FIRMWARE_FILES if p.name != "main.py")
-NATIVE = ["frame", "hostlink", "node", "protocol"]  # @micropython.viper / .native inside
+NATIVE = ["frame", "hostlink", "node", "proto_d", "proto_q", "proto_s", "protocol"]  # @micropython.viper / .native inside
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +71,7 @@ def test_a_pico2_gets_armv7emsp_native_code(compiler, tmp_path):
     sel = mpy.select(deploy.FIRMWARE_FILES, PICO2, compiler, cache=tmp_path)
     assert sorted(sel["compiled"]) == MODULES
     arches = {n: header(f)["arch_name"] for f, n in zip(sel["files"], sel["names"]) if n[:-4] in NATIVE}
-    assert arches == {"frame.mpy": "armv7emsp", "hostlink.mpy": "armv7emsp", "node.mpy": "armv7emsp",
-                      "protocol.mpy": "armv7emsp"}
+    assert arches == {m + ".mpy": "armv7emsp" for m in NATIVE}
 
 
 def test_the_cache_gives_the_same_bytes_so_mpremote_finds_them_up_to_date(compiler, tmp_path):
@@ -105,12 +104,11 @@ def test_an_older_micropython_keeps_the_native_modules_as_sources(compiler, tmp_
     mpy-cross here emits 6.3."""
     sel = mpy.select(deploy.FIRMWARE_FILES, PICO_V122, compiler, cache=tmp_path, board_version="1.22.0")
     assert sel["sources"] == NATIVE and sorted(sel["compiled"]) == sorted(set(MODULES) - set(NATIVE))
-    assert sorted(n for n in sel["names"] if n.endswith(".py")) == [
-        "frame.py", "hostlink.py", "main.py", "node.py", "protocol.py"]
-    assert {"frame.mpy", "hostlink.mpy", "node.mpy", "protocol.mpy", "hal.py"} <= set(sel["remove"])
+    assert sorted(n for n in sel["names"] if n.endswith(".py")) == sorted([m + ".py" for m in NATIVE] + ["main.py"])
+    assert {"frame.mpy", "hostlink.mpy", "node.mpy", "protocol.mpy", "proto_q.mpy", "hal.py"} <= set(sel["remove"])
     [note] = sel["notes"]
     assert note.startswith("board's MicroPython v1.22.0 takes .mpy 6.2 armv6m; mpy-cross v1.29")
-    assert "emits .mpy 6.3" in note and note.endswith("copying frame.py, hostlink.py, node.py, protocol.py")
+    assert "emits .mpy 6.3" in note and note.endswith("copying frame.py, hostlink.py, node.py, proto_d.py, proto_q.py, proto_s.py, protocol.py")
 
 
 def test_no_mpy_when_the_version_differs_or_the_board_does_not_say(compiler, tmp_path):
@@ -128,7 +126,7 @@ def test_a_board_without_native_mpy_support_gets_bytecode_mpy_only(compiler, tmp
     sel = mpy.select(deploy.FIRMWARE_FILES, NO_NATIVE, compiler, cache=tmp_path)
     assert sel["sources"] == NATIVE and "hal" in sel["compiled"]
     [note] = sel["notes"]
-    assert "without -march" in note and note.endswith("copying frame.py, hostlink.py, node.py, protocol.py")
+    assert "without -march" in note and note.endswith("copying frame.py, hostlink.py, node.py, proto_d.py, proto_q.py, proto_s.py, protocol.py")
 
 
 def test_without_mpy_cross_or_when_it_fails_the_sources_go(tmp_path):

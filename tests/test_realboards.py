@@ -223,7 +223,9 @@ def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
     t0 = time.monotonic()
     results = flash.flash(targets, "d", board="pico2", cs_us=50)
     first_s = time.monotonic() - t0
-    names = [p.name for p in deploy.FIRMWARE_FILES] + ["picoring.json"]
+    # Only D's protocol module of the protocol modules (firmware/protocol.py REGISTRY).
+    names = [p.name for p in deploy.firmware_files(protocol="d")] + ["picoring.json"]
+    assert "proto_d.py" in names and "proto_q.py" not in names and "protocol.py" in names
     fw = flash.firmware_version()
     for i, (r, b) in enumerate(zip(results, vring.boards)):
         assert sorted(r["copied"]) == sorted(names) and r["up_to_date"] == []
@@ -238,8 +240,8 @@ def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
     second_s = time.monotonic() - t0
     assert [r["copied"] for r in again] == [[], [], []]
     assert all(sorted(r["up_to_date"]) == sorted(names) for r in again)
-    changed = flash.flash(targets, "q")  # only the config changes
-    assert [r["copied"] for r in changed] == [["picoring.json"]] * 3
+    changed = flash.flash(targets, "q")  # the config changes, and Q's module joins D's
+    assert [sorted(r["copied"]) for r in changed] == [["picoring.json", "proto_q.py"]] * 3
     print("flash of 3 virtual boards: %.2f s; again, nothing to copy: %.2f s" % (first_s, second_s))
 
 

@@ -63,7 +63,10 @@ def test_node_loop_allocates_nothing_on_a_pico(tmp_path):
     The unix port passes the same checks while hiding what the rp2 port allocates: 30-bit
     small ints make `seq & 0xFFFFFFFF` a heap long int there."""
     runs = []
-    for proto in ("s", "q", "d"):
+    # toy: the layer's messages (firmware/proto_toy.py): broadcast requests, each passed
+    # on and delivered at every node, the token routed to the requester; toy-route: the
+    # token routed n - 1 hops alone, passed on by nodes whose protocol is not woken.
+    for proto in ("s", "q", "d", "toy", "toy-route"):
         runs.append([proto, "3", "300", "1", "1", "lock"])
         runs.append([proto, "3", "300", "1", "1"])
     status, out, err = run_on_pico(tmp_path, node_bench_runs(runs))
@@ -75,7 +78,9 @@ def test_node_loop_allocates_nothing_on_a_pico(tmp_path):
             assert line == "no allocation in 300 rounds", (args, line)
         else:
             result = json.loads(line)
-            assert result["protocol"] == args[0] and result["impl"] == "micropython"
+            assert result["protocol"] == args[0].replace("-route", "") and result["impl"] == "micropython"
+            if args[0] == "toy-route":
+                assert result["fwds"] > 100, (args, result)
             assert result["frames"] > 300 and result["alloc_bytes"] == 0, (args, result)
             assert result["errors"] == 0 and result["rx_bad"] == 0 and result["dropped"] == 0, (args, result)
 

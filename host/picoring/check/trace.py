@@ -15,7 +15,7 @@ TRACE_VERSION = 2
 READS_VERSIONS = (1, 2)  # version 2 adds the recovery events and frame kinds; 1 is a subset
 EVENT_KINDS = ("req", "send", "recv", "enter", "exit", "end",
                "regen", "discard", "timeout", "fail", "notice")  # the last five: version 2
-FRAME_KINDS = ("token", "request", "claim", "again")
+FRAME_KINDS = ("token", "request", "claim", "again", "msg")  # msg: a protocol layer message (docs/frames.md)
 
 
 class TraceError(ValueError):

@@ -37,10 +37,17 @@ def _firmware_dir():
 FIRMWARE_DIR = _firmware_dir()
 
 
-def firmware_files(folder=None):
-    """The files a board gets: every *.py in firmware/, except __init__.py (a host-side package marker)."""
+def firmware_files(folder=None, protocol=None):
+    """The files a board gets: every *.py in firmware/, except __init__.py (a host-side package marker);
+    with protocol, of the protocol modules (proto_*.py) only that protocol's (firmware/protocol.py REGISTRY)."""
     folder = Path(folder) if folder is not None else FIRMWARE_DIR
-    return sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
+    files = sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
+    if protocol is not None:
+        from .firmware.protocol import module_name
+
+        keep = module_name(protocol) + ".py"
+        files = [p for p in files if not p.name.startswith("proto_") or p.name == keep]
+    return files
 
 
 FIRMWARE_FILES = firmware_files()

@@ -206,6 +206,8 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     if protocol not in PROTOCOLS:
         raise FlashError("unknown protocol %r (known: %s)" % (protocol, ", ".join(PROTOCOLS)))
     bdef = boarddefs.load(board) if isinstance(board, str) else board
+    if files is None:
+        files = deploy.firmware_files(protocol=protocol)  # only its own protocol module
     positions = plan(targets, positions)
     for t in targets:
         check_port(t)

@@ -25,7 +25,8 @@ SEQ_PERIOD = 1 << 16
 
 EV_NAMES = {1: "req", 2: "send", 3: "recv", 4: "enter", 5: "exit", 6: "bad", 7: "drop", 8: "reject", 9: "boot",
             10: "regen", 11: "discard", 12: "timeout", 13: "hosterr"}
-KIND_NAMES = {0: None, 1: "token", 2: "request", 5: "claim", 6: "again"}
+KIND_NAMES = {0: None, 1: "token", 2: "request", 5: "claim", 6: "again", 7: "msg", 8: "msg"}
+MSG_FORWARDED = 8  # kind nibble of a send record: a hop frame of a message sent elsewhere
 BAD_REASONS = ("crc", "len", "cobs", "kind")
 # aux of a timeout event (firmware node.TIMEOUT_*) and of a hosterr event (node.HOSTERR_*)
 TIMEOUT_REASONS = {1: "join", 2: "claim", 3: "again"}
@@ -140,6 +141,8 @@ def decode_records(board, data, size=None):
                 payload = {"epoch": epoch, "origin": count, "join": aux, "seq": seq}
             elif kind == "again":
                 payload = {"origin": count}
+            elif kind == "msg":
+                payload = _msg_payload(board, ev, code >> 4, aux, count, seq, epoch, size)
         elif ev in ("regen", "discard"):
             payload = {"count": count, "state": aux if ev == "regen" else 0, "seq": seq, "epoch": epoch}
             if ev == "discard":
@@ -158,6 +161,20 @@ def decode_records(board, data, size=None):
             extra = {"position": aux, "size": count}
         out.append(BoardEvent(board, eseq, tick, ev, link, kind, payload, extra))
     return out
+
+
+def _msg_payload(board, ev, kind, aux, count, seq, epoch, size):
+    """A MSG frame's record (docs/hostlink.md): mkind, src, dst (255: all), the first six
+    payload bytes as seq and epoch; a send says whether it is a new logical message (fwd
+    False) or a hop frame passed on (fwd True); hop: which hop of the message's way this
+    frame is (1: the sender's), where the ring size is known."""
+    src, dst = count & 0xFF, count >> 8
+    payload = {"mkind": aux, "src": src, "dst": dst, "seq": seq, "epoch": epoch}
+    if ev == "send":
+        payload["fwd"] = kind == MSG_FORWARDED
+    if size:
+        payload["hop"] = (board - src) % size + 1 if ev == "send" else (board - src - 1) % size + 1
+    return payload
 
 
 class LineParser:
