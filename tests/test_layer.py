@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from picoring import hostlink as hl
+from picoring.ring import hostlink as hl
 from picoring.firmware import protocol as host_protocol
 
 from conftest import FIRMWARE, ROOT, run_micropython
@@ -101,7 +101,7 @@ def test_every_descriptor_has_the_keys_the_host_reads(name):
 @pytest.mark.parametrize("name", ["s", "q", "d", "d-literal"])
 def test_descriptors_hold_the_bounds_the_checker_holds(name):
     """The later host phase switches checker.bounds_for to the descriptors: the values agree."""
-    from picoring.checker import bounds_for, paper_bounds_for
+    from picoring.check.checker import bounds_for, paper_bounds_for
 
     b = host_protocol.load(name).about["bounds"]
     for n in range(2, 12):

@@ -43,7 +43,7 @@ def firmware_files(folder=None, protocol=None):
     folder = Path(folder) if folder is not None else FIRMWARE_DIR
     files = sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
     if protocol is not None:
-        from .firmware.protocol import module_name
+        from ..firmware.protocol import module_name
 
         keep = module_name(protocol) + ".py"
         files = [p for p in files if not p.name.startswith("proto_") or p.name == keep]
