@@ -2,16 +2,14 @@
 
 import sys
 
-from .common import PROTOCOLS, CommandError, print_report
+from .common import PROTOCOLS, CommandError, add_workload_args, print_report, workload_args
 
 
 def argparse_sim(sub):
     p = sub.add_parser("sim", help="run the protocol code on a simulated ring and check the bounds")
     p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
     p.add_argument("-n", type=int, default=8, help="ring size (default 8)")
-    p.add_argument("--workload", "-w", default="poisson",
-                   help="poisson | burst | sequential | adversarial | file:PATH (default poisson)")
-    p.add_argument("--requests", "-k", type=int, default=1000, help="number of requests (default 1000)")
+    add_workload_args(p, 1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cs-time", type=int, default=1, help="critical section length in hop times (default 1)")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per hop time (default 1/n)")
@@ -30,16 +28,17 @@ def do_sim(args):
 
     if args.n < 2:
         raise CommandError("-n must be at least 2")
-    if args.requests < 0:
-        raise CommandError("--requests cannot be negative")
     if args.cs_time < 0:
         raise CommandError("--cs-time cannot be negative")
+    if args.idle_horizon is not None and args.idle_horizon < 0:
+        raise CommandError("--idle-horizon cannot be negative")
+    workload = workload_args(args, args.n, cs_time=args.cs_time)
     progress = None
     if args.progress:
         progress = _progress_printer(args.requests)
     report = simulate(
-        args.protocol, args.n, args.workload, requests=args.requests, seed=args.seed, cs_time=args.cs_time,
-        trace=args.trace, idle_horizon=args.idle_horizon, rate=args.rate, period=args.period, progress=progress,
+        args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
+        trace=args.trace, idle_horizon=args.idle_horizon, progress=progress,
     )
     if progress is not None:
         sys.stderr.write("\n")

@@ -49,8 +49,8 @@ def _run(args, out=None, err=None):
     state_dir = Path(args.dir) if args.dir else supervisor.default_state_dir()
     action = args.virtual_command
     if action == "up":
-        if args.n < 1:
-            raise ValueError("-n must be at least 1")
+        if args.n < 2:
+            raise ValueError("-n must be at least 2: a ring of boards (the firmware takes size >= 2)")
         if args.baud <= 0:
             raise ValueError("--baud must be positive")
         state = supervisor.up(state_dir, args.n, args.baud, args.heapsize, faults=args.faults)
