@@ -1,6 +1,10 @@
 """Bad arguments are caught before anything starts, and say what is wrong (issue 18, item 1)."""
 
 import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from picoring.cli.main import main
@@ -59,3 +63,30 @@ def test_requests_with_a_file_workload_is_said_to_be_ignored(tmp_path, capsys):
 def test_requests_default_per_command(capsys):
     assert main(["sim", "-p", "q", "-n", "3", "-w", "sequential", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["requests"] == 1000
+
+
+def test_check_names_a_binary_file(tmp_path, capsys):
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(range(256)) * 20)
+    status, err = status_err(capsys, "check", str(path))
+    assert status == 2
+    assert err.startswith("picoring: %s: not a text trace (byte 0xff is not UTF-8)" % path), err
+
+
+def _picoring(*argv):
+    return [sys.executable, "-c", "import sys; from picoring.cli.main import main; sys.exit(main(sys.argv[1:]))", *argv]
+
+
+@pytest.mark.parametrize("argv", [["sim", "-p", "q", "-n", "3", "-k", "20", "--json"],  # print()
+                                  ["sim", "-p", "q", "-n", "3", "-k", "20"]])           # a rich table
+def test_a_reader_that_goes_away_is_no_error(argv):
+    """`picoring ... | head`: the pipe's reader is gone before picoring writes (closed here
+    before it starts, so no timing is involved): no message, no traceback."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run(_picoring(*argv), stdout=w, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(w)
+    assert proc.stderr.decode() == ""
+    assert proc.returncode == 1

@@ -46,13 +46,47 @@ def main(argv=None):
     args = parser.parse_args(argv)
     handler = _COMMANDS[args.command][0]
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()  # here, so a reader that went away (| head) shows as BrokenPipeError below
+        return status
+    except BrokenPipeError as e:
+        if not _stdout_gone():  # a serial port or a socket, not our reader
+            print("picoring: %s" % e, file=sys.stderr)
+            return 2
+        return _quiet_exit_on_broken_pipe()
     except (CommandError, ValueError, OSError) as e:
         print("picoring: %s" % e, file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("picoring: interrupted", file=sys.stderr)
         return 130
+
+
+
+def _stdout_gone():
+    """True if stdout is a pipe whose reader has closed it (poll says POLLERR)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (AttributeError, ValueError, OSError):  # no real stdout (pytest's capture)
+        return False
+
+
+def _quiet_exit_on_broken_pipe():
+    """`picoring ... | head`: the reader has all it wanted. As the CPython docs (signal, "Note on
+    SIGPIPE") say: point stdout at devnull so the interpreter's last flush does not complain,
+    and exit quietly with status 1 (what rich does for the tables it prints, too)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, ValueError, OSError):
+        pass
+    return 1
 
 
 if __name__ == "__main__":
