@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 
@@ -335,3 +336,27 @@ def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
         assert deploy.list_files(state["boards"][0]["usb"], timeout=TIMEOUT) == ["main.py", "picoring.json"]
     finally:
         supervisor.down(d)
+
+
+def test_sigterm_of_run_virtual_cleans_up_like_ctrl_c(tmp_path):
+    """kill PID of `picoring run --virtual` stops the boards and removes their temporary
+    folder, as Ctrl-C does (issue 18, item 3). Sent once the folder exists, at whatever point
+    the run is in: deploying or running, the cleanup is the same."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    cmd = [sys.executable, "-c", "import sys; from picoring.cli.main import main; sys.exit(main(sys.argv[1:]))",
+           "run", "--virtual", "2", "-p", "q", "-w", "sequential", "-k", "1000000"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: list(tmp_path.glob("picoring-virtual-*/board1")) or proc.poll() is not None,
+                 timeout=60, what="the run's virtual boards")
+        assert proc.poll() is None, proc.stderr.read().decode()
+        workdir = next(tmp_path.glob("picoring-virtual-*"))
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err.decode()
+    assert "picoring: terminated" in err.decode() and "Traceback" not in err.decode()
+    assert not workdir.exists(), sorted(p.name for p in workdir.rglob("*"))

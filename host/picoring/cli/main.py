@@ -7,6 +7,7 @@ exits with status 1.
 """
 
 import argparse
+import signal
 import sys
 
 from .. import __version__
@@ -41,10 +42,37 @@ def build_parser():
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill PID): raised like Ctrl-C's KeyboardInterrupt, so the same cleanup runs
+    (virtual boards stopped, their temporary folder removed, ports closed)."""
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: let the cleanup finish (kill -9 still works)
+    raise Terminated()
+
+
+def _catch_sigterm():
+    """Install _on_sigterm; returns the handler to put back (None where signals cannot be set)."""
+    try:
+        return signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (main() called from a thread)
+        return None
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = _COMMANDS[args.command][0]
+    previous = _catch_sigterm()
+    try:
+        return _main(handler, args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(handler, args):
     try:
         status = handler(args)
         sys.stdout.flush()  # here, so a reader that went away (| head) shows as BrokenPipeError below
@@ -57,6 +85,9 @@ def main(argv=None):
     except (CommandError, ValueError, OSError) as e:
         print("picoring: %s" % e, file=sys.stderr)
         return 2
+    except Terminated:
+        print("picoring: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("picoring: interrupted", file=sys.stderr)
         return 130
