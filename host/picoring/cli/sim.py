@@ -1,6 +1,7 @@
 """`picoring sim` and `picoring check`: the simulator and the checker, one report each."""
 
 import sys
+from pathlib import Path
 
 from .common import PROTOCOLS, CommandError, add_workload_args, print_report, workload_args
 
@@ -18,13 +19,15 @@ def argparse_sim(sub):
                    help="S only: keep running this long after the last service (default 4n)")
     p.add_argument("--trace", metavar="FILE", help="write the JSON-lines trace here")
     p.add_argument("--schedule-out", metavar="FILE",
-                   help="if the ring does not go quiet, save the schedule here (default ./nonquiescent-<protocol>-n<N>-seed<S>.jsonl)")
+                   help="if the ring does not go quiet, save the schedule here (default: next to --trace, else in "
+                        "$XDG_STATE_HOME/picoring/schedules, as nonquiescent-<protocol>-n<N>-seed<S>[-K].jsonl, "
+                        "never over another file)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--progress", action="store_true", help="show progress on stderr")
 
 
 def do_sim(args):
-    from ..sim.simulate import simulate, write_schedule
+    from ..sim.simulate import save_schedule, schedule_dir, simulate, write_schedule
 
     if args.n < 2:
         raise CommandError("-n must be at least 2")
@@ -43,9 +46,17 @@ def do_sim(args):
     if progress is not None:
         sys.stderr.write("\n")
     if report.get("schedule") is not None:
-        path = args.schedule_out or "nonquiescent-%s-n%d-seed%d.jsonl" % (args.protocol, args.n, args.seed)
-        write_schedule(report["schedule"], path)
+        if args.schedule_out:
+            path = args.schedule_out
+            write_schedule(report["schedule"], path)
+        else:
+            folder = Path(args.trace).resolve().parent if args.trace else schedule_dir()
+            path = str(save_schedule(report["schedule"], folder,
+                                     "nonquiescent-%s-n%d-seed%d" % (args.protocol, args.n, args.seed)))
         report["schedule_file"] = path
+        if args.json:  # the human report says it too
+            print("picoring: the ring did not go quiet; its schedule is in %s (replay: -w file:%s)" % (path, path),
+                  file=sys.stderr)
     print_report(report, args.json)
     return 0 if report["ok"] else 1
 
