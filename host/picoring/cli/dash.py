@@ -160,14 +160,7 @@ def _dash_ring(args, console, ports, resetter, ring, workload):
                           listener=feed, resetter=resetter, seed=args.seed)
 
         def stats():
-            parsers = [link.parser for link in run.links]
-            return {
-                # frames that failed their check on a board's UART (counted by the harness)
-                "corrupt": sum(sum(reasons.values()) for reasons in run.bad_events),
-                "dropped": sum(p.reported_dropped for p in parsers),  # events a board's log had no room for
-                "lost": sum(p.missing for p in parsers),  # events missing between a board and the host
-                "garbage lines": sum(sum(p.garbage.values()) for p in parsers),
-            }
+            return frame_counters([link.parser for link in run.links], run.bad_events)
 
         def work():
             try:
@@ -205,6 +198,26 @@ def _dash_ring(args, console, ports, resetter, ring, workload):
         return 0
     print_report(result["report"], console)
     return 0 if result["report"]["ok"] else 1
+
+
+def frame_counters(parsers, bad_events):
+    """The dashboard's frame counters of a ring run, from its links' LineParsers and the
+    harness's bad frame events ({reason: count} per board)."""
+    from ..ring.hostlink import REPL_REASONS
+
+    def lines(restart):
+        return sum(v for p in parsers for reason, v in p.garbage.items() if (reason in REPL_REASONS) == restart)
+
+    return {
+        # frames that failed their check on a board's UART (counted by the harness)
+        "corrupt": sum(sum(reasons.values()) for reasons in bad_events),
+        "dropped": sum(p.reported_dropped for p in parsers),  # events a board's log had no room for
+        "lost": sum(p.missing for p in parsers),  # events missing between a board and the host
+        "garbage lines": lines(restart=False),  # lines that are no picoring line and no REPL's
+        # what MicroPython prints when the harness restarts a board: main.py's Ctrl-C
+        # traceback and the banner; no fault
+        "boot banner": lines(restart=True),
+    }
 
 
 # -- report ------------------------------------------------------------------
