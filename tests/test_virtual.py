@@ -260,7 +260,7 @@ def run_cli(capsys, *argv):
 
 
 def test_cli_up_status_reset_down(tmp_path, capsys):
-    d = str(tmp_path / "state")
+    d = str(tmp_path / "state")  # a path longer than the old fixed columns
     try:
         status, out, err = run_cli(capsys, "virtual", "up", "-n", "3", "--baud", "9600", "--dir", d)
         assert status == 0, err
@@ -276,22 +276,39 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
         assert len(st["wires"]) == 3
         assert "0->1" in run_cli(capsys, "virtual", "status", "--dir", d)[1]
 
+        text = run_cli(capsys, "virtual", "status", "--dir", d)[1]
+        header, rows = text.splitlines()[1], text.splitlines()[2:5]
+        for column in ("uart", "restarts", "host"):  # every row lines up under its header
+            at = header.index(column)
+            assert all(row[at - 1] == " " and row[at] != " " for row in rows), text
+        assert all(len(row) == len(header) for row in rows), text  # the right-aligned counters too
+
         old = state["boards"][1]["pid"]
-        assert run_cli(capsys, "virtual", "reset", "1", "--dir", d)[0] == 0
-        wait_for(lambda: supervisor.read_state(d)["boards"][1]["pid"] != old, what="state.json to show the new pid")
+        status, out, err = run_cli(capsys, "virtual", "reset", "1", "--dir", d)
+        assert status == 0
+        new = supervisor.status(d)["boards"][1]["pid"]
+        assert new != old and "board 1 restarted (pid %d, " % new in err
+        wait_for(lambda: supervisor.read_state(d)["boards"][1]["pid"] == new, what="state.json to show the new pid")
         assert run_cli(capsys, "virtual", "reset", "5", "--dir", d)[2].count("no board 5") == 1
+        assert [b["restarts"] for b in supervisor.status(d)["boards"]] == [0, 1, 0]
 
         # faults by hand: a power cycle, a pulled USB cable (the port path goes and comes back)
         status, out, err = run_cli(capsys, "virtual", "reset", "1", "--power", "--dir", d)
-        assert status == 0 and "board 1 power-cycled" in err, err
+        assert status == 0 and "board 1 power-cycled (pid %d, " % supervisor.status(d)["boards"][1]["pid"] in err, err
+        status, out, err = run_cli(capsys, "virtual", "reset", "0", "--power", "--off", "3600", "--dir", d)
+        assert status == 0 and "board 0 power-cycled (off 3600s) (off: it starts again in 3600s" in err, err
+        assert supervisor.status(d)["boards"][0]["pid"] is None  # not the pid of the process that was killed
+        assert run_cli(capsys, "virtual", "reset", "0", "--dir", d)[0] == 0  # a reset powers it on
         assert run_cli(capsys, "virtual", "unplug", "2", "--dir", d)[0] == 0
         assert not os.path.exists(paths[2]) and os.path.exists(paths[1])
         text = run_cli(capsys, "virtual", "status", "--dir", d)[1]
         assert "UNPLUGGED" in text and "1 power cycles" in text and "1 unplugs" in text
+        listed = json.loads(run_cli(capsys, "boards", "--virtual-dir", d, "--json")[1])
+        assert [r["port"] for r in listed if r["virtual"]] == paths[:2]  # the unplugged board is not there
         assert run_cli(capsys, "virtual", "plug", "2", "--dir", d)[0] == 0
         assert os.path.exists(paths[2])
         boards = json.loads(run_cli(capsys, "virtual", "status", "--json", "--dir", d)[1])["boards"]
-        assert [(b["power_cycles"], b["unplugs"], b["usb_present"]) for b in boards] == [(0, 0, True), (1, 0, True), (0, 1, True)]
+        assert [(b["power_cycles"], b["unplugs"], b["usb_present"]) for b in boards] == [(1, 0, True), (1, 0, True), (0, 1, True)]
 
         pids = [state["supervisor_pid"]] + [b["pid"] for b in supervisor.read_state(d)["boards"]]
         status, out, err = run_cli(capsys, "virtual", "down", "--dir", d)

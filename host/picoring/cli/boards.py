@@ -2,6 +2,7 @@
 serial number or URL. Thin handlers over ports, flash, discover and wiring."""
 
 import json
+import os
 import sys
 import time
 
@@ -30,8 +31,9 @@ def do_boards(args, out=None):
     out = out or sys.stdout
     rows = [{"port": t.port, "serial": t.serial_number, "vid_pid": t.vid_pid, "description": t.description,
              "virtual": False} for t in list_usb(all_ports=args.all_ports)]
+    # a virtual board whose USB cable is pulled (`virtual unplug`) has no port, as a real one
     rows += [{"port": t.port, "serial": None, "vid_pid": None, "description": t.description, "virtual": True,
-              "uart": t.virtual_uart} for t in virtual_targets(args.virtual_dir)]
+              "uart": t.virtual_uart} for t in virtual_targets(args.virtual_dir) if os.path.exists(t.port)]
     if args.json:
         print(json.dumps(rows, sort_keys=True), file=out)
         return 0
