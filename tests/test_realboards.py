@@ -329,6 +329,39 @@ def test_port_busy_is_reported_before_anything_is_touched(vring):
         holder.close()
 
 
+def test_a_port_in_use_is_refused_naming_who_has_it(vring):
+    """Two runs on the same boards read half of each other's lines ("bad base64 length"):
+    ports are opened with an exclusive lock, and the second says who holds the port
+    (issue 18, item 2)."""
+    import queue
+
+    from picoring.ring.link import BoardLink, HarnessError
+
+    port = vring.boards[0].usb_path
+    holder = subprocess.Popen([sys.executable, "-c", "import serial, sys\ns = serial.Serial(sys.argv[1], exclusive=True)\n"
+                               "print('held', flush=True)\nsys.stdin.read()", port],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert ports.port_holders(port)[0][0] == holder.pid
+        with pytest.raises(HarnessError, match=r"port busy: %s is open in another program \(pid %d: \S*python"
+                           % (port, holder.pid)):
+            BoardLink(0, port, queue.Queue()).open()
+        with pytest.raises(ports.PortError, match="pid %d" % holder.pid):
+            flash.check_port(ports.ring_targets(vring)[0])
+    finally:
+        holder.stdin.close()
+        holder.wait(TIMEOUT)
+    # in one process too: a link holds its port until it is closed
+    first = BoardLink(0, port, queue.Queue()).open()
+    try:
+        with pytest.raises(HarnessError, match="port busy: %s" % port):
+            BoardLink(1, port, queue.Queue()).open()
+    finally:
+        first.close()
+    BoardLink(0, port, queue.Queue()).open().close()
+
+
 # -- discover ------------------------------------------------------------------------------
 
 def test_discover_finds_a_shuffled_ring(tmp_path):
