@@ -372,10 +372,13 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
         assert shuffled != targets
         first = shuffled.index(targets[0])
         t0 = time.monotonic()
-        ordered, info = discover.discover(shuffled, first=first)
+        said = []
+        ordered, info = discover.discover(shuffled, first=first, log=said.append)
         cold = time.monotonic() - t0
         assert [t.port for t in ordered] == [b.usb_path for b in r.boards]
-        assert info["reflashed"]  # blank boards got the firmware and a provisional config
+        assert info["reflashed"]  # blank boards got the firmware and a provisional config, and were told so
+        assert "%s: no picoring firmware answered within 6s" % targets[0].port in said[0]
+        assert "discover flashes picoring firmware %s with a provisional config" % flash.firmware_version() in said[0]
         # boards that run the firmware (any positions) are probed as they are
         t0 = time.monotonic()
         ordered2, info2 = discover.discover(shuffled[::-1], first=shuffled[::-1].index(targets[2]))
@@ -388,6 +391,24 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
         r.cut(3)
         with pytest.raises(discover.WiringError, match="the TX \\(GP0\\) of %s reaches none" % r.boards[3].usb_path):
             discover.discover(targets)
+
+
+def test_discover_on_a_port_with_no_board_fails_before_flashing_anything(vring, capsys):
+    """It took 67 s (a 60 s copy attempt) and flashed the other boards first (issue 18, item 2)."""
+    master, slave = os.openpty()  # a port where nothing answers
+    try:
+        silent = os.ttyname(slave)
+        good = [t.port for t in ports.ring_targets(vring)[:2]]
+        status = main(["discover", "--ports", ",".join(good + [silent]), "--timeout", "2", "--ring-file", os.devnull])
+        err = capsys.readouterr().err
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert status == 2
+    assert "picoring: %s: no MicroPython board answered within 2s" % silent in err, err
+    assert all(not os.path.exists(os.path.join(b.fs_dir, "main.py")) for b in vring.boards)  # nothing flashed
+    assert main(["discover", "--ports", ",".join(good), "--timeout", "0"]) == 2
+    assert "--timeout must be > 0" in capsys.readouterr().err
 
 
 def test_ring_order_errors_say_which_wire():

@@ -108,6 +108,9 @@ def argparse_discover(sub):
     p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names())
     p.add_argument("--baud", type=int)
     p.add_argument("--reflash", action="store_true", help="always flash the provisional config first")
+    p.add_argument("--timeout", type=float, default=6.0, metavar="S",
+                   help="seconds to wait for the boards' answers: their firmware's hello, a REPL, the probes "
+                        "(default 6; a port with no board fails after about 2S)")
     p.add_argument("--json", action="store_true")
 
 
@@ -116,6 +119,8 @@ def do_discover(args, out=None):
     from ..ring.ports import resolve_many, split_ports, targets_from_args
 
     out = out or sys.stdout
+    if not args.timeout > 0:
+        raise ValueError("--timeout must be > 0 seconds")
     if args.ports:
         targets = resolve_many(split_ports(args.ports), args.virtual_dir)
     else:
@@ -129,7 +134,8 @@ def do_discover(args, out=None):
         first = keys.index(first_t.key)
     say = (lambda text: print(text, file=sys.stderr)) if not args.json else None
     ordered, info = discover(targets, board=args.board, baud=args.baud, first=first,
-                             reflash=True if args.reflash else "auto", log=say)
+                             reflash=True if args.reflash else "auto", log=say,
+                             hello_timeout=args.timeout, probe_timeout=args.timeout, repl_timeout=args.timeout)
     doc = save(args.ring_file, ordered, args.board)
     if args.json:
         print(json.dumps({"ring_file": args.ring_file, "ring": doc, "info": info}, sort_keys=True), file=out)

@@ -15,6 +15,7 @@ import queue
 import time
 
 from . import boarddefs
+from . import deploy
 from . import flash as flashmod
 from .link import HarnessError, drain
 from .hostlink import encode_command
@@ -117,27 +118,48 @@ def ring_order(labels, arrivals, first=0):
 
 
 def current_firmware(targets, links, fw, timeout):
-    """Restart every board; True for those that come up with the current firmware and a
-    usable config (their !hello)."""
-    ok = [False] * len(targets)
+    """Restart every board; for each, None if it comes up with the current firmware and a
+    usable config (its !hello), else why not (a few words)."""
+    why = ["it did not restart"] * len(targets)
+    restarted = []
     for i, (t, link) in enumerate(zip(targets, links)):
         try:
             flashmod.restart(link, t)
         except Exception:
             continue
+        restarted.append(i)
     deadline = time.monotonic() + timeout  # one wait for all: a board without firmware never says hello
-    for i, link in enumerate(links):
+    for i in restarted:
         try:
-            hello = flashmod.wait_hello(link, max(0.2, deadline - time.monotonic()))
+            hello = flashmod.wait_hello(links[i], max(0.2, deadline - time.monotonic()))
         except HarnessError:
+            why[i] = "no picoring firmware answered within %gs" % timeout
             continue
-        ok[i] = hello.get("fw") == fw and not (targets[i].virtual and hello.get("board") != "virtual")
-    return ok
+        if hello.get("fw") != fw:
+            why[i] = "it runs picoring firmware %s, not %s" % (hello.get("fw"), fw)
+        elif targets[i].virtual and hello.get("board") != "virtual":
+            why[i] = "its config is not a virtual board's"
+        else:
+            why[i] = None
+    return why
+
+
+def check_repl(target, timeout):
+    """Before flashing a board that said no picoring hello: is there a MicroPython REPL at all?
+    A port with no board (or not MicroPython) fails here in `timeout` s, not after a copy's."""
+    try:
+        deploy.exec_code(target.port, flashmod.ID_CODE, timeout)
+    except deploy.DeployError as e:
+        raise HarnessError("%s: no MicroPython board answered within %gs, neither the picoring firmware nor a "
+                           "REPL: is a board plugged in there (picoring boards lists them)? (%s)"
+                           % (target.label(), timeout, str(e).splitlines()[0] if str(e) else "no answer")) from None
 
 
 def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_timeout=5.0, hello_timeout=6.0,
-             reflash="auto", tap=None, log=None):
-    """Find the ring order of targets. Returns (ordered targets, info dict)."""
+             reflash="auto", tap=None, log=None, repl_timeout=None):
+    """Find the ring order of targets. Returns (ordered targets, info dict). Boards that do not
+    answer with the current firmware get it with a provisional config (said on log), once a
+    MicroPython REPL answered on each within repl_timeout s (default hello_timeout)."""
     log = log or (lambda text: None)
     n = len(targets)
     flashmod.plan(targets)
@@ -150,13 +172,20 @@ def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_t
     try:
         inbox = queue.Queue()
         links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
-        ready = current_firmware(targets, links, fw, hello_timeout) if reflash == "auto" else [reflash is False] * n
-        if not all(ready):
+        if reflash == "auto":
+            why = current_firmware(targets, links, fw, hello_timeout)
+        else:
+            why = [None if reflash is False else "asked to (--reflash)"] * n
+        if any(why):
             for link in links:
                 link.close()
             links = []
-            log("flashing a provisional config (firmware %s, protocol q) to %d board(s) so they answer probes"
-                % (fw, n))
+            for t, reason in zip(targets, why):
+                if reason is not None and reason.startswith("no picoring firmware"):
+                    check_repl(t, hello_timeout if repl_timeout is None else repl_timeout)
+            log("%s.\nSo discover flashes picoring firmware %s with a provisional config (protocol q, positions in "
+                "the order given) to all %d board(s), so that they answer probes; `picoring flash` writes the real "
+                "config afterwards." % ("; ".join("%s: %s" % (t.label(), r) for t, r in zip(targets, why) if r), fw, n))
             flashmod.flash(targets, "q", baud=baud, board=board, tap=tap, log=log)
             info["reflashed"] = True
             inbox = queue.Queue()
