@@ -449,6 +449,30 @@ def test_cli_discover_then_flash_and_run_from_the_ring_file(tmp_path, capsys, mo
         supervisor.down(d)
 
 
+def test_cli_flash_checks_that_the_boards_form_the_ring(tmp_path, capsys):
+    """2 of 3 wired boards flashed fine and the mistake showed only at run (issue 18, item 2)."""
+    d = tmp_path / "state"
+    try:
+        state = supervisor.up(d, 3)
+        usb = [b["usb"] for b in state["boards"]]
+        status = main(["flash", "-p", "q", "--ports", "virtual:0,virtual:1", "--virtual-dir", str(d)])
+        err = capsys.readouterr().err
+        assert status == 2, err
+        assert "2 board(s) flashed and confirmed, but the boards as given do not form a ring of 2" in err
+        assert "the TX of %s (position 1) reaches none of the 2 boards given, not %s (position 0)" % (usb[1], usb[0]) in err
+        assert "flash them all, in ring order" in err
+        # all three, in the wrong order: the wires say which
+        status = main(["flash", "-p", "q", "--ports", "virtual:0,virtual:2,virtual:1", "--virtual-dir", str(d)])
+        err = capsys.readouterr().err
+        assert status == 2, err
+        assert "the TX of %s (position 0) reaches %s (position 2), not %s (position 1)" % (usb[0], usb[1], usb[2]) in err
+        assert "flash them all" not in err
+        status = main(["flash", "-p", "q", "--ports", "virtual:0,virtual:2", "--virtual-dir", str(d), "--no-ring-check"])
+        assert status == 0, capsys.readouterr().err
+    finally:
+        supervisor.down(d)
+
+
 def test_cli_flash_errors_are_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["flash", "-p", "q", "--ports", "/dev/nonexistent-picoring0,/dev/nonexistent-picoring1"]) == 2

@@ -61,6 +61,9 @@ def argparse_flash(sub):
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per board for the copy (default 60)")
     p.add_argument("--no-mpy", action="store_true", help="copy the .py sources even where a board loads .mpy files "
                                                          "compiled by mpy-cross (they boot ~1 s slower on a Pico)")
+    p.add_argument("--no-ring-check", action="store_true",
+                   help="do not check afterwards that each board's TX reaches the next position's RX "
+                        "(boards not wired yet)")
     p.add_argument("--json", action="store_true")
 
 
@@ -86,6 +89,8 @@ def do_flash(args, out=None):
         raise ValueError("--regen-ms must be >= 0 (0: no recovery timeouts)")
     results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us, regen_ms=args.regen_ms,
                     copy_timeout=args.timeout, log=say, mpy=not args.no_mpy)
+    if not args.no_ring_check:
+        _check_ring(targets, say)
     elapsed = time.monotonic() - t0
     if args.json:
         print(json.dumps({"boards": results, "seconds": round(elapsed, 2)}, sort_keys=True, default=str), file=out)
@@ -97,6 +102,21 @@ def do_flash(args, out=None):
                      " (.mpy)" if r["compiled"] else "", r["copy_s"] + r["confirm_s"]), file=out)
         print("%d board(s) flashed and confirmed in %.1f s" % (len(results), elapsed), file=sys.stderr)
     return 0
+
+
+def _check_ring(targets, say):
+    """The flash went well board by board; do they form the ring they were configured as?
+    (2 of 3 wired boards flash fine and fail only at run.)"""
+    from ..ring.discover import WiringError, check_ring
+
+    if say:
+        say("checking the ring: a probe from each board must reach the next position's board...")
+    try:
+        seconds = check_ring(targets)
+    except WiringError as e:
+        raise WiringError("%d board(s) flashed and confirmed, but %s" % (len(targets), e)) from None
+    if say:
+        say("the %d boards form the ring, in the order given (%.1f s)" % (len(targets), seconds))
 
 
 def argparse_discover(sub):

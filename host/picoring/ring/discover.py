@@ -117,6 +117,42 @@ def ring_order(labels, arrivals, first=0):
     return order
 
 
+def check_ring(targets, timeout=5.0, tap=None):
+    """After a flash (positions in the order of targets): every board's probe must reach the
+    board at the next position, the last one's the first. Raises WiringError naming each TX
+    that goes elsewhere; a TX that reaches none of the boards given most often means a board
+    wired into the ring was left out. Returns the seconds it took."""
+    n = len(targets)
+    t0 = time.monotonic()
+    inbox = queue.Queue()
+    links = []
+    try:
+        links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
+        arrivals = successors(links, timeout)
+    finally:
+        for link in links:
+            link.close()
+    wrong, lost = [], False
+    for i in range(n):
+        got = sorted(set(arrivals[i]))
+        want = (i + 1) % n
+        if got == [want]:
+            continue
+        if not got:
+            lost = True
+            where = "none of the %d boards given" % n
+        else:
+            where = " and ".join("%s (position %d)" % (targets[j].label(), j) for j in got)
+        wrong.append("the TX of %s (position %d) reaches %s, not %s (position %d)"
+                     % (targets[i].label(), i, where, targets[want].label(), want))
+    if wrong:
+        hint = ("\nIf more boards are wired into the ring than were given, flash them all, in ring order "
+                "(picoring discover finds the order and writes ring.json). " if lost else "\n")
+        raise WiringError("the boards as given do not form a ring of %d:\n  %s%sCheck the wiring (picoring wiring -n N "
+                          "draws it)." % (n, "\n  ".join(wrong), hint))
+    return round(time.monotonic() - t0, 2)
+
+
 def current_firmware(targets, links, fw, timeout):
     """Restart every board; for each, None if it comes up with the current firmware and a
     usable config (its !hello), else why not (a few words)."""
