@@ -129,8 +129,8 @@ def argparse_discover(sub):
     p.add_argument("--baud", type=int)
     p.add_argument("--reflash", action="store_true", help="always flash the provisional config first")
     p.add_argument("--timeout", type=float, default=6.0, metavar="S",
-                   help="seconds to wait for the boards' answers: their firmware's hello, a REPL, the probes "
-                        "(default 6; a port with no board fails after about 2S)")
+                   help="seconds to wait for the boards' answers to a restart and to the probes (default 6; "
+                        "a port where nothing answers fails after S + 10)")
     p.add_argument("--json", action="store_true")
 
 
@@ -155,7 +155,7 @@ def do_discover(args, out=None):
     say = (lambda text: print(text, file=sys.stderr)) if not args.json else None
     ordered, info = discover(targets, board=args.board, baud=args.baud, first=first,
                              reflash=True if args.reflash else "auto", log=say,
-                             hello_timeout=args.timeout, probe_timeout=args.timeout, repl_timeout=args.timeout)
+                             hello_timeout=args.timeout, probe_timeout=args.timeout)
     doc = save(args.ring_file, ordered, args.board)
     if args.json:
         print(json.dumps({"ring_file": args.ring_file, "ring": doc, "info": info}, sort_keys=True), file=out)

@@ -15,7 +15,6 @@ import queue
 import time
 
 from . import boarddefs
-from . import deploy
 from . import flash as flashmod
 from .link import HarnessError, drain
 from .hostlink import encode_command
@@ -153,6 +152,10 @@ def check_ring(targets, timeout=5.0, tap=None):
     return round(time.monotonic() - t0, 2)
 
 
+SILENT = "silent"  # current_firmware: nothing at all came back
+SILENT_GRACE_S = 10.0
+
+
 def current_firmware(targets, links, fw, timeout):
     """Restart every board; for each, None if it comes up with the current firmware and a
     usable config (its !hello), else why not (a few words)."""
@@ -177,25 +180,24 @@ def current_firmware(targets, links, fw, timeout):
             why[i] = "its config is not a virtual board's"
         else:
             why[i] = None
+    # A board without the firmware still says something at a restart (its REPL's banner or
+    # prompt); a port with no board says nothing at all. Silent ones get SILENT_GRACE_S more
+    # (a loaded machine), then are SILENT; a virtual board is there by construction.
+    quiet = [i for i in restarted if why[i] is not None and not links[i].parser.received and not targets[i].virtual]
+    grace_end = time.monotonic() + SILENT_GRACE_S
+    while quiet and time.monotonic() < grace_end:
+        time.sleep(0.05)
+        quiet = [i for i in quiet if not links[i].parser.received]
+    for i in quiet:
+        why[i] = SILENT
     return why
 
 
-def check_repl(target, timeout):
-    """Before flashing a board that said no picoring hello: is there a MicroPython REPL at all?
-    A port with no board (or not MicroPython) fails here in `timeout` s, not after a copy's."""
-    try:
-        deploy.exec_code(target.port, flashmod.ID_CODE, timeout)
-    except deploy.DeployError as e:
-        raise HarnessError("%s: no MicroPython board answered within %gs, neither the picoring firmware nor a "
-                           "REPL: is a board plugged in there (picoring boards lists them)? (%s)"
-                           % (target.label(), timeout, str(e).splitlines()[0] if str(e) else "no answer")) from None
-
-
 def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_timeout=5.0, hello_timeout=6.0,
-             reflash="auto", tap=None, log=None, repl_timeout=None):
+             reflash="auto", tap=None, log=None):
     """Find the ring order of targets. Returns (ordered targets, info dict). Boards that do not
-    answer with the current firmware get it with a provisional config (said on log), once a
-    MicroPython REPL answered on each within repl_timeout s (default hello_timeout)."""
+    answer with the current firmware get it with a provisional config (said on log); a port
+    where nothing at all answers within hello_timeout is an error before anything is flashed."""
     log = log or (lambda text: None)
     n = len(targets)
     flashmod.plan(targets)
@@ -212,13 +214,15 @@ def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_t
             why = current_firmware(targets, links, fw, hello_timeout)
         else:
             why = [None if reflash is False else "asked to (--reflash)"] * n
+        silent = [t.label() for t, reason in zip(targets, why) if reason == SILENT]
+        if silent:
+            raise HarnessError("%s: no board answered within %gs (nothing at all came back after a restart): is a "
+                               "board plugged in there (picoring boards lists them), and does its program stop on "
+                               "Ctrl-C?" % (", ".join(silent), hello_timeout + SILENT_GRACE_S))
         if any(why):
             for link in links:
                 link.close()
             links = []
-            for t, reason in zip(targets, why):
-                if reason is not None and reason.startswith("no picoring firmware"):
-                    check_repl(t, hello_timeout if repl_timeout is None else repl_timeout)
             log("%s.\nSo discover flashes picoring firmware %s with a provisional config (protocol q, positions in "
                 "the order given) to all %d board(s), so that they answer probes; `picoring flash` writes the real "
                 "config afterwards." % ("; ".join("%s: %s" % (t.label(), r) for t, r in zip(targets, why) if r), fw, n))

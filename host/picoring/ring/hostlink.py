@@ -172,6 +172,7 @@ def decode_records(board, data, size=None):
 class LineParser:
     """Turns a board's output into BoardEvents and Replies; never raises on input.
 
+    received    bytes fed in all (a board that said anything at all)
     garbage     {reason: count} of skipped lines; the REPL_REASONS ones (MicroPython's
                 banner, the traceback of a Ctrl-C) are what a restart prints, not noise
     missing     events lost between the board and here, from gaps in the event
@@ -193,6 +194,7 @@ class LineParser:
         self.missing_in_outages = 0
         self._cut = False
         self.events = 0
+        self.received = 0
         self._next_seq = None
         self._partial = b""
         self._traceback = None  # lines of a traceback whose last line has not come yet
@@ -204,6 +206,7 @@ class LineParser:
 
     def feed(self, data):
         """Parse a chunk of bytes; keeps an unfinished line for the next call."""
+        self.received += len(data)
         data = self._partial + data
         lines = data.split(b"\n")
         self._partial = lines.pop()
