@@ -37,6 +37,7 @@ def test_deterministic_for_a_seed(capsys):
 
 def test_d_literal_livelock_fails_with_its_schedule(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     wl = tmp_path / "wl.jsonl"
     wl.write_text('{"t": 0, "node": 1}\n{"t": 1, "node": 0}\n')
     status, report = run_json(capsys, "-p", "d-literal", "-n", "2", "-w", "file:%s" % wl, "--cs-time", "0")
@@ -48,6 +49,38 @@ def test_d_literal_livelock_fails_with_its_schedule(tmp_path, capsys, monkeypatc
     status2, replay = run_json(capsys, "-p", "d-literal", "-n", "2", "-w", "file:%s" % saved, "--cs-time", "0",
                                "--schedule-out", str(tmp_path / "again.jsonl"))
     assert status2 == 1 and replay["messages"] == report["messages"]
+
+
+def test_schedules_never_overwrite_and_stay_out_of_the_working_folder(tmp_path, capsys, monkeypatch):
+    """Schedules of runs that did not go quiet go to $XDG_STATE_HOME/picoring/schedules (or next
+    to --trace), each under its own name; a rerun of the same run finds its file (issue 18, item 3)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text('{"t": 0, "node": 1}\n{"t": 1, "node": 0}\n')
+    b.write_text('{"t": 1, "node": 1}\n{"t": 2, "node": 0}\n')
+    argv = ["-p", "d-literal", "-n", "2", "--cs-time", "0"]
+    files = []
+    for wl in (a, b, a):
+        status, report = run_json(capsys, *argv, "-w", "file:%s" % wl)
+        assert status == 1
+        files.append(report["schedule_file"])
+    folder = tmp_path / "state" / "picoring" / "schedules"
+    assert files == [str(folder / "nonquiescent-d-literal-n2-seed0.jsonl"),
+                     str(folder / "nonquiescent-d-literal-n2-seed0-2.jsonl"),
+                     str(folder / "nonquiescent-d-literal-n2-seed0.jsonl")]
+    assert [line for line in open(files[1])] == b.read_text().splitlines(keepends=True)
+    assert list(work.iterdir()) == []
+    # with --trace: next to the trace; the human report and --json's stderr say where
+    (tmp_path / "t").mkdir()
+    assert main(["sim", *argv, "-w", "file:%s" % a, "--trace", str(tmp_path / "t" / "run.jsonl")]) == 1
+    out = capsys.readouterr().out.replace("\n", "")  # rich wraps long lines
+    assert "schedule that led there: %s" % (tmp_path / "t" / "nonquiescent-d-literal-n2-seed0.jsonl") in out
+    status = main(["sim", *argv, "-w", "file:%s" % b, "--trace", str(tmp_path / "t" / "run.jsonl"), "--json"])
+    assert status == 1
+    assert "its schedule is in %s" % (tmp_path / "t" / "nonquiescent-d-literal-n2-seed0-2.jsonl") in capsys.readouterr().err
 
 
 def test_human_report(capsys):

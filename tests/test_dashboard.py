@@ -223,6 +223,29 @@ def test_frame_counters_from_the_harness_are_shown(traces):
     assert re.search(r"frames\s+corrupt 2  events lost 0", console.export_text())
 
 
+def test_restart_output_is_not_garbage_on_the_dashboard(traces):
+    """A fault-free run showed "garbage lines 36": the boards' restart output (issue 18, item 4)."""
+    from picoring.cli.dash import frame_counters
+    from picoring.ring.hostlink import LineParser
+
+    from test_hostlink import RESTART_OUTPUT
+
+    parsers = [LineParser(board=i, size=2) for i in range(2)]
+    for p in parsers:
+        p.feed(RESTART_OUTPUT)
+    parsers[1].feed(b"line noise\n")
+    counters = frame_counters(parsers, [{}, {"crc": 1}])
+    assert counters == {"corrupt": 1, "dropped": 0, "lost": 0, "garbage lines": 1, "boot banner": 12}
+    meta, events = read(traces[("d", 5)])
+    console = recording_console(100, 24)
+    dash = Dashboard(console, events, meta, speed=None, stats=lambda: counters)
+    dash.run()
+    assert re.search(r"garbage lines 1  boot banner 12", console.export_text())
+    text = dash._frame_stats()
+    red = {text.plain[span.start:span.end] for span in text.spans if "red" in str(span.style)}
+    assert red == {"corrupt 1", "garbage lines 1"}  # the banner is no alarm
+
+
 def test_no_keys_without_a_terminal():
     with TerminalKeys(io.StringIO()) as keys:
         assert not keys.interactive and keys.read() == []

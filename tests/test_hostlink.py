@@ -98,8 +98,31 @@ def test_garbage_lines_are_counted_with_reasons_never_raised():
     assert items[0].word == "pong" and items[0].text == "42 123456"
     assert items[1].fields == {"pos": 0, "tok": 1, "bad": 0}
     # the bare REPL prompt is stripped, not counted
-    assert p.garbage == {"not a picoring line": 2, "bad record": 1, "bad base64": 1, "bad base64 length": 1,
+    # MicroPython's banner is named as such; a traceback cut short by a picoring line is a traceback
+    assert p.garbage == {"boot banner": 1, "traceback": 1, "bad record": 1, "bad base64": 1, "bad base64 length": 1,
                          "not ascii": 1, "empty reply": 1}
+
+
+# What a virtual board prints when the harness restarts it (Ctrl-C, then Ctrl-D): main.py's
+# traceback, then the banner (seen in a fault-free run's dash as "garbage lines 36").
+RESTART_OUTPUT = (b"Traceback (most recent call last):\r\n"
+                  b'  File "main.py", line 169, in <module>\r\n'
+                  b'  File "/tmp/picoring-virtual-x/board0/hostlink.py", line 357, in poll\r\n'
+                  b"KeyboardInterrupt: \r\n"
+                  b"MicroPython 9458e3a23f on 2026-07-05; linux [GCC 14.2.1] version\r\n"
+                  b'Type "help()" for more information.\r\n'
+                  b">>> !hello fw=0.1.0 proto=q pos=0 n=3\r\n")
+
+
+def test_restart_output_is_told_apart_from_noise():
+    p = hl.LineParser(board=0, size=3)
+    items = [i for k in range(0, len(RESTART_OUTPUT), 7) for i in p.feed(RESTART_OUTPUT[k:k + 7])]
+    assert [i.word for i in items] == ["hello"]
+    assert p.garbage == {"Ctrl-C traceback": 4, "boot banner": 2}
+    assert set(p.garbage) <= set(hl.REPL_REASONS)
+    # a traceback that ends in another exception is a crash, not a restart
+    p.feed(b"Traceback (most recent call last):\n  File \"node.py\", line 1, in run\nMemoryError: \nboom\n")
+    assert p.garbage == {"Ctrl-C traceback": 4, "boot banner": 2, "traceback": 3, "not a picoring line": 1}
 
 
 def test_first_line_after_a_repl_prompt_is_read():

@@ -331,6 +331,39 @@ def test_port_busy_is_reported_before_anything_is_touched(vring):
         holder.close()
 
 
+def test_a_port_in_use_is_refused_naming_who_has_it(vring):
+    """Two runs on the same boards read half of each other's lines ("bad base64 length"):
+    ports are opened with an exclusive lock, and the second says who holds the port
+    (issue 18, item 2)."""
+    import queue
+
+    from picoring.ring.link import BoardLink, HarnessError
+
+    port = vring.boards[0].usb_path
+    holder = subprocess.Popen([sys.executable, "-c", "import serial, sys\ns = serial.Serial(sys.argv[1], exclusive=True)\n"
+                               "print('held', flush=True)\nsys.stdin.read()", port],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert ports.port_holders(port)[0][0] == holder.pid
+        with pytest.raises(HarnessError, match=r"port busy: %s is open in another program \(pid %d: \S*python"
+                           % (port, holder.pid)):
+            BoardLink(0, port, queue.Queue()).open()
+        with pytest.raises(ports.PortError, match="pid %d" % holder.pid):
+            flash.check_port(ports.ring_targets(vring)[0])
+    finally:
+        holder.stdin.close()
+        holder.wait(TIMEOUT)
+    # in one process too: a link holds its port until it is closed
+    first = BoardLink(0, port, queue.Queue()).open()
+    try:
+        with pytest.raises(HarnessError, match="port busy: %s" % port):
+            BoardLink(1, port, queue.Queue()).open()
+    finally:
+        first.close()
+    BoardLink(0, port, queue.Queue()).open().close()
+
+
 # -- discover ------------------------------------------------------------------------------
 
 def test_discover_finds_a_shuffled_ring(tmp_path):
@@ -341,10 +374,13 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
         assert shuffled != targets
         first = shuffled.index(targets[0])
         t0 = time.monotonic()
-        ordered, info = discover.discover(shuffled, first=first)
+        said = []
+        ordered, info = discover.discover(shuffled, first=first, log=said.append)
         cold = time.monotonic() - t0
         assert [t.port for t in ordered] == [b.usb_path for b in r.boards]
-        assert info["reflashed"]  # blank boards got the firmware and a provisional config
+        assert info["reflashed"]  # blank boards got the firmware and a provisional config, and were told so
+        assert "%s: no picoring firmware answered within 6s" % targets[0].port in said[0]
+        assert "discover flashes picoring firmware %s with a provisional config" % flash.firmware_version() in said[0]
         # boards that run the firmware (any positions) are probed as they are
         t0 = time.monotonic()
         ordered2, info2 = discover.discover(shuffled[::-1], first=shuffled[::-1].index(targets[2]))
@@ -357,6 +393,24 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
         r.cut(3)
         with pytest.raises(discover.WiringError, match="the TX \\(GP0\\) of %s reaches none" % r.boards[3].usb_path):
             discover.discover(targets)
+
+
+def test_discover_on_a_port_with_no_board_fails_before_flashing_anything(vring, capsys):
+    """It took 67 s (a 60 s copy attempt) and flashed the other boards first (issue 18, item 2)."""
+    master, slave = os.openpty()  # a port where nothing answers
+    try:
+        silent = os.ttyname(slave)
+        good = [t.port for t in ports.ring_targets(vring)[:2]]
+        status = main(["discover", "--ports", ",".join(good + [silent]), "--timeout", "2", "--ring-file", os.devnull])
+        err = capsys.readouterr().err
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert status == 2
+    assert "picoring: %s: no board answered within 12s (nothing at all came back" % silent in err, err
+    assert all(not os.path.exists(os.path.join(b.fs_dir, "main.py")) for b in vring.boards)  # nothing flashed
+    assert main(["discover", "--ports", ",".join(good), "--timeout", "0"]) == 2
+    assert "--timeout must be > 0" in capsys.readouterr().err
 
 
 def test_ring_order_errors_say_which_wire():
@@ -393,6 +447,30 @@ def test_cli_discover_then_flash_and_run_from_the_ring_file(tmp_path, capsys, mo
         assert status == 0 and report["served"] == 5, report["violations"]
         status = main(["flash", "-p", "q", "--ports", "%s,%s" % (usb[0], usb[0]), "--virtual-dir", str(d)])
         assert status == 2 and "same board" in capsys.readouterr().err
+    finally:
+        supervisor.down(d)
+
+
+def test_cli_flash_checks_that_the_boards_form_the_ring(tmp_path, capsys):
+    """2 of 3 wired boards flashed fine and the mistake showed only at run (issue 18, item 2)."""
+    d = tmp_path / "state"
+    try:
+        state = supervisor.up(d, 3)
+        usb = [b["usb"] for b in state["boards"]]
+        status = main(["flash", "-p", "q", "--ports", "virtual:0,virtual:1", "--virtual-dir", str(d)])
+        err = capsys.readouterr().err
+        assert status == 2, err
+        assert "2 board(s) flashed and confirmed, but the boards as given do not form a ring of 2" in err
+        assert "the TX of %s (position 1) reaches none of the 2 boards given, not %s (position 0)" % (usb[1], usb[0]) in err
+        assert "flash them all, in ring order" in err
+        # all three, in the wrong order: the wires say which
+        status = main(["flash", "-p", "q", "--ports", "virtual:0,virtual:2,virtual:1", "--virtual-dir", str(d)])
+        err = capsys.readouterr().err
+        assert status == 2, err
+        assert "the TX of %s (position 0) reaches %s (position 2), not %s (position 1)" % (usb[0], usb[1], usb[2]) in err
+        assert "flash them all" not in err
+        status = main(["flash", "-p", "q", "--ports", "virtual:0,virtual:2", "--virtual-dir", str(d), "--no-ring-check"])
+        assert status == 0, capsys.readouterr().err
     finally:
         supervisor.down(d)
 

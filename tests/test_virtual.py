@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 
@@ -259,7 +260,7 @@ def run_cli(capsys, *argv):
 
 
 def test_cli_up_status_reset_down(tmp_path, capsys):
-    d = str(tmp_path / "state")
+    d = str(tmp_path / "state")  # a path longer than the old fixed columns
     try:
         status, out, err = run_cli(capsys, "virtual", "up", "-n", "3", "--baud", "9600", "--dir", d)
         assert status == 0, err
@@ -275,22 +276,39 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
         assert len(st["wires"]) == 3
         assert "0->1" in run_cli(capsys, "virtual", "status", "--dir", d)[1]
 
+        text = run_cli(capsys, "virtual", "status", "--dir", d)[1]
+        header, rows = text.splitlines()[1], text.splitlines()[2:5]
+        for column in ("uart", "restarts", "host"):  # every row lines up under its header
+            at = header.index(column)
+            assert all(row[at - 1] == " " and row[at] != " " for row in rows), text
+        assert all(len(row) == len(header) for row in rows), text  # the right-aligned counters too
+
         old = state["boards"][1]["pid"]
-        assert run_cli(capsys, "virtual", "reset", "1", "--dir", d)[0] == 0
-        wait_for(lambda: supervisor.read_state(d)["boards"][1]["pid"] != old, what="state.json to show the new pid")
+        status, out, err = run_cli(capsys, "virtual", "reset", "1", "--dir", d)
+        assert status == 0
+        new = supervisor.status(d)["boards"][1]["pid"]
+        assert new != old and "board 1 restarted (pid %d, " % new in err
+        wait_for(lambda: supervisor.read_state(d)["boards"][1]["pid"] == new, what="state.json to show the new pid")
         assert run_cli(capsys, "virtual", "reset", "5", "--dir", d)[2].count("no board 5") == 1
+        assert [b["restarts"] for b in supervisor.status(d)["boards"]] == [0, 1, 0]
 
         # faults by hand: a power cycle, a pulled USB cable (the port path goes and comes back)
         status, out, err = run_cli(capsys, "virtual", "reset", "1", "--power", "--dir", d)
-        assert status == 0 and "board 1 power-cycled" in err, err
+        assert status == 0 and "board 1 power-cycled (pid %d, " % supervisor.status(d)["boards"][1]["pid"] in err, err
+        status, out, err = run_cli(capsys, "virtual", "reset", "0", "--power", "--off", "3600", "--dir", d)
+        assert status == 0 and "board 0 power-cycled (off 3600s) (off: it starts again in 3600s" in err, err
+        assert supervisor.status(d)["boards"][0]["pid"] is None  # not the pid of the process that was killed
+        assert run_cli(capsys, "virtual", "reset", "0", "--dir", d)[0] == 0  # a reset powers it on
         assert run_cli(capsys, "virtual", "unplug", "2", "--dir", d)[0] == 0
         assert not os.path.exists(paths[2]) and os.path.exists(paths[1])
         text = run_cli(capsys, "virtual", "status", "--dir", d)[1]
         assert "UNPLUGGED" in text and "1 power cycles" in text and "1 unplugs" in text
+        listed = json.loads(run_cli(capsys, "boards", "--virtual-dir", d, "--json")[1])
+        assert [r["port"] for r in listed if r["virtual"]] == paths[:2]  # the unplugged board is not there
         assert run_cli(capsys, "virtual", "plug", "2", "--dir", d)[0] == 0
         assert os.path.exists(paths[2])
         boards = json.loads(run_cli(capsys, "virtual", "status", "--json", "--dir", d)[1])["boards"]
-        assert [(b["power_cycles"], b["unplugs"], b["usb_present"]) for b in boards] == [(0, 0, True), (1, 0, True), (0, 1, True)]
+        assert [(b["power_cycles"], b["unplugs"], b["usb_present"]) for b in boards] == [(1, 0, True), (1, 0, True), (0, 1, True)]
 
         pids = [state["supervisor_pid"]] + [b["pid"] for b in supervisor.read_state(d)["boards"]]
         status, out, err = run_cli(capsys, "virtual", "down", "--dir", d)
@@ -335,3 +353,27 @@ def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
         assert deploy.list_files(state["boards"][0]["usb"], timeout=TIMEOUT) == ["main.py", "picoring.json"]
     finally:
         supervisor.down(d)
+
+
+def test_sigterm_of_run_virtual_cleans_up_like_ctrl_c(tmp_path):
+    """kill PID of `picoring run --virtual` stops the boards and removes their temporary
+    folder, as Ctrl-C does (issue 18, item 3). Sent once the folder exists, at whatever point
+    the run is in: deploying or running, the cleanup is the same."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    cmd = [sys.executable, "-c", "import sys; from picoring.cli.main import main; sys.exit(main(sys.argv[1:]))",
+           "run", "--virtual", "2", "-p", "q", "-w", "sequential", "-k", "1000000"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: list(tmp_path.glob("picoring-virtual-*/board1")) or proc.poll() is not None,
+                 timeout=60, what="the run's virtual boards")
+        assert proc.poll() is None, proc.stderr.read().decode()
+        workdir = next(tmp_path.glob("picoring-virtual-*"))
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err.decode()
+    assert "picoring: terminated" in err.decode() and "Traceback" not in err.decode()
+    assert not workdir.exists(), sorted(p.name for p in workdir.rglob("*"))

@@ -131,7 +131,10 @@ class TraceReader:
         self.meta = first
 
     def _next_record(self):
-        for line in self._file:
+        while True:
+            line = self._readline()
+            if not line:
+                return None
             self._lineno += 1
             if not line.strip():
                 continue
@@ -142,7 +145,14 @@ class TraceReader:
             if not isinstance(d, dict):
                 raise TraceError("%s:%d: a trace line must be a JSON object" % (self.path, self._lineno))
             return d
-        return None
+
+    def _readline(self):
+        try:
+            return self._file.readline()
+        except UnicodeDecodeError as e:  # a binary file, or a trace cut mid-character
+            # (the file is decoded in blocks, so the line number would be a guess)
+            raise TraceError("%s: not a text trace (byte 0x%02x is not UTF-8); a trace is JSON lines"
+                             % (self.path, e.object[e.start])) from None
 
     @property
     def lineno(self):

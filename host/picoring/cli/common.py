@@ -2,6 +2,7 @@
 printing a report, and the boards a ring command runs on."""
 
 import json
+import sys
 
 
 class CommandError(Exception):
@@ -27,3 +28,37 @@ def run_ports(args):
 
     targets, _ = targets_from_args(args.ports, getattr(args, "ring_file", None), getattr(args, "virtual_dir", None))
     return [t.port for t in targets], resetter_for(targets)
+
+
+# -- workload arguments, checked before anything starts ------------------------
+
+def add_workload_args(p, requests_default):
+    """--workload/-w and --requests/-k; -k's default is applied by workload_args, so a
+    `file:` workload (whose file says how many requests) can tell a -k given from none."""
+    p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
+    p.add_argument("--requests", "-k", type=int, default=None,
+                   help="number of requests (default %d; a file: workload makes the requests in its file)"
+                        % requests_default)
+    p.set_defaults(requests_default=requests_default)
+
+
+def workload_args(args, n, cs_time=1, err=None):
+    """The Workload of args (-w, -k, --seed, --rate, --period) for a ring of n, built before
+    any board starts, so a bad one costs nothing. Fills in args.requests. A -k that a file:
+    workload ignores is said on err (stderr)."""
+    from ..sim.workload import make_workload
+
+    if n < 2:
+        raise CommandError("a ring needs at least 2 boards (nodes), got %d" % n)
+    given = args.requests
+    if given is not None and given < 0:
+        raise CommandError("--requests cannot be negative")
+    if given is None:
+        args.requests = getattr(args, "requests_default", 100)
+    workload = make_workload(args.workload, n, args.requests, seed=getattr(args, "seed", 0), cs_time=cs_time,
+                             rate=getattr(args, "rate", None), period=getattr(args, "period", None))
+    if given is not None and args.workload.startswith("file:") and given != workload.total:
+        print("picoring: note: -k %d ignored: %s makes its %d request(s)" % (given, workload.describe(), workload.total),
+              file=err or sys.stderr)
+    args.requests = workload.total
+    return workload

@@ -7,7 +7,7 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 
 import threading
 
-from .common import PROTOCOLS, CommandError, run_ports
+from .common import PROTOCOLS, CommandError, add_workload_args, run_ports, workload_args
 
 # -- dash --------------------------------------------------------------------
 
@@ -22,8 +22,7 @@ def argparse_dash(sub):
     where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
     p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
     p.add_argument("-n", type=int, default=8, help="--sim: ring size (default 8)")
-    p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
-    p.add_argument("--requests", "-k", type=int, default=100)
+    add_workload_args(p, 100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cs-time", type=int, default=1, help="--sim: critical section in hop times")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
@@ -41,6 +40,10 @@ def argparse_dash(sub):
 def do_dash(args):
     from rich.console import Console
 
+    if not args.speed >= 0:
+        raise CommandError("--speed must be >= 0 (0: as fast as possible), not %g" % args.speed)
+    if not args.refresh > 0:
+        raise CommandError("--refresh must be > 0 screens per second, not %g" % args.refresh)
     console = Console()
     speed = args.speed if args.speed > 0 else None
     if args.replay is not None:
@@ -49,7 +52,7 @@ def do_dash(args):
         return _dash_sim(args, console, speed)
     if args.ports is not None or args.ring_file is not None:
         ports, resetter = run_ports(args)
-        return _dash_ring(args, console, ports, resetter, None)
+        return _dash_ring(args, console, ports, resetter, None, workload_args(args, len(ports)))
     return _dash_virtual(args, console)
 
 
@@ -87,12 +90,10 @@ def _dash_sim(args, console, speed):
     from ..check.trace import header
     from ..dash.dashboard import FeedSource
     from ..sim.simulate import simulate
-    from ..sim.workload import make_workload
 
     if args.n < 2:
         raise CommandError("-n must be at least 2")
-    workload = make_workload(args.workload, args.n, args.requests, seed=args.seed, cs_time=args.cs_time,
-                             rate=args.rate, period=args.period)
+    workload = workload_args(args, args.n, cs_time=args.cs_time)
     # bounded: the simulator runs ahead of the paced screen by at most this many events
     feed = FeedSource(max_buffered=50_000)
     result = {}
@@ -137,41 +138,29 @@ def _dash_virtual(args, console):
     n = args.virtual
     if n < 2:
         raise CommandError("--virtual needs at least 2 boards")
+    workload = workload_args(args, n)  # before any board starts
     ring = start_virtual(n, args.protocol, args.baud, args.cs_us, console)
-    return _dash_ring(args, console, [b.usb_path for b in ring.boards], ring.reset, ring)
+    return _dash_ring(args, console, [b.usb_path for b in ring.boards], ring.reset, ring, workload)
 
 
-def _dash_ring(args, console, ports, resetter, ring):
+def _dash_ring(args, console, ports, resetter, ring, workload):
     """A workload on boards (ring: the VirtualRing to stop afterwards, or None), live."""
     from ..check.report import print_report
     from ..check.trace import header
     from ..dash.dashboard import FeedSource
     from ..ring.harness import RingRun
     from ..ring.link import HarnessError
-    from ..sim.workload import make_workload
 
     n = len(ports)
-    if n < 2:
-        raise CommandError("a ring needs at least 2 boards, got %d" % n)
-    if args.requests < 0:
-        raise CommandError("--requests cannot be negative")
     feed = FeedSource()  # unbounded: the harness must never wait for the screen
     result = {}
     run = thread = None
     try:
-        workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
         run = RingRun(ports, args.protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
                           listener=feed, resetter=resetter, seed=args.seed)
 
         def stats():
-            parsers = [link.parser for link in run.links]
-            return {
-                # frames that failed their check on a board's UART (counted by the harness)
-                "corrupt": sum(sum(reasons.values()) for reasons in run.bad_events),
-                "dropped": sum(p.reported_dropped for p in parsers),  # events a board's log had no room for
-                "lost": sum(p.missing for p in parsers),  # events missing between a board and the host
-                "garbage lines": sum(sum(p.garbage.values()) for p in parsers),
-            }
+            return frame_counters([link.parser for link in run.links], run.bad_events)
 
         def work():
             try:
@@ -209,6 +198,26 @@ def _dash_ring(args, console, ports, resetter, ring):
         return 0
     print_report(result["report"], console)
     return 0 if result["report"]["ok"] else 1
+
+
+def frame_counters(parsers, bad_events):
+    """The dashboard's frame counters of a ring run, from its links' LineParsers and the
+    harness's bad frame events ({reason: count} per board)."""
+    from ..ring.hostlink import REPL_REASONS
+
+    def lines(restart):
+        return sum(v for p in parsers for reason, v in p.garbage.items() if (reason in REPL_REASONS) == restart)
+
+    return {
+        # frames that failed their check on a board's UART (counted by the harness)
+        "corrupt": sum(sum(reasons.values()) for reasons in bad_events),
+        "dropped": sum(p.reported_dropped for p in parsers),  # events a board's log had no room for
+        "lost": sum(p.missing for p in parsers),  # events missing between a board and the host
+        "garbage lines": lines(restart=False),  # lines that are no picoring line and no REPL's
+        # what MicroPython prints when the harness restarts a board: main.py's Ctrl-C
+        # traceback and the banner; no fault
+        "boot banner": lines(restart=True),
+    }
 
 
 # -- report ------------------------------------------------------------------

@@ -7,6 +7,7 @@ exits with status 1.
 """
 
 import argparse
+import signal
 import sys
 
 from .. import __version__
@@ -41,18 +42,82 @@ def build_parser():
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill PID): raised like Ctrl-C's KeyboardInterrupt, so the same cleanup runs
+    (virtual boards stopped, their temporary folder removed, ports closed)."""
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: let the cleanup finish (kill -9 still works)
+    raise Terminated()
+
+
+def _catch_sigterm():
+    """Install _on_sigterm; returns the handler to put back (None where signals cannot be set)."""
+    try:
+        return signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (main() called from a thread)
+        return None
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = _COMMANDS[args.command][0]
+    previous = _catch_sigterm()
     try:
-        return handler(args)
+        return _main(handler, args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(handler, args):
+    try:
+        status = handler(args)
+        sys.stdout.flush()  # here, so a reader that went away (| head) shows as BrokenPipeError below
+        return status
+    except BrokenPipeError as e:
+        if not _stdout_gone():  # a serial port or a socket, not our reader
+            print("picoring: %s" % e, file=sys.stderr)
+            return 2
+        return _quiet_exit_on_broken_pipe()
     except (CommandError, ValueError, OSError) as e:
         print("picoring: %s" % e, file=sys.stderr)
         return 2
+    except Terminated:
+        print("picoring: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("picoring: interrupted", file=sys.stderr)
         return 130
+
+
+
+def _stdout_gone():
+    """True if stdout is a pipe whose reader has closed it (poll says POLLERR)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (AttributeError, ValueError, OSError):  # no real stdout (pytest's capture)
+        return False
+
+
+def _quiet_exit_on_broken_pipe():
+    """`picoring ... | head`: the reader has all it wanted. As the CPython docs (signal, "Note on
+    SIGPIPE") say: point stdout at devnull so the interpreter's last flush does not complain,
+    and exit quietly with status 1 (what rich does for the tables it prints, too)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, ValueError, OSError):
+        pass
+    return 1
 
 
 if __name__ == "__main__":

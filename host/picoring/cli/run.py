@@ -5,7 +5,7 @@ import json
 import sys
 import time
 
-from .common import PROTOCOLS, CommandError, print_report, run_ports
+from .common import PROTOCOLS, CommandError, add_workload_args, print_report, run_ports, workload_args
 
 
 def argparse_run(sub):
@@ -15,8 +15,7 @@ def argparse_run(sub):
     where.add_argument("--ring-file", metavar="FILE", help="ring order from picoring discover (default ./ring.json)")
     where.add_argument("--virtual", type=int, metavar="N", help="start N virtual boards, deploy, run, tear down")
     p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
-    p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
-    p.add_argument("--requests", "-k", type=int, default=100)
+    add_workload_args(p, 100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--baud", type=int, default=115200, help="UART baud of a virtual ring (default 115200)")
     p.add_argument("--unit-ms", type=float, default=2.0,
@@ -55,12 +54,8 @@ def do_run(args):
     from ..check import audit
     from ..ring import deploy
     from ..ring.link import HarnessError
-    from ..sim.workload import make_workload
-
     from ..virtual.wire import FaultPlan
 
-    if args.requests < 0:
-        raise CommandError("--requests cannot be negative")
     faults = None
     if args.faults is not None:
         if args.virtual is None:
@@ -78,7 +73,7 @@ def do_run(args):
         n = len(ports)
         if n < 2:
             raise CommandError("--ports needs at least 2 ports, in ring order")
-    workload = make_workload(args.workload, n, args.requests, seed=args.seed, rate=args.rate, period=args.period)
+    workload = workload_args(args, n)
     show = args.progress or (sys.stderr.isatty() and not args.json)  # long runs on a terminal show progress
     progress = _ring_progress if show else None
     try:
@@ -127,11 +122,10 @@ def _ring_progress(issued, total, served, messages):
 
 def argparse_demo(sub):
     p = sub.add_parser("demo", help="5 virtual boards, firmware deployed with mpremote, D then Q, checked")
-    p.add_argument("-n", type=int, default=5)
-    p.add_argument("--requests", "-k", type=int, default=200)
-    p.add_argument("--workload", "-w", default="poisson")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("-n", type=int, default=5, help="number of virtual boards (default 5)")
+    add_workload_args(p, 200)
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print the runs' reports as one JSON object")
 
 
 def do_demo(args):
@@ -142,6 +136,7 @@ def do_demo(args):
     from ..ring.link import HarnessError
     from ..sim.workload import make_workload
 
+    workload_args(args, args.n)  # a bad -n, -k or -w stops here, before any board starts
     console = Console(stderr=args.json)
     reports = []
     start = time.monotonic()

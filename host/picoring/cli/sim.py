@@ -1,17 +1,16 @@
 """`picoring sim` and `picoring check`: the simulator and the checker, one report each."""
 
 import sys
+from pathlib import Path
 
-from .common import PROTOCOLS, CommandError, print_report
+from .common import PROTOCOLS, CommandError, add_workload_args, print_report, workload_args
 
 
 def argparse_sim(sub):
     p = sub.add_parser("sim", help="run the protocol code on a simulated ring and check the bounds")
     p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
     p.add_argument("-n", type=int, default=8, help="ring size (default 8)")
-    p.add_argument("--workload", "-w", default="poisson",
-                   help="poisson | burst | sequential | adversarial | file:PATH (default poisson)")
-    p.add_argument("--requests", "-k", type=int, default=1000, help="number of requests (default 1000)")
+    add_workload_args(p, 1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cs-time", type=int, default=1, help="critical section length in hop times (default 1)")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per hop time (default 1/n)")
@@ -20,33 +19,44 @@ def argparse_sim(sub):
                    help="S only: keep running this long after the last service (default 4n)")
     p.add_argument("--trace", metavar="FILE", help="write the JSON-lines trace here")
     p.add_argument("--schedule-out", metavar="FILE",
-                   help="if the ring does not go quiet, save the schedule here (default ./nonquiescent-<protocol>-n<N>-seed<S>.jsonl)")
+                   help="if the ring does not go quiet, save the schedule here (default: next to --trace, else in "
+                        "$XDG_STATE_HOME/picoring/schedules, as nonquiescent-<protocol>-n<N>-seed<S>[-K].jsonl, "
+                        "never over another file)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--progress", action="store_true", help="show progress on stderr")
 
 
 def do_sim(args):
-    from ..sim.simulate import simulate, write_schedule
+    from ..sim.simulate import save_schedule, schedule_dir, simulate, write_schedule
 
     if args.n < 2:
         raise CommandError("-n must be at least 2")
-    if args.requests < 0:
-        raise CommandError("--requests cannot be negative")
     if args.cs_time < 0:
         raise CommandError("--cs-time cannot be negative")
+    if args.idle_horizon is not None and args.idle_horizon < 0:
+        raise CommandError("--idle-horizon cannot be negative")
+    workload = workload_args(args, args.n, cs_time=args.cs_time)
     progress = None
     if args.progress:
         progress = _progress_printer(args.requests)
     report = simulate(
-        args.protocol, args.n, args.workload, requests=args.requests, seed=args.seed, cs_time=args.cs_time,
-        trace=args.trace, idle_horizon=args.idle_horizon, rate=args.rate, period=args.period, progress=progress,
+        args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
+        trace=args.trace, idle_horizon=args.idle_horizon, progress=progress,
     )
     if progress is not None:
         sys.stderr.write("\n")
     if report.get("schedule") is not None:
-        path = args.schedule_out or "nonquiescent-%s-n%d-seed%d.jsonl" % (args.protocol, args.n, args.seed)
-        write_schedule(report["schedule"], path)
+        if args.schedule_out:
+            path = args.schedule_out
+            write_schedule(report["schedule"], path)
+        else:
+            folder = Path(args.trace).resolve().parent if args.trace else schedule_dir()
+            path = str(save_schedule(report["schedule"], folder,
+                                     "nonquiescent-%s-n%d-seed%d" % (args.protocol, args.n, args.seed)))
         report["schedule_file"] = path
+        if args.json:  # the human report says it too
+            print("picoring: the ring did not go quiet; its schedule is in %s (replay: -w file:%s)" % (path, path),
+                  file=sys.stderr)
     print_report(report, args.json)
     return 0 if report["ok"] else 1
 

@@ -49,8 +49,8 @@ def _run(args, out=None, err=None):
     state_dir = Path(args.dir) if args.dir else supervisor.default_state_dir()
     action = args.virtual_command
     if action == "up":
-        if args.n < 1:
-            raise ValueError("-n must be at least 1")
+        if args.n < 2:
+            raise ValueError("-n must be at least 2: a ring of boards (the firmware takes size >= 2)")
         if args.baud <= 0:
             raise ValueError("--baud must be positive")
         state = supervisor.up(state_dir, args.n, args.baud, args.heapsize, faults=args.faults)
@@ -75,7 +75,9 @@ def _run(args, out=None, err=None):
         else:
             info = supervisor.reset(state_dir, args.board, repl=args.repl)
             what = "restarted"
-        print("board %d %s (pid %s, %s)" % (info["index"], what, info["pid"], info["usb"]), file=err)
+        # the new process; none yet while the board is off (it starts when the power comes back)
+        pid = "pid %d" % info["pid"] if info["pid"] is not None else "off: it starts again in %gs" % args.off
+        print("board %d %s (%s, %s)" % (info["index"], what, pid, info["usb"]), file=err)
         return 0
     if action in ("unplug", "plug"):
         if action == "unplug":
@@ -115,15 +117,17 @@ def do_virtual(args):
 def _print_status(status, state, out):
     print("virtual ring: %d board(s), %d baud, supervisor pid %s, dir %s"
           % (status["n"], status["baud"], state.get("supervisor_pid", "?"), status["workdir"]), file=out)
-    print("%-5s %-8s %-6s %-14s %-14s %-8s %-9s %10s %10s" % ("board", "pid", "alive", "usb", "uart", "restarts", "host",
-                                                           "usb in", "usb out"), file=out)
-    for b in status["boards"]:
+    boards = status["boards"]
+    usb_w = max([len("usb")] + [len(b["usb"]) for b in boards])  # paths can be long: the columns follow
+    uart_w = max([len("uart")] + [len(b["uart"]) for b in boards])
+    row = "%%-5s %%-8s %%-6s %%-%ds %%-%ds %%-8s %%-9s %%10s %%10s" % (usb_w, uart_w)
+    print(row % ("board", "pid", "alive", "usb", "uart", "restarts", "host", "usb in", "usb out"), file=out)
+    for b in boards:
         host = "yes" if b["host_attached"] else "-"
         if not b["usb_present"]:
             host = "UNPLUGGED" if b["powered"] else "OFF"
-        print("%-5d %-8s %-6s %-14s %-14s %-8d %-9s %10d %10d"
-              % (b["index"], b["pid"], "yes" if b["alive"] else "NO", b["usb"], b["uart"],
-                 b["restarts"], host, b["usb_to_board"], b["usb_from_board"]), file=out)
+        print(row % (b["index"], b["pid"] if b["pid"] is not None else "-", "yes" if b["alive"] else "NO", b["usb"],
+                     b["uart"], b["restarts"], host, b["usb_to_board"], b["usb_from_board"]), file=out)
         if b["power_cycles"] or b["unplugs"]:
             print("      %d power cycles (%d UART bytes lost), %d unplugs"
                   % (b["power_cycles"], b["tx_lost"], b["unplugs"]), file=out)

@@ -200,6 +200,8 @@ class ScriptedKeys:
 
 _NODE_STYLE = {IDLE: "dim", REQUESTING: "bold yellow", IN_CS: "bold black on green"}
 _TOKEN_STYLE = "bold white on magenta"
+# frame counters that are no fault when non-zero: what MicroPython prints at a (re)start
+_NOT_ALARMS = ("boot banner",)
 
 
 class Dashboard:
@@ -568,7 +570,8 @@ class Dashboard:
         for k, (label, v) in enumerate(s.items()):
             if k:
                 text.append("  ")
-            text.append("%s %s" % (label, _num(v)), style="bold red" if v else "")
+            alarm = v and label not in _NOT_ALARMS
+            text.append("%s %s" % (label, _num(v)), style="bold red" if alarm else "")
         return text
 
     def _log_matches(self, event):

@@ -116,28 +116,88 @@ def ring_order(labels, arrivals, first=0):
     return order
 
 
+def check_ring(targets, timeout=5.0, tap=None):
+    """After a flash (positions in the order of targets): every board's probe must reach the
+    board at the next position, the last one's the first. Raises WiringError naming each TX
+    that goes elsewhere; a TX that reaches none of the boards given most often means a board
+    wired into the ring was left out. Returns the seconds it took."""
+    n = len(targets)
+    t0 = time.monotonic()
+    inbox = queue.Queue()
+    links = []
+    try:
+        links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
+        arrivals = successors(links, timeout)
+    finally:
+        for link in links:
+            link.close()
+    wrong, lost = [], False
+    for i in range(n):
+        got = sorted(set(arrivals[i]))
+        want = (i + 1) % n
+        if got == [want]:
+            continue
+        if not got:
+            lost = True
+            where = "none of the %d boards given" % n
+        else:
+            where = " and ".join("%s (position %d)" % (targets[j].label(), j) for j in got)
+        wrong.append("the TX of %s (position %d) reaches %s, not %s (position %d)"
+                     % (targets[i].label(), i, where, targets[want].label(), want))
+    if wrong:
+        hint = ("\nIf more boards are wired into the ring than were given, flash them all, in ring order "
+                "(picoring discover finds the order and writes ring.json). " if lost else "\n")
+        raise WiringError("the boards as given do not form a ring of %d:\n  %s%sCheck the wiring (picoring wiring -n N "
+                          "draws it)." % (n, "\n  ".join(wrong), hint))
+    return round(time.monotonic() - t0, 2)
+
+
+SILENT = "silent"  # current_firmware: nothing at all came back
+SILENT_GRACE_S = 10.0
+
+
 def current_firmware(targets, links, fw, timeout):
-    """Restart every board; True for those that come up with the current firmware and a
-    usable config (their !hello)."""
-    ok = [False] * len(targets)
+    """Restart every board; for each, None if it comes up with the current firmware and a
+    usable config (its !hello), else why not (a few words)."""
+    why = ["it did not restart"] * len(targets)
+    restarted = []
     for i, (t, link) in enumerate(zip(targets, links)):
         try:
             flashmod.restart(link, t)
         except Exception:
             continue
+        restarted.append(i)
     deadline = time.monotonic() + timeout  # one wait for all: a board without firmware never says hello
-    for i, link in enumerate(links):
+    for i in restarted:
         try:
-            hello = flashmod.wait_hello(link, max(0.2, deadline - time.monotonic()))
+            hello = flashmod.wait_hello(links[i], max(0.2, deadline - time.monotonic()))
         except HarnessError:
+            why[i] = "no picoring firmware answered within %gs" % timeout
             continue
-        ok[i] = hello.get("fw") == fw and not (targets[i].virtual and hello.get("board") != "virtual")
-    return ok
+        if hello.get("fw") != fw:
+            why[i] = "it runs picoring firmware %s, not %s" % (hello.get("fw"), fw)
+        elif targets[i].virtual and hello.get("board") != "virtual":
+            why[i] = "its config is not a virtual board's"
+        else:
+            why[i] = None
+    # A board without the firmware still says something at a restart (its REPL's banner or
+    # prompt); a port with no board says nothing at all. Silent ones get SILENT_GRACE_S more
+    # (a loaded machine), then are SILENT; a virtual board is there by construction.
+    quiet = [i for i in restarted if why[i] is not None and not links[i].parser.received and not targets[i].virtual]
+    grace_end = time.monotonic() + SILENT_GRACE_S
+    while quiet and time.monotonic() < grace_end:
+        time.sleep(0.05)
+        quiet = [i for i in quiet if not links[i].parser.received]
+    for i in quiet:
+        why[i] = SILENT
+    return why
 
 
 def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_timeout=5.0, hello_timeout=6.0,
              reflash="auto", tap=None, log=None):
-    """Find the ring order of targets. Returns (ordered targets, info dict)."""
+    """Find the ring order of targets. Returns (ordered targets, info dict). Boards that do not
+    answer with the current firmware get it with a provisional config (said on log); a port
+    where nothing at all answers within hello_timeout is an error before anything is flashed."""
     log = log or (lambda text: None)
     n = len(targets)
     flashmod.plan(targets)
@@ -150,13 +210,22 @@ def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_t
     try:
         inbox = queue.Queue()
         links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
-        ready = current_firmware(targets, links, fw, hello_timeout) if reflash == "auto" else [reflash is False] * n
-        if not all(ready):
+        if reflash == "auto":
+            why = current_firmware(targets, links, fw, hello_timeout)
+        else:
+            why = [None if reflash is False else "asked to (--reflash)"] * n
+        silent = [t.label() for t, reason in zip(targets, why) if reason == SILENT]
+        if silent:
+            raise HarnessError("%s: no board answered within %gs (nothing at all came back after a restart): is a "
+                               "board plugged in there (picoring boards lists them), and does its program stop on "
+                               "Ctrl-C?" % (", ".join(silent), hello_timeout + SILENT_GRACE_S))
+        if any(why):
             for link in links:
                 link.close()
             links = []
-            log("flashing a provisional config (firmware %s, protocol q) to %d board(s) so they answer probes"
-                % (fw, n))
+            log("%s.\nSo discover flashes picoring firmware %s with a provisional config (protocol q, positions in "
+                "the order given) to all %d board(s), so that they answer probes; `picoring flash` writes the real "
+                "config afterwards." % ("; ".join("%s: %s" % (t.label(), r) for t, r in zip(targets, why) if r), fw, n))
             flashmod.flash(targets, "q", baud=baud, board=board, tap=tap, log=log)
             info["reflashed"] = True
             inbox = queue.Queue()

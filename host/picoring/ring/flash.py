@@ -29,7 +29,7 @@ from . import deploy
 from . import mpy as mpymod
 from .link import BoardLink, HarnessError, clock_rates, drain, slowness
 from .hostlink import CTRL_C
-from .ports import PortError
+from .ports import PortError, busy_message, is_lock_error
 
 PROTOCOLS = ("s", "q", "d", "d-literal")
 COPY_TIMEOUT = 60.0
@@ -88,9 +88,8 @@ def check_port(target):
         s = serial.Serial(target.port, exclusive=True)
     except serial.SerialException as e:
         text = str(e)
-        if "exclusive" in text.lower() or "busy" in text.lower() or "resource temporarily unavailable" in text.lower():
-            raise PortError("port busy: %s is open in another program (a terminal, mpremote, a picoring run?); "
-                            "close it and try again" % target.label()) from None
+        if is_lock_error(e):
+            raise PortError(busy_message(target.port)) from None
         if "No such file" in text or "could not open port" in text and "No such" in text:
             raise PortError("port not found: %s" % target.port) from None
         raise PortError("%s: cannot open: %s" % (target.label(), text)) from None

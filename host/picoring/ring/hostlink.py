@@ -39,6 +39,15 @@ TRACE_EVENTS = ("req", "send", "recv", "enter", "exit", "regen", "discard", "tim
 COMMANDS = ("r", "req", "status", "ping", "log", "ver", "zero", "flush", "cs", "stop", "probe")
 
 _MAX_LINE = 1024
+# What MicroPython's REPL prints when a board (re)starts: not picoring lines, but no fault
+# either. A restart by the host (Ctrl-C, then Ctrl-D) also interrupts main.py, whose
+# traceback ends in KeyboardInterrupt (counted as REPL_INTERRUPTED).
+_BANNER_STARTS = ("MicroPython ", 'Type "help()" for more information', "MPY: soft reboot",
+                  "Use Ctrl-D to exit", "raw REPL; CTRL-B to exit")
+BOOT_BANNER = "boot banner"
+REPL_INTERRUPTED = "Ctrl-C traceback"
+REPL_REASONS = (BOOT_BANNER, REPL_INTERRUPTED)  # expected at a restart; every other reason is noise
+_MAX_TRACEBACK = 64  # lines held back until a traceback's last line says what it was
 
 
 class HostLinkError(ValueError):
@@ -180,7 +189,9 @@ def _msg_payload(board, ev, kind, aux, count, seq, epoch, size):
 class LineParser:
     """Turns a board's output into BoardEvents and Replies; never raises on input.
 
-    garbage     {reason: count} of skipped lines
+    received    bytes fed in all (a board that said anything at all)
+    garbage     {reason: count} of skipped lines; the REPL_REASONS ones (MicroPython's
+                banner, the traceback of a Ctrl-C) are what a restart prints, not noise
     missing     events lost between the board and here, from gaps in the event
                 numbers (includes the ones the board reported as dropped)
     reported_dropped  sum of the board's drop records
@@ -200,8 +211,10 @@ class LineParser:
         self.missing_in_outages = 0
         self._cut = False
         self.events = 0
+        self.received = 0
         self._next_seq = None
         self._partial = b""
+        self._traceback = None  # lines of a traceback whose last line has not come yet
 
     def _skip(self, reason, line):
         self.garbage[reason] = self.garbage.get(reason, 0) + 1
@@ -210,6 +223,7 @@ class LineParser:
 
     def feed(self, data):
         """Parse a chunk of bytes; keeps an unfinished line for the next call."""
+        self.received += len(data)
         data = self._partial + data
         lines = data.split(b"\n")
         self._partial = lines.pop()
@@ -225,6 +239,7 @@ class LineParser:
         """The stream broke (the port went away): an unfinished line is dropped, counted as
         garbage, so that it is not glued to what comes when the port is back."""
         self._cut = True
+        self._end_traceback("traceback")
         if self._partial:
             self._skip("cut off", self._partial)
             self._partial = b""
@@ -245,6 +260,8 @@ class LineParser:
             line = line[4:]
         if not line:
             return []
+        if line[0] in "*!":
+            self._end_traceback("traceback")  # cut short: a picoring line came first
         if line[0] == "*":
             return self._batch(line)
         if line[0] == "!":
@@ -256,8 +273,30 @@ class LineParser:
             if word == "hello":
                 self._on_hello(reply)
             return [reply]
-        self._skip("not a picoring line", line)
+        self._other_line(line)
         return []
+
+    def _other_line(self, line):
+        """REPL output: a traceback is held until its last line (the exception) says whether it
+        was a Ctrl-C; MicroPython's banner is counted as such; anything else is noise."""
+        if self._traceback is not None:
+            self._traceback.append(line)
+            if not line.startswith(" "):
+                self._end_traceback(REPL_INTERRUPTED if line.startswith("KeyboardInterrupt") else "traceback")
+            elif len(self._traceback) >= _MAX_TRACEBACK:
+                self._end_traceback("traceback")
+        elif line.startswith("Traceback (most recent call last):"):
+            self._traceback = [line]
+        elif line.startswith(_BANNER_STARTS):
+            self._skip(BOOT_BANNER, line)
+        else:
+            self._skip("not a picoring line", line)
+
+    def _end_traceback(self, reason):
+        if self._traceback is not None:
+            for held in self._traceback:
+                self._skip(reason, held)
+            self._traceback = None
 
     def _on_hello(self, reply):
         # A (re)started board numbers its events from 0 again.

@@ -3,11 +3,13 @@ reader thread, commands and their replies, reconnecting after an unplug), LinkNo
 happened to a link), the boards' clock rates, and HarnessError, the error every layer
 above reports a board or port problem with."""
 
+import os
 import queue
 import threading
 import time
 
 from .hostlink import LineParser, Reply, TickUnwrapper, encode_command
+from .ports import busy_message, is_lock_error
 
 try:
     import serial
@@ -115,12 +117,19 @@ class BoardLink:
     def _open_port(self):
         if serial is None:
             raise HarnessError("pyserial is not installed")
+        local = "://" not in self.port
         try:
             kw = {"baudrate": 115200, "timeout": 0.02, "write_timeout": WRITE_TIMEOUT_S * self.slowness}
             if self.port.startswith("rfc2217://"):
                 del kw["write_timeout"]  # pyserial 3.5's rfc2217 raises NotImplementedError for it
+            if local and os.name == "posix":
+                # flock: a second run (or mpremote, a terminal) on the same board fails here,
+                # saying who has it, instead of both runs reading half of each other's lines
+                kw["exclusive"] = True
             return serial.serial_for_url(self.port, **kw)
         except (serial.SerialException, OSError, ValueError, NotImplementedError) as e:
+            if local and is_lock_error(e):
+                raise HarnessError(busy_message(self.port)) from None
             raise HarnessError("%s: cannot open: %s" % (self.port, e)) from None
 
     def open(self):

@@ -105,6 +105,66 @@ def list_usb(all_ports=False, ports=None):
     return out
 
 
+# -- who holds a port ----------------------------------------------------------
+
+def port_holders(port, proc="/proc"):
+    """[(pid, command line)] of the other processes that have `port` open, found through
+    /proc/PID/fd links to the same device (best effort: Linux; processes of other users
+    are not readable and not listed)."""
+    try:
+        target = os.stat(os.path.realpath(port))
+    except OSError:
+        return []
+    me = os.getpid()
+    out = []
+    try:
+        pids = [int(d) for d in os.listdir(proc) if d.isdigit()]
+    except OSError:
+        return []
+    for pid in sorted(pids):
+        if pid == me:
+            continue
+        fd_dir = os.path.join(proc, str(pid), "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if (st.st_rdev, st.st_ino, st.st_dev) == (target.st_rdev, target.st_ino, target.st_dev):
+                out.append((pid, _cmdline(proc, pid)))
+                break
+    return out
+
+
+def _cmdline(proc, pid):
+    try:
+        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return "?"
+    return " ".join(a.decode(errors="replace") for a in args if a)[:120] or "?"
+
+
+def busy_message(port):
+    """What to say when `port` cannot be locked: who holds it, if we can see."""
+    held = port_holders(port)
+    if held:
+        who = "; ".join("pid %d: %s" % (pid, cmd) for pid, cmd in held)
+        return "port busy: %s is open in another program (%s); stop it and try again" % (port, who)
+    return ("port busy: %s is open in another program (a terminal, mpremote, another picoring run?); "
+            "close it and try again" % port)
+
+
+def is_lock_error(error):
+    """True if a pyserial error says the port's exclusive lock is held elsewhere."""
+    text = str(error).lower()
+    return "exclusive" in text or "resource temporarily unavailable" in text or "busy" in text
+
+
 # -- virtual boards ----------------------------------------------------------
 
 def virtual_targets(state_dir=None):

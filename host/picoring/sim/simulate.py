@@ -5,7 +5,10 @@ tests); this module builds the ring, the workload, the checker and the trace
 writer around it and turns the outcome into one report.
 """
 
+import itertools
 import json
+import os
+from pathlib import Path
 
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
@@ -103,5 +106,36 @@ def _fanout(listeners):
 def write_schedule(schedule, path):
     """Save a realized schedule as a file:PATH workload that replays the run."""
     with open(path, "w", encoding="utf-8") as f:
-        for item in schedule:
-            f.write(json.dumps(item) + "\n")
+        f.write(_schedule_text(schedule))
+
+
+def _schedule_text(schedule):
+    return "".join(json.dumps(item) + "\n" for item in schedule)
+
+
+def schedule_dir():
+    """Where schedules of runs that did not go quiet go by default: $XDG_STATE_HOME/picoring/
+    schedules (~/.local/state/...), not the working folder, where they piled up."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "picoring" / "schedules"
+
+
+def save_schedule(schedule, folder, stem):
+    """Save a schedule as folder/stem.jsonl without ever replacing another file: a file with
+    the same schedule is reused (a rerun of the same run), else stem-2.jsonl, stem-3.jsonl...
+    Returns the path."""
+    text = _schedule_text(schedule)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for k in itertools.count(1):
+        path = folder / ("%s%s.jsonl" % (stem, "-%d" % k if k > 1 else ""))
+        try:
+            with open(path, "x", encoding="utf-8") as f:  # O_EXCL: never over someone else's file
+                f.write(text)
+            return path
+        except FileExistsError:
+            try:
+                if path.read_text(encoding="utf-8") == text:
+                    return path
+            except (OSError, UnicodeDecodeError):
+                pass

@@ -316,7 +316,9 @@ class VirtualBoard:
             pass
 
     def info(self):
-        return {"index": self.index, "pid": self.pid, "alive": self.alive(), "usb": self.usb_path,
+        # powered off: no process (the last one's pid would read as the board's)
+        return {"index": self.index, "pid": self.pid if self.off_until is None else None, "alive": self.alive(),
+                "usb": self.usb_path,
                 "usb_pts": self.usb_pts, "usb_present": self.usb_present(), "powered": self.off_until is None,
                 "uart": self.uart_path, "fs_dir": self.fs_dir, "restarts": self.restarts,
                 "power_cycles": self.power_cycles, "unplugs": self.unplugs, "tx_lost": self.tx_lost,
@@ -446,6 +448,7 @@ class VirtualRing:
             board._kill()
             board.off_until = None  # a reset while powered off powers it on
             board.run_main = run_main
+            board.restarts += 1
             board._spawn()
             board.run_main = True
             self._usb_back_if_due(board, time.monotonic())

@@ -1,0 +1,92 @@
+"""Bad arguments are caught before anything starts, and say what is wrong (issue 18, item 1)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from picoring.cli.main import main
+from picoring.ring import deploy
+from picoring.virtual import supervisor
+
+
+@pytest.fixture
+def no_boards(monkeypatch):
+    """Fail the test if a command starts a virtual board."""
+    def started(*a, **k):
+        raise AssertionError("virtual boards were started before the arguments were checked")
+
+    monkeypatch.setattr(deploy, "start_virtual", started)
+    monkeypatch.setattr(supervisor, "up", started)
+
+
+def status_err(capsys, *argv):
+    status = main(list(argv))
+    return status, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["demo", "-n", "1"], "at least 2"),
+    (["demo", "-k", "-1"], "--requests cannot be negative"),
+    (["demo", "-w", "bogus"], "unknown workload 'bogus'"),
+    (["demo", "-w", "poisson", "--json", "-k", "5", "-n", "0"], "at least 2"),
+    (["run", "--virtual", "3", "-w", "bogus"], "unknown workload 'bogus'"),
+    (["run", "--virtual", "3", "-k", "-2"], "--requests cannot be negative"),
+    (["dash", "--virtual", "3", "-w", "bogus", "--exit"], "unknown workload 'bogus'"),
+    (["dash", "--virtual", "3", "--speed", "-1", "--exit"], "--speed must be >= 0"),
+    (["dash", "--sim", "--speed", "-1", "--exit"], "--speed must be >= 0"),
+    (["virtual", "up", "-n", "1", "--dir", "/nonexistent/picoring-state"], "-n must be at least 2"),
+    (["sim", "-p", "s", "--idle-horizon", "-5"], "--idle-horizon cannot be negative"),
+])
+def test_bad_arguments_fail_before_any_board_starts(no_boards, capsys, argv, message):
+    status, err = status_err(capsys, *argv)
+    assert status == 2
+    assert err.startswith("picoring: ") and message in err, err
+    assert "Traceback" not in err
+
+
+def test_requests_with_a_file_workload_is_said_to_be_ignored(tmp_path, capsys):
+    wl = tmp_path / "wl.jsonl"
+    wl.write_text('{"t": 0, "node": 1}\n{"t": 3, "node": 0}\n')
+    assert main(["sim", "-p", "q", "-n", "3", "-w", "file:%s" % wl, "-k", "50", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["requests"] == 2
+    assert "-k 50 ignored" in err and "file:%s makes its 2 request(s)" % wl in err
+    # no -k, or a -k that agrees with the file: nothing to say
+    assert main(["sim", "-p", "q", "-n", "3", "-w", "file:%s" % wl, "--json"]) == 0
+    assert main(["sim", "-p", "q", "-n", "3", "-w", "file:%s" % wl, "-k", "2", "--json"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_requests_default_per_command(capsys):
+    assert main(["sim", "-p", "q", "-n", "3", "-w", "sequential", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 1000
+
+
+def test_check_names_a_binary_file(tmp_path, capsys):
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(range(256)) * 20)
+    status, err = status_err(capsys, "check", str(path))
+    assert status == 2
+    assert err.startswith("picoring: %s: not a text trace (byte 0xff is not UTF-8)" % path), err
+
+
+def _picoring(*argv):
+    return [sys.executable, "-c", "import sys; from picoring.cli.main import main; sys.exit(main(sys.argv[1:]))", *argv]
+
+
+@pytest.mark.parametrize("argv", [["sim", "-p", "q", "-n", "3", "-k", "20", "--json"],  # print()
+                                  ["sim", "-p", "q", "-n", "3", "-k", "20"]])           # a rich table
+def test_a_reader_that_goes_away_is_no_error(argv):
+    """`picoring ... | head`: the pipe's reader is gone before picoring writes (closed here
+    before it starts, so no timing is involved): no message, no traceback."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run(_picoring(*argv), stdout=w, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(w)
+    assert proc.stderr.decode() == ""
+    assert proc.returncode == 1
