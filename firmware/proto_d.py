@@ -63,6 +63,7 @@ class NodeDLiteral(Node):
         "title": "D as printed (not quiescent: docs/bounds.md, finding 1)",
         "citation": CITATION + ", section 4",
         "exclusion": "hard",
+        "rests": True,  # at rest in state check when no request is pending
         "messages": {"token": "frame.TOKEN to the next node", "request": "frame.REQUEST to the next node"},
         "bounds": {
             # Printed 2n (Thm 4.1), exceeded; the checked bound is empirical (docs/bounds.md).

@@ -52,6 +52,7 @@ class NodeQ(Node):
         "title": "Q: request messages counted by the token",
         "citation": CITATION + ", section 3",
         "exclusion": "hard",
+        "rests": True,  # at rest at the last holder when no request is pending
         "messages": {"token": "frame.TOKEN to the next node", "request": "frame.REQUEST to the next node"},
         "bounds": {
             # Thm 3.1 holds: at most n messages per request (amortized).

@@ -35,23 +35,21 @@ frames are recovery traffic, counted apart from the paper's messages.
 
 import math
 
+from . import registry
+
 
 def paper_bounds_for(protocol, n):
-    """(messages per request, service traffic) as printed in the paper, or None."""
-    if protocol == "q":
-        return n, (3 * n * n - 5 * n + 2) // 2
-    if protocol in ("d", "d-literal"):
-        return 2 * n, 3 * n - 3
-    return None, None
+    """(messages per request, service traffic) as printed in the paper, or None: from the
+    protocol's descriptor (firmware, `about["bounds"]`)."""
+    return (registry.bound(protocol, "messages_per_request", n, "paper"),
+            registry.bound(protocol, "service_traffic", n, "paper"))
 
 
 def bounds_for(protocol, n):
-    """(messages per request, service traffic) the checker holds a run to."""
-    if protocol == "q":
-        return n, (5 * n * n - 5 * n + 2) // 2
-    if protocol in ("d", "d-literal"):
-        return 3 * n, 3 * n - 2
-    return None, None
+    """(messages per request, service traffic) the checker holds a run to: the descriptor's
+    checked bounds, in hop frames (for S, Q and D every message is one hop)."""
+    return (registry.bound(protocol, "messages_per_request", n),
+            registry.bound(protocol, "service_traffic", n))
 
 
 SEQ_PERIOD = 1 << 30  # boards' entry numbers wrap here (firmware/protocol.py SEQ_MASK + 1)

@@ -28,6 +28,7 @@ sample of the new incarnation before they are placed.
 import queue
 import time
 
+from ..check import registry
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
 from .deploy import start_order
@@ -202,7 +203,7 @@ class RingRun:
         slow = self.slowness
         settle_us, quiesce_us, stall_us = (int(x * slow) for x in (self.settle_us, self.quiesce_timeout_us,
                                                                      self.stall_timeout_us))
-        rests = self.protocol != "s"
+        rests = registry.rests(self.protocol)
         outstanding = [0] * n  # injected and not yet through its critical section
         deferred = [0] * n
         sends = recvs = 0

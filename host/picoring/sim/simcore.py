@@ -55,7 +55,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
     oldest = 0  # schedule index from which the oldest unserved request is searched
     t_oldest = None  # time of the oldest request not yet entered, or None
     closed = workload.closed_loop
-    rests = nodes[0].uses_requests  # Q and D can rest; S cannot
+    rests = nodes[0].about.get("rests", True)  # the descriptor: S's token never rests
     steps = 0
     defer_busy = workload.defer_busy
 
