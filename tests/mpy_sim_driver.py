@@ -41,7 +41,7 @@ class FixedSchedule:
 
 
 class Observer:
-    def count_to(self, tok, req):
+    def count_to(self, tok, req, msg_frames=0, msg_logical=0):
         pass
 
     def request(self, t, node):

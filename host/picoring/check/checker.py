@@ -5,8 +5,12 @@ simulator (which hands over its message counters in bulk between events, so it
 need not build an event per hop) or, later, from the board harness.
 
 Measures (section 1 of the paper):
-  messages            one frame over one link; token and request frames
-  messages/request    total messages / requests
+  messages            one frame over one link (a hop frame): token and request frames, and
+                      every hop of a protocol-layer message (docs/frames.md)
+  logical messages    the textbook's count: a token or request frame (one hop each), or one
+                      message however many hops it takes (a send with fwd false); for S, Q
+                      and D the two counts are equal
+  messages/request    total messages / requests (and logical messages / requests)
   service traffic     messages anywhere in the ring from the moment a request is
                       made (its request message, if any, included) to the moment
                       the requester receives the token
@@ -64,11 +68,15 @@ class Checker:
         self.over_paper_service = 0  # requests whose service traffic exceeded the printed bound
         self.token_msgs = 0
         self.request_msgs = 0
+        self.msg_frames = 0  # hop frames of protocol-layer messages (kind msg)
+        self.msg_logical = 0  # of which new messages (fwd false): the logical count
+        self.bound_logical = registry.bound(protocol, "logical_per_request", n)
+        self.max_service_logical = 0
         self.recv_msgs = 0
         self.requests = 0
         self.served = 0
         self.in_cs = None  # node in its critical section
-        self.pending = {}  # node -> (request id, t, messages at request)
+        self.pending = {}  # node -> (request id, t, hop frames and logical messages at request)
         self.max_service = 0
         self.max_service_request = None
         self.latency_sum = 0
@@ -106,12 +114,20 @@ class Checker:
     # -- counters ---------------------------------------------------------
     @property
     def total(self):
-        return self.token_msgs + self.request_msgs
+        """Hop frames: every frame on a wire (token, request, each hop of a message)."""
+        return self.token_msgs + self.request_msgs + self.msg_frames
 
-    def count_to(self, token_msgs, request_msgs):
+    @property
+    def logical(self):
+        """Logical messages: token and request frames, and each message once."""
+        return self.token_msgs + self.request_msgs + self.msg_logical
+
+    def count_to(self, token_msgs, request_msgs, msg_frames=0, msg_logical=0):
         """Set the cumulative frame counts (the simulator's bulk path)."""
         self.token_msgs = token_msgs
         self.request_msgs = request_msgs
+        self.msg_frames = msg_frames
+        self.msg_logical = msg_logical
 
     # -- events -----------------------------------------------------------
     def feed(self, event):
@@ -124,12 +140,16 @@ class Checker:
                 self.token_msgs += 1
             elif kind == "request":
                 self.request_msgs += 1
+            elif kind == "msg":
+                self.msg_frames += 1
+                if not (event.payload or {}).get("fwd"):
+                    self.msg_logical += 1
             else:
                 self.recovery_msgs[kind] = self.recovery_msgs.get(kind, 0) + 1
                 if kind == "again":
                     self._faults(event.t)
         elif ev == "recv":
-            if event.kind in ("token", "request"):
+            if event.kind in ("token", "request", "msg"):
                 self.recv_msgs += 1
         elif ev == "req":
             self.request(event.t, event.node)
@@ -178,7 +198,7 @@ class Checker:
         rid = self.requests
         if node in self.pending or self.in_cs == node:
             self._violate("workload", rid, node, t, "node %d requested again before its request was served" % node)
-        self.pending[node] = (rid, t, self.total)
+        self.pending[node] = (rid, t, self.total, self.logical)
         self._check_total(rid)
 
     def _token_sign(self, t):
@@ -265,9 +285,10 @@ class Checker:
             self.safety_violations += 1
             self._violate("safety", None, node, t, "node %d entered the critical section with no pending request" % node)
             return
-        rid, t_req, msgs_at_req = req
+        rid, t_req, msgs_at_req, logical_at_req = req
         self.served += 1
         service = self.total - msgs_at_req
+        self.max_service_logical = max(self.max_service_logical, self.logical - logical_at_req)
         if service > self.max_service:
             self.max_service = service
             self.max_service_request = (rid, node, t_req)
@@ -361,7 +382,7 @@ class Checker:
         for t, node, seq, _ in self._suspect_seqs:
             self._entry_violation(t, node, seq, None)
         self._suspect_seqs = []
-        for node, (rid, t_req, _) in sorted(self.pending.items(), key=lambda kv: kv[1][0]):
+        for node, (rid, t_req, _, _) in sorted(self.pending.items(), key=lambda kv: kv[1][0]):
             self._violate("liveness", rid, node, t_req, "request #%d (node %d, t=%s) was never served" % (rid, node, t_req))
         if self.bound_mpr is not None and self.requests and self.total > self.bound_mpr * self.requests:
             rid = self.over_bound_request or self.requests
@@ -370,6 +391,9 @@ class Checker:
                 "%d messages for %d requests > %d per request (first over after request #%d)"
                 % (self.total, self.requests, self.bound_mpr, rid),
             )
+        if self.bound_logical is not None and self.requests and self.logical > self.bound_logical * self.requests:
+            self._violate("bound", self.requests, None, None, "%d logical messages for %d requests > %d per request"
+                          % (self.logical, self.requests, self.bound_logical))
         if self.quiescent is False:
             self._violate("quiescence", None, None, self.last_t, "the ring did not become quiescent: %s" % (self.stop_reason or "token still moving"))
         return self.report()
@@ -381,15 +405,21 @@ class Checker:
             "n": self.n,
             "requests": self.requests,
             "served": served,
-            "messages": {"total": self.total, "token": self.token_msgs, "request": self.request_msgs},
+            "messages": dict({"total": self.total, "token": self.token_msgs, "request": self.request_msgs},
+                             **({"msg": self.msg_frames} if self.msg_frames else {})),  # msg: hop frames of messages
+            "logical_messages": self.logical,  # the textbook's count (S, Q, D: = hop_frames)
+            "hop_frames": self.total,  # every frame on a wire (= messages.total)
             "messages_per_request": (self.total / self.requests) if self.requests else 0.0,
+            "logical_per_request": (self.logical / self.requests) if self.requests else 0.0,
             "max_service_traffic": self.max_service,
+            "max_service_logical": self.max_service_logical,
             "max_service_request": (
                 None if self.max_service_request is None
                 else dict(zip(("request", "node", "t"), self.max_service_request))
             ),
             "latency": {"mean": (self.latency_sum / served) if served else 0.0, "max": self.latency_max},
-            "bounds": {"messages_per_request": self.bound_mpr, "service_traffic": self.bound_service},
+            "bounds": {"messages_per_request": self.bound_mpr, "service_traffic": self.bound_service,
+                       "logical_per_request": self.bound_logical},
             "paper_bounds": {"messages_per_request": self.paper_mpr, "service_traffic": self.paper_service},
             "over_paper_service_bound": self.over_paper_service,
             "over_paper_total_bound": bool(self.paper_mpr is not None and self.total > self.paper_mpr * self.requests),
