@@ -56,3 +56,19 @@ def test_the_toy_keeps_its_descriptors_bounds(workload):
     assert rep["bounds"]["logical_per_request"] == 2 and rep["bounds"]["messages_per_request"] == 2 * n - 1
     assert rep["logical_messages"] <= 2 * 300 and rep["hop_frames"] <= (2 * n - 1) * 300
     assert rep["hop_frames"] > rep["logical_messages"]
+
+
+@pytest.mark.parametrize("workload", ["sequential", "adversarial"])
+def test_on_a_ring_the_toy_counts_as_in_the_simulator(ring, workload):
+    """Through the pytest plugin's ring (virtual boards by default): flash picks the toy's
+    module from the registry, the harness finds the resting token by asking the boards (it
+    travels as a message), and both counts equal the simulator's."""
+    n = ring.n
+    report = ring.run("toy", workload, 10, seed=3)
+    assert report["ok"], report["violations"]
+    assert report["served"] == 10 and report["events_lost"] == 0
+    sim = simulate("toy", n, workload, requests=10, seed=3)
+    for key in ("messages", "hop_frames", "logical_messages", "max_service_traffic", "max_service_logical"):
+        assert report[key] == sim[key], key
+    if workload == "adversarial":  # behind the token: a broadcast round and n - 1 token hops
+        assert (report["hop_frames"], report["logical_messages"]) == (10 * (2 * n - 1), 20)
