@@ -38,6 +38,7 @@ frames are recovery traffic, counted apart from the paper's messages.
 """
 
 import math
+from array import array
 
 from . import registry
 
@@ -76,11 +77,14 @@ class Checker:
         self.requests = 0
         self.served = 0
         self.in_cs = None  # node in its critical section
-        self.pending = {}  # node -> (request id, t, hop frames and logical messages at request)
+        self.pending = {}  # node -> (request id, t, hop frames, logical messages and entries at request)
         self.max_service = 0
         self.max_service_request = None
         self.latency_sum = 0
         self.latency_max = 0
+        self.latencies = array("d")  # one per service, in service order (p50, p99)
+        self.entries = 0  # critical-section entries so far
+        self.max_overtaken = 0  # fairness: the most entries by other nodes while one request waited
         self.over_bound_request = None  # first request after which the total went over
         self.safety_violations = 0
         self.violations = []
@@ -198,7 +202,7 @@ class Checker:
         rid = self.requests
         if node in self.pending or self.in_cs == node:
             self._violate("workload", rid, node, t, "node %d requested again before its request was served" % node)
-        self.pending[node] = (rid, t, self.total, self.logical)
+        self.pending[node] = (rid, t, self.total, self.logical, self.entries)
         self._check_total(rid)
 
     def _token_sign(self, t):
@@ -280,13 +284,15 @@ class Checker:
             if seq > self._entry_max.get(node, -1):
                 self._entry_max[node] = seq
         self.in_cs = node
+        self.entries += 1
         req = self.pending.pop(node, None)
         if req is None:
             self.safety_violations += 1
             self._violate("safety", None, node, t, "node %d entered the critical section with no pending request" % node)
             return
-        rid, t_req, msgs_at_req, logical_at_req = req
+        rid, t_req, msgs_at_req, logical_at_req, entries_at_req = req
         self.served += 1
+        self.max_overtaken = max(self.max_overtaken, self.entries - 1 - entries_at_req)
         service = self.total - msgs_at_req
         self.max_service_logical = max(self.max_service_logical, self.logical - logical_at_req)
         if service > self.max_service:
@@ -301,6 +307,7 @@ class Checker:
             )
         latency = t - t_req
         self.latency_sum += latency
+        self.latencies.append(latency)
         if latency > self.latency_max:
             self.latency_max = latency
 
@@ -382,7 +389,7 @@ class Checker:
         for t, node, seq, _ in self._suspect_seqs:
             self._entry_violation(t, node, seq, None)
         self._suspect_seqs = []
-        for node, (rid, t_req, _, _) in sorted(self.pending.items(), key=lambda kv: kv[1][0]):
+        for node, (rid, t_req, *_) in sorted(self.pending.items(), key=lambda kv: kv[1][0]):
             self._violate("liveness", rid, node, t_req, "request #%d (node %d, t=%s) was never served" % (rid, node, t_req))
         if self.bound_mpr is not None and self.requests and self.total > self.bound_mpr * self.requests:
             rid = self.over_bound_request or self.requests
@@ -397,6 +404,14 @@ class Checker:
         if self.quiescent is False:
             self._violate("quiescence", None, None, self.last_t, "the ring did not become quiescent: %s" % (self.stop_reason or "token still moving"))
         return self.report()
+
+    def quantiles(self):
+        """{"p50", "p99"} of the latencies so far (nearest rank), None before any service."""
+        if not self.latencies:
+            return {"p50": None, "p99": None}
+        s = sorted(self.latencies)
+        q = {"p50": nearest_rank(s, 0.5), "p99": nearest_rank(s, 0.99)}
+        return {k: int(v) if v == int(v) else v for k, v in q.items()}
 
     def report(self):
         served = self.served
@@ -418,6 +433,8 @@ class Checker:
                 else dict(zip(("request", "node", "t"), self.max_service_request))
             ),
             "latency": {"mean": (self.latency_sum / served) if served else 0.0, "max": self.latency_max},
+            "latency_quantiles": self.quantiles(),
+            "max_overtaken": self.max_overtaken,  # fairness: entries by others between a request and its service
             "bounds": {"messages_per_request": self.bound_mpr, "service_traffic": self.bound_service,
                        "logical_per_request": self.bound_logical},
             "paper_bounds": {"messages_per_request": self.paper_mpr, "service_traffic": self.paper_service},
