@@ -72,3 +72,22 @@ def test_on_a_ring_the_toy_counts_as_in_the_simulator(ring, workload):
         assert report[key] == sim[key], key
     if workload == "adversarial":  # behind the token: a broadcast round and n - 1 token hops
         assert (report["hop_frames"], report["logical_messages"]) == (10 * (2 * n - 1), 20)
+
+
+def test_the_dashboard_replays_a_toy_trace_with_both_counts(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from picoring.check.trace import TraceReader
+    from picoring.dash.dashboard import Dashboard
+
+    trace = tmp_path / "toy.jsonl"
+    rep = simulate("toy", 5, "sequential", requests=6, seed=1, trace=str(trace))
+    with TraceReader(str(trace)) as r:
+        meta, events = r.meta, list(r)
+    console = Console(file=io.StringIO(), width=100, height=30, record=True)
+    Dashboard(console, iter(events), meta, speed=None).run()
+    text = console.export_text()
+    assert "%d logical, %d hop frames" % (rep["logical_messages"], rep["hop_frames"]) in text
+    assert "msg 1 " in text  # the log names a message's kind, source and destination

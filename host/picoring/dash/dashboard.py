@@ -524,7 +524,10 @@ class Dashboard:
             grid.add_column(style="dim", no_wrap=True)
             grid.add_column(no_wrap=True)
         served = Text("%s / %s" % (_num(c.served), _num(c.requests)))
-        msgs = Text("%s (token %s + request %s)" % (_num(c.total), _num(c.token_msgs), _num(c.request_msgs)))
+        if c.msg_frames:  # the layer's messages: logical messages and hop frames differ (S, Q, D: one count)
+            msgs = Text("%s logical, %s hop frames" % (_num(c.logical), _num(c.total)))
+        else:
+            msgs = Text("%s (token %s + request %s)" % (_num(c.total), _num(c.token_msgs), _num(c.request_msgs)))
         mpr = c.total / c.requests if c.requests else 0.0
         mpr_text = Text("%.2f" % mpr, style=_bound_style(mpr, c.bound_mpr, c.paper_mpr, c.requests))
         mpr_text.append(" ≤ %s" % _bound(c.bound_mpr), style="")
@@ -645,6 +648,9 @@ def _format_event(event, model):
         text.append(event.kind, style=kind_style)
         p = event.payload
         if p:
+            if event.kind == "msg":  # mkind src→dst (*: all); a new message or a hop passed on
+                text.append(" %d %d→%s%s" % (p.get("mkind", 0), p.get("src", 0), "*" if p.get("dst") == 255
+                                               else p.get("dst"), " fwd" if p.get("fwd") else ""), style="dim")
             fields = _token_fields(model.view, p, short=True)
             if fields:
                 text.append(" " + " ".join(fields), style="dim")
