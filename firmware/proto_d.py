@@ -63,6 +63,9 @@ class NodeDLiteral(Node):
         "title": "D as printed (not quiescent: docs/bounds.md, finding 1)",
         "citation": CITATION + ", section 4",
         "exclusion": "hard",
+        "rests": True,  # at rest in state check when no request is pending
+        # The dashboard (host): the token frame's fields to show, request frames, a per-node flag.
+        "view": {"token_state": ("check", "ACTIVE"), "token_count": "count", "requests": True, "flags": "M_p"},
         "messages": {"token": "frame.TOKEN to the next node", "request": "frame.REQUEST to the next node"},
         "bounds": {
             # Printed 2n (Thm 4.1), exceeded; the checked bound is empirical (docs/bounds.md).

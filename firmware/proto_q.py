@@ -52,6 +52,9 @@ class NodeQ(Node):
         "title": "Q: request messages counted by the token",
         "citation": CITATION + ", section 3",
         "exclusion": "hard",
+        "rests": True,  # at rest at the last holder when no request is pending
+        # The dashboard (host): the token frame's fields to show, request frames, a per-node flag.
+        "view": {"token_count": "counter", "requests": True},
         "messages": {"token": "frame.TOKEN to the next node", "request": "frame.REQUEST to the next node"},
         "bounds": {
             # Thm 3.1 holds: at most n messages per request (amortized).

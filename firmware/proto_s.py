@@ -54,6 +54,9 @@ class NodeS(Node):
         "title": "S: the circulating token",
         "citation": CITATION + ", section 2",
         "exclusion": "hard",
+        "rests": False,  # S's token never rests (Thm 2.1): runs stop at an idle horizon
+        # The dashboard (host): the token frame's fields to show, request frames, a per-node flag.
+        "view": {},
         "messages": {"token": "frame.TOKEN to the next node"},
         "bounds": {  # Thm 2.1: unbounded; reported, never checked
             "messages_per_request": {"paper": None, "checked": None, "where": "Thm 2.1 (unbounded)"},

@@ -40,6 +40,9 @@ class NodeToy(Node):
         "citation": ("picoring's layer test protocol, not from a seed; after Suzuki and Kasami's broadcast "
                      "algorithm (seeds/suzuki-kasami-broadcast-slides.md), the next requester in ring order"),
         "exclusion": "hard",
+        "rests": True,  # at rest at the last holder when nobody waits
+        # The dashboard (host): its token and requests are messages (counted apart), no flag.
+        "view": {},
         "messages": {"request": "kind 0 to all: sn u8", "token": "kind 1 to a requester: seq u32, epoch u16, LN[n] u8"},
         "bounds": {
             # One broadcast and at most one token message per request: 2 logical messages;

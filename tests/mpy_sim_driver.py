@@ -41,7 +41,7 @@ class FixedSchedule:
 
 
 class Observer:
-    def count_to(self, tok, req):
+    def count_to(self, tok, req, msg_frames=0, msg_logical=0):
         pass
 
     def request(self, t, node):
@@ -58,6 +58,10 @@ class Printer:
     def frame(self, t, ev, node, is_token, payload):
         print(json.dumps([t, ev, node, is_token, list(payload) if payload else None]))
 
+    def message(self, t, ev, node, m):
+        kind, src, dst, payload, hop, fwd = m
+        print(json.dumps([t, ev, node, kind, src, dst, list(payload), hop, fwd]))
+
     def event(self, t, ev, node):
         print(json.dumps([t, ev, node]))
 
@@ -68,4 +72,5 @@ n = scenario["n"]
 nodes = [protocol.make_node(scenario["protocol"], i, n) for i in range(n)]
 out = simcore.run(nodes, FixedSchedule([tuple(x) for x in scenario["schedule"]]), scenario["cs_time"],
                   Observer(), tracer=Printer(), idle_horizon=scenario.get("idle_horizon", 2 * n))
-print(json.dumps(["result", out["quiescent"], out["token_msgs"], out["request_msgs"], out["end_time"]]))
+print(json.dumps(["result", out["quiescent"], out["token_msgs"], out["request_msgs"], out["msg_frames"],
+                  out["msg_logical"], out["end_time"]]))

@@ -44,6 +44,8 @@ SCENARIOS = [
     ("d", 7, "poisson", 40, 5, 0),
     ("d", 6, "burst", 18, 6, 1),
     ("d-literal", 2, None, 2, 0, 0),  # the livelock counterexample, see test_bounds_findings.py
+    ("toy", 5, "poisson", 30, 7, 1),  # the layer's messages: routed and broadcast, hop by hop
+    ("toy", 4, "adversarial", 10, 1, 0),
 ]
 
 
@@ -62,4 +64,6 @@ def test_identical_traces(micropython, tmp_path, protocol, n, workload, requests
     result = cp[-1]
     assert result[0] == "result"
     sends = sum(1 for e in cp if e[1] == "send")
-    assert sends == result[2] + result[3]
+    assert sends == result[2] + result[3] + result[4]  # token, request and message hop frames
+    # logical: token and request frames, and each message once (its sender's send)
+    assert sum(1 for e in cp if e[1] == "send" and (len(e) < 9 or not e[8])) == result[2] + result[3] + result[5]

@@ -5,8 +5,12 @@ simulator (which hands over its message counters in bulk between events, so it
 need not build an event per hop) or, later, from the board harness.
 
 Measures (section 1 of the paper):
-  messages            one frame over one link; token and request frames
-  messages/request    total messages / requests
+  messages            one frame over one link (a hop frame): token and request frames, and
+                      every hop of a protocol-layer message (docs/frames.md)
+  logical messages    the textbook's count: a token or request frame (one hop each), or one
+                      message however many hops it takes (a send with fwd false); for S, Q
+                      and D the two counts are equal
+  messages/request    total messages / requests (and logical messages / requests)
   service traffic     messages anywhere in the ring from the moment a request is
                       made (its request message, if any, included) to the moment
                       the requester receives the token
@@ -34,24 +38,23 @@ frames are recovery traffic, counted apart from the paper's messages.
 """
 
 import math
+from array import array
+
+from . import registry
 
 
 def paper_bounds_for(protocol, n):
-    """(messages per request, service traffic) as printed in the paper, or None."""
-    if protocol == "q":
-        return n, (3 * n * n - 5 * n + 2) // 2
-    if protocol in ("d", "d-literal"):
-        return 2 * n, 3 * n - 3
-    return None, None
+    """(messages per request, service traffic) as printed in the paper, or None: from the
+    protocol's descriptor (firmware, `about["bounds"]`)."""
+    return (registry.bound(protocol, "messages_per_request", n, "paper"),
+            registry.bound(protocol, "service_traffic", n, "paper"))
 
 
 def bounds_for(protocol, n):
-    """(messages per request, service traffic) the checker holds a run to."""
-    if protocol == "q":
-        return n, (5 * n * n - 5 * n + 2) // 2
-    if protocol in ("d", "d-literal"):
-        return 3 * n, 3 * n - 2
-    return None, None
+    """(messages per request, service traffic) the checker holds a run to: the descriptor's
+    checked bounds, in hop frames (for S, Q and D every message is one hop)."""
+    return (registry.bound(protocol, "messages_per_request", n),
+            registry.bound(protocol, "service_traffic", n))
 
 
 SEQ_PERIOD = 1 << 30  # boards' entry numbers wrap here (firmware/protocol.py SEQ_MASK + 1)
@@ -66,15 +69,22 @@ class Checker:
         self.over_paper_service = 0  # requests whose service traffic exceeded the printed bound
         self.token_msgs = 0
         self.request_msgs = 0
+        self.msg_frames = 0  # hop frames of protocol-layer messages (kind msg)
+        self.msg_logical = 0  # of which new messages (fwd false): the logical count
+        self.bound_logical = registry.bound(protocol, "logical_per_request", n)
+        self.max_service_logical = 0
         self.recv_msgs = 0
         self.requests = 0
         self.served = 0
         self.in_cs = None  # node in its critical section
-        self.pending = {}  # node -> (request id, t, messages at request)
+        self.pending = {}  # node -> (request id, t, hop frames, logical messages and entries at request)
         self.max_service = 0
         self.max_service_request = None
         self.latency_sum = 0
         self.latency_max = 0
+        self.latencies = array("d")  # one per service, in service order (p50, p99)
+        self.entries = 0  # critical-section entries so far
+        self.max_overtaken = 0  # fairness: the most entries by other nodes while one request waited
         self.over_bound_request = None  # first request after which the total went over
         self.safety_violations = 0
         self.violations = []
@@ -108,12 +118,20 @@ class Checker:
     # -- counters ---------------------------------------------------------
     @property
     def total(self):
-        return self.token_msgs + self.request_msgs
+        """Hop frames: every frame on a wire (token, request, each hop of a message)."""
+        return self.token_msgs + self.request_msgs + self.msg_frames
 
-    def count_to(self, token_msgs, request_msgs):
+    @property
+    def logical(self):
+        """Logical messages: token and request frames, and each message once."""
+        return self.token_msgs + self.request_msgs + self.msg_logical
+
+    def count_to(self, token_msgs, request_msgs, msg_frames=0, msg_logical=0):
         """Set the cumulative frame counts (the simulator's bulk path)."""
         self.token_msgs = token_msgs
         self.request_msgs = request_msgs
+        self.msg_frames = msg_frames
+        self.msg_logical = msg_logical
 
     # -- events -----------------------------------------------------------
     def feed(self, event):
@@ -126,12 +144,16 @@ class Checker:
                 self.token_msgs += 1
             elif kind == "request":
                 self.request_msgs += 1
+            elif kind == "msg":
+                self.msg_frames += 1
+                if not (event.payload or {}).get("fwd"):
+                    self.msg_logical += 1
             else:
                 self.recovery_msgs[kind] = self.recovery_msgs.get(kind, 0) + 1
                 if kind == "again":
                     self._faults(event.t)
         elif ev == "recv":
-            if event.kind in ("token", "request"):
+            if event.kind in ("token", "request", "msg"):
                 self.recv_msgs += 1
         elif ev == "req":
             self.request(event.t, event.node)
@@ -180,7 +202,7 @@ class Checker:
         rid = self.requests
         if node in self.pending or self.in_cs == node:
             self._violate("workload", rid, node, t, "node %d requested again before its request was served" % node)
-        self.pending[node] = (rid, t, self.total)
+        self.pending[node] = (rid, t, self.total, self.logical, self.entries)
         self._check_total(rid)
 
     def _token_sign(self, t):
@@ -262,14 +284,17 @@ class Checker:
             if seq > self._entry_max.get(node, -1):
                 self._entry_max[node] = seq
         self.in_cs = node
+        self.entries += 1
         req = self.pending.pop(node, None)
         if req is None:
             self.safety_violations += 1
             self._violate("safety", None, node, t, "node %d entered the critical section with no pending request" % node)
             return
-        rid, t_req, msgs_at_req = req
+        rid, t_req, msgs_at_req, logical_at_req, entries_at_req = req
         self.served += 1
+        self.max_overtaken = max(self.max_overtaken, self.entries - 1 - entries_at_req)
         service = self.total - msgs_at_req
+        self.max_service_logical = max(self.max_service_logical, self.logical - logical_at_req)
         if service > self.max_service:
             self.max_service = service
             self.max_service_request = (rid, node, t_req)
@@ -282,6 +307,7 @@ class Checker:
             )
         latency = t - t_req
         self.latency_sum += latency
+        self.latencies.append(latency)
         if latency > self.latency_max:
             self.latency_max = latency
 
@@ -363,7 +389,7 @@ class Checker:
         for t, node, seq, _ in self._suspect_seqs:
             self._entry_violation(t, node, seq, None)
         self._suspect_seqs = []
-        for node, (rid, t_req, _) in sorted(self.pending.items(), key=lambda kv: kv[1][0]):
+        for node, (rid, t_req, *_) in sorted(self.pending.items(), key=lambda kv: kv[1][0]):
             self._violate("liveness", rid, node, t_req, "request #%d (node %d, t=%s) was never served" % (rid, node, t_req))
         if self.bound_mpr is not None and self.requests and self.total > self.bound_mpr * self.requests:
             rid = self.over_bound_request or self.requests
@@ -372,9 +398,20 @@ class Checker:
                 "%d messages for %d requests > %d per request (first over after request #%d)"
                 % (self.total, self.requests, self.bound_mpr, rid),
             )
+        if self.bound_logical is not None and self.requests and self.logical > self.bound_logical * self.requests:
+            self._violate("bound", self.requests, None, None, "%d logical messages for %d requests > %d per request"
+                          % (self.logical, self.requests, self.bound_logical))
         if self.quiescent is False:
             self._violate("quiescence", None, None, self.last_t, "the ring did not become quiescent: %s" % (self.stop_reason or "token still moving"))
         return self.report()
+
+    def quantiles(self):
+        """{"p50", "p99"} of the latencies so far (nearest rank), None before any service."""
+        if not self.latencies:
+            return {"p50": None, "p99": None}
+        s = sorted(self.latencies)
+        q = {"p50": nearest_rank(s, 0.5), "p99": nearest_rank(s, 0.99)}
+        return {k: int(v) if v == int(v) else v for k, v in q.items()}
 
     def report(self):
         served = self.served
@@ -383,15 +420,23 @@ class Checker:
             "n": self.n,
             "requests": self.requests,
             "served": served,
-            "messages": {"total": self.total, "token": self.token_msgs, "request": self.request_msgs},
+            "messages": dict({"total": self.total, "token": self.token_msgs, "request": self.request_msgs},
+                             **({"msg": self.msg_frames} if self.msg_frames else {})),  # msg: hop frames of messages
+            "logical_messages": self.logical,  # the textbook's count (S, Q, D: = hop_frames)
+            "hop_frames": self.total,  # every frame on a wire (= messages.total)
             "messages_per_request": (self.total / self.requests) if self.requests else 0.0,
+            "logical_per_request": (self.logical / self.requests) if self.requests else 0.0,
             "max_service_traffic": self.max_service,
+            "max_service_logical": self.max_service_logical,
             "max_service_request": (
                 None if self.max_service_request is None
                 else dict(zip(("request", "node", "t"), self.max_service_request))
             ),
             "latency": {"mean": (self.latency_sum / served) if served else 0.0, "max": self.latency_max},
-            "bounds": {"messages_per_request": self.bound_mpr, "service_traffic": self.bound_service},
+            "latency_quantiles": self.quantiles(),
+            "max_overtaken": self.max_overtaken,  # fairness: entries by others between a request and its service
+            "bounds": {"messages_per_request": self.bound_mpr, "service_traffic": self.bound_service,
+                       "logical_per_request": self.bound_logical},
             "paper_bounds": {"messages_per_request": self.paper_mpr, "service_traffic": self.paper_service},
             "over_paper_service_bound": self.over_paper_service,
             "over_paper_total_bound": bool(self.paper_mpr is not None and self.total > self.paper_mpr * self.requests),

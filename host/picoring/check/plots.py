@@ -45,7 +45,7 @@ class RunSeries:
             pending = c.pending.get(event.node)
             c.feed(event)
             if pending is not None:
-                rid, t_req, msgs_at_req = pending
+                rid, t_req, msgs_at_req = pending[:3]
                 self.service.append((rid, event.node, c.total - msgs_at_req))
                 self.latency.append(event.t - t_req)
                 self.served_by_node[event.node] += 1

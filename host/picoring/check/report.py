@@ -20,8 +20,14 @@ def print_report(report, console=None):
     table.add_column("value", justify="right")
     table.add_column("bound", justify="right")
     table.add_row("requests served", "%d / %d" % (report["served"], report["requests"]), "")
-    table.add_row("messages (token + request)", "%d (%d + %d)" % (m["total"], m["token"], m["request"]), "")
-    table.add_row("messages per request", "%.3f" % report["messages_per_request"], _fmt_bound(b["messages_per_request"]))
+    if m.get("msg"):  # a protocol of the layer's messages: logical messages and hop frames differ
+        table.add_row("logical messages / hop frames", "%d / %d" % (report["logical_messages"], m["total"]), "")
+        table.add_row("logical messages per request", "%.3f" % report["logical_per_request"],
+                      _fmt_bound(b.get("logical_per_request")))
+        table.add_row("hop frames per request", "%.3f" % report["messages_per_request"], _fmt_bound(b["messages_per_request"]))
+    else:  # S, Q and D: every message is one hop frame, the two counts are one
+        table.add_row("messages (token + request)", "%d (%d + %d)" % (m["total"], m["token"], m["request"]), "")
+        table.add_row("messages per request", "%.3f" % report["messages_per_request"], _fmt_bound(b["messages_per_request"]))
     paper = report.get("paper_bounds") or {}
     if report.get("over_paper_total_bound"):
         table.add_row("  over the paper's printed bound", "yes", "%d (see docs/bounds.md)" % paper["messages_per_request"])

@@ -4,12 +4,14 @@ printing a report, and the boards a ring command runs on."""
 import json
 import sys
 
+from ..check import registry
+
 
 class CommandError(Exception):
     """A problem the user can fix; printed without a traceback."""
 
 
-PROTOCOLS = ("s", "q", "d", "d-literal")
+PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
 
 
 def print_report(report, as_json):

@@ -11,12 +11,13 @@ import signal
 import sys
 
 from .. import __version__
-from . import bench, boards, dash, explore, run, sim, virtual
+from . import bench, boards, compare, dash, explore, run, sim, virtual
 from .common import CommandError
 
 _COMMANDS = {
     "sim": (sim.do_sim, sim.argparse_sim),
     "check": (sim.do_check, sim.argparse_check),
+    "compare": (compare.do_compare, compare.argparse_compare),
     "bench": (bench.do_bench, bench.argparse_bench),
     "virtual": (virtual.do_virtual, virtual.argparse_virtual),
     "run": (run.do_run, run.argparse_run),
@@ -33,7 +34,7 @@ _COMMANDS = {
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="picoring", description="Token protocols S, Q and D on a ring of MicroPython boards: simulate, run, check.")
+    parser = argparse.ArgumentParser(prog="picoring", description="Token protocols (S, Q, D and every registered one) on a ring of MicroPython boards: simulate, run, check, compare.")
     parser.add_argument("--version", action="version", version="picoring " + __version__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -120,6 +120,35 @@ def _ring_progress(issued, total, served, messages):
     sys.stderr.flush()
 
 
+def run_virtual(protocols, n, workload, requests, seed, rate=None, period=None, console=None):
+    """The reports of each protocol in turn on one ring of n virtual boards (redeployed between
+    protocols), each on the same workload and seed (`demo`, `compare --virtual`)."""
+    from ..ring import deploy
+    from ..ring.link import HarnessError
+    from ..sim.workload import make_workload
+
+    say = console.print if console is not None else (lambda text: None)
+    reports = []
+    ring = deploy.start_virtual(n, protocols[0], 115200, 0, console)
+    try:
+        ports = [b.usb_path for b in ring.boards]
+        say("virtual boards (USB serial): %s" % " ".join(ports))
+        run_args = argparse.Namespace(unit_ms=2.0, trace=None, seed=seed)
+        for i, protocol in enumerate(protocols):
+            if i:
+                say("configuring the boards for protocol %s..." % protocol.upper())
+                deploy.deploy_virtual(ring, {"protocol": protocol, "cs_us": 0})
+            say("running %s: %d requests, %s workload..." % (protocol.upper(), requests, workload))
+            wl = make_workload(workload, n, requests, seed=seed, rate=rate, period=period)
+            try:
+                reports.append(_run_ring(ports, protocol, wl, run_args, resetter=ring.reset))
+            except HarnessError as e:
+                raise CommandError(str(e))
+    finally:
+        ring.stop()
+    return reports
+
+
 def argparse_demo(sub):
     p = sub.add_parser("demo", help="5 virtual boards, firmware deployed with mpremote, D then Q, checked")
     p.add_argument("-n", type=int, default=5, help="number of virtual boards (default 5)")
@@ -132,31 +161,11 @@ def do_demo(args):
     from rich.console import Console
 
     from ..check.report import print_summary
-    from ..ring import deploy
-    from ..ring.link import HarnessError
-    from ..sim.workload import make_workload
 
     workload_args(args, args.n)  # a bad -n, -k or -w stops here, before any board starts
     console = Console(stderr=args.json)
-    reports = []
     start = time.monotonic()
-    ring = deploy.start_virtual(args.n, "d", 115200, 0, console)
-    try:
-        ports = [b.usb_path for b in ring.boards]
-        console.print("virtual boards (USB serial): %s" % " ".join(ports))
-        run_args = argparse.Namespace(unit_ms=2.0, trace=None, seed=args.seed)
-        for protocol in ("d", "q"):
-            if protocol != "d":
-                console.print("configuring the boards for protocol %s..." % protocol.upper())
-                deploy.deploy_virtual(ring, {"protocol": protocol, "cs_us": 0})
-            console.print("running %s: %d requests, %s workload..." % (protocol.upper(), args.requests, args.workload))
-            workload = make_workload(args.workload, args.n, args.requests, seed=args.seed)
-            try:
-                reports.append(_run_ring(ports, protocol, workload, run_args, resetter=ring.reset))
-            except HarnessError as e:
-                raise CommandError(str(e))
-    finally:
-        ring.stop()
+    reports = run_virtual(("d", "q"), args.n, args.workload, args.requests, args.seed, console=console)
     elapsed = time.monotonic() - start
     if args.json:
         print(json.dumps({"runs": reports, "seconds": round(elapsed, 1)}, sort_keys=True))

@@ -116,6 +116,19 @@ class FeedSource:
         return out
 
 
+def _token_fields(view, p, short=False):
+    """The token frame's fields the protocol's descriptor shows (view: token_state, token_count),
+    e.g. ["ACTIVE", "count 3"]; short (the event log): ["active", "c=3"]."""
+    out = []
+    names = view.get("token_state")
+    if names:
+        name = names[1 if p.get("state") else 0]
+        out.append(name.lower() if short else name)
+    if view.get("token_count"):
+        out.append(("c=%d" if short else view["token_count"] + " %d") % p.get("count", 0))
+    return out
+
+
 def as_source(events):
     return events if hasattr(events, "take") else IterSource(events)
 
@@ -443,11 +456,9 @@ class Dashboard:
         if p:
             # what the token frame carried on its last hop (a node may change it before it sends it on)
             text.append("  last hop:", style="dim")
-            if m.protocol in ("d", "d-literal"):
-                text.append(" %s, count %d" % ("ACTIVE" if p.get("state") else "check", p.get("count", 0)),
-                            style="bold" if p.get("state") else "")
-            elif m.protocol == "q":
-                text.append(" counter %d" % p.get("count", 0))
+            fields = _token_fields(m.view, p)
+            if fields:
+                text.append(" " + ", ".join(fields), style="bold" if m.view.get("token_state") and p.get("state") else "")
             text.append("  seq %d" % p.get("seq", 0), style="dim")
         tok, req = m.in_flight()
         # on a lossy ring a lost frame is sent and never received: not in flight, gone
@@ -458,15 +469,14 @@ class Dashboard:
     def _node_table(self, width, height):
         m = self.model
         n = m.n
-        d = m.protocol in ("d", "d-literal")
         rows = [("state", [("idle", "req", "CS")[s] for s in m.node_state])]
-        if d:
-            rows.append(("M_p", [str(f) for f in m.flag]))
+        if m.view.get("flags"):
+            rows.append((m.view["flags"], [str(f) for f in m.flag]))
             if height > 24:  # a secondary figure: 24 lines leave the log little room already
                 rows.append(("stopped", [str(x) for x in m.stopped_at]))
         rows.append(("served", [str(x) for x in m.served_by_node]))
         rows.append(("tok→", [str(x) for x in m.token_sends]))
-        if m.protocol != "s":
+        if m.view.get("requests"):
             rows.append(("req→", [str(x) for x in m.request_sends]))
         col = max(4, max(len(v) for _, vals in rows for v in vals) + 1, len(str(n - 1)) + 1)
         if 9 + n * (col + 1) > width:
@@ -490,13 +500,13 @@ class Dashboard:
         busy = [i for i, s in enumerate(m.node_state) if s == REQUESTING]
         text.append("links  ", style="dim")
         text.append("tok→ %s..%s" % (min(m.token_sends), max(m.token_sends)))
-        if m.protocol != "s":
+        if m.view.get("requests"):
             text.append("  req→ %s..%s (busiest %d→%d)" % (
                 min(m.request_sends), max(m.request_sends),
                 *_busiest(m.request_sends, m.n)))
         text.append("\nserved per node %d..%d  requesting %d" % (min(m.served_by_node), max(m.served_by_node), len(busy)))
-        if m.protocol in ("d", "d-literal"):
-            text.append("  M_p=1 at %d nodes  stopped %d" % (sum(m.flag), sum(m.stopped_at)))
+        if m.view.get("flags"):
+            text.append("  %s=1 at %d nodes  stopped %d" % (m.view["flags"], sum(m.flag), sum(m.stopped_at)))
         if self.node_filter is not None:
             i = self.node_filter
             text.append("\nnode %d: %s, served %d, tok→ %d, req→ %d" % (
@@ -516,7 +526,10 @@ class Dashboard:
             grid.add_column(style="dim", no_wrap=True)
             grid.add_column(no_wrap=True)
         served = Text("%s / %s" % (_num(c.served), _num(c.requests)))
-        msgs = Text("%s (token %s + request %s)" % (_num(c.total), _num(c.token_msgs), _num(c.request_msgs)))
+        if c.msg_frames:  # the layer's messages: logical messages and hop frames differ (S, Q, D: one count)
+            msgs = Text("%s logical, %s hop frames" % (_num(c.logical), _num(c.total)))
+        else:
+            msgs = Text("%s (token %s + request %s)" % (_num(c.total), _num(c.token_msgs), _num(c.request_msgs)))
         mpr = c.total / c.requests if c.requests else 0.0
         mpr_text = Text("%.2f" % mpr, style=_bound_style(mpr, c.bound_mpr, c.paper_mpr, c.requests))
         mpr_text.append(" ≤ %s" % _bound(c.bound_mpr), style="")
@@ -638,10 +651,12 @@ def _format_event(event, model):
         text.append(event.kind, style=kind_style)
         p = event.payload
         if p:
-            if model.protocol in ("d", "d-literal"):
-                text.append(" %s c=%d" % ("active" if p.get("state") else "check", p.get("count", 0)), style="dim")
-            elif model.protocol == "q":
-                text.append(" c=%d" % p.get("count", 0), style="dim")
+            if event.kind == "msg":  # mkind src→dst (*: all); a new message or a hop passed on
+                text.append(" %d %d→%s%s" % (p.get("mkind", 0), p.get("src", 0), "*" if p.get("dst") == 255
+                                               else p.get("dst"), " fwd" if p.get("fwd") else ""), style="dim")
+            fields = _token_fields(model.view, p, short=True)
+            if fields:
+                text.append(" " + " ".join(fields), style="dim")
             text.append(" seq=%d" % p.get("seq", 0), style="dim")
     else:
         text.append({"req": "request", "enter": "enter CS", "exit": "exit CS"}.get(ev, ev), style=style)

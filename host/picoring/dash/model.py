@@ -20,6 +20,7 @@ What the events tell, and what they do not:
 
 from collections import deque
 
+from ..check import registry
 from ..check.checker import Checker, nearest_rank
 
 IDLE, REQUESTING, IN_CS = 0, 1, 2
@@ -59,7 +60,11 @@ class DashModel:
         self._latencies_sorted = []
         self.log = deque(maxlen=log_keep)
         self.ended = None  # extra of the end event, if one came
-        self._uses_flags = protocol in ("d", "d-literal")
+        # What the protocol's descriptor asks the dashboard to show (firmware `about["view"]`):
+        # token_state (names of the token's state values), token_count (the label of its
+        # counter), requests (it sends request frames), flags (the label of a per-node flag).
+        self.view = registry.about(protocol).get("view", {})
+        self._uses_flags = bool(self.view.get("flags"))
 
     # -- events -------------------------------------------------------------
     def apply(self, event):

@@ -24,6 +24,7 @@ import queue
 import re
 import time
 
+from ..check import registry
 from . import boarddefs
 from . import deploy
 from . import mpy as mpymod
@@ -31,7 +32,7 @@ from .link import BoardLink, HarnessError, clock_rates, drain, slowness
 from .hostlink import CTRL_C
 from .ports import PortError, busy_message, is_lock_error
 
-PROTOCOLS = ("s", "q", "d", "d-literal")
+PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
 COPY_TIMEOUT = 60.0
 CONFIRM_TIMEOUT = 20.0
 ID_MARK = "@@picoring-id"

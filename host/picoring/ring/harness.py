@@ -28,6 +28,7 @@ sample of the new incarnation before they are placed.
 import queue
 import time
 
+from ..check import registry
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
 from .deploy import start_order
@@ -202,10 +203,11 @@ class RingRun:
         slow = self.slowness
         settle_us, quiesce_us, stall_us = (int(x * slow) for x in (self.settle_us, self.quiesce_timeout_us,
                                                                      self.stall_timeout_us))
-        rests = self.protocol != "s"
+        rests = registry.rests(self.protocol)
         outstanding = [0] * n  # injected and not yet through its critical section
         deferred = [0] * n
         sends = recvs = 0
+        by_msg = False  # protocol-layer messages seen: the token balance below cannot tell the holder
         holder = 0  # the board that last received the token (S: the one just behind it)
         # tokens received minus tokens sent per board: at rest, the holder is the one board at 1
         # (Q and D start with the token resting at position 0)
@@ -369,6 +371,8 @@ class RingRun:
                         if e.kind == "token":
                             holder = b
                             tokens[b] += 1
+                        elif e.kind == "msg":  # the token may travel as a message: _holder asks the boards
+                            by_msg = True
                     elif e.ev == "regen":
                         tokens[b] += 1
                         lossy = True
@@ -485,7 +489,7 @@ class RingRun:
                                        or lossy and now - last_event > 3 * settle_us))
                 # 4. closed loop
                 if quiet and wl.closed_loop and not wl.exhausted:
-                    i = wl.on_quiescent(t_units, self._holder(tokens, holder) if rests else holder)
+                    i = wl.on_quiescent(t_units, self._holder(tokens, holder, by_msg) if rests else holder)
                     if i is not None:
                         inject(i)
                         last_event = now
@@ -701,11 +705,12 @@ class RingRun:
             return  # (a pong of an earlier incarnation: its tick is of another clock)
         self.merger.hear(b, link.host_time(int(parts[1])) - self.t0)
 
-    def _holder(self, tokens, last_token_recv):
+    def _holder(self, tokens, last_token_recv, ask=False):
         """The board holding the token at rest, from the token balance of the events seen;
-        if lost events leave it ambiguous, the boards are asked (one !status each)."""
+        if lost events leave it ambiguous, or ask (the token may travel as a protocol-layer
+        message), the boards are asked (one !status each)."""
         holders = [b for b, k in enumerate(tokens) if k == 1]
-        if len(holders) == 1 and sum(tokens) == 1:
+        if len(holders) == 1 and not ask and sum(tokens) == 1:
             return holders[0]
         holders = [link.index for link in self.links if link.command("status")[1].fields.get("tok") == 1]
         if len(holders) != 1:

@@ -3,18 +3,27 @@
 # units, requests from a workload. Deterministic: within one time unit, events
 # are handled in this order, each group in the order it was produced:
 #   1. critical-section exits due now (then a request deferred to that exit),
-#   2. frames arriving now (sent one unit ago, in sending order),
+#   2. frames arriving now (sent one unit ago, in sending order: token and request
+#      frames, then the protocol layer's message frames),
 #   3. open-loop requests due now,
 #   4. if the ring is quiescent, the closed-loop workload's next request.
+#
+# Messages of the protocol layer (SEND_MSG: to a node by index, or BROADCAST) travel hop
+# by hop as the node loop carries them (docs/frames.md): one time unit and one hop frame
+# per hop; the nodes in between pass them on without waking their protocol; a broadcast
+# is passed on, then delivered, at every other node, and taken off back at its sender
+# (n hop frames). Each message sent is one logical message however many hops it takes.
 #
 # This file runs under MicroPython too (no deque, no dataclasses), so the tests
 # can run the very same loop and protocol code on the real `micropython`
 # binary and compare traces with CPython.
 
 try:
-    from picoring.firmware.protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS
+    from picoring.firmware.protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST
 except ImportError:  # MicroPython test runner: files side by side
-    from protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS
+    from protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST
+
+_MSG = 7  # the message frame's kind (firmware/frame.py MSG): a delivered buffer starts as the frame
 
 
 class BusyNodeError(ValueError):
@@ -25,10 +34,11 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         starve_horizon=None, progress=None, holder=0):
     """Run until the ring is quiescent (or cannot become so). Returns a dict.
 
-    observer: count_to(token_msgs, request_msgs), request(t, node),
+    observer: count_to(token_msgs, request_msgs, msg_frames, msg_logical), request(t, node),
               enter(t, node), exit(t, node)   (the Checker)
-    tracer:   optional; frame(t, ev, node, is_token, payload) for every send
-              and recv, event(t, ev, node) for req/enter/exit
+    tracer:   optional; frame(t, ev, node, is_token, payload) for every token and
+              request send and recv, message(t, ev, node, (mkind, src, dst, payload,
+              hop, fwd)) for every message frame's, event(t, ev, node) for req/enter/exit
     """
     n = len(nodes)
     if quiesce_horizon is None:
@@ -37,6 +47,10 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         starve_horizon = 8 * n * (cs_time + 1) + 16
     tok = 0  # token frames sent
     req = 0  # request frames sent
+    mf = 0  # message hop frames sent (every hop of every message)
+    ml = 0  # messages sent (logical: each once)
+    mnxt = []  # message frames due next unit: (at node, src, dst, mkind, payload, hop)
+    mcur = []  # message frames arriving now
     nxt = []  # frames due next unit: (dest << 1) | is_token
     tokq = []  # payloads of the tokens in flight, in sending order
     exits = []  # (t, node), in time order since cs_time is fixed
@@ -55,13 +69,49 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
     oldest = 0  # schedule index from which the oldest unserved request is searched
     t_oldest = None  # time of the oldest request not yet entered, or None
     closed = workload.closed_loop
-    rests = nodes[0].uses_requests  # Q and D can rest; S cannot
+    rests = nodes[0].about.get("rests", True)  # the descriptor: S's token never rests
     steps = 0
     defer_busy = workload.defer_busy
 
+    def post(i, m, t, fwd):
+        # Node i puts message frame m = (.., src, dst, mkind, payload, hop) on its wire.
+        nonlocal mf
+        j = i + 1
+        mnxt.append((0 if j == n else j, m[1], m[2], m[3], m[4], m[5]))
+        mf += 1
+        if tracer:
+            tracer.message(t, "send", i, (m[3], m[1], m[2], m[4], m[5], fwd))
+
+    def arrive(m, t):
+        # Message frame m reaches node m[0] (docs/frames.md, NodeLoop._on_msg).
+        nonlocal holder
+        j, src, dst, kind, payload, hop = m
+        if tracer:
+            tracer.message(t, "recv", j, (kind, src, dst, payload, hop, None))
+        if dst == BROADCAST:
+            if j == src:
+                return  # once round: taken off
+            post(j, (j, src, dst, kind, payload, hop + 1), t, True)
+        elif j != dst:
+            post(j, (j, src, dst, kind, payload, hop + 1), t, True)
+            return
+        node = nodes[j]
+        buf = bytearray((_MSG, 0, kind, src, dst)) + payload
+        a = node.on_message(kind, src, buf)
+        if node.has_token:
+            holder = j
+        if a & ENTER_CS:
+            enter(j, t)
+        elif a:
+            send(j, a, t)
+
     def send(i, a, t):
         # Carry out SEND_* bits of action mask a produced by node i at time t.
-        nonlocal tok, req
+        nonlocal tok, req, ml
+        if a & SEND_MSG:
+            node = nodes[i]
+            ml += 1
+            post(i, (i, i, node.out_dst, node.out_kind, bytes(node.out[:node.out_len]), 1), t, False)
         j = i + 1
         if j == n:
             j = 0
@@ -81,7 +131,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
 
     def enter(i, t):
         nonlocal oldest, t_oldest
-        observer.count_to(tok, req)
+        observer.count_to(tok, req, mf, ml)
         observer.enter(t, i)
         if tracer:
             tracer.event(t, "enter", i)
@@ -97,7 +147,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
 
     def leave(i, t):
         nonlocal pending, n_deferred, t_quiet, msgs_quiet
-        observer.count_to(tok, req)
+        observer.count_to(tok, req, mf, ml)
         observer.exit(t, i)
         if tracer:
             tracer.event(t, "exit", i)
@@ -113,7 +163,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             ready.append(i)
         if pending == 0:
             t_quiet = t
-            msgs_quiet = tok + req
+            msgs_quiet = tok + req + mf
 
     def make_request(i, t):
         nonlocal pending, t_oldest
@@ -122,7 +172,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         if t_oldest is None:
             t_oldest = t
         schedule.append((t, i))
-        observer.count_to(tok, req)
+        observer.count_to(tok, req, mf, ml)
         observer.request(t, i)
         if tracer:
             tracer.event(t, "req", i)
@@ -146,7 +196,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             leave(exits.pop(0)[1], t)
         # 2a. fast path: a lone frame, and nothing else can happen while it
         # travels: run it hop by hop here, without the per-time-unit steps.
-        if len(cur) == 1 and not nxt and not ready and rests and tracer is None and progress is None:
+        if len(cur) == 1 and not nxt and not mcur and not mnxt and not ready and rests and tracer is None and progress is None:
             stop = nt if nt is not None else t + (1 << 62)
             if exits and exits[0][0] - 1 < stop:
                 stop = exits[0][0] - 1
@@ -243,6 +293,8 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                     enter(i, t)
                 elif a:
                     send(i, a, t)
+        for m in mcur:
+            arrive(m, t)
         # 3. open-loop requests: deferred ones that came due at an exit, then the scheduled ones
         while ready:
             i = ready.pop(0)
@@ -264,7 +316,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                 make_request(i, t)
         # 4. closed loop, quiescence, and the end. S never rests: for it, "no
         # request outstanding" is as quiet as the ring gets.
-        while pending == 0 and (not nxt or not rests):
+        while pending == 0 and (not (nxt or mnxt) or not rests):
             if closed:
                 i = workload.on_quiescent(t, holder)
                 if i is not None:
@@ -295,14 +347,17 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             steps += 1
             if steps >= 4096:
                 steps = 0
-                progress(t, workload.issued, pending, tok + req)
+                progress(t, workload.issued, pending, tok + req + mf)
         # next time: frames sent during this unit arrive in the next one
-        if nxt:
+        if nxt or mnxt:
             t += 1
             cur = nxt
             nxt = []
+            mcur = mnxt
+            mnxt = []
         else:
             cur = []
+            mcur = []
             candidates = []
             if exits:
                 candidates.append(exits[0][0])
@@ -313,16 +368,18 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                 reason = "%d request(s) pending, nothing in flight and nothing scheduled (deadlock)" % pending
                 break
             t = min(candidates)
-    observer.count_to(tok, req)
+    observer.count_to(tok, req, mf, ml)
     return {
         "end_time": t,
         "quiescent": quiescent,
         "reason": reason,
         "token_msgs": tok,
         "request_msgs": req,
+        "msg_frames": mf,
+        "msg_logical": ml,
         "schedule": schedule,
         "holder": holder,
         "idle_since": t_quiet,
         "messages_when_idle": msgs_quiet,
-        "in_flight": len(nxt),
+        "in_flight": len(nxt) + len(mnxt),
     }

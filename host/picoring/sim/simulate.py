@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from ..check import registry
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
 from ..firmware.protocol import make_node
@@ -31,6 +32,17 @@ class TraceTap:
             self.listener(Event(t, ev, node, link, "token", pd))
         else:
             self.listener(Event(t, ev, node, link, "request"))
+
+    def message(self, t, ev, node, m):
+        """A message frame's send or recv: the fields of its event record (ring/hostlink.py)."""
+        kind, src, dst, p, hop, fwd = m
+        link = node if ev == "send" else (node - 1) % self.n
+        pd = {"mkind": kind, "src": src, "dst": dst, "hop": hop,
+              "seq": p[0] | p[1] << 8 | p[2] << 16 | (p[3] & 0x3F) << 24 if len(p) >= 4 else 0,
+              "epoch": p[4] | p[5] << 8 if len(p) >= 6 else 0}
+        if ev == "send":
+            pd["fwd"] = fwd
+        self.listener(Event(t, ev, node, link, "msg", pd))
 
     def event(self, t, ev, node):
         self.listener(Event(t, ev, node))
@@ -87,7 +99,7 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
         stop_reason=out["reason"],
         protocol_errors=sum(node.errors for node in nodes),
     )
-    if not nodes[0].uses_requests:
+    if not registry.rests(protocol):
         report["idle_horizon"] = idle_horizon
         report["idle_messages"] = checker.total - out["messages_when_idle"]
     if out["quiescent"] is False:

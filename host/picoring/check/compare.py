@@ -1,0 +1,100 @@
+"""`picoring compare`'s table: protocols side by side, from the checker's reports of runs
+on the same workload, ring size and seed (cli/compare.py makes the runs).
+
+One row per protocol: logical messages and hop frames per request, latency p50 and p99,
+the largest service traffic, fairness (the most critical-section entries by other nodes
+between a request and its service), and every check of the report with its bound.
+Readers of a row need no protocol name: bounds come from the report (the descriptors).
+"""
+
+import csv
+import io
+
+FIELDS = ("protocol", "n", "requests", "served", "logical_per_request", "hop_frames_per_request",
+          "latency_p50", "latency_p99", "max_service_traffic", "max_service_logical", "max_overtaken", "checks", "ok")
+
+
+def checks(report):
+    """[(name, value, bound, ok)] of every check the report holds: the bounds it was held to
+    (None: none proven, reported only), safety, liveness, quiescence."""
+    b = report["bounds"]
+    out = []
+    if b.get("logical_per_request") is not None:
+        out.append(("logical/req", round(report["logical_per_request"], 3), b["logical_per_request"],
+                    report["logical_per_request"] <= b["logical_per_request"]))
+    out.append(("hops/req", round(report["messages_per_request"], 3), b["messages_per_request"],
+                None if b["messages_per_request"] is None else report["messages_per_request"] <= b["messages_per_request"]))
+    out.append(("service", report["max_service_traffic"], b["service_traffic"],
+                None if b["service_traffic"] is None else report["max_service_traffic"] <= b["service_traffic"]))
+    out.append(("safety", report["safety_violations"], 0, report["safety_violations"] == 0))
+    out.append(("served", report["served"], report["requests"], report["served"] == report["requests"]))
+    if report.get("quiescent") is not None:
+        out.append(("quiet", report["quiescent"], True, report["quiescent"]))
+    return out
+
+
+def row(report):
+    """The compared figures of one run's report (a dict with FIELDS)."""
+    q = report.get("latency_quantiles") or {}
+    return {
+        "protocol": report["protocol"], "n": report["n"], "requests": report["requests"], "served": report["served"],
+        "logical_per_request": round(report["logical_per_request"], 3),
+        "hop_frames_per_request": round(report["messages_per_request"], 3),
+        "latency_p50": q.get("p50"), "latency_p99": q.get("p99"),
+        "max_service_traffic": report["max_service_traffic"], "max_service_logical": report["max_service_logical"],
+        "max_overtaken": report["max_overtaken"],
+        "checks": [{"check": c, "value": v, "bound": bd, "ok": ok} for c, v, bd, ok in checks(report)],
+        "ok": report["ok"],
+    }
+
+
+def _check_text(c):
+    mark = {True: "ok", False: "FAIL", None: "-"}[c["ok"]]
+    if c["check"] in ("safety", "served", "quiet"):
+        return "%s %s" % (c["check"], mark)
+    return "%s %s<=%s %s" % (c["check"], c["value"], "∞" if c["bound"] is None else c["bound"], mark)
+
+
+def to_csv(rows):
+    """The rows as CSV text (checks as one 'name value<=bound ok; ...' cell)."""
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(FIELDS)
+    for r in rows:
+        w.writerow([("; ".join(_check_text(c) for c in r[k]) if k == "checks" else r[k]) for k in FIELDS])
+    return out.getvalue()
+
+
+def _within(value, bound, fmt="%g"):
+    return (fmt % value) + ("" if bound is None else "≤%s" % bound)
+
+
+def print_table(rows, title, console=None):
+    """One line per protocol; a bound next to its value (none: not proven, reported only);
+    the checks column names the checks that failed."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=title, header_style="bold", caption="logical: the textbook's messages; hops: frames on the wires; "
+                  "svc: largest service traffic (hops/logical); fair: most entries by others while a request waited")
+    for col in ("protocol", "logical/req", "hops/req", "p50", "p99", "svc", "fair", "checks"):
+        table.add_column(col, justify="left" if col in ("protocol", "checks") else "right", no_wrap=col != "checks")
+
+    def num(x):
+        return "-" if x is None else "%g" % x
+
+    for r in rows:
+        by = {c["check"]: c for c in r["checks"]}
+        logical = by.get("logical/req")
+        failed = [c["check"] for c in r["checks"] if c["ok"] is False]
+        table.add_row(
+            r["protocol"],
+            _within(r["logical_per_request"], logical["bound"] if logical else None, "%.2f"),
+            _within(r["hop_frames_per_request"], by["hops/req"]["bound"], "%.2f"),
+            num(r["latency_p50"]), num(r["latency_p99"]),
+            _within(r["max_service_traffic"], by["service"]["bound"], "%d/" + str(r["max_service_logical"])),
+            str(r["max_overtaken"]),
+            "[green]%d ok[/]" % len(r["checks"]) if not failed else "[red]FAILED: %s[/]" % ", ".join(failed),
+        )
+    console.print(table)
