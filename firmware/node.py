@@ -154,6 +154,11 @@ class NodeLoop:
         self._draw = self.dec.raw
         self._eraw = self.enc._raw
         self._tout = self.enc.token_out
+        # The protocol's token handler as a bound method, made once: node.on_token(...)
+        # looks on_token up at every hop (a miss in the node's attribute table, then
+        # its class's). A protocol without token frames (the toy) has none: a token
+        # frame then raises AttributeError, as node.on_token(...) did.
+        self._on_token = getattr(node, "on_token", None) or (lambda c, s, q, e: node.on_token(c, s, q, e))
         # MSG frames (new or passed on) go out of one buffer, through a view cut here
         # per message kind (a kind's wire length is fixed: its payload's + 10).
         self._mout = self.enc.msg_out
@@ -305,10 +310,10 @@ class NodeLoop:
             t = self.ticks_us() if k else 0  # (at a slow baud most reads end no frame)
             while k:
                 if k == _TOKEN:
-                    node = self.node
-                    a = node.on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
+                    a = self._on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
                     if a == _SEND_TOKEN:
                         # Passed straight on: forward first, then log.
+                        node = self.node
                         encode_token(self._eraw, self._tout, node)
                         self._write(self._tout)
                         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
