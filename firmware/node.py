@@ -55,6 +55,7 @@ _MSG_WIRE_EXTRA = const(10)  # frame.MSG_WIRE_EXTRA
 _HOUSEKEEPING_EVERY = const(8)  # passes between two looks at the host link and the timeouts
 _STARVED = const(64)  # passes the chores may wait for a frame to end
 _SPIN = const(24)  # idle polls of the UART between two passes (about 0.25 ms on a Pico)
+_FINISH_MAX = const(300)  # bytes step() reads at most while waiting for a frame's end (> any frame)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
 # Indices into frame.Decoder.st and hostlink.EventLog.st (imported names are global
 # lookups at every use; const() names of this module are inlined).
@@ -153,6 +154,11 @@ class NodeLoop:
         self._draw = self.dec.raw
         self._eraw = self.enc._raw
         self._tout = self.enc.token_out
+        # The protocol's token handler as a bound method, made once: node.on_token(...)
+        # looks on_token up at every hop (a miss in the node's attribute table, then
+        # its class's). A protocol without token frames (the toy) has none: a token
+        # frame then raises AttributeError, as node.on_token(...) did.
+        self._on_token = getattr(node, "on_token", None) or (lambda c, s, q, e: node.on_token(c, s, q, e))
         # MSG frames (new or passed on) go out of one buffer, through a view cut here
         # per message kind (a kind's wire length is fixed: its payload's + 10).
         self._mout = self.enc.msg_out
@@ -291,13 +297,23 @@ class NodeLoop:
             st[_POS] = 0  # the bytes to scan
             st[_END] = n
             k = scan(self.rx, self._draw, st)
+            if not k and st[_CODE] != 0xFF and self._any is not None:
+                # A frame is half read: its next bytes are on the wire. Wait for them
+                # here, in native code, and scan each as it lands: the frame's last
+                # byte is then seen within a poll or two, where a bytecode pass of the
+                # loop (tens of microseconds on a Pico) could have just begun when it
+                # landed and delayed the hop by its whole length. Bounded (_SPIN polls
+                # without a byte: about 0.1 ms on a Pico) for a line that goes quiet.
+                k = self._finish_frame(st)
+                n += k >> 4  # the bytes it read
+                k &= 15
             t = self.ticks_us() if k else 0  # (at a slow baud most reads end no frame)
             while k:
                 if k == _TOKEN:
-                    node = self.node
-                    a = node.on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
+                    a = self._on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
                     if a == _SEND_TOKEN:
                         # Passed straight on: forward first, then log.
+                        node = self.node
                         encode_token(self._eraw, self._tout, node)
                         self._write(self._tout)
                         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
@@ -330,6 +346,37 @@ class NodeLoop:
         if self._lst[_L_PENDING] and ((not busy and between) or self._lst[_L_PENDING] >= self.log.half):
             self.log.flush_one(self.link.write)  # an attribute: self._method would allocate a bound method
         return busy
+
+    @micropython.native
+    def _finish_frame(self, st):
+        """Poll the UART while a frame is half read (step); scan what lands into
+        self.rx. Returns the kind of the frame that ended (0: none within _SPIN empty
+        polls, or _FINISH_MAX bytes of a frame that does not end: line garbage)
+        plus 16 x the bytes it read."""
+        ready = self._any
+        readinto = self._readinto
+        rx = self.rx
+        rxlen = self._rxlen
+        draw = self._draw
+        total = 0
+        k = 0
+        idle = _SPIN
+        while idle and total < _FINISH_MAX:
+            m = ready()
+            if not m:
+                idle -= 1
+                continue
+            m = readinto(rx, m if m < rxlen else rxlen)
+            if not m:
+                break
+            total += m
+            st[_POS] = 0
+            st[_END] = m
+            k = scan(rx, draw, st)
+            if k or st[_CODE] == 0xFF:
+                break
+            idle = _SPIN
+        return k | (total << 4)
 
     @micropython.native
     def _token_seen(self, t):
