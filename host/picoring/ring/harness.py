@@ -244,7 +244,6 @@ class RingRun:
             link.write(encode_command("zero"))
         since_boot = [[] for _ in range(n)]  # per board: start-up events since its last hello
         resync_due = set()  # boards whose events were lost in a USB outage: ask them their state
-        held_since = {}  # board -> when the merger began to hold its events (its USB link went away)
         in_run = [False] * n
 
         def answered(b, reply):
@@ -311,8 +310,7 @@ class RingRun:
                         if item.word == "reconnected":
                             resync_due.add(b)  # what it did meanwhile may never reach the host
                         elif self.link_tallies[b].since is not None:
-                            self.merger.hold(b)  # until it says how many frames it sent and received
-                            held_since[b] = now
+                            self.merger.hold(b, now)  # until it says how many frames it sent and received
                         else:
                             self._unpair(b)
                         continue
@@ -404,12 +402,9 @@ class RingRun:
                     if e.ev in MERGED_EVENTS:
                         last_event = now
                         self._place(b, t_rx, e)
-                for b, since in list(held_since.items()):
-                    if b not in self.merger.held:
-                        del held_since[b]
-                    elif now - since > self.merger.give_up_us:
+                for b, since in list(self.merger.held.items()):
+                    if now - since > self.merger.give_up_us:
                         self._unpair(b)  # it never told its counts: the merge must go on
-                        del held_since[b]
                 for b in sorted(resync_due):
                     if b not in self.resync:  # (one in flight answers for this one too)
                         self._ask_after_outage(b, now)

@@ -28,7 +28,7 @@ class CausalMerger:
         # the next board's came through, and its sends were only late, not lost.
         self.heard = [None] * n
         self.give_up_us = 15 * stall_us  # ... or when this much wall time has passed (a silent sender)
-        self.held = set()  # boards whose link counts are awaited: nothing is released meanwhile (hold)
+        self.held = {}  # board -> since when its link counts are awaited: nothing is released meanwhile (hold)
 
     def unpair(self, link):
         self.unpaired[link] = True
@@ -39,17 +39,17 @@ class CausalMerger:
         self.sent[board] += lost_sends
         self.unpaired[board] = False
         self.received[(board - 1) % self.n] += lost_receives
-        self.held.discard(board)
+        self.held.pop(board, None)
 
-    def hold(self, board):
+    def hold(self, board, since=None):
         """Release nothing (final release aside) until repair() or unhold() of `board`: its
         events are being lost, and the counts its links pair by are off until it says how
         many. Nothing at all: were only its events held, a link whose counts are off for
         another reason (a corrupted frame) would let the next board's run ahead of them."""
-        self.held.add(board)
+        self.held.setdefault(board, since)
 
     def unhold(self, board):
-        self.held.discard(board)
+        self.held.pop(board, None)
 
     def hear(self, board, t):
         """Board `board` was running at time t (a pong's tick, in the merger's time)."""
@@ -72,11 +72,11 @@ class CausalMerger:
         """Events that can be placed now, in order, as (t, BoardEvent)."""
         out = []
         horizon = None if final else now - self.window_us
+        if self.held and not final:
+            return out
         while True:
             best = None
             blocked_oldest = None
-            if self.held and not final:
-                return out
             for b, q in enumerate(self.queues):
                 if not q:
                     continue
