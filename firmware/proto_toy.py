@@ -80,19 +80,16 @@ class NodeToy(Node):
                 return self._give(src)
             return 0
         # TOKEN, addressed to this node.
-        seq = buf[AT] | (buf[AT + 1] << 8) | (buf[AT + 2] << 16) | ((buf[AT + 3] & 0x3F) << 24)
-        epoch = buf[AT + 4] | (buf[AT + 5] << 8)
-        if self.fresh or epoch != self.known_epoch or self.known_owner != protocol.OWNER_TOKEN:
-            epoch = self._gate(epoch)
-            if epoch < 0:
-                return protocol.DISCARDED
+        epoch = self.token_gate(buf)  # the recovery's epoch gate (docs/adding-a-protocol.md, section 4)
+        if epoch < 0:
+            return protocol.DISCARDED
         if self.has_token:
             self.errors = (self.errors + 1) & protocol.SEQ_MASK  # a second token: dropped
             return 0
         ln = self.ln
         for j in range(self.n):
             ln[j] = buf[AT + _HEADER + j]
-        self.seq = seq
+        self.seq = protocol.get30(buf, AT)
         self.epoch = epoch
         self.has_token = True
         if self.pending:
@@ -122,14 +119,8 @@ class NodeToy(Node):
 
     def _give(self, j):
         self.has_token = False
+        self.put_token_header()
         out = self.out
-        seq = self.seq
-        out[0] = seq & 0xFF
-        out[1] = (seq >> 8) & 0xFF
-        out[2] = (seq >> 16) & 0xFF
-        out[3] = (seq >> 24) & 0x3F
-        out[4] = self.epoch & 0xFF
-        out[5] = (self.epoch >> 8) & 0xFF
         ln = self.ln
         for k in range(self.n):
             out[_HEADER + k] = ln[k]

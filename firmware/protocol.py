@@ -120,6 +120,26 @@ def seq_later(a, b):
     return 0 < d < 0x20000000
 
 
+def next30(v):
+    """v + 1 modulo 2**30, never making 2**30 (a heap long int on the rp2 port, whose small
+    ints end at 2**30 - 1): for a counter that must not allocate even at its wrap."""
+    return 0 if v == SEQ_MASK else v + 1
+
+
+def get30(buf, at):
+    """A 30-bit number from a message payload: little-endian in 4 bytes, the top two bits
+    not read (the layout of the token header's seq, docs/frames.md)."""
+    return buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)
+
+
+def put30(buf, at, v):
+    """Write a 30-bit number into a payload as get30 reads it."""
+    buf[at] = v & 0xFF
+    buf[at + 1] = (v >> 8) & 0xFF
+    buf[at + 2] = (v >> 16) & 0xFF
+    buf[at + 3] = (v >> 24) & 0x3F
+
+
 class Node:
     """Common part: token custody, the pending request, the critical section,
     and the recovery rules that keep one token on a lossy ring.
@@ -226,6 +246,23 @@ class Node:
         self.out_dst = dst
         self.out_len = self.msg_sizes[kind]
         return SEND_MSG
+
+    def put_token_header(self):
+        """A token message's payload starts as the token frame's fields do (docs/frames.md):
+        seq u32 (30 bits) and epoch u16, into self.out[0:6]."""
+        out = self.out
+        put30(out, 0, self.seq)
+        out[4] = self.epoch & 0xFF
+        out[5] = (self.epoch >> 8) & 0xFF
+
+    def token_gate(self, buf):
+        """The epoch gate (recovery) for a token message delivered in buf: the epoch the token
+        goes on with, or -1 (drop it: return DISCARDED). Like the token frame's on_token, it
+        calls _gate only when that can change something."""
+        epoch = buf[PAYLOAD_AT + 4] | (buf[PAYLOAD_AT + 5] << 8)
+        if self.fresh or epoch != self.known_epoch or self.known_owner != OWNER_TOKEN:
+            return self._gate(epoch)
+        return epoch
 
     def on_message(self, kind, src, buf):
         """A message arrived for this node (see the header); a protocol that sends
@@ -426,6 +463,8 @@ REGISTRY = {
     "d": ("proto_d", "NodeD"),
     "d-literal": ("proto_d", "NodeDLiteral"),
     "toy": ("proto_toy", "NodeToy"),
+    "sk": ("proto_sk", "NodeSK"),
+    "ra": ("proto_ra", "NodeRA"),
 }
 # The paper's protocols (the host's commands offer these; the rest are in REGISTRY).
 PAPER = ("s", "q", "d", "d-literal")

@@ -1,9 +1,9 @@
 # The protocol layer through the node loop: a ring of node loops in one process, wired
 # by in-memory links, running the toy protocol (firmware/proto_toy.py: broadcast
-# requests, the token sent to a requester by index). Runs under MicroPython (unix port)
-# and CPython; prints one JSON line per scenario, which tests/test_layer.py compares
-# between the two and checks.
-# Usage: <python> mp_layer_driver.py FIRMWARE_DIR
+# requests, the token sent to a requester by index), or another protocol of messages
+# (tests/test_sk_ra.py: sk, ra). Runs under MicroPython (unix port) and CPython; prints
+# one JSON line per scenario, which tests/test_layer.py compares between the two and checks.
+# Usage: <python> mp_layer_driver.py FIRMWARE_DIR [PROTOCOL]
 import sys
 
 sys.path.insert(0, sys.argv[1])
@@ -104,10 +104,11 @@ def snapshot(loops, wires, hosts, counts):
 
 
 def main():
+    proto = sys.argv[2] if len(sys.argv) > 2 else "toy"
     results = {}
     # One request at node 3 of 5: its broadcast goes once round (5 hop frames, delivered
     # at 4, 0, 1, 2), the holder (0) sends the token to 3 (3 hop frames, delivered at 3 only).
-    loops, wires, hosts, counts = ring(5)
+    loops, wires, hosts, counts = ring(5, proto)
     run(loops)
     snapshot(loops, wires, hosts, counts)
     loops[3].request()
@@ -126,7 +127,7 @@ def main():
     wires[1].peer.pending.extend(enc.message(0, 1, frame.BROADCAST, b"\x01\x02"))
     run(loops, 5)
     results["bad"] = snapshot(loops, wires, hosts, counts)
-    print(json.dumps({"impl": sys.implementation.name, "results": results}))
+    print(json.dumps({"impl": sys.implementation.name, "protocol": proto, "results": results}))
 
 
 main()

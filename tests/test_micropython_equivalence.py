@@ -46,6 +46,10 @@ SCENARIOS = [
     ("d-literal", 2, None, 2, 0, 0),  # the livelock counterexample, see test_bounds_findings.py
     ("toy", 5, "poisson", 30, 7, 1),  # the layer's messages: routed and broadcast, hop by hop
     ("toy", 4, "adversarial", 10, 1, 0),
+    ("sk", 5, "poisson", 40, 8, 1),  # Suzuki-Kasami: RN, the token's LN and Q
+    ("sk", 6, "burst", 18, 2, 0),
+    ("ra", 5, "poisson", 40, 8, 1),  # Ricart-Agrawala: Lamport stamps, the token's LV
+    ("ra", 6, "burst", 18, 2, 0),
 ]
 
 

@@ -1,0 +1,267 @@
+# Suzuki and Kasami's broadcast algorithm (seeds/suzuki-kasami-broadcast-slides.md) on the
+# ring's message layer (protocol.py): REQUEST(j, n) goes to all (one broadcast frame once
+# round the ring), the token with LN[1..N] and the queue Q goes straight to one node (a
+# routed frame: the nodes between pass it on without waking their protocol). The slides'
+# rules (a) to (f) are quoted where they happen.
+#
+# Messages (docs/frames.md): REQUEST, kind 0, to all: sn u32 (30 bits). TOKEN, kind 1, to
+# one node: seq u32 (30 bits), epoch u16 (the layer's token header), LN[0..n-1] u32 (30
+# bits) each, |Q| u8, Q[0..n-2] u8 (node ids, the head first; Q never holds the holder, so
+# n - 1 places do): 6 + 5n bytes, 166 at n = 32, and at most 246 (a message's payload) up to
+# n = 48. RN_i[1..N] is an array of n ints at every node (its own RN_i[i] included).
+#
+# Sequence numbers wrap at 2**30 (no int on a Pico exceeds a small int): RN_i[j] := max(RN_i[j],
+# n) compares 30-bit serial numbers (protocol.seq_later: right while the two differ by less
+# than 2**29), and "S_i is requesting" is RN_i[j] = LN[j] + 1, an equality mod 2**30. Why
+# wrapping cannot confuse an outdated request: on this ring a REQUEST of S_j reaches every
+# node before the token reaches S_j for it. The broadcast is passed on by every node the
+# moment it lands (before its protocol sees it), the holder sends the token only after the
+# broadcast reached it (RN = LN + 1), and from there token and broadcast travel the same
+# FIFO wires, the broadcast ahead: so the token cannot overtake it. Hence a REQUEST(j, sn)
+# always arrives with sn = RN_i[j] + 1 (S_j asks again only after its previous request was
+# served, by which time everyone had it), and at the holder RN_i[j] is LN[j] or LN[j] + 1.
+# Every comparison is between numbers at most 1 apart, 2**29 away from where a serial
+# comparison or an equality mod 2**30 could mistake one for another. (Frames lost on a
+# faulty ring break this; the recovery below then restores liveness, and the checker
+# stops holding the run to the bounds, docs/recovery.md.)
+#
+# Deviations and interpretations, marked where they happen: the order of step (e), what a
+# token does at a node that did not ask for it (only after recovery), and the recovery
+# hooks of protocol.Node (not in the slides).
+
+try:
+    from . import protocol  # the host: picoring.firmware.proto_*
+except ImportError:
+    import protocol  # a board: firmware modules side by side
+from array import array
+
+Node = protocol.Node
+BROADCAST = protocol.BROADCAST
+AT = protocol.PAYLOAD_AT
+SEQ_MASK = protocol.SEQ_MASK
+seq_later = protocol.seq_later
+get30 = protocol.get30
+put30 = protocol.put30
+next30 = protocol.next30
+
+REQUEST = 0
+TOKEN = 1
+_HEADER = 6  # seq u32, epoch u16
+
+
+def token_size(n):
+    """The TOKEN payload: seq, epoch, LN[n] (4 bytes each), |Q|, Q[n - 1]."""
+    return _HEADER + 4 * n + 1 + (n - 1)
+
+
+class NodeSK(Node):
+    """Suzuki-Kasami: broadcast requests RN, a token carrying LN and the queue Q."""
+
+    name = "sk"
+    about = {
+        "name": "sk",
+        "title": "Suzuki-Kasami: broadcast requests, the token (LN, Q) sent to the head of its queue",
+        "citation": ("Suzuki, Kasami: A distributed mutual exclusion algorithm (1985), as given by the slides "
+                     "seeds/suzuki-kasami-broadcast-slides.md, rules (a)-(f)"),
+        "exclusion": "hard",
+        "rests": True,  # the idle token stays at the last holder
+        "view": {},  # token and requests are messages (the dashboard counts them apart), no flag
+        "messages": {"request": "kind 0 to all: sn u32 (30 bits)",
+                     "token": "kind 1 to the head of Q: seq u32, epoch u16, LN[n] u32, |Q| u8, Q[n-1] u8"},
+        "bounds": {
+            # "If a site does not hold the token when it makes a request, the algorithm requires
+            # N messages to obtain the token" (N - 1 REQUESTs + 1 token), "no message is needed
+            # ... if a site holds the idle token". On the ring the N - 1 REQUESTs are one
+            # broadcast, delivered to the n - 1 others: 2 logical messages (docs/bounds.md).
+            "logical_per_request": {"paper": "n", "checked": "2",
+                                    "where": "slides, Performance; a broadcast is one logical message (docs/bounds.md)"},
+            # Hop frames: the broadcast goes once round (n), the token at most n - 1 hops.
+            "messages_per_request": {"paper": None, "checked": "2*n - 1",
+                                     "where": "n + d per request, d the token's distance (docs/bounds.md)"},
+            "service_traffic": {"paper": None, "checked": None,
+                                "where": "not bounded by the slides (at most N - 1 requests ahead in Q)"},
+        },
+    }
+
+    def message_sizes(self, n):
+        return {REQUEST: 4, TOKEN: token_size(n)}
+
+    def __init__(self, index, n):
+        Node.__init__(self, index, n)
+        self.rn = array("i", [0] * n)  # RN_i[1..N]: the largest sequence number received from each site
+        self.ln = array("i", [0] * n)  # the token's LN while it is here (a copy kept after it left)
+        self.q = bytearray(n)  # the token's Q while it is here: q[0] the head, qlen entries
+        self.qlen = 0
+        self.inq = bytearray(n)  # inq[j] = 1 while j is in Q (an index of Q here, never sent)
+
+    # -- requesting ---------------------------------------------------------
+
+    def request(self):
+        if self.has_token:
+            # "No message is needed and the synchronization delay is zero if a site holds the
+            # idle token at the time of its request."
+            return self._enter()
+        self.pending = True
+        i = self.index
+        # (a) "If requesting site S_i does not have the token, then it increments its sequence
+        # number, RN_i[i], and sends a REQUEST(i, sn) message to all other sites."
+        sn = next30(self.rn[i])
+        self.rn[i] = sn
+        put30(self.out, 0, sn)
+        return self.send(REQUEST, BROADCAST)
+
+    def on_message(self, kind, src, buf):
+        if kind == REQUEST:
+            # (b) "When a site S_j receives this message, it sets RN_j[i] to max(RN_j[i], sn)."
+            sn = get30(buf, AT)
+            rn = self.rn
+            if seq_later(sn, rn[src]):
+                rn[src] = sn
+            # (b) "If S_j has the idle token, then it sends the token to S_i if RN_j[i] = LN[i] + 1."
+            # "If a site receives a REQUEST message when it is executing the CS, it sends the
+            # token only after it has completed the execution of the CS" (step (e) then finds it).
+            if self.has_token and not self.in_cs and (rn[src] - self.ln[src]) & SEQ_MASK == 1:
+                return self._send_token(src)
+            return 0
+        return self._take_token(buf)
+
+    def _take_token(self, buf):
+        """The TOKEN, addressed to this node."""
+        # Recovery (protocol.Node, docs/recovery.md): the epoch gate drops a token of an old epoch.
+        epoch = self.token_gate(buf)
+        if epoch < 0:
+            return protocol.DISCARDED
+        if self.has_token:
+            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped
+            return 0
+        n = self.n
+        ln = self.ln
+        at = AT + _HEADER
+        for j in range(n):
+            ln[j] = get30(buf, at)
+            at += 4
+        q = self.q
+        inq = self.inq
+        qlen = buf[at]
+        if qlen > n - 1:
+            qlen = n - 1  # a corrupt |Q| cannot overrun (frames are CRC-checked; this is a guard)
+        at += 1
+        for k in range(qlen):
+            j = buf[at + k]
+            q[k] = j
+            inq[j] = 1
+        self.qlen = qlen
+        self.seq = get30(buf, AT)
+        self.epoch = epoch
+        self.has_token = True
+        i = self.index
+        if seq_later(ln[i], self.rn[i]):
+            # Recovery, not in the slides: the token knows a later request of this node than
+            # the node does (it restarted and counts from 0 again): continue from the token's.
+            self.rn[i] = ln[i]
+        if self.pending:
+            # (c) "Site S_i executes the CS after it has received the token."
+            return self._enter()
+        # Deviation (recovery only: in a fault-free ring the token goes only to a site whose
+        # request is outstanding): a token this node did not ask for is released as at the
+        # end of a critical section, steps (d) to (f).
+        return self._release()
+
+    # -- releasing ----------------------------------------------------------
+
+    def exit_cs(self):
+        self.in_cs = False
+        return self._release()
+
+    def _release(self):
+        i = self.index
+        n = self.n
+        rn = self.rn
+        ln = self.ln
+        # (d) "It sets LN[i] element of the token array equal to RN_i[i]."
+        ln[i] = rn[i]
+        # (e) "For every site S_j whose id is not in the token queue, it appends its id to the
+        # token queue if RN_i[j] = LN[j] + 1."
+        # Interpretation: the slides give no order for "every site"; this takes them in ring
+        # order after S_i (S_i itself never qualifies after (d)).
+        q = self.q
+        inq = self.inq
+        qlen = self.qlen
+        j = i
+        for _ in range(n - 1):
+            j += 1
+            if j == n:
+                j = 0
+            if not inq[j] and (rn[j] - ln[j]) & SEQ_MASK == 1:  # RN_i[j] = LN[j] + 1 (mod 2**30)
+                q[qlen] = j
+                inq[j] = 1
+                qlen += 1
+        self.qlen = qlen
+        # (f) "If the token queue is nonempty after the above update, S_i deletes the top site
+        # id from the token queue and sends the token to the site indicated by the id."
+        if qlen:
+            head = q[0]
+            for k in range(1, qlen):
+                q[k - 1] = q[k]
+            self.qlen = qlen - 1
+            inq[head] = 0
+            return self._send_token(head)
+        return 0  # nobody waits: the token stays here, idle
+
+    def _send_token(self, j):
+        """The token (seq, epoch, LN, Q) to node j; it leaves this node with its queue."""
+        self.has_token = False
+        self.put_token_header()
+        out = self.out
+        n = self.n
+        ln = self.ln
+        at = _HEADER
+        for k in range(n):
+            put30(out, at, ln[k])
+            at += 4
+        q = self.q
+        inq = self.inq
+        qlen = self.qlen
+        out[at] = qlen
+        at += 1
+        for k in range(n - 1):
+            if k < qlen:
+                out[at + k] = q[k]
+                inq[q[k]] = 0
+            else:
+                out[at + k] = 0
+        self.qlen = 0
+        return self.send(TOKEN, j)
+
+    # -- recovery (protocol.Node; docs/adding-a-protocol.md section 4) -------
+
+    def give_token(self):
+        self.qlen = 0
+        for j in range(self.n):
+            self.inq[j] = 0
+        return Node.give_token(self)
+
+    def _regenerate(self):
+        # The lost token's LN and Q are unknowable: the new one takes this node's last copy of
+        # LN (requests it shows as outstanding that were served since get a token they pass
+        # on) and an empty queue, which step (e) fills again from RN.
+        self._new_token()
+        self.qlen = 0
+        for j in range(self.n):
+            self.inq[j] = 0
+        if self.pending:
+            return self._enter()
+        return self._release()
+
+    def on_request_again(self, origin=-1):
+        # A re-announced request (its broadcast, or the token, may have been lost): the holder
+        # takes it as REQUEST(origin, LN[origin] + 1), rule (b), and step (e) at its exit.
+        if origin == self.index:
+            return 0
+        if self.has_token:
+            self.rn[origin] = next30(self.ln[origin])
+            if self.in_cs:
+                return 0  # step (e) at its exit
+            return self._send_token(origin)
+        self.again_origin = origin
+        return protocol.SEND_AGAIN

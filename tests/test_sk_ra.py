@@ -1,0 +1,354 @@
+"""Suzuki-Kasami's broadcast algorithm (firmware/proto_sk.py, `sk`) and Ricart-Agrawala's token
+algorithm (firmware/proto_ra.py, `ra`) on the ring's message layer: the slides' claims as exact
+counts in the simulator and on virtual boards, the synchronisation delay, the rules step by
+step, 30-bit wrapping, the payload sizes, and the recovery hooks.
+
+The slides' claims (seeds/suzuki-kasami-broadcast-slides.md, Performance; seeds/token-request-
+algorithms-slides-de.md, "Ricart / Agrawala 1983"): N messages per critical section (N - 1
+requests + 1 token) when the requester does not hold the token, 0 when it holds the idle token;
+synchronisation delay 0 or T. On the ring the N - 1 requests are one broadcast frame going once
+round: n hop frames (the last one back to its sender, which takes it off, docs/frames.md) and
+n - 1 deliveries; the token is one message of d hops, d its distance from the holder to the
+requester. So per request: N = n deliveries (the slides' count), 2 logical messages (the
+layer's count: a broadcast is one message), n + d hop frames (docs/bounds.md)."""
+
+import pytest
+
+from picoring.firmware import protocol
+from picoring.firmware.protocol import BROADCAST, ENTER_CS, SEND_AGAIN, SEND_MSG, SEQ_MASK, make_node
+from picoring.sim.simulate import simulate
+
+BOTH = ("sk", "ra")
+TOKEN, REQUEST = 1, 0  # both protocols' message kinds
+
+
+def per_request(protocol_name, n, workload, requests, seed, cs_time=1):
+    """For each request of a closed-loop run (the next request only once the ring is quiet):
+    (requester, holder when it asked, hop frames, logical messages, deliveries) until the next."""
+    events = []
+    rep = simulate(protocol_name, n, workload, requests=requests, seed=seed, cs_time=cs_time, listener=events.append)
+    assert rep["ok"] and rep["quiescent"], rep["violations"]
+    out = []
+    holder = 0
+    for e in events:
+        if e.ev == "req":
+            out.append([e.node, holder, 0, 0, 0])
+        elif e.kind == "msg" and e.ev == "send":
+            out[-1][2] += 1
+            out[-1][3] += 0 if e.payload["fwd"] else 1
+        elif e.kind == "msg" and e.ev == "recv":
+            p = e.payload
+            if p["dst"] == e.node or (p["dst"] == BROADCAST and p["src"] != e.node):
+                out[-1][4] += 1
+                if p["mkind"] == TOKEN:
+                    holder = e.node
+    assert len(out) == requests
+    return out, rep
+
+
+@pytest.mark.parametrize("name", BOTH)
+@pytest.mark.parametrize("workload", ["sequential", "adversarial"])
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 13])
+@pytest.mark.parametrize("cs_time", [0, 1, 3])
+def test_n_messages_per_critical_section_exactly(name, workload, n, cs_time):
+    rows, rep = per_request(name, n, workload, 40, seed=n + cs_time, cs_time=cs_time)
+    for r, h, hops, logical, delivered in rows:
+        if r == h:  # the idle token is here: "no message is needed"
+            assert (hops, logical, delivered) == (0, 0, 0)
+        else:  # N - 1 REQUESTs + 1 token: one broadcast round (n hops) and the token's d hops
+            d = (r - h) % n
+            assert (delivered, logical, hops) == (n, 2, n + d), (r, h)
+    if workload == "adversarial":  # behind the token: d = n - 1, every time
+        assert all(r == (h - 1) % n for r, h, *_ in rows)
+        assert rep["hop_frames"] == 40 * (2 * n - 1) and rep["logical_messages"] == 80
+    # The requester waits for its broadcast to reach the holder and the token to come back:
+    # once round the ring, n hop times, whoever holds the token.
+    assert rep["latency"]["max"] == (n if any(r != h for r, h, *_ in rows) else 0)
+
+
+@pytest.mark.parametrize("name", BOTH)
+def test_sequential_exercises_both_cases(name):
+    rows, _ = per_request(name, 3, "sequential", 60, seed=1)
+    assert any(r == h for r, h, *_ in rows) and any(r != h for r, h, *_ in rows)
+
+
+@pytest.mark.parametrize("name", BOTH)
+@pytest.mark.parametrize("workload,kw", [("poisson", {"rate": 1.0}), ("poisson", {"rate": 0.05}), ("burst", {})])
+@pytest.mark.parametrize("n", [3, 6, 11])
+def test_synchronisation_delay_is_0_or_t(name, workload, kw, n):
+    """After an exit that sends the token on, the next entry is the token's addressee's, exactly
+    d hop times later (T: one message delay, d hops on the ring); an entry with no token
+    message before it is a request at the idle holder, which enters at once (delay 0)."""
+    events = []
+    rep = simulate(name, n, workload, requests=150, seed=n, cs_time=2, listener=events.append, **kw)
+    assert rep["ok"] and rep["served"] == 150, rep["violations"]
+    pending_token = None  # (t sent, from, to) of the token message on its way
+    last_req = {}
+    seen_t, seen_0 = 0, 0
+    for e in events:
+        if e.ev == "req":
+            last_req[e.node] = e.t
+        elif e.ev == "send" and e.kind == "msg" and e.payload["mkind"] == TOKEN and not e.payload["fwd"]:
+            assert pending_token is None
+            pending_token = (e.t, e.node, e.payload["dst"])
+        elif e.ev == "enter":
+            if pending_token is None:
+                assert e.t == last_req[e.node]  # the idle token was here: 0
+                seen_0 += 1
+            else:
+                t, i, j = pending_token
+                assert e.node == j and e.t - t == (j - i) % n  # T = d hops
+                pending_token = None
+                seen_t += 1
+    assert seen_t > 0 and seen_0 + seen_t == 150
+
+
+@pytest.mark.parametrize("name", BOTH)
+@pytest.mark.parametrize("workload", ["poisson", "burst", "sequential", "adversarial"])
+def test_the_descriptors_bounds_hold(name, workload):
+    n = 7
+    rep = simulate(name, n, workload, requests=300, seed=5)
+    assert rep["ok"] and rep["served"] == 300 and rep["quiescent"], rep["violations"]
+    assert rep["bounds"]["logical_per_request"] == 2 and rep["bounds"]["messages_per_request"] == 2 * n - 1
+    assert rep["logical_messages"] <= 2 * 300 and rep["hop_frames"] <= (2 * n - 1) * 300
+
+
+def test_payloads_fit_a_message_at_32_boards_and_beyond():
+    """Token payload: SK 6 + 4n + 1 + (n - 1) bytes (LN and Q), RA 6 + 4n (LV); a message
+    carries at most 246 bytes (docs/frames.md)."""
+    for name, size in (("sk", lambda n: 6 + 5 * n), ("ra", lambda n: 6 + 4 * n)):
+        node = make_node(name, 0, 32)
+        assert node.msg_sizes[REQUEST] == 4 and node.msg_sizes[TOKEN] == size(32) <= protocol.MSG_MAX_PAYLOAD
+        assert len(node.out) == size(32)
+    assert make_node("sk", 0, 48).msg_sizes[TOKEN] == 246
+    with pytest.raises(ValueError, match="at most 246 bytes"):
+        make_node("sk", 0, 49)
+    assert make_node("ra", 0, 60).msg_sizes[TOKEN] == 246
+    with pytest.raises(ValueError, match="at most 246 bytes"):
+        make_node("ra", 0, 61)
+
+
+@pytest.mark.parametrize("name", BOTH)
+def test_32_boards_run_in_the_simulator(name):
+    rep = simulate(name, 32, "poisson", requests=400, seed=2, rate=0.5)
+    assert rep["ok"] and rep["served"] == 400 and rep["quiescent"], rep["violations"]
+
+
+# -- the rules step by step ------------------------------------------------------------
+
+
+def _deliver(node, sender, kind=None):
+    """Hand sender's outgoing message to node as the node loop would (payload at PAYLOAD_AT)."""
+    buf = bytearray(protocol.PAYLOAD_AT) + bytes(sender.out[:sender.out_len])
+    return node.on_message(sender.out_kind if kind is None else kind, sender.index, buf)
+
+
+def _request(node, src, sn):
+    """REQUEST(src, sn) delivered to node, built by hand (a late or repeated one)."""
+    buf = bytearray(protocol.PAYLOAD_AT + 4)
+    protocol.put30(buf, protocol.PAYLOAD_AT, sn)
+    return node.on_message(REQUEST, src, buf)
+
+
+def test_sk_rules_a_to_f():
+    n = 4
+    a, b, c, d = (make_node("sk", i, n) for i in range(n))
+    a.give_token()
+    assert a.request() == ENTER_CS  # the idle token: 0 messages, RN_a[a] unchanged
+    # (a) b asks: RN_b[b] = 1, REQUEST(b, 1) to all
+    assert b.request() == SEND_MSG and b.out_dst == BROADCAST and b.rn[1] == 1
+    # (b) a, in its CS, registers it and keeps the token until the end of its CS
+    assert _deliver(a, b) == 0 and a.rn[1] == 1 and a.has_token
+    assert d.request() == SEND_MSG
+    assert _deliver(a, d) == 0 and a.rn[3] == 1
+    # (d) LN[a] = RN_a[a] = 0; (e) b and d appended in ring order after a; (f) the head, b, gets it
+    assert a.exit_cs() == SEND_MSG and a.out_dst == 1 and a.out_kind == TOKEN and not a.has_token
+    assert list(a.ln) == [0, 0, 0, 0]
+    assert _deliver(c, b) == 0 and c.rn[1] == 1
+    assert _deliver(b, a) == ENTER_CS and b.qlen == 1 and b.q[0] == 3 and b.seq == 2
+    # (d) LN[b] = 1; (e) d is in Q already: not appended twice; (f) the head, d
+    assert b.exit_cs() == SEND_MSG and b.out_dst == 3
+    assert _deliver(d, b) == ENTER_CS and d.qlen == 0 and list(d.ln) == [0, 1, 0, 0]
+    assert d.exit_cs() == 0 and d.has_token and list(d.ln) == [0, 1, 0, 1]  # nobody waits: idle
+    # b's REQUEST(b, 1) reaches d only now: outdated (RN_d[b] = 1 = LN[b]), not served
+    assert _request(d, 1, 1) == 0 and d.rn[1] == 1 and d.has_token
+    # ... and an older one than RN_d[b] leaves RN_d[b] as it is: max(RN, n)
+    assert _request(d, 1, 0) == 0 and d.rn[1] == 1
+    # (b) a current request at the idle holder: the token goes straight to it
+    assert c.request() == SEND_MSG
+    assert _deliver(d, c) == SEND_MSG and d.out_dst == 2 and d.out_kind == TOKEN
+
+
+def test_ra_serves_the_longest_waiting_and_breaks_ties_in_ring_order():
+    n = 5
+    nodes = [make_node("ra", i, n) for i in range(n)]
+    h = nodes[0]
+    h.give_token()
+    assert h.request() == ENTER_CS
+    # 3 asks first (stamp 1); 1 and 4 hear it, then ask (stamp 2 each: concurrent with each other)
+    assert nodes[3].request() == SEND_MSG and nodes[3].rq[3] == 1
+    for j in (1, 4):
+        assert _deliver(nodes[j], nodes[3]) == 0 and nodes[j].clock == 1
+    for j in (4, 1):
+        assert nodes[j].request() == SEND_MSG and nodes[j].rq[j] == 2
+    for j in (4, 1, 3):
+        assert _deliver(h, nodes[j]) == 0  # registered in the CS (rule 4), served at its end
+    assert list(h.rq) == [0, 2, 0, 1, 2]
+    # rule 5: the longest waiting is 3 (stamp 1)
+    assert h.exit_cs() == SEND_MSG and h.out_dst == 3 and h.lv[0] == 0
+    t = nodes[3]
+    for j in (1, 4):
+        _deliver(t, nodes[j])
+    assert _deliver(t, h) == ENTER_CS and t.exit_cs() == SEND_MSG
+    # 1 and 4 both stamp 2: the first in ring order after the holder (3): 4
+    assert t.out_dst == 4 and t.lv[3] == 1
+
+
+def test_ra_an_idle_process_is_recognised_however_far_the_clock_moved():
+    """LV[j] of a process idle for 2**29 and more requests of others is far behind the clock:
+    'younger than the last visit' must still see its next request (RQ != LV, not a serial
+    comparison), and its stamp never equals its last one modulo 2**30 (the wrap guard)."""
+    a, b = make_node("ra", 0, 2), make_node("ra", 1, 2)
+    a.give_token()
+    a.lv[1] = b.rq[1] = 5  # b's last visit, stamp 5
+    b.clock = (5 + (1 << 29) + 7) & SEQ_MASK  # the clock has moved on by more than 2**29 since
+    a.clock = b.clock
+    a.rq[1] = 5
+    assert b.request() == SEND_MSG
+    assert protocol.seq_later(5, b.rq[1])  # a serial comparison would call it older than the visit
+    assert _deliver(a, b) == SEND_MSG and a.out_dst == 1  # yet it is served
+    # The wrap guard: a stamp equal to the last visit's modulo 2**30 is skipped.
+    c = make_node("ra", 1, 2)
+    c.rq[1] = 9
+    c.clock = 8
+    assert c.request() == SEND_MSG and c.rq[1] == 10 and c.clock == 10
+
+
+@pytest.mark.parametrize("name", BOTH)
+def test_counters_wrap_at_2_to_the_30(name, monkeypatch):
+    """Every node's numbers start 3 below 2**30: requests, LN/LV and the clock wrap to 0 and the
+    run is the same as from 0 (counts, order of service)."""
+    n = 5
+    original = protocol.load(name).__init__
+
+    def near_wrap(self, index, n):
+        original(self, index, n)
+        start = SEQ_MASK - 2
+        for arr in ("rn", "ln", "rq", "lv"):
+            if hasattr(self, arr):
+                a = getattr(self, arr)
+                for j in range(n):
+                    a[j] = start
+        if hasattr(self, "clock"):
+            self.clock = start
+
+    plain = simulate(name, n, "poisson", requests=120, seed=9, rate=0.6)
+    monkeypatch.setattr(protocol.load(name), "__init__", near_wrap)
+    wrapped = simulate(name, n, "poisson", requests=120, seed=9, rate=0.6)
+    assert wrapped["ok"] and wrapped["served"] == 120, wrapped["violations"]
+    for key in ("hop_frames", "logical_messages", "max_service_traffic", "max_overtaken", "latency"):
+        assert wrapped[key] == plain[key], key
+
+
+# -- recovery hooks (docs/adding-a-protocol.md, section 4) ------------------------------
+
+
+@pytest.mark.parametrize("name", BOTH)
+def test_the_epoch_gate_drops_a_token_of_an_old_epoch(name):
+    a, b = make_node(name, 0, 3), make_node(name, 1, 3)
+    a.give_token()
+    assert b.request() == SEND_MSG
+    assert _deliver(a, b) == SEND_MSG
+    b.known_epoch = 3  # a claim of epoch 3 passed b meanwhile: a's token (epoch 0) is dead
+    b.known_owner = 2
+    assert _deliver(b, a) == protocol.DISCARDED and not b.has_token and b.discarded == 1
+
+
+@pytest.mark.parametrize("name", BOTH)
+def test_regenerate_and_request_again(name):
+    a, b, c = (make_node(name, i, 3) for i in range(3))
+    # A regenerated token at a pending node (its request heard by all): it enters.
+    assert b.request() == SEND_MSG
+    _deliver(a, b)
+    _deliver(c, b)
+    assert b._regenerate() == ENTER_CS and b.has_token
+    # c's broadcast is lost; its re-announced request reaches b in its CS: served at the exit.
+    assert c.request() == SEND_MSG
+    assert b.on_request_again(2) == 0 and b.has_token
+    assert b.exit_cs() == SEND_MSG and b.out_dst == 2 and b.out_kind == TOKEN
+    # Not the holder: it passes the again frame on; its origin takes it off.
+    assert a.on_request_again(2) == SEND_AGAIN and a.again_origin == 2
+    assert c.on_request_again(2) == 0
+    # At an idle holder: the token goes to the origin at once, even if its broadcast was lost.
+    assert _deliver(c, b) == ENTER_CS and c.exit_cs() == 0
+    assert a.request() == SEND_MSG
+    assert c.on_request_again(0) == SEND_MSG and c.out_dst == 0
+
+
+@pytest.mark.parametrize("name", BOTH)
+def test_a_token_nobody_asked_for_is_passed_on(name):
+    """Only after recovery: a regenerated token reaches a node that no longer waits; it
+    releases it as at the end of a critical section (to a waiting node, or keeps it)."""
+    a, b, c = (make_node(name, i, 3) for i in range(3))
+    assert c.request() == SEND_MSG
+    _deliver(a, c)
+    assert a._regenerate() == SEND_MSG and a.out_dst == 2  # not pending: c waits, c gets it
+    # b did not ask either: it releases the token as at an exit, to c, whose request it heard
+    b.has_token = False
+    _deliver(b, c)
+    assert _deliver(b, a) == SEND_MSG and b.out_dst == 2
+
+
+# -- the node code under the real micropython binary ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def loop_runs(micropython):
+    """tests/mp_layer_driver.py (a ring of 5 node loops on in-memory wires) per protocol, under
+    MicroPython and CPython."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import FIRMWARE, ROOT, run_micropython
+
+    driver = str(ROOT / "tests" / "mp_layer_driver.py")
+    out = {}
+    for name in BOTH:
+        mp = json.loads(run_micropython(micropython, driver, str(FIRMWARE), name))
+        cp = json.loads(subprocess.run([sys.executable, driver, str(FIRMWARE), name], capture_output=True, text=True,
+                                       check=True, timeout=60).stdout)
+        assert mp["impl"] == "micropython" and cp["impl"] == "cpython" and mp["protocol"] == name
+        out[name] = (mp["results"], cp["results"])
+    return out
+
+
+@pytest.mark.parametrize("name", BOTH)
+def test_the_node_loop_runs_them_alike_under_micropython_and_cpython(loop_runs, name):
+    mp, cp = loop_runs[name]
+    assert mp == cp  # hop frames per wire, deliveries, entries and the event records' bytes
+    one = mp["one"]
+    # Node 3 of 5 asks, node 0 holds the token: the broadcast once round (5 hop frames,
+    # delivered at 4, 0, 1, 2), the token 0 -> 3 (3 hop frames, delivered at 3 alone).
+    assert one["tx"] == [2, 2, 2, 1, 1] and one["got"] == [[[0, 3]], [[0, 3]], [[0, 3]], [[1, 0]], [[0, 3]]]
+    assert one["token"] == [False, False, False, True, False] and one["seq"][3] == 1
+    everyone = mp["all"]
+    # Every node asks at once (the token at rest at 3): each served once; 4 broadcasts of 5
+    # hops and 4 token messages of 1 hop (the queue is in ring order from the holder).
+    assert sorted(everyone["seq"]) == [2, 3, 4, 5, 6] and sum(everyone["tx"]) == 4 * 5 + 4
+    assert mp["bad"]["bad"] == [0, 0, 2, 0, 0] and mp["bad"]["got"] == [[]] * 5  # undeclared kind, wrong size
+    for scenario in mp.values():
+        assert scenario["errors"] == [0] * 5
+
+
+@pytest.mark.parametrize("name", BOTH)
+@pytest.mark.parametrize("n", [3, 32])
+def test_the_node_loop_allocates_nothing_under_micropython(micropython, name, n):
+    """tests/mp_node_bench.py: the adversarial workload (a request behind the resting token, so
+    a broadcast round and an n - 1 hop token each time) under micropython.heap_lock(): any
+    allocation raises MemoryError. The rp2 port's 30-bit ints: tests/test_rp2040.py."""
+    from conftest import FIRMWARE, ROOT, run_micropython
+
+    out = run_micropython(micropython, str(ROOT / "tests" / "mp_node_bench.py"), str(FIRMWARE), name, str(n), "300",
+                          "1", "1", "lock")
+    assert out.strip() == "no allocation in 300 rounds"
