@@ -84,6 +84,12 @@ class NodeRA(Node):
             "service_traffic": {"paper": None, "checked": None,
                                 "where": "not bounded by the slides (their open question: how long must a "
                                          "process wait?)"},
+            # The RA slides claim no synchronisation delay; Suzuki-Kasami's slides' "0 or T" holds
+            # here too: 0 at the idle holder, else one message delay, d hop times on the ring
+            # (d <= n - 1). In hop times, so only the simulator's runs can hold it:
+            # tests/test_sk_ra.py does, exactly; the checker does not.
+            "sync_delay": {"paper": None, "checked": None, "where": "as Suzuki-Kasami's: 0 or T; T = d hop times "
+                                                                      "here (tests/test_sk_ra.py)"},
         },
     }
 

@@ -80,6 +80,11 @@ class NodeSK(Node):
                                      "where": "n + d per request, d the token's distance (docs/bounds.md)"},
             "service_traffic": {"paper": None, "checked": None,
                                 "where": "not bounded by the slides (at most N - 1 requests ahead in Q)"},
+            # "Synchronization delay in this algorithm is 0 or T": 0 at the idle holder, else one
+            # message delay, d hop times on the ring (d <= n - 1). In hop times, so the simulator's
+            # runs alone can hold it: tests/test_sk_ra.py does, exactly; the checker does not.
+            "sync_delay": {"paper": None, "checked": None, "where": "slides: 0 or T; T = d hop times here "
+                                                                      "(tests/test_sk_ra.py)"},
         },
     }
 
