@@ -57,3 +57,27 @@ def test_d(scenario):
 def test_s(scenario):
     report = check("s", *scenario)
     assert report["messages"]["request"] == 0
+
+
+def _message_protocol(name, scenario):
+    """Suzuki-Kasami and Ricart-Agrawala's token (tests/test_sk_ra.py): every request served,
+    mutual exclusion, quiet at the end, at most 2 logical messages and 2n - 1 hop frames per
+    request (a broadcast round and the token's way)."""
+    n = scenario[0]
+    report = check(name, *scenario)
+    assert report["quiescent"] is True
+    assert report["logical_messages"] <= 2 * report["requests"]
+    assert report["hop_frames"] <= (2 * n - 1) * report["requests"]
+    return report
+
+
+@SETTINGS
+@given(scenarios())
+def test_sk(scenario):
+    _message_protocol("sk", scenario)
+
+
+@SETTINGS
+@given(scenarios())
+def test_ra(scenario):
+    _message_protocol("ra", scenario)

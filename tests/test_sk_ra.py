@@ -78,20 +78,33 @@ def test_sequential_exercises_both_cases(name):
 def test_synchronisation_delay_is_0_or_t(name, workload, kw, n):
     """After an exit that sends the token on, the next entry is the token's addressee's, exactly
     d hop times later (T: one message delay, d hops on the ring); an entry with no token
-    message before it is a request at the idle holder, which enters at once (delay 0)."""
+    message before it is a request at the idle holder, which enters at once (delay 0). From
+    an exit that leaves an earlier request waiting whose broadcast has not reached the holder
+    yet, the next entry comes within max(n - 1, 2n - 4) hop times: docs/bounds.md and
+    test_sync_delay_exceeds_one_message_when_the_holder_has_not_heard_the_request."""
     events = []
     rep = simulate(name, n, workload, requests=150, seed=n, cs_time=2, listener=events.append, **kw)
     assert rep["ok"] and rep["served"] == 150, rep["violations"]
     pending_token = None  # (t sent, from, to) of the token message on its way
     last_req = {}
-    seen_t, seen_0 = 0, 0
+    waiting = {}  # node -> time of its request not yet entered
+    deadline = None  # an exit left an earlier request waiting: the next entry by then
+    seen_t, seen_0, seen_wait = 0, 0, 0
     for e in events:
+        if e.ev == "exit" and any(t < e.t for t in waiting.values()):
+            deadline = e.t + max(n - 1, 2 * n - 4)
         if e.ev == "req":
             last_req[e.node] = e.t
+            waiting[e.node] = e.t
         elif e.ev == "send" and e.kind == "msg" and e.payload["mkind"] == TOKEN and not e.payload["fwd"]:
             assert pending_token is None
             pending_token = (e.t, e.node, e.payload["dst"])
         elif e.ev == "enter":
+            del waiting[e.node]
+            if deadline is not None:
+                assert e.t <= deadline
+                deadline = None
+                seen_wait += 1
             if pending_token is None:
                 assert e.t == last_req[e.node]  # the idle token was here: 0
                 seen_0 += 1
@@ -100,7 +113,58 @@ def test_synchronisation_delay_is_0_or_t(name, workload, kw, n):
                 assert e.node == j and e.t - t == (j - i) % n  # T = d hops
                 pending_token = None
                 seen_t += 1
-    assert seen_t > 0 and seen_0 + seen_t == 150
+    assert seen_t > 0 and seen_wait > 0 and seen_0 + seen_t == 150
+
+
+def sync_delays(name, n, schedule, cs_time):
+    """(exit time, next entry time, its node) for every exit that left a request made before
+    it waiting, and the order the nodes entered in."""
+    from picoring.sim.workload import Schedule
+
+    events = []
+    rep = simulate(name, n, Schedule(n, schedule), cs_time=cs_time, listener=events.append)
+    assert rep["ok"] and rep["quiescent"], rep["violations"]
+    waiting, out, order, exit_t = {}, [], [], None
+    for e in events:
+        if e.ev == "exit":
+            exit_t = e.t if any(t < e.t for t in waiting.values()) else None
+        elif e.ev == "req":
+            waiting[e.node] = e.t
+        elif e.ev == "enter":
+            del waiting[e.node]
+            order.append(e.node)
+            if exit_t is not None:
+                out.append((exit_t, e.t, e.node))
+                exit_t = None
+    return out, order
+
+
+@pytest.mark.parametrize("name", BOTH)
+def test_sync_delay_exceeds_one_message_when_the_holder_has_not_heard_the_request(name):
+    """Finding (docs/bounds.md): "0 or T" assumes the holder knows of the waiting request when
+    it leaves. Smallest schedule (exhaustive over n <= 4, up to 3 requests at times 0..2,
+    critical sections 0..2): n = 4, node 1 asks at t=0, node 0 (the holder) asks at t=1 and
+    leaves at once; node 1's broadcast is still 2 hops from node 0. Node 3 asks at t=1; its
+    broadcast reaches node 0 first (1 hop), and the token goes 3 hops to node 3: the next
+    entry 4 hop times after the exit, more than any one message takes (3)."""
+    delays, order = sync_delays(name, 4, [(0, 1), (1, 0), (1, 3)], 0)
+    assert delays[0] == (1, 5, 3) and order == [0, 3, 1]
+    # The worst: 2n - 4 hop times for n >= 4 (the derivation is in docs/bounds.md).
+    for n in range(4, 9):
+        delays, _ = sync_delays(name, n, [(0, 0), (0, 1), (n - 3, n - 1)], 1)
+        assert max(b - a for a, b, _ in delays) == 2 * n - 4
+
+
+def test_ra_longest_waiting_means_longest_known_to_the_holder():
+    """Finding (docs/bounds.md): rule 5's "the process that has waited longest" can only be
+    among the requests the holder has registered. Smallest schedule (exhaustive over n <= 4,
+    up to 3 requests at times 0..2): n = 4, node 1 asks at t=0, node 3 at t=1; the token rests
+    at node 0, which hears node 3 first (1 hop; node 1's broadcast needs 3): node 3 is
+    served first. Their stamps are equal (concurrent requests), so the clock's order is kept."""
+    _, order = sync_delays("ra", 4, [(0, 1), (1, 3)], 0)
+    assert order == [3, 1]
+    _, order = sync_delays("ra", 3, [(0, 1), (1, 2)], 0)
+    assert order == [1, 2]  # n = 3: node 1's broadcast (2 hops) arrives with node 2's, ahead of it
 
 
 @pytest.mark.parametrize("name", BOTH)
@@ -111,6 +175,24 @@ def test_the_descriptors_bounds_hold(name, workload):
     assert rep["ok"] and rep["served"] == 300 and rep["quiescent"], rep["violations"]
     assert rep["bounds"]["logical_per_request"] == 2 and rep["bounds"]["messages_per_request"] == 2 * n - 1
     assert rep["logical_messages"] <= 2 * 300 and rep["hop_frames"] <= (2 * n - 1) * 300
+
+
+@pytest.mark.parametrize("name", BOTH)
+@pytest.mark.parametrize("workload", ["sequential", "adversarial"])
+def test_on_a_ring_the_counts_are_the_simulators(ring, name, workload):
+    """Through the pytest plugin's ring (virtual boards by default; real or emulated Picos with
+    --ring-ports): flash copies the protocol's module from the registry, and both counts, the
+    service traffic and the fairness equal the simulator's, request for request."""
+    n, k = ring.n, 10
+    report = ring.run(name, workload, k, seed=3)
+    assert report["ok"], report["violations"]
+    assert report["served"] == k and report["events_lost"] == 0 and report["safety_violations"] == 0
+    sim = simulate(name, n, workload, requests=k, seed=3)
+    for key in ("messages", "hop_frames", "logical_messages", "max_service_traffic", "max_service_logical",
+                "max_overtaken"):
+        assert report[key] == sim[key], key
+    if workload == "adversarial":  # behind the token: a broadcast round and n - 1 token hops
+        assert (report["hop_frames"], report["logical_messages"]) == (k * (2 * n - 1), 2 * k)
 
 
 def test_payloads_fit_a_message_at_32_boards_and_beyond():
