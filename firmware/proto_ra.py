@@ -201,9 +201,9 @@ class NodeRA(Node):
                 oldest = ts
         if best < 0:
             return 0
-        return self._send_token(best)
+        return self._give(best)
 
-    def _send_token(self, j):
+    def _give(self, j):
         self.has_token = False
         self.put_token_header()
         out = self.out
@@ -235,6 +235,6 @@ class NodeRA(Node):
                 self.rq[origin] = next30(self.lv[origin])
             if self.in_cs:
                 return 0
-            return self._send_token(origin)
+            return self._give(origin)
         self.again_origin = origin
         return protocol.SEND_AGAIN

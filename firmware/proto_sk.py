@@ -126,7 +126,7 @@ class NodeSK(Node):
             # "If a site receives a REQUEST message when it is executing the CS, it sends the
             # token only after it has completed the execution of the CS" (step (e) then finds it).
             if self.has_token and not self.in_cs and (rn[src] - self.ln[src]) & SEQ_MASK == 1:
-                return self._send_token(src)
+                return self._give(src)
             return 0
         return self._take_token(buf)
 
@@ -210,10 +210,10 @@ class NodeSK(Node):
                 q[k - 1] = q[k]
             self.qlen = qlen - 1
             inq[head] = 0
-            return self._send_token(head)
+            return self._give(head)
         return 0  # nobody waits: the token stays here, idle
 
-    def _send_token(self, j):
+    def _give(self, j):
         """The token (seq, epoch, LN, Q) to node j; it leaves this node with its queue."""
         self.has_token = False
         self.put_token_header()
@@ -267,6 +267,6 @@ class NodeSK(Node):
             self.rn[origin] = next30(self.ln[origin])
             if self.in_cs:
                 return 0  # step (e) at its exit
-            return self._send_token(origin)
+            return self._give(origin)
         self.again_origin = origin
         return protocol.SEND_AGAIN

@@ -7,11 +7,18 @@
 # so the request message and then the token travel n - 1 hops. With "toy" (the layer's
 # test protocol, firmware/proto_toy.py) the same workload broadcasts the request (n hop
 # frames) and routes the token to the requester (n - 1 hop frames); fwd_us is then the
-# chip time of a pass that only passed a routed frame on (no protocol woken). With
-# "toy-route" the toy's resting token is sent, whenever the ring is quiet, straight to
-# the node behind it (n - 1 hops, nothing else on the wires): every pass between is a
-# routed frame passed on alone, the figure to hold against S's token hop. "lock"
-# runs the rounds under micropython.heap_lock() instead.
+# chip time of a pass that only passed a routed frame on (no protocol woken); so for
+# "sk" and "ra" (firmware/proto_sk.py, proto_ra.py). With "P-route" (P a protocol whose
+# token is a message and whose node sends it to node j with _give(j): toy, sk, ra) the
+# resting token is sent, whenever the ring is quiet, straight to the node behind it (n - 1
+# hops, nothing else on the wires): every pass between is a routed frame passed on alone
+# (fwd_us), the figure to hold against S's token hop, and the last one delivers the token
+# to a node that did not ask for it (deliver_us: receive it, then the protocol's token
+# handling: it takes the token's arrays in and finds nobody waiting). "lock" runs the
+# rounds under micropython.heap_lock() instead. "wrap:NAME,NAME,..." sets those counters of
+# every node (ints, or every item of an int array: e.g. seq, and Suzuki-Kasami's rn, ln) 3
+# below 2**30 once the warm-up is over and the ring is quiet, so the rounds measured (or
+# locked) cross the wrap: on the rp2 port, whose small ints end at 2**30 - 1.
 import sys
 
 try:
@@ -104,9 +111,9 @@ class NullHost:
 
 def main():
     proto = ARGV[2] if len(ARGV) > 2 else "s"
-    route = proto == "toy-route"
+    route = proto.endswith("-route")
     if route:
-        proto = "toy"
+        proto = proto[:-6]
     n = int(ARGV[3]) if len(ARGV) > 3 else 3
     hops = int(ARGV[4]) if len(ARGV) > 4 else 2000
     log_on = (ARGV[5] if len(ARGV) > 5 else "1") == "1"
@@ -147,12 +154,39 @@ def main():
         elif holder >= 0:
             loops[holder - 1].request()  # index -1: the last node, behind node 0
 
+    wrap = None
+    for a in ARGV[7:]:
+        if a.startswith("wrap:"):
+            wrap = a[5:].split(",")
+
+    def near_wrap():
+        """The named counters of every node 3 below 2**30, once the ring is quiet."""
+        if wrap is None:
+            return
+        busy = True
+        while busy:
+            busy = False
+            for lp in loops:
+                if lp.node.pending or lp.node.in_cs or lp.uart.n:
+                    busy = True
+                lp.step()
+        v = protocol.SEQ_MASK - 2
+        for lp in loops:
+            for name in wrap:
+                x = getattr(lp.node, name)
+                if isinstance(x, int):
+                    setattr(lp.node, name, v)
+                else:
+                    for j in range(len(x)):
+                        x[j] = v
+
     if len(ARGV) > 7 and ARGV[7] == "lock":
         # Find the first allocation in the steady state: MemoryError with a traceback.
         for _ in range(200):
             feed()
             for lp in loops:
                 lp.step()
+        near_wrap()
         import micropython
         micropython.heap_lock()
         try:
@@ -169,6 +203,7 @@ def main():
         feed()
         for lp in loops:
             lp.step()
+    near_wrap()
     gc.collect()
     if "gcon" not in ARGV: gc.disable()
     f0 = frames()
@@ -179,6 +214,8 @@ def main():
     passes = 0
     fwd_us = 0  # passes that passed a routed MSG frame on (the decoder's raw holds it: kind 7)
     fwds = 0
+    deliver_us = 0  # passes that delivered a routed MSG frame to this node (to its protocol)
+    delivers = 0
     t0 = ticks_us()
     rounds = 0
     while rounds < hops:  # about one frame per round (one board is busy each round)
@@ -195,6 +232,10 @@ def main():
                 dt = ticks_diff(ticks_us(), t)
                 busy_us += dt
                 busy_steps += 1
+                raw = lp.dec.raw
+                if lp.tx_frames <= tx + 1 and raw[0] == 7 and raw[4] == lp.node.index:
+                    deliver_us += dt
+                    delivers += 1
                 if lp.tx_frames == tx + 1 and not cs and not (lp.node.in_cs or lp.node.pending):
                     pass_us += dt
                     passes += 1
@@ -212,9 +253,11 @@ def main():
         "busy_us_per_frame": busy_us / sent, "total_us_per_frame": total_us / sent,
         "pass_us": pass_us / passes if passes else None, "passes": passes,
         "fwd_us": fwd_us / fwds if fwds else None, "fwds": fwds,
+        "deliver_us": deliver_us / delivers if delivers else None, "delivers": delivers,
         "host_lines": sum(h.lines for h in hosts), "host_bytes": sum(h.out_bytes for h in hosts),
         "rx_bad": sum(lp.dec.bad for lp in loops), "errors": sum(lp.node.errors for lp in loops),
         "dropped": sum(lp.log.dropped_total for lp in loops),
+        "seqs": [lp.node.seq for lp in loops],  # entry numbers (after a wrap: small again)
     }))
 
 

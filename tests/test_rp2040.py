@@ -158,3 +158,40 @@ def test_flash_mpy_files_load_on_a_pico_and_import_fast(tmp_path):
     print("chip time to import %s from .mpy: %.0f ms (%s)" % (
         ", ".join(IMPORT_ORDER), ms, ", ".join("%s %.0f" % (n, result["us"][n] / 1000) for n in IMPORT_ORDER)))
     assert ms < MPY_IMPORT_MS, result
+
+
+def test_no_allocation_on_a_pico_across_the_wrap(tmp_path):
+    """Suzuki-Kasami and Ricart-Agrawala's token (firmware/proto_sk.py, proto_ra.py), and Q,
+    through the node loop on the rp2 port, under micropython.heap_lock(): the adversarial
+    workload with every node's numbers (request numbers, LN/LV, the clock, entry numbers) set
+    3 below 2**30 once the ring is quiet, so the locked rounds cross the wrap, where a + 1
+    would be a heap long int on this port (the entry number did, before protocol.Node._enter
+    stopped making 2**30); and sk's and ra's token routed alone to a node that did not ask."""
+    runs = [["sk", "3", "150", "1", "1", "lock", "wrap:rn,ln,seq"],
+            ["ra", "3", "150", "1", "1", "lock", "wrap:rq,lv,clock,seq"],
+            ["q", "3", "150", "1", "1", "lock", "wrap:seq"],
+            ["sk-route", "3", "150", "1", "1", "lock"],
+            ["ra-route", "3", "150", "1", "1", "lock"],
+            ["sk", "3", "150", "1", "1", "x", "wrap:rn,ln,seq"]]
+    status, out, err = run_on_pico(tmp_path, node_bench_runs(runs))
+    assert status == 0, (out, err[-2000:])
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert lines[:5] == ["no allocation in 150 rounds"] * 5, out
+    result = json.loads(lines[5])
+    assert result["alloc_bytes"] == 0 and result["errors"] == 0 and result["rx_bad"] == 0, result
+    assert max(result["seqs"]) < 1000  # the entry numbers went past 2**30 - 1 and on from 0
+
+
+def test_a_boards_heap_after_start_grows_little_with_the_ring(tmp_path):
+    """`picoring bench chip`'s memory run (main.py's build on the chip): a board of a ring of 32
+    running Suzuki-Kasami (RN, the token's LN and Q, message buffers sized by n) uses a few
+    hundred bytes more than one of a ring of 16, and leaves most of the Pico's heap free."""
+    from picoring.bench import chip
+
+    if not EXEC.exists():
+        pytest.skip("needs an emulated Pico: %s is not here" % EXEC)
+    mem = chip.memory_on_chip(RP2040, "sk")
+    assert set(mem) == {16, 32}
+    grow = mem[32]["heap_used"] - mem[16]["heap_used"]
+    assert 0 < grow < 2000, mem
+    assert mem[32]["heap_free"] > 100_000 and 0 < mem[16]["loop_bytes"] < mem[32]["loop_bytes"], mem
