@@ -434,3 +434,57 @@ def test_the_node_loop_allocates_nothing_under_micropython(micropython, name, n)
     out = run_micropython(micropython, str(ROOT / "tests" / "mp_node_bench.py"), str(FIRMWARE), name, str(n), "300",
                           "1", "1", "lock")
     assert out.strip() == "no allocation in 300 rounds"
+
+
+def test_bench_chip_routes_the_tokens_that_are_messages():
+    """`picoring bench chip -p sk` routes the token alone (mp_node_bench.py P-route) for a
+    protocol whose token is a message, and prints that table row and the heap after start."""
+    import io
+
+    from rich.console import Console
+
+    from picoring.bench import chip
+
+    assert [p for p in ("s", "q", "d", "toy", "sk", "ra") if chip.token_is_a_message(p)] == ["toy", "sk", "ra"]
+    row = {"frames": 600, "chip_us_per_frame": 700.0, "chip_us_per_pass": None, "passes": 0,
+           "alloc_bytes_per_frame": 0, "heap_lock": "no allocation in 400 rounds", "usb_bytes_per_frame": 60.0,
+           "chip_us_per_routed_hop": 450.5, "chip_us_per_token_delivered": 1200.0, "routed_alloc_bytes": 0,
+           "memory": {16: {"loop_bytes": 5000, "heap_used": 70000, "heap_free": 170000},
+                      32: {"loop_bytes": 5300, "heap_used": 70300, "heap_free": 169700}}}
+    console = Console(file=io.StringIO(), width=250, record=True)
+    chip.print_table({"boards": 3, "rounds": 200, "memory_sizes": [16, 32], "protocols": {"sk": row}}, console)
+    text = console.export_text()
+    assert "450.5" in text and "1200.0" in text and "5300 / 70300 / 169700" in text
+
+
+def test_the_bench_feeder_sends_requests_in_turn_and_drains_the_boards():
+    """picoring.bench.feed keeps a flashed ring busy for ../shared/rp2040/bench (sk and ra
+    send nothing without requests): `!r` to each port in turn, what the boards write read
+    and dropped. Two ptys stand in for two boards."""
+    import os
+    import pty
+
+    from picoring.bench import feed
+
+    pairs = [pty.openpty() for _ in range(2)]
+    try:
+        for master, _ in pairs:
+            os.write(master, b"!hello fw=0.5.0\n" * 50)  # a board's output, to be drained
+        names = [os.ttyname(slave) for _, slave in pairs]
+        sent = feed.feed(names, period=0.01, life=0.3)
+        assert 2 <= sent <= 31  # one every 10 ms at most, however slow the machine
+        got = []
+        for master, _ in pairs:
+            os.set_blocking(master, False)
+            data = b""
+            try:
+                while True:
+                    data += os.read(master, 4096)
+            except BlockingIOError:
+                pass
+            got.append(data.replace(b"\r", b"").count(b"!r\n"))
+        assert sorted(got) == [sent // 2, sent - sent // 2]  # in turn
+    finally:
+        for master, slave in pairs:
+            os.close(master)
+            os.close(slave)

@@ -11,9 +11,9 @@ def argparse_bench(sub):
     p.add_argument("--json", action="store_true")
     p.add_argument("--rp2040", metavar="DIR", help="chip only: the rp2040 tools (default $PICORING_RP2040 or "
                                                    "../shared/rp2040 beside the source tree)")
-    soak = p.add_argument_group("soak only (docs/recovery.md)")
-    soak.add_argument("--protocol", "-p", choices=PROTOCOLS, help="default d")
-    soak.add_argument("-n", type=int, help="virtual boards (default 5)")
+    soak = p.add_argument_group("soak (docs/recovery.md) and chip")
+    soak.add_argument("--protocol", "-p", choices=PROTOCOLS, help="soak: default d; chip: one protocol (default s, q, d)")
+    soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3)")
     soak.add_argument("--requests", "-k", type=int, help="default 10000 (--quick: 1000)")
     soak.add_argument("--faults", metavar="SPEC", help="default corruptframe=0.01,drop=0.005,seed=1")
     soak.add_argument("--restart", type=int, metavar="BOARD",
