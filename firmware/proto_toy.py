@@ -44,6 +44,7 @@ class NodeToy(Node):
         # The dashboard (host): its token and requests are messages (counted apart), no flag.
         "view": {},
         "messages": {"request": "kind 0 to all: sn u8", "token": "kind 1 to a requester: seq u32, epoch u16, LN[n] u8"},
+        "token_kinds": (TOKEN,),  # the kinds that carry the token (the explorer counts tokens in flight)
         "bounds": {
             # One broadcast and at most one token message per request: 2 logical messages;
             # on the ring n hop frames for the broadcast and at most n - 1 for the token.

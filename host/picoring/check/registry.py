@@ -7,7 +7,7 @@ here, so adding a protocol (a firmware module and a registry row) touches no hos
 
 from ..firmware import protocol as _fw
 
-PAPER = _fw.PAPER  # the paper's protocols (Feuerstein et al. 1997): `demo`'s and the explorer's
+PAPER = _fw.PAPER  # the paper's protocols (Feuerstein et al. 1997)
 
 
 def names():

@@ -4,12 +4,13 @@ from ..explore import fidelity
 from ..explore.lossy import explore_faults, format_faults_report
 from ..explore.lossy_model import _INVARIANTS, parse_faults
 from ..explore.search import explore, format_report
-from ..check.registry import PAPER
+from ..check.registry import names
 
 
 def argparse_explore(sub):
     p = sub.add_parser("explore", help="every reachable state of a small ring: safety, liveness, exact worst cases")
-    p.add_argument("--protocol", "-p", choices=PAPER, default="d")
+    p.add_argument("--protocol", "-p", choices=names(), default="d",
+                   help="any registered protocol (default d); --faults takes those without messages of the layer")
     p.add_argument("-n", type=int, default=3, help="ring size (default 3)")
     p.add_argument("--requests-per-node", "-R", type=int, default=1,
                    help="at most this many requests per node (default 1)")
