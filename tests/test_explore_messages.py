@@ -251,6 +251,8 @@ def test_cli_explore_toy(capsys):
     assert "logical messages per request: worst 2/1 = 2.000  (paper None, checked 2)" in out
     assert "messages per request (hop frames): worst 5/1 = 5.000" in out
     assert "node state kept:" in out and "ln, rn" in out and "verdict: ok" in out
+    assert main(["explore", "-p", "toy", "-n", "3", "-R", "1", "--start", "2", "--json"]) == 0
+    assert "token starts at rest at node 2" in capsys.readouterr().out
     # the lossy mode does not cover messages: it says so
     assert main(["explore", "-p", "toy", "-n", "2", "--faults", "drop=1"]) == 2
     err = capsys.readouterr().err

@@ -16,6 +16,9 @@ def argparse_explore(sub):
                    help="at most this many requests per node (default 1)")
     p.add_argument("--max-states", type=int, default=2_000_000,
                    help="stop with a message beyond this many states (default 2,000,000)")
+    p.add_argument("--start", type=int, default=0, metavar="K",
+                   help="the token rests at node K at the start (default 0; any K gives the same results for "
+                        "rules that are the same at every node up to a rotation, as S, Q, D and the toy's)")
     p.add_argument("--exact", action="store_true",
                    help="keep every node attribute (seq, epoch, dead counters): slower, same results")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -51,6 +54,8 @@ def do_explore(args):
     if args.requests_per_node < 0:
         raise ValueError("--requests-per-node cannot be negative")
     if args.faults is not None:
+        if args.start:
+            raise ValueError("--start is for the fault-free mode (--faults starts at node 0, or with --boot)")
         budgets = parse_faults(args.faults)
         stop = False
         if args.stop_at_first == "all":
@@ -68,7 +73,10 @@ def do_explore(args):
     else:
         if args.boot or args.drop_anywhere or args.stop_at_first or args.can_form:
             raise ValueError("--boot, --drop-anywhere, --stop-at-first and --can-form need --faults")
-        rep = explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact)
+        if not 0 <= args.start < args.n:
+            raise ValueError("--start must be a node of the ring, 0..%d" % (args.n - 1))
+        rep = explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact,
+                      start=args.start)
         fmt = format_report
     if args.json:
         json.dump(rep, sys.stdout, indent=1)

@@ -46,7 +46,7 @@ by the rules), for the toy every rule is the same up to a rotation of the indice
 budget, so rotating a reachable state by k gives a reachable state of the ring
 started at node k, with the same measures: node 0 suffices. A protocol whose rules
 are not rotation-symmetric (a fixed tree) must be explored from every start
-(Explorer(start=k)).
+(`picoring explore --start K`, Explorer(start=k)).
 
 Abstract state: per node a tuple of attributes, the link queues, the per-node
 remaining request budget. The node's attributes kept:

@@ -83,7 +83,8 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         "protocol": name,
         "n": n,
         "requests_per_node": requests_per_node,
-        "model": "asynchronous, FIFO links; token starts at rest at node %d (ring symmetry: any start is a rotation)" % start,
+        "model": ("asynchronous, FIFO links; token starts at rest at node %d (rules the same at every node up "
+                  "to a rotation: any start is a rotation of this one)" % start),
         "abstraction": "full attributes" if exact else "seq/epoch dropped, dead count/state of non-holders zeroed",
         "state_attributes": list(ex.fields + ex.buffers),
         "layer_messages": ex.messages,  # the protocol sends messages of the layer: counts can differ
