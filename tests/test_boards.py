@@ -52,3 +52,31 @@ def test_adversarial_exact_message_counts(board_ring, protocol):
     sim = simulate(protocol, n, "adversarial", requests=k, seed=3)
     assert report["messages"] == sim["messages"]
     assert report["max_service_traffic"] == sim["max_service_traffic"]
+
+
+def test_compare_flashes_the_boards_for_each_protocol_in_turn(board_ring, capsys):
+    """`picoring compare --ports`: the boards are flashed for each protocol in turn (flash's path:
+    the toy's module compiled for the rp2 port, then Q's), and each run's counts are the
+    simulator's, exactly, under the adversarial workload. Q goes last, so the boards are left
+    as the other tests here expect them (--ring-flashed q)."""
+    import json
+
+    from picoring.cli.main import main
+
+    ring, n, k = board_ring, board_ring.n, 3
+    argv = ["compare", "--ports", ",".join(ring.ports), "--board", ring.board, "-p", "toy,q", "-w", "adversarial",
+            "-k", str(k), "--seed", "3", "--json"] + (["--baud", str(ring.baud)] if ring.baud else [])
+    ring.flashed = None  # from here on the boards run what compare flashed them with
+    status = main(argv)
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    result = json.loads(out)
+    rows = {r["protocol"]: r for r in result["rows"]}
+    assert list(rows) == ["toy", "q"] and result["latency_unit"] == "µs"
+    ring.flashed = ("q", 0)
+    assert (rows["toy"]["logical_per_request"], rows["toy"]["hop_frames_per_request"]) == (2, 2 * n - 1)
+    assert rows["q"]["logical_per_request"] == rows["q"]["hop_frames_per_request"] == n
+    for run in result["runs"]:
+        sim = simulate(run["protocol"], n, "adversarial", requests=k, seed=3)
+        assert run["served"] == k and run["events_lost"] == 0 and run["safety_violations"] == 0
+        assert (run["messages"], run["logical_messages"]) == (sim["messages"], sim["logical_messages"])

@@ -147,3 +147,39 @@ def test_compare_on_ports_of_virtual_boards_counts_as_the_simulator(tmp_path, ca
         sim = simulate(r["protocol"], 3, "sequential", requests=6, seed=1)
         assert (r["logical_per_request"], r["hop_frames_per_request"], r["max_service_traffic"]) == (
             round(sim["logical_per_request"], 3), round(sim["messages_per_request"], 3), sim["max_service_traffic"])
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".png"])
+def test_compare_plot_has_every_protocol(tmp_path, capsys, suffix):
+    plot = tmp_path / ("cmp" + suffix)
+    assert main(["compare", "-n", "4", "-w", "adversarial", "-k", "8", "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "plot written to %s" % plot in out and "latency in hop times" in out
+    if suffix == ".svg":  # text kept as text: the protocols, the panels, the unit
+        svg = plot.read_text()
+        for text in names() + ("Messages per request", "hop frames", "checked bound", "latency p99", "hop times"):
+            assert ">%s<" % text in svg, text
+        assert "not OK" not in svg
+    else:
+        data = plot.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_a_run_that_is_not_ok_with_its_checks_passed_says_so(tmp_path):
+    """A ring run can pass every check and still not be OK (a run condition: frames placed by a
+    clock estimate): the table, the lines under it and the plot say so."""
+    from rich.console import Console
+
+    from picoring.check import compare, plots
+
+    report = simulate("q", 3, "adversarial", requests=4, seed=3)
+    report.update(ok=False, run_conditions=[{"kind": "order", "explained": False, "message": "2 frame(s) received "
+                                             "on link 2 were placed without their send"}])
+    row = compare.row(report)
+    assert all(c["ok"] is not False for c in row["checks"]) and row["ok"] is False
+    console = Console(record=True, width=100, file=io.StringIO())
+    compare.print_table([row], "t", console)
+    assert "run not OK" in console.export_text()
+    assert compare.not_ok_lines(report) == ["run condition: 2 frame(s) received on link 2 were placed without their send"]
+    svg = plots.write_compare([row], str(tmp_path / "x.svg"), "t", "µs")
+    assert open(svg).read().count(">not OK<") == 2  # under both panels

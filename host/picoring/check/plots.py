@@ -12,9 +12,11 @@ own numbers. Files written (DIR/...):
 """
 
 import json
+import math
 import os
 
 from .checker import Checker, finish_trace, nearest_rank
+from .compare import number
 from .trace import TraceReader
 
 DPI = 150
@@ -236,9 +238,9 @@ def check_plot_path(path):
 def write_compare(rows, path, title, unit):
     """compare's rows (check/compare.py row()) as one figure of two panels, a group of bars per
     protocol: logical messages and hop frames per request, each with its checked bound as a tick
-    over its bar; latency p50 and p99 (unit: "hop times" or "µs"). A protocol whose run failed a
-    check has its name in red with "check failed". PNG or SVG by the suffix (SVG keeps its text
-    as text). Returns path."""
+    over its bar; latency p50 and p99 (unit: "hop times" or "µs"; on a log scale when they span
+    more than 30x). A protocol whose run is not OK has its name in red with "not OK". PNG or
+    SVG by the suffix (SVG keeps its text as text). Returns path."""
     plt = _pyplot()
     names = [r["protocol"] for r in rows]
     xs = list(range(len(rows)))
@@ -251,7 +253,7 @@ def write_compare(rows, path, title, unit):
         bound_drawn = False
         for label, key, check, dx, color in series:
             bars = ax.bar([x + dx for x in xs], [r[key] for r in rows], w, color=color, label=label)
-            ax.bar_label(bars, fmt="%.3g", fontsize=8, padding=1)
+            ax.bar_label(bars, labels=[number(round(r[key], 2)) for r in rows], fontsize=8, padding=1)
             for x, checks in zip(xs, by):
                 bound = (checks.get(check) or {}).get("bound")
                 if bound is not None:
@@ -263,16 +265,22 @@ def write_compare(rows, path, title, unit):
         ax.set_ylim(bottom=0)
         ax.margins(y=0.15)
         lat = (("p50", "latency_p50", -w / 2, "C2"), ("p99", "latency_p99", w / 2, "C4"))
+        values = [r[key] for _, key, _, _ in lat for r in rows if r[key]]
+        log = bool(values) and max(values) > 30 * min(values)  # one slow run must not flatten the others
         for label, key, dx, color in lat:
             bars = ax2.bar([x + dx for x in xs], [r[key] or 0 for r in rows], w, color=color, label="latency " + label)
-            ax2.bar_label(bars, labels=["-" if r[key] is None else "%g" % r[key] for r in rows], fontsize=8, padding=1)
+            ax2.bar_label(bars, labels=["-" if r[key] is None else number(r[key]) for r in rows], fontsize=8, padding=1)
         ax2.set_title("Latency, request to critical section", pad=22)
-        ax2.set_ylabel(unit)
-        ax2.set_ylim(bottom=0)
-        ax2.margins(y=0.15)
+        ax2.set_ylabel(unit + (", log scale" if log else ""))
+        if log:
+            ax2.set_yscale("log")
+            ax2.set_ylim(bottom=10 ** math.floor(math.log10(min(values))))  # bars grow from a round figure
+        else:
+            ax2.set_ylim(bottom=0)
+            ax2.margins(y=0.15)
         for a in (ax, ax2):
             a.set_xticks(xs)
-            a.set_xticklabels([n if r["ok"] else "%s\ncheck failed" % n for n, r in zip(names, rows)])
+            a.set_xticklabels([n if r["ok"] else "%s\nnot OK" % n for n, r in zip(names, rows)])
             for tick, r in zip(a.get_xticklabels(), rows):
                 if not r["ok"]:
                     tick.set_color("C3")

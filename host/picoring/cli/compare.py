@@ -133,6 +133,9 @@ def do_compare(args):
         compare.print_table(rows, title + "; latency in " + unit)
         for p in protocols:
             print("  %s: %s" % (p, registry.about(p).get("citation", "")))
+        for r in reports:
+            for line in compare.not_ok_lines(r)[:5] if not r["ok"] else ():
+                print("  %s not OK: %s" % (r["protocol"], line))
         if args.plot:
             print("plot written to %s" % args.plot)
     return 0 if all(r["ok"] for r in rows) else 1
