@@ -95,8 +95,8 @@ class DashModel:
     def role(self, event):
         """What a send or recv event's frame is here: "token", "request", or None (recovery
         claims, messages the descriptor gives no role)."""
-        if event.kind == "msg":
-            return self._msg_roles.get((event.payload or {}).get("mkind"))
+        if event.kind == "msg":  # a msg event always has its payload (docs/trace-format.md)
+            return self._msg_roles.get(event.payload.get("mkind"))
         return FRAME_ROLES.get(event.kind)
 
     # -- events -------------------------------------------------------------
@@ -106,17 +106,17 @@ class DashModel:
         checker = self.checker
         if ev == "send":
             link = event.link if event.link is not None else node
-            role = self.role(event)
-            if role == "token":
+            kind = event.kind
+            if kind == "token":
                 self.token_sends[link] += 1
                 self.token_node = None
                 self.token_link = link
                 self.token_payload = event.payload
-                self.token_dst = (event.payload or {}).get("dst") if event.kind == "msg" else None
-            elif role == "request":
+            elif kind in ("request", "again"):
                 self.request_sends[link] += 1
-                if event.kind != "msg":
-                    self.flag[node] = 1
+                self.flag[node] = 1
+            elif kind == "msg":
+                self._message(event, node, link, True)
             # claims (token recovery) are not the paper's traffic: counted by the checker
         elif ev == "regen":
             self.token_node = node  # a new token, made here (docs/recovery.md)
@@ -125,22 +125,21 @@ class DashModel:
             self.token_dst = None
         elif ev == "recv":
             link = event.link if event.link is not None else (node - 1) % self.n
-            role = self.role(event)
-            if role == "token":
-                # a token message passing through stays here until the node passes it on
+            kind = event.kind
+            if kind == "token":
                 self.token_recvs[link] += 1
                 self.token_node = node
                 self.token_link = None
                 self.token_payload = event.payload
-                self.token_dst = (event.payload or {}).get("dst") if event.kind == "msg" else None
                 self.flag[node] = 0
-            elif role == "request":
+            elif kind in ("request", "again"):
                 self.request_recvs[link] += 1
-                if event.kind != "msg":  # a request message is delivered or passed on, never consumed
-                    if self.token_node == node:
-                        self.consumed_at[node] += 1
-                    elif self._uses_flags and self.flag[node]:
-                        self.stopped_at[node] += 1
+                if self.token_node == node:
+                    self.consumed_at[node] += 1
+                elif self._uses_flags and self.flag[node]:
+                    self.stopped_at[node] += 1
+            elif kind == "msg":
+                self._message(event, node, link, False)
         elif ev == "req":
             self.node_state[node] = REQUESTING
             self.requested_at[node] = event.t
@@ -166,6 +165,30 @@ class DashModel:
         self.log.append(event)
 
     __call__ = apply
+
+    def _message(self, event, node, link, sent):
+        """A hop frame of a layer message: the token's or a request's by the descriptor's kinds
+        (message_roles), placed and counted as token and request frames are. A token message
+        passing through a node stays there until the node passes it on; a request message is
+        delivered or passed on, never consumed or stopped."""
+        p = event.payload
+        role = self._msg_roles.get(p.get("mkind"))
+        if role == "token":
+            self.token_payload = p
+            self.token_dst = p.get("dst")
+            if sent:
+                self.token_sends[link] += 1
+                self.token_node = None
+                self.token_link = link
+            else:
+                self.token_recvs[link] += 1
+                self.token_node = node
+                self.token_link = None
+        elif role == "request":
+            if sent:
+                self.request_sends[link] += 1
+            else:
+                self.request_recvs[link] += 1
 
     # -- figures (read at render time) ----------------------------------------
     def report(self):
