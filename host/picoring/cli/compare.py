@@ -99,7 +99,10 @@ def _check_args(args):
 @user_errors
 def do_compare(args):
     protocols, targets, n = _check_args(args)
-    say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731 (progress of runs on boards)
+
+    def say(text):  # progress of runs on boards, and notes that must not mix with --csv
+        print(text, file=sys.stderr, flush=True)
+
     if targets is not None:
         from .run import run_flashed
 
