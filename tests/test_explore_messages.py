@@ -43,7 +43,7 @@ def test_toy_explored_complete_within_what_its_rules_imply(n, R):
     assert rep["layer_messages"] and {"rn", "ln"} <= set(rep["state_attributes"])
     for k in ("safety", "token_integrity", "served", "deadlock", "starvation", "livelock"):
         assert rep[k]["ok"], k
-    assert "note" not in rep["token_integrity"]  # about["token_kinds"]: tokens in flight are counted
+    assert "note" not in rep["token_integrity"]  # about["messages"]["token"]: tokens in flight are counted
     # The rules: a request is one broadcast (n hop frames, once round the ring) and at most
     # one token message (at most n - 1 hops ahead): at most 2 logical messages and 2n - 1
     # hop frames per request. Both are reached: node n-1's request with the token resting
@@ -126,7 +126,7 @@ def _fmt(label, n):
 
 
 def test_toy_reductions_are_exact():
-    # seq/epoch dropped (also from the token message's payload, about["token_kinds"]),
+    # seq/epoch dropped (also from the token message's payload, about["messages"]["token"]),
     # recovery state and outputs left out: no verdict and no worst case changes
     for n, R in ((2, 2), (3, 1), (3, 2)):
         a = explored(n, R)
@@ -217,6 +217,25 @@ def test_planted_duplicated_token_message_fails_token_integrity():
     assert sched == ["request 1", "deliver msg 1->0 kind=0 from=1 to=all"]
     r = replay(ToyKeepsToken, 2, sched)
     assert r["holders"] == [0] and r["in_flight"] == 2  # the broadcast passed on, the token on its way
+
+
+class ToyUnnamedToken(NodeToy):
+    """The toy with a descriptor that names no message kind for its token."""
+
+    name = "toy-unnamed-token"
+    about = dict(NodeToy.about, messages={"token": "a message", "request": "a broadcast"})
+
+
+def test_a_token_message_the_descriptor_does_not_name_leaves_only_the_holders_checked():
+    rep = explore(ToyUnnamedToken, 3, 1)
+    assert rep["ok"] and "at most one holder only" in rep["token_integrity"]["note"]
+    # the rest is the toy's: the same graph (seq and epoch then stay in the token's payload,
+    # as the node had them when it sent it: loaded as 0, never incremented on the way) and
+    # the same worst cases
+    toy = explored(3, 1)
+    assert rep["states"] == toy["states"]
+    for k in ("messages_per_request", "logical_per_request", "service_traffic_sent"):
+        assert rep[k]["worst"] == toy[k]["worst"]
 
 
 class ToyBadAddress(NodeToy):

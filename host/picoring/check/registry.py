@@ -32,6 +32,18 @@ def bound(protocol, name, n, which="checked"):
     return None if b is None else _fw.bound(b.get(which), n)
 
 
+def message_roles(about):
+    """{message kind: role} of a protocol whose token or requests travel as layer messages:
+    about["messages"] maps a role ("token", "request") to a description, which for a
+    message of the layer is a dict with its "kind" (S, Q and D: a string, their own frames).
+    Read by the dashboard (where the token is) and the explorer (tokens in flight)."""
+    roles = {}
+    for role, what in (about.get("messages") or {}).items():
+        if isinstance(what, dict) and what.get("kind") is not None:
+            roles[what["kind"]] = role
+    return roles
+
+
 def where(protocol, name):
     """Where a bound comes from (the theorem or page), or None."""
     b = about(protocol).get("bounds", {}).get(name)

@@ -62,8 +62,8 @@ remaining request budget. The node's attributes kept:
                 error (the state would miss it).
 Left out (exact=True keeps every attribute but the constants index, n, msg_sizes):
   - seq and epoch, in the node and in a token message's payload (its first 6 bytes
-    by the layer's convention, docs/adding-a-protocol.md, for the kinds the
-    descriptor lists in about["token_kinds"]). No handler branches on them: seq is
+    by the layer's convention, docs/adding-a-protocol.md, for the kind the
+    descriptor names in about["messages"]["token"]). No handler branches on them: seq is
     only incremented at an entry and copied, epoch only copied and, fault-free,
     always 0. They are observers, not control state (and seq alone would make S's
     graph a counter of entries).
@@ -113,9 +113,9 @@ flight, no critical section) that still has a pending request is a deadlock
 (stuck once requests stop).
 
 Token integrity: exactly one token in every state (held, or a token frame or a
-message of a kind in about["token_kinds"] in flight) and no handler counted an
-error; for a protocol with messages but no token_kinds only "at most one holder"
-can be checked (the report says so).
+message of the kind about["messages"]["token"] names in flight) and no handler
+counted an error; for a protocol with messages whose descriptor names no token kind
+only "at most one holder" can be checked (the report says so).
 
 This module: the fault-free state graph (Explorer). search.py runs the analysis over
 it (explore, replay, format_report); lossy_model.py and lossy.py are the lossy mode.
@@ -125,6 +125,7 @@ import time
 from array import array
 from collections import deque
 
+from ..check.registry import message_roles
 from ..firmware import protocol as _fw
 from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN
 
@@ -279,11 +280,11 @@ class Explorer:
         self._memo = {}
         self.uses_requests = self._nodes[0].uses_requests
         self.messages = has_messages(self.cls, n)
-        # the message kinds that carry the token (the descriptor's about["token_kinds"]);
-        # None: the protocol sends messages but does not say which, so tokens in
-        # flight cannot be counted
-        kinds = self.cls.about.get("token_kinds")
-        self.token_kinds = frozenset(kinds) if kinds is not None else (None if self.messages else frozenset())
+        # the message kinds that carry the token (the descriptor's about["messages"]["token"]
+        # ["kind"]); None: the protocol sends messages but does not say which, so tokens
+        # in flight cannot be counted
+        kinds = frozenset(k for k, role in message_roles(self.cls.about).items() if role == "token")
+        self.token_kinds = kinds if kinds or not self.messages else None
 
     # -- nodes <-> tuples ----------------------------------------------------
     def _load(self, i, values):

@@ -112,8 +112,9 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     else:
         rep["token_integrity"] = {"ok": True}
     if ex.token_kinds is None:
-        rep["token_integrity"]["note"] = ("at most one holder only: the descriptor lists no token_kinds, so tokens "
-                                          "in flight as messages cannot be counted")
+        rep["token_integrity"]["note"] = ("at most one holder only: the descriptor names no token message "
+                                          "(about['messages']['token']['kind']), so tokens in flight "
+                                          "cannot be counted")
     # deadlock
     if ex.stuck:
         s = min(ex.stuck, key=lambda v: ex.depth[v])
