@@ -75,8 +75,9 @@ Left out (exact=True keeps every attribute but the constants index, n, msg_sizes
     They are the token's fields (protocol.Node), dead there: on_token overwrites
     them before any read, exit_cs (the only other reader) runs only in a critical
     section, which implies has_token. The token's own fields travel in the frame.
-Both reductions are checked against the full state by `exact=True`
-(tests/test_explore.py, S, Q, D and the toy): a protocol's tests should do the same.
+These reductions are checked against the full state by `exact=True`
+(tests/test_explore.py for S, Q and D, tests/test_explore_messages.py for the toy): a
+protocol's tests should do the same.
 
 Measures per transition (bits of the edge): hop frames sent (every frame put on a
 wire: a token or request frame, a message's first hop, each pass of a message), logical
@@ -127,6 +128,7 @@ from collections import deque
 
 from ..check.registry import message_roles
 from ..firmware import protocol as _fw
+from ..firmware.frame import MSG, MSG_HEAD
 from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN
 
 REQ = -1  # a request frame in a link queue; a token frame is a tuple of its fields
@@ -136,7 +138,6 @@ EXACT_FIELDS = FIELDS + ("seq", "epoch")
 P_PENDING, P_IN_CS, P_HAS_TOKEN, P_COUNT, P_STATE, P_FLAG, P_ERRORS, P_STALE = range(8)
 CONSTANTS = ("index", "n", "msg_sizes")  # never state, not even with exact=True
 _OBSERVER_BYTES = bytes(6)  # seq u32, epoch u16 at the head of a token message's payload
-_MSG_FRAME = 7  # firmware/frame.py MSG: a delivered buffer starts as the frame does
 
 
 class Msg(tuple):
@@ -152,18 +153,20 @@ class Msg(tuple):
 
 
 def message_buffer(kind, src, dst, payload):
-    """The buffer on_message gets (the decoder's: the frame header, then the payload at
-    protocol.PAYLOAD_AT), as sim/simcore.py builds it."""
-    buf = bytearray((_MSG_FRAME, 0, kind, src, dst)) + payload
-    assert len(buf) - len(payload) == PAYLOAD_AT
-    return buf
+    """The buffer on_message gets (the decoder's: the frame's head -- kind, link sequence
+    byte, message kind, src, dst -- then the payload at protocol.PAYLOAD_AT), as
+    sim/simcore.py builds it."""
+    return bytearray((MSG, 0, kind, src, dst)) + payload
+
+
+assert MSG_HEAD == PAYLOAD_AT == 5  # message_buffer's head
 
 
 # edge encoding (one int per edge in a flat array)
 _HOPS = 0x7  # bits 0-2: hop frames sent
-_DELIV = 0x8  # bit 3: a frame was delivered
+_DELIV_SHIFT = 3
+_DELIV = 1 << _DELIV_SHIFT  # bit 3: a frame was delivered
 _LOG_SHIFT = 4  # bits 4-5: logical messages sent
-_LOGICAL = 0x3 << _LOG_SHIFT
 _ENT_SHIFT = 6  # bits 6-11: node that entered its critical section + 1
 _REQ_SHIFT = 12  # bits 12-17: node that made a request + 1
 _T_SHIFT = 18  # bits 18-25: transition index within the state
@@ -171,7 +174,7 @@ _SUCC_SHIFT = 26
 # the weights a measure reads from an edge: (shift, mask)
 HOP_FRAMES = (0, _HOPS)
 LOGICAL = (_LOG_SHIFT, 0x3)
-DELIVERED = (3, 1)
+DELIVERED = (_DELIV_SHIFT, 1)
 
 INF = 1 << 60
 
