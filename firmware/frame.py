@@ -64,6 +64,7 @@ MSG_HEAD = const(5)  # kind, lseq, mkind, src, dst: the payload starts at raw[MS
 MSG_MAX_PAYLOAD = const(246)  # _MAX_RAW - MSG_HEAD - 2 crc bytes
 MSG_WIRE_EXTRA = const(10)  # wire length of a MSG frame = payload + MSG_WIRE_EXTRA
 _LSEQ_AT = const(256)  # the encoder's next link sequence byte, kept after the raw frame
+LSEQ_AT = const(256)  # the same, public (MicroPython keeps no module attribute for a _const)
 _RAW_SIZE = const(257)
 
 # Why a frame was dropped (the order is the index into Decoder.bad_counts).
@@ -103,7 +104,14 @@ _CRC = const(22)  # CRC-16 of the bytes decoded so far (over a whole frame with 
 F_SRC = const(23)
 F_DST = const(24)
 F_MLEN = const(25)  # payload bytes
-_ST_SIZE = const(26)
+# Lost frames: every frame on a link carries its sender's next link sequence byte (a
+# message passed on gets the forwarder's, Encoder.forward), so the receiver counts the
+# frames that never reached it, bad ones included: the gap before a valid frame.
+S_NEXT_LSEQ = const(26)  # 0x100 | the lseq the next frame should carry; 0: none seen yet
+S_GAP = const(27)  # frames lost just before the last valid frame (when scan() flagged GAP)
+S_LOST = const(28)  # frames lost in all (the gaps' sum; wraps at 2**30; zeroed with the counters)
+_ST_SIZE = const(29)
+GAP = const(8)  # or-ed into the kind scan() returns: frames were lost before this one
 _COUNT_MASK = const(0x3FFFFFFF)
 
 
@@ -163,8 +171,7 @@ def seal_py(raw, n, out):
 
 def cobs_py(raw, n, out):
     """raw[0:n] (n <= 253, a whole frame with its CRC) COBS-framed into out: 00, the
-    encoding, 00. Returns the wire length (n + 3). A routed frame is passed on with
-    this alone: its bytes, CRC and link sequence byte stay the sender's."""
+    encoding, 00. Returns the wire length (n + 3)."""
     out[0] = 0
     code_at = 1
     code = 1
@@ -238,7 +245,9 @@ def message_py(raw, out, sender, fields):
 def scan_py(src, raw, st):
     """Decode src[st[S_POS]:st[S_END]] until a frame ends. Returns its kind (its fields
     in st[F_*]), BAD (reason in st[S_LAST_BAD], counted), or 0 when the bytes ran out
-    (the frame under way is kept in raw and st for the next feed)."""
+    (the frame under way is kept in raw and st for the next feed). A valid frame's kind
+    has GAP or-ed in when its link sequence byte shows frames lost before it (how many:
+    st[S_GAP], mod 256)."""
     i = st[S_POS]
     end = st[S_END]
     ln = st[_LEN]
@@ -337,8 +346,15 @@ def _check_py(raw, ln, st, crc):
         st[F_EPOCH] = raw[9] | (raw[10] << 8) if m >= 6 else 0
     else:
         return _bad_py(st, BAD_KIND)
-    st[F_LSEQ] = raw[1]
+    lseq = raw[1]
+    st[F_LSEQ] = lseq
     st[S_FRAMES] = (st[S_FRAMES] + 1) & _COUNT_MASK
+    expected = st[S_NEXT_LSEQ]
+    st[S_NEXT_LSEQ] = 0x100 | ((lseq + 1) & 0xFF)
+    if expected and lseq != expected & 0xFF:
+        st[S_GAP] = (lseq - expected) & 0xFF
+        st[S_LOST] = (st[S_LOST] + st[S_GAP]) & _COUNT_MASK
+        return kind | GAP
     return kind
 
 
@@ -624,8 +640,15 @@ try:
                 v[S_BAD_REASON + reason] = (v[S_BAD_REASON + reason] + 1) & _COUNT_MASK
                 v[S_LAST_BAD] = reason
                 return BAD
-            v[F_LSEQ] = r[1]
+            lseq = r[1]
+            v[F_LSEQ] = lseq
             v[S_FRAMES] = (v[S_FRAMES] + 1) & _COUNT_MASK
+            expected = v[S_NEXT_LSEQ]
+            v[S_NEXT_LSEQ] = 0x100 | ((lseq + 1) & 0xFF)
+            if expected and lseq != (expected & 0xFF):
+                v[S_GAP] = (lseq - expected) & 0xFF
+                v[S_LOST] = (v[S_LOST] + v[S_GAP]) & _COUNT_MASK
+                return kind | GAP
             return kind
         v[S_POS] = i
         v[_LEN] = ln
@@ -714,9 +737,13 @@ class Encoder:
         return bytes(self.msg_out[:k])
 
     def forward(self, raw, n):
-        """A received frame raw[0:n] (its CRC included), COBS-framed again into
-        msg_out, unchanged; returns the wire length."""
-        return cobs(raw, n, self.msg_out)
+        """A received frame raw[0:n] (its CRC included) passed on into msg_out: the same
+        bytes with this encoder's link sequence byte, so a new CRC (the node loop does
+        the same in _on_msg). Returns the wire length."""
+        lseq = self._raw[_LSEQ_AT]
+        self._raw[_LSEQ_AT] = (lseq + 1) & 0xFF
+        raw[1] = lseq
+        return seal(raw, n - 2, self.msg_out)
 
     def probe(self, pid):
         """Encode a probe frame carrying pid (0..65535); returns probe_out."""
@@ -776,6 +803,7 @@ class Decoder:
         st = self.st
         for i in range(S_FRAMES, S_LAST_BAD + 1):
             st[i] = 0
+        st[S_LOST] = 0
 
     def feed(self, buf, n):
         """Queue buf[0:n] for next(). buf must stay unchanged until next() returns 0."""
@@ -784,7 +812,11 @@ class Decoder:
         self.st[S_END] = n
 
     def next(self):
-        return scan(self._src, self.raw, self.st)
+        k = scan(self._src, self.raw, self.st)
+        self.gap = self.st[S_GAP] if k & GAP else 0
+        return k & ~GAP
+
+    gap = 0  # frames lost just before the frame next() returned (its link sequence byte)
 
     # The fields and counters by name (tests, status replies; not the hot path).
     count = property(lambda self: self.st[F_COUNT])
@@ -804,3 +836,4 @@ class Decoder:
     bad = property(lambda self: self.st[S_BAD])
     last_bad = property(lambda self: self.st[S_LAST_BAD])
     bad_counts = property(lambda self: [self.st[S_BAD_REASON + i] for i in range(4)])
+    lost = property(lambda self: self.st[S_LOST])  # frames lost on the link (gaps), since reset_counters

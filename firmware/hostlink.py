@@ -38,6 +38,7 @@ EV_REGEN = const(10)  # a new token was made here (token fields as for a send)
 EV_DISCARD = const(11)  # a received token was dropped: old epoch (aux 0) or fresh board (aux 1)
 EV_TIMEOUT = const(12)  # no token for the timeout (aux = what was done, count = the timeout that fired, ms)
 EV_HOSTERR = const(13)  # a host line was refused (aux = why, node.HOSTERR_*)
+EV_GAP = const(14)  # frames lost on the link into this board (count = how many, mod 256; aux = lseq of the frame after them)
 
 RECORD_SIZE = const(16)
 # Record layout, little-endian: event seq u16, tick_us u32 (ticks_us mod 2**30),
@@ -338,6 +339,7 @@ class HostLink:
         self._n = 0
         self._overflow = False
         self.bad_lines = 0  # lines not starting with "!" or too long
+        self.greet = False  # say hello again before answering the next line (NodeLoop.start)
         self.closed = False
 
     def poll(self):

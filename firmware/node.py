@@ -9,11 +9,11 @@
 import protocol
 import frame
 import hostlink
-from frame import scan, token as encode_token, message as encode_message, cobs
+from frame import scan, token as encode_token, message as encode_message, seal
 from hostlink import record_fields, record_token
 from array import array
 from hostlink import EV_REQ, EV_SEND, EV_RECV, EV_ENTER, EV_EXIT, EV_BAD, EV_REJECT, EV_BOOT
-from hostlink import EV_REGEN, EV_DISCARD, EV_TIMEOUT, EV_HOSTERR
+from hostlink import EV_REGEN, EV_DISCARD, EV_TIMEOUT, EV_HOSTERR, EV_GAP
 
 try:
     from micropython import const
@@ -31,7 +31,7 @@ except ImportError:  # CPython
             return f
 
 
-FIRMWARE_VERSION = "0.5.0"  # 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
+FIRMWARE_VERSION = "0.6.0"  # 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
@@ -52,6 +52,9 @@ _AGAIN = const(6)  # frame.AGAIN
 _MSG = const(7)  # frame.MSG
 _MSG_HEAD_CRC = const(7)  # frame.MSG_HEAD + 2 crc bytes: a MSG frame's raw length is its payload's + this
 _MSG_WIRE_EXTRA = const(10)  # frame.MSG_WIRE_EXTRA
+_MSG_HEAD = const(5)  # frame.MSG_HEAD
+_GAP = const(8)  # frame.GAP: or-ed into a frame's kind when frames were lost before it
+_LSEQ_AT = const(256)  # frame._LSEQ_AT: the encoder's next link sequence byte
 _HOUSEKEEPING_EVERY = const(8)  # passes between two looks at the host link and the timeouts
 _STARVED = const(64)  # passes the chores may wait for a frame to end
 _SPIN = const(24)  # idle polls of the UART between two passes (about 0.25 ms on a Pico)
@@ -70,6 +73,9 @@ _F_PROBE = const(20)
 _F_SRC = const(23)
 _F_DST = const(24)
 _F_MLEN = const(25)
+_F_LSEQ = const(21)
+_S_GAP = const(27)
+_S_LOST = const(28)
 _S_FRAMES = const(6)
 _S_BAD_REASON = const(8)
 _S_BAD = const(7)
@@ -97,8 +103,9 @@ if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.ENTER_CS, protocol.SEND
         _SEND_TOKEN, _SEND_REQUEST, _ENTER_CS, _SEND_CLAIM, _SEND_AGAIN, _REGENERATED, _DISCARDED, _SEND_MSG,
         _BROADCAST, _MSG_KINDS) or (
         frame.TOKEN, frame.REQUEST, frame.BAD, frame.PROBE, frame.CLAIM, frame.AGAIN, frame.MSG, frame.BROADCAST,
-        frame.MSG_HEAD + 2, frame.MSG_WIRE_EXTRA) != (
-        _TOKEN, _REQUEST, _BAD, _PROBE, _CLAIM, _AGAIN, _MSG, _BROADCAST, _MSG_HEAD_CRC, _MSG_WIRE_EXTRA) or (
+        frame.MSG_HEAD + 2, frame.MSG_WIRE_EXTRA, frame.MSG_HEAD, frame.GAP, frame.LSEQ_AT, frame.F_LSEQ, frame.S_GAP, frame.S_LOST) != (
+        _TOKEN, _REQUEST, _BAD, _PROBE, _CLAIM, _AGAIN, _MSG, _BROADCAST, _MSG_HEAD_CRC, _MSG_WIRE_EXTRA, _MSG_HEAD, _GAP,
+        _LSEQ_AT, _F_LSEQ, _S_GAP, _S_LOST) or (
         frame.F_SRC, frame.F_DST, frame.F_MLEN, frame.S_FRAMES, frame.S_BAD_REASON) != (
         _F_SRC, _F_DST, _F_MLEN, _S_FRAMES, _S_BAD_REASON) or (
         EV_SEND | (_MSG << 4), EV_RECV | (_MSG << 4), EV_SEND | ((_MSG + 1) << 4)) != (
@@ -220,6 +227,9 @@ class NodeLoop:
         self.running = True
         n = self.node
         self.link.reply("hello " + self._version_text())
+        # A Pico's USB serial drops what it says while no host has the port open, as after a
+        # power cycle: the first host line gets the hello again (inc tells it from a restart).
+        self.link.greet = True
         self.log.record(EV_BOOT, 0, n.index, n.n, 0, 0)
         t = self.ticks_us()
         if give_token:
@@ -423,8 +433,13 @@ class NodeLoop:
         if src == node.index:
             record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
-        # The same bytes, CRC and link sequence byte on (COBS only: no CRC to compute).
-        cobs(self._draw, st[_F_MLEN] + _MSG_HEAD_CRC, self._mout)
+        # The same bytes on, with this link's sequence byte (the receiver counts lost
+        # frames by it: frame.S_GAP) and so a CRC of its own.
+        raw = self._draw
+        e = self._eraw
+        raw[1] = e[_LSEQ_AT]
+        e[_LSEQ_AT] = (raw[1] + 1) & 0xFF
+        seal(raw, st[_F_MLEN] + _MSG_HEAD, self._mout)
         self._write(self._mviews[mk])
         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
         record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
@@ -444,6 +459,8 @@ class NodeLoop:
         st[_S_BAD_REASON + why] = (st[_S_BAD_REASON + why] + 1) & _COUNT_MASK
         st[_S_LAST_BAD] = why
         self.log.record(EV_BAD, 0, why, st[_S_BAD], 0, 0, t)
+        st[_S_LOST] = (st[_S_LOST] + 1) & _COUNT_MASK  # its send is logged: a lost frame
+        self.log.record(EV_GAP, 0, st[_F_LSEQ], 1, 0, 0, t)
 
     def _cs_due(self):
         """End the critical section when its time is up; True when it did."""
@@ -475,9 +492,24 @@ class NodeLoop:
         return busy
 
     def _on_frame(self, k, t):
-        """The rare frames: claims, re-announced requests, probes, bad frames."""
+        """The rare frames: claims, re-announced requests, probes, bad frames, and any
+        frame after frames lost on the link (its link sequence byte skipped some)."""
         node = self.node
         st = self._dst
+        if k & _GAP:
+            # Before the frame's own events: the host pairs each link's receives with its
+            # sends by count, and the lost ones are counted here (aux: this frame's lseq).
+            self.log.record(EV_GAP, 0, st[_F_LSEQ], st[_S_GAP], 0, 0, t)
+            k &= ~_GAP
+            if k == _TOKEN:
+                self._act(self._on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH]), t, EV_RECV, _TOKEN)
+                return
+            if k == _REQUEST:
+                self._on_request(t)
+                return
+            if k == _MSG:
+                self._on_msg(t)
+                return
         if k == _CLAIM:
             a = node.on_claim(st[_F_EPOCH], st[_F_ORIGIN], st[_F_JOIN], st[_F_SEQ], st[_F_NONCE])
             self._act(a, t, EV_RECV, _CLAIM)
@@ -599,6 +631,9 @@ class NodeLoop:
     # -- commands --------------------------------------------------------
 
     def _command(self, ln):
+        if self.link.greet:
+            self.link.greet = False
+            self.link.reply("hello " + self._version_text())
         line = self.link.line
         if ln == 2 and line[1] == _CMD_R:
             self.request()  # the hot command: no allocation
@@ -641,7 +676,7 @@ class NodeLoop:
         n = self.node
         import sys
 
-        return "fw=%s proto=%s pos=%d n=%d cs_us=%d board=%s baud=%s tick_mask=%d rec=%d cap=%d mp=%s regen_us=%d" % (
+        return "fw=%s proto=%s pos=%d n=%d cs_us=%d board=%s baud=%s tick_mask=%d rec=%d cap=%d mp=%s regen_us=%d inc=%d" % (
             FIRMWARE_VERSION,
             n.name,
             n.index,
@@ -654,6 +689,7 @@ class NodeLoop:
             self.log.capacity,
             ".".join(str(x) for x in sys.implementation.version[:3]),
             self.regen_us,
+            self.nonce,
         )
 
     def _cmd_version(self, args):
@@ -665,7 +701,7 @@ class NodeLoop:
         return ("pos=%d tok=%d cs=%d pend=%d count=%d state=%d seq=%d epoch=%d flag=%d errors=%d rx_frames=%d tx_frames=%d "
                 "rx_bytes=%d bad=%d bad_crc=%d bad_len=%d bad_cobs=%d bad_kind=%d bad_lines=%d req=%d rej=%d eseq=%d "
                 "pending=%d dropped=%d log=%d fresh=%d starting=%d known_epoch=%d regen=%d discarded=%d stale=%d "
-                "timeouts=%d gen_ms=%d") % (
+                "timeouts=%d gen_ms=%d lost=%d") % (
             n.index,
             n.has_token,
             n.in_cs,
@@ -699,6 +735,7 @@ class NodeLoop:
             n.stale_counts,
             self.timeouts,
             self.gen_us // 1000,
+            d.lost,
         )
 
     def _cmd_status(self, args):

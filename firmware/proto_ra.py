@@ -68,9 +68,12 @@ class NodeRA(Node):
                      "seeds/token-request-algorithms-slides-de.md, 'Ricart / Agrawala 1983', rules 1-5"),
         "exclusion": "hard",
         "rests": True,  # the unused token stays at the last holder
-        "view": {},  # token and requests are messages (the dashboard counts them apart), no flag
-        "messages": {"request": "kind 0 to all: stamp u32 (30 bits, Lamport clock)",
-                     "token": "kind 1 to the longest waiting: seq u32, epoch u16, LV[n] u32"},
+        # The dashboard (host): a req→ row (its request messages' hop frames per link), no flag.
+        "view": {"requests": True},
+        # Token and requests are messages of the layer: their kinds tell the host (dashboard,
+        # explorer) which message frames carry the token and which the requests.
+        "messages": {"request": {"kind": REQUEST, "to": "all", "payload": "stamp u32 (30 bits, Lamport clock)"},
+                     "token": {"kind": TOKEN, "to": "the longest waiting", "payload": "seq u32, epoch u16, LV[n] u32"}},
         "bounds": {
             # "Nachrichtenkomplexität: n (n-1 für request, + 1 Token) (bzw. 0, wenn inzwischen
             # kein anderer wollte)". On the ring the n - 1 requests are one broadcast, delivered

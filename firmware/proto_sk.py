@@ -65,9 +65,13 @@ class NodeSK(Node):
                      "seeds/suzuki-kasami-broadcast-slides.md, rules (a)-(f)"),
         "exclusion": "hard",
         "rests": True,  # the idle token stays at the last holder
-        "view": {},  # token and requests are messages (the dashboard counts them apart), no flag
-        "messages": {"request": "kind 0 to all: sn u32 (30 bits)",
-                     "token": "kind 1 to the head of Q: seq u32, epoch u16, LN[n] u32, |Q| u8, Q[n-1] u8"},
+        # The dashboard (host): a req→ row (its request messages' hop frames per link), no flag.
+        "view": {"requests": True},
+        # Token and requests are messages of the layer: their kinds tell the host (dashboard,
+        # explorer) which message frames carry the token and which the requests.
+        "messages": {"request": {"kind": REQUEST, "to": "all", "payload": "sn u32 (30 bits)"},
+                     "token": {"kind": TOKEN, "to": "the head of Q",
+                               "payload": "seq u32, epoch u16, LN[n] u32, |Q| u8, Q[n-1] u8"}},
         "bounds": {
             # "If a site does not hold the token when it makes a request, the algorithm requires
             # N messages to obtain the token" (N - 1 REQUESTs + 1 token), "no message is needed

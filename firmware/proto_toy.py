@@ -41,9 +41,12 @@ class NodeToy(Node):
                      "algorithm (seeds/suzuki-kasami-broadcast-slides.md), the next requester in ring order"),
         "exclusion": "hard",
         "rests": True,  # at rest at the last holder when nobody waits
-        # The dashboard (host): its token and requests are messages (counted apart), no flag.
-        "view": {},
-        "messages": {"request": "kind 0 to all: sn u8", "token": "kind 1 to a requester: seq u32, epoch u16, LN[n] u8"},
+        # The dashboard (host): a req→ row (its request messages' hop frames per link), no flag.
+        "view": {"requests": True},
+        # Its token and requests are messages of the layer: their kinds tell the host (the
+        # dashboard) which message frames carry the token and which the requests.
+        "messages": {"request": {"kind": REQUEST, "to": "all", "payload": "sn u8"},
+                     "token": {"kind": TOKEN, "to": "a requester", "payload": "seq u32, epoch u16, LN[n] u8"}},
         "bounds": {
             # One broadcast and at most one token message per request: 2 logical messages;
             # on the ring n hop frames for the broadcast and at most n - 1 for the token.

@@ -5,6 +5,8 @@ import csv
 import io
 import json
 
+import pytest
+
 from picoring.check.registry import names
 from picoring.cli.main import main
 from picoring.sim.simulate import simulate
@@ -48,3 +50,136 @@ def test_compare_on_virtual_boards_counts_as_the_simulator(capsys):
         sim = simulate(r["protocol"], 4, "sequential", requests=8, seed=1)
         assert (r["logical_per_request"], r["hop_frames_per_request"], r["max_service_traffic"]) == (
             round(sim["logical_per_request"], 3), round(sim["messages_per_request"], 3), sim["max_service_traffic"])
+
+
+# -- on boards given by their ports (--ports): flashed for each protocol in turn ---------------
+
+@pytest.fixture
+def fake_ring(monkeypatch, tmp_path):
+    """Three 'ports' (files: a port must exist), and flash and the harness's run replaced by
+    recorders: the run's report is the simulator's, made a ring's (latency in us)."""
+    from picoring.cli import run as cli_run
+    from picoring.ring import flash
+
+    ports = []
+    for name in ("ttyA", "ttyB", "ttyC"):
+        (tmp_path / name).write_text("")
+        ports.append(str(tmp_path / name))
+    calls = []
+
+    def fake_flash(targets, protocol, baud=None, board=None, mpy=True, **kw):
+        calls.append(("flash", protocol, [t.port for t in targets], baud, board, mpy))
+
+    def fake_run(run_ports, protocol, workload, args, resetter=None, progress=None, connected=None):
+        calls.append(("run", protocol, list(run_ports), workload.describe(), args.unit_ms, resetter))
+        report = simulate(protocol, len(run_ports), "sequential", requests=workload.total, seed=args.seed)
+        report["source"] = "ring"
+        return report
+
+    monkeypatch.setattr(flash, "flash", fake_flash)
+    monkeypatch.setattr(cli_run, "_run_ring", fake_run)
+    return ports, calls
+
+
+def test_compare_on_ports_flashes_each_protocol_before_its_run(fake_ring, capsys, tmp_path):
+    ports, calls = fake_ring
+    plot = tmp_path / "cmp.svg"
+    status, out = _json(capsys, ["compare", "--ports", ",".join(ports), "-p", "toy,q", "-w", "sequential", "-k", "6",
+                                 "--seed", "4", "--baud", "1000000", "--unit-ms", "5", "--plot", str(plot)])
+    assert status == 0
+    assert calls == [("flash", "toy", ports, 1000000, "pico", True), ("run", "toy", ports, "sequential", 5.0, None),
+                     ("flash", "q", ports, 1000000, "pico", True), ("run", "q", ports, "sequential", 5.0, None)]
+    assert [r["protocol"] for r in out["rows"]] == ["toy", "q"] and out["where"] == "3 boards at 1000000 baud"
+    assert out["latency_unit"] == "µs" and out["plot"] == str(plot)
+    svg = plot.read_text()
+    assert "µs" in svg and all(">%s<" % p in svg for p in ("toy", "q"))
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["-w", "bogus"], "unknown workload 'bogus'"),
+    (["-k", "-1"], "--requests cannot be negative"),
+    (["-p", "q,nope"], "unknown protocol(s) nope"),
+    (["-n", "4"], "-n 4 is the simulator's ring size; this ring has 3 boards"),
+    (["--board", "nope"], "--board nope: known boards are"),
+    (["--baud", "0"], "--baud must be positive"),
+    (["--plot", "x.pdf"], "write a .png or a .svg file"),
+    (["--plot", "/nonexistent-picoring/x.png"], "no folder /nonexistent-picoring"),
+])
+def test_compare_on_ports_checks_its_arguments_before_flashing(fake_ring, capsys, extra, message):
+    ports, calls = fake_ring
+    assert main(["compare", "--ports", ",".join(ports)] + extra) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("picoring: ") and message in err, err
+    assert calls == []
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["compare", "--board", "pico"], "--board is for boards given by --ports or --ring-file"),
+    (["compare", "--virtual", "3", "--no-mpy"], "--no-mpy is for boards given by --ports or --ring-file"),
+    (["compare", "--baud", "115200"], "--baud is for a ring of boards"),
+    (["compare", "--ports", "/dev/nonexistent-picoring0,/dev/nonexistent-picoring1"],
+     "port not found: /dev/nonexistent-picoring0"),
+    (["compare", "--ports", "/dev/nonexistent-picoring0", "--virtual", "3"], "not allowed with argument"),
+])
+def test_compare_argument_mistakes(capsys, argv, message):
+    try:
+        status = main(argv)
+    except SystemExit as e:  # argparse's own: mutually exclusive options
+        status = e.code
+    assert status == 2 and message in capsys.readouterr().err
+
+
+def test_compare_on_ports_of_virtual_boards_counts_as_the_simulator(tmp_path, capsys):
+    """The whole path on boards named by port (`picoring virtual up`'s, as virtual:I): flash for
+    each protocol in turn (mpremote), run through the harness; the counts are the simulator's."""
+    from picoring.virtual import supervisor
+
+    d = tmp_path / "state"
+    try:
+        supervisor.up(d, 3)
+        status, out = _json(capsys, ["compare", "--ports", "virtual:0,virtual:1,virtual:2", "--virtual-dir", str(d),
+                                     "-p", "q,toy", "-w", "sequential", "-k", "6", "--seed", "1"])
+    finally:
+        supervisor.down(d)
+    assert status == 0, out
+    assert [r["protocol"] for r in out["rows"]] == ["q", "toy"] and out["latency_unit"] == "µs"
+    for r in out["rows"]:
+        sim = simulate(r["protocol"], 3, "sequential", requests=6, seed=1)
+        assert (r["logical_per_request"], r["hop_frames_per_request"], r["max_service_traffic"]) == (
+            round(sim["logical_per_request"], 3), round(sim["messages_per_request"], 3), sim["max_service_traffic"])
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".png"])
+def test_compare_plot_has_every_protocol(tmp_path, capsys, suffix):
+    plot = tmp_path / ("cmp" + suffix)
+    assert main(["compare", "-n", "4", "-w", "adversarial", "-k", "8", "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "plot written to %s" % plot in out and "latency in hop times" in out
+    if suffix == ".svg":  # text kept as text: the protocols, the panels, the unit
+        svg = plot.read_text()
+        for text in names() + ("Messages per request", "hop frames", "checked bound", "latency p99", "hop times"):
+            assert ">%s<" % text in svg, text
+        assert "not OK" not in svg
+    else:
+        data = plot.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+
+
+def test_a_run_that_is_not_ok_with_its_checks_passed_says_so(tmp_path):
+    """A ring run can pass every check and still not be OK (a run condition: frames placed by a
+    clock estimate): the table, the lines under it and the plot say so."""
+    from rich.console import Console
+
+    from picoring.check import compare, plots
+
+    report = simulate("q", 3, "adversarial", requests=4, seed=3)
+    report.update(ok=False, run_conditions=[{"kind": "order", "explained": False, "message": "2 frame(s) received "
+                                             "on link 2 were placed without their send"}])
+    row = compare.row(report)
+    assert all(c["ok"] is not False for c in row["checks"]) and row["ok"] is False
+    console = Console(record=True, width=100, file=io.StringIO())
+    compare.print_table([row], "t", console)
+    assert "run not OK" in console.export_text()
+    assert compare.not_ok_lines(report) == ["run condition: 2 frame(s) received on link 2 were placed without their send"]
+    svg = plots.write_compare([row], str(tmp_path / "x.svg"), "t", "µs")
+    assert open(svg).read().count(">not OK<") == 2  # under both panels

@@ -127,6 +127,109 @@ def test_derived_flags_are_the_nodes_flags(protocol):
     assert sum(model.stopped_at) > 0  # the workload did stop some request messages
 
 
+def _token_follows_the_nodes(protocol, n, workload, requests, seed):
+    """Run the simulator with a DashModel listening; at the end of every time unit the model's
+    token is where the nodes hold it (on a link when no node has it), and at every entry it is
+    at the entering node already, from the frames alone. Returns the model and the report."""
+    nodes = [make_node(protocol, i, n) for i in range(n)]
+    wl = make_workload(workload, n, requests, seed=seed, cs_time=1)
+    model = DashModel(protocol, n)
+    seen = {"node": 0, "link": 0, "enter": 0}
+
+    def listener(event):
+        if model.t is not None and event.t != model.t:
+            holders = [i for i, node in enumerate(nodes) if node.has_token]
+            place = model.token_place()
+            assert place == (("node", holders[0]) if holders else ("link", place[1])), (model.t, holders, place)
+            seen[place[0]] += 1
+        if event.ev == "enter":
+            assert model.token_place() == ("node", event.node), event
+            seen["enter"] += 1
+        model.apply(event)
+
+    from picoring.check.checker import Checker
+
+    checker = Checker(protocol, n)
+    simcore.run(nodes, wl, 1, checker, tracer=TraceTap(listener, n), idle_horizon=4 * n)
+    return model, seen, checker.report()
+
+
+def test_a_token_that_travels_as_a_message_is_placed_from_its_frames():
+    """The toy's token is a layer message (kind 1, sent to a requester by index): the descriptor's
+    about["messages"] names its kind, and the model places it from those hop frames as it does
+    a token frame, with where it is going (no protocol name in host/)."""
+    model, seen, report = _token_follows_the_nodes("toy", 6, "poisson", 150, 7)
+    assert report["ok"] and seen["enter"] == 150 and seen["link"] > 100 and seen["node"] > 100
+    # every message frame is the token's or a request's (the descriptor's two kinds)
+    assert sum(model.token_sends) + sum(model.request_sends) == report["messages"]["msg"] > 0
+    assert sum(model.token_sends) == sum(model.token_recvs) and model.in_flight() == (0, 0)
+    # a token frame still places the token as before
+    model, seen, _ = _token_follows_the_nodes("q", 6, "poisson", 150, 7)
+    assert seen["enter"] == 150 and seen["link"] > 100
+
+
+def test_a_message_token_on_boards_is_placed_from_their_event_records(ring):
+    """The same on a ring of boards (virtual by default: the pytest plugin's ring): the harness's
+    merged events place the toy's token at every entering node before its enter event."""
+    ring.flash("toy")
+    model = DashModel("toy", ring.n, "us")
+    entered = []
+
+    def listener(event):
+        if event.ev == "enter":
+            entered.append((event.node, model.token_place()))
+        model.apply(event)
+
+    run = ring.make_run(ring.ports, "toy", make_workload("sequential", ring.n, 8, seed=2), seed=2, listener=listener)
+    try:
+        run.connect()
+        report = run.run()
+    finally:
+        run.close()
+    assert report["ok"] and report["served"] == 8, report["violations"]
+    assert entered == [(node, ("node", node)) for node, _ in entered] and len(entered) == 8
+    assert sum(model.token_sends) > 0 and model.in_flight() == (0, 0)
+
+
+def test_the_screen_shows_a_token_message_on_its_way():
+    meta = header("toy", 5, "sim", "hop")
+    tok = {"mkind": 1, "src": 0, "dst": 3, "seq": 0, "epoch": 0}
+    events = [Event(0, "req", 3),
+              Event(0, "send", 3, 3, "msg", {"mkind": 0, "src": 3, "dst": 255, "hop": 1, "seq": 0, "epoch": 0, "fwd": False}),
+              Event(1, "recv", 4, 3, "msg", {"mkind": 0, "src": 3, "dst": 255, "hop": 1, "seq": 0, "epoch": 0}),
+              Event(1, "send", 4, 4, "msg", {"mkind": 0, "src": 3, "dst": 255, "hop": 2, "seq": 0, "epoch": 0, "fwd": True}),
+              Event(2, "recv", 0, 4, "msg", {"mkind": 0, "src": 3, "dst": 255, "hop": 2, "seq": 0, "epoch": 0}),
+              Event(2, "send", 0, 0, "msg", {"mkind": 0, "src": 3, "dst": 255, "hop": 3, "seq": 0, "epoch": 0, "fwd": True}),
+              Event(2, "send", 0, 0, "msg", dict(tok, hop=1, fwd=False))]
+    console = recording_console(100, 30)
+    dash = Dashboard(console, events, meta, speed=None)
+    dash.run()
+    text = console.export_text()
+    assert "token on link 0→1 to node 3" in text
+    assert re.search(r"╭▶ 0 ──●─▶ 1 ────▶ 2 ────▶ 3 ────▶ 4 ────▶╮", text)
+    assert "in flight: 1 token, 1 request" in text  # and the broadcast, 2 hops from home
+    assert re.search(r"req→\s+1\s+0\s+0\s+1\s+1", text)  # its hop frames per link, from the descriptor's kind
+    model = dash.model
+    model.apply(Event(3, "recv", 1, 0, "msg", dict(tok, hop=1)))
+    assert model.token_place() == ("node", 1) and model.token_dst == 3
+    console.print(dash.render())
+    assert "token at node 1, passing on to node 3" in console.export_text()
+    model.apply(Event(3, "send", 1, 1, "msg", dict(tok, hop=2, fwd=True)))
+    model.apply(Event(4, "recv", 2, 1, "msg", dict(tok, hop=2)))
+    model.apply(Event(4, "send", 2, 2, "msg", dict(tok, hop=3, fwd=True)))
+    model.apply(Event(5, "recv", 3, 2, "msg", dict(tok, hop=3)))
+    model.apply(Event(5, "enter", 3))
+    assert model.token_place() == ("node", 3) and model.token_dst is None
+    assert model.token_sends == [1, 1, 1, 0, 0] and model.latencies == [5]
+    dash.kind_filter = "token"  # the log's token filter finds the token's message frames
+    console.print(dash.render())
+    screen = console.export_text().split("\n")
+    start = next(i for i, line in enumerate(screen) if line.startswith(" log · token"))
+    lines = [line.strip() for line in screen[start + 1:-2] if line.strip()]
+    assert len(lines) == 6 and all(" msg 1 " in line for line in lines)
+    assert lines[-2].endswith("send →3   msg 1 0→3 fwd seq=0") and lines[-1].endswith("recv ←2   msg 1 0→3 seq=0")
+
+
 def _log_lines(console, dash):
     console.print(dash.render())
     text = console.export_text()

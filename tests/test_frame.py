@@ -188,9 +188,43 @@ def test_message_frame_too_short_or_forwarded_unchanged():
     buf = bytearray(wire)
     dec.feed(buf, len(buf))
     assert dec.next() == frame.MSG
-    # Passed on: the same bytes again (the sender's lseq and CRC), COBS only.
-    n = enc.forward(dec.raw, frame.MSG_HEAD + 2 + 2)
-    assert bytes(enc.msg_out[:n]) == wire
+    # Passed on by another node: the same bytes with that node's link sequence byte.
+    relay = frame.Encoder()
+    relay.request()  # its link has carried one frame already
+    n = relay.forward(dec.raw, frame.MSG_HEAD + 2 + 2)
+    again = frame.Decoder()
+    buf = bytearray(relay.msg_out[:n])
+    again.feed(buf, n)
+    assert again.next() == frame.MSG and again.lseq == 1
+    assert (again.mkind, again.src, again.dst, again.payload) == (1, 2, 0, b"\x05\x06")
+    assert len(buf) == len(wire) and again.bad == 0
+
+
+def test_a_receiver_counts_the_frames_lost_before_a_frame():
+    """Every frame carries its link's sequence byte: the frames that went bad or vanished
+    before a valid one are counted at it (Decoder.gap; the node loop logs them for the
+    host, which pairs each link's receives with its sends by count)."""
+    enc = frame.Encoder()
+    dec = frame.Decoder()
+    frames = [bytes(enc.request()) for _ in range(5)]
+    broken = bytearray(frames[2])
+    broken[3] ^= 0x10  # a corrupted byte: a CRC error
+    line = frames[0] + frames[1] + bytes(broken) + frames[4]  # frames[3] vanished whole
+    buf = bytearray(line)
+    dec.feed(buf, len(buf))
+    got = []
+    while True:
+        k = dec.next()
+        if not k:
+            break
+        got.append((k, dec.gap))
+    assert got == [(frame.REQUEST, 0), (frame.REQUEST, 0), (frame.BAD, 0), (frame.REQUEST, 2)]
+    # the count is mod 256: 300 lost frames read as 44
+    for _ in range(300):
+        enc.request()
+    buf = bytearray(enc.request())
+    dec.feed(buf, len(buf))
+    assert dec.next() == frame.REQUEST and dec.gap == 300 % 256
 
 
 def wire_of(raw):

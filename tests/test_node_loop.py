@@ -293,3 +293,62 @@ def test_node_loop_attribute_table_not_full():
     under 47, or add enough to grow it (48 and more: a table of 59)."""
     lp = fw_node.NodeLoop(protocol.make_node("s", 0, 3), Wire(), Host(), lambda: 0, lambda a, b: a - b)
     assert len(vars(lp)) < 47 or len(vars(lp)) >= 48
+
+
+def test_frames_lost_on_a_link_are_logged_as_a_gap_before_the_next_frame():
+    """Board 0's three request frames to board 1, the middle one lost on the wire: board 1
+    logs one lost frame (a gap event) just before the frame that shows it, so the host
+    pairs the rest of the link's receives with their own sends (docs/frames.md)."""
+    ring = Ring("q", 3)
+    ring.run()
+    for i in range(3):
+        ring.events(i)
+    enc = ring.loops[0].enc
+    first = bytes(enc.request())
+    enc.request()  # lost
+    third = bytes(enc.request())
+    ring.wires[1].pending += first + third
+    ring.run()
+    got = [(e.ev, e.kind, e.link, e.aux) for e in ring.events(1)]
+    assert got[:5] == [("recv", "request", 0, None), ("send", "request", 1, None),
+                   ("gap", None, 0, {"lost": 1, "lseq": 2}),
+                   ("recv", "request", 0, None), ("send", "request", 1, None)]
+    assert [e for e in got[5:] if e[0] == "gap"] == []  # (then the requests bring the token round)
+    assert ring.loops[1].dec.bad == 0
+
+
+def test_a_message_passed_on_carries_its_links_sequence_byte():
+    """The toy's broadcasts and routed tokens pass through nodes that do not call their
+    protocol; each hop numbers the frame as its own link's, so no receiver sees a gap."""
+    ring = Ring("toy", 4)
+    ring.run()
+    for k in range(12):
+        ring.command(k % 4, hl.REQUEST)
+        ring.run(60)
+    ring.run(200)
+    events = [e for i in range(4) for e in ring.events(i)]
+    assert sum(e.ev == "enter" for e in events) == 12
+    assert any(e.ev == "send" and e.kind == "msg" and e.payload["fwd"] for e in events)
+    assert not [e for e in events if e.ev in ("gap", "bad")]
+
+
+def test_the_first_host_line_gets_the_hello_again():
+    """A Pico's USB serial drops what it says while no host has the port open: after a power
+    cycle its hello goes nowhere, and the host must still learn that it restarted. The board
+    says hello again before it answers its first host line; the parser takes a hello of the
+    incarnation it has already greeted (the same inc) for that repetition."""
+    ring = Ring("q", 2)
+    ring.hosts[0].out.clear()  # the hello of Ring()'s start
+    ring.loops[0].nonce = 4242  # (main.py draws it at boot)
+    ring.loops[0].start()
+    first = ring.items(0)
+    assert [r.word for r in first if isinstance(r, hl.Reply)] == ["hello"] and first[0].fields["inc"] == 4242
+    ring.command(0, b"!ping 7\n!ping 8\n")
+    ring.run(100)
+    replies = [r for r in ring.items(0) if isinstance(r, hl.Reply)]
+    assert [r.word for r in replies] == ["again", "pong", "pong"]
+    assert replies[0].fields["inc"] == 4242
+    # a new incarnation's hello is a restart: the event numbering starts again
+    fresh = hl.LineParser(board=0, size=2)
+    fresh.inc = 1
+    assert [r.word for r in fresh.feed(b"!hello fw=x inc=4242\n")] == ["hello"]

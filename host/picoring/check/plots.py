@@ -12,9 +12,11 @@ own numbers. Files written (DIR/...):
 """
 
 import json
+import math
 import os
 
 from .checker import Checker, finish_trace, nearest_rank
+from .compare import number
 from .trace import TraceReader
 
 DPI = 150
@@ -215,3 +217,76 @@ def _legend(ax):
 
 def _fmt(v):
     return ("%.1f" % v) if isinstance(v, float) else str(v)
+
+
+# -- `picoring compare --plot` ---------------------------------------------------
+
+PLOT_SUFFIXES = (".png", ".svg")
+
+
+def check_plot_path(path):
+    """Before any run: the plot's format comes from its suffix, and matplotlib must be there."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in PLOT_SUFFIXES:
+        raise ValueError("--plot %s: write a .png or a .svg file" % path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError("--plot %s: no folder %s" % (path, folder))
+    _pyplot()
+
+
+def write_compare(rows, path, title, unit):
+    """compare's rows (check/compare.py row()) as one figure of two panels, a group of bars per
+    protocol: logical messages and hop frames per request, each with its checked bound as a tick
+    over its bar; latency p50 and p99 (unit: "hop times" or "µs"; on a log scale when they span
+    more than 30x). A protocol whose run is not OK has its name in red with "not OK". PNG or
+    SVG by the suffix (SVG keeps its text as text). Returns path."""
+    plt = _pyplot()
+    names = [r["protocol"] for r in rows]
+    xs = list(range(len(rows)))
+    w = 0.38
+    with plt.rc_context({"svg.fonttype": "none"}):
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(max(FIGSIZE[0], 2.2 * len(rows) + 3), FIGSIZE[1]))
+        by = [{c["check"]: c for c in r["checks"]} for r in rows]
+        series = (("logical messages", "logical_per_request", "logical/req", -w / 2, "C0"),
+                  ("hop frames", "hop_frames_per_request", "hops/req", w / 2, "C1"))
+        bound_drawn = False
+        for label, key, check, dx, color in series:
+            bars = ax.bar([x + dx for x in xs], [r[key] for r in rows], w, color=color, label=label)
+            ax.bar_label(bars, labels=[number(round(r[key], 2)) for r in rows], fontsize=8, padding=1)
+            for x, checks in zip(xs, by):
+                bound = (checks.get(check) or {}).get("bound")
+                if bound is not None:
+                    ax.hlines(bound, x + dx - w / 2, x + dx + w / 2, color="C3", linewidth=2, linestyles=(0, (3, 1)),
+                              label=None if bound_drawn else "checked bound")
+                    bound_drawn = True
+        ax.set_title("Messages per request", pad=22)
+        ax.set_ylabel("per request")
+        ax.set_ylim(bottom=0)
+        ax.margins(y=0.15)
+        lat = (("p50", "latency_p50", -w / 2, "C2"), ("p99", "latency_p99", w / 2, "C4"))
+        values = [r[key] for _, key, _, _ in lat for r in rows if r[key]]
+        log = bool(values) and max(values) > 30 * min(values)  # one slow run must not flatten the others
+        for label, key, dx, color in lat:
+            bars = ax2.bar([x + dx for x in xs], [r[key] or 0 for r in rows], w, color=color, label="latency " + label)
+            ax2.bar_label(bars, labels=["-" if r[key] is None else number(r[key]) for r in rows], fontsize=8, padding=1)
+        ax2.set_title("Latency, request to critical section", pad=22)
+        ax2.set_ylabel(unit + (", log scale" if log else ""))
+        if log:
+            ax2.set_yscale("log")
+            ax2.set_ylim(bottom=10 ** math.floor(math.log10(min(values))))  # bars grow from a round figure
+        else:
+            ax2.set_ylim(bottom=0)
+            ax2.margins(y=0.15)
+        for a in (ax, ax2):
+            a.set_xticks(xs)
+            a.set_xticklabels([n if r["ok"] else "%s\nnot OK" % n for n, r in zip(names, rows)])
+            for tick, r in zip(a.get_xticklabels(), rows):
+                if not r["ok"]:
+                    tick.set_color("C3")
+            a.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8, frameon=False)
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
+        fig.savefig(path, dpi=DPI)
+        plt.close(fig)
+    return path

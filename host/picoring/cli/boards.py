@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..ring import boarddefs
-from .common import PROTOCOLS, CommandError
+from .common import PROTOCOLS, user_errors
 
 
 def _common(p, ring_file=True):
@@ -188,25 +188,5 @@ def do_wiring(args, out=None):
     return 0
 
 
-def _user_errors(fn):
-    """Errors a user can act on become the CLI's CommandError: `picoring: message`, exit 2."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(args, *rest, **kw):
-        from ..ring.deploy import DeployError
-        from ..ring.discover import WiringError
-        from ..ring.flash import FlashError
-        from ..ring.link import HarnessError
-        from ..virtual.boards import VirtualBoardError
-
-        try:
-            return fn(args, *rest, **kw)
-        except (FlashError, WiringError, HarnessError, DeployError, VirtualBoardError) as e:
-            raise CommandError(str(e)) from None
-
-    return wrapper
-
-
-do_flash = _user_errors(do_flash)
-do_discover = _user_errors(do_discover)
+do_flash = user_errors(do_flash)
+do_discover = user_errors(do_discover)

@@ -23,6 +23,27 @@ def print_report(report, as_json):
     show(report)
 
 
+def user_errors(fn):
+    """Errors a user can act on (a board that does not flash, a ring that is not wired as given,
+    a harness that cannot reach a board) become the CLI's CommandError: `picoring: message`, exit 2."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(args, *rest, **kw):
+        from ..ring.deploy import DeployError
+        from ..ring.discover import WiringError
+        from ..ring.flash import FlashError
+        from ..ring.link import HarnessError
+        from ..virtual.boards import VirtualBoardError
+
+        try:
+            return fn(args, *rest, **kw)
+        except (FlashError, WiringError, HarnessError, DeployError, VirtualBoardError) as e:
+            raise CommandError(str(e)) from None
+
+    return wrapper
+
+
 def run_ports(args):
     """For `picoring run`: (ports, resetter) from --ports or the ring file; virtual boards of
     `picoring virtual up` get their ring's reset, others a soft reset over USB."""

@@ -1,24 +1,39 @@
 """`picoring compare`: the registered protocols side by side on one workload, ring size and
-seed, in the simulator or on a ring of virtual boards (check/compare.py: the table)."""
+seed, in the simulator, on a ring of virtual boards, or on boards given by their ports
+(flashed for each protocol in turn); check/compare.py: the table, check/plots.py: the plot."""
 
 import json
+import sys
 
 from ..check import compare, registry
-from .common import PROTOCOLS, CommandError
+from .common import PROTOCOLS, CommandError, add_workload_args, user_errors, workload_args
 
 
 def argparse_compare(sub):
     p = sub.add_parser("compare", help="run protocols on the same workload and compare them in one table")
     p.add_argument("--protocols", "-p", default=",".join(PROTOCOLS),
                    help="comma-separated, of: %s (default: all registered)" % ", ".join(PROTOCOLS))
-    p.add_argument("-n", type=int, default=5, help="ring size (default 5)")
-    p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
-    p.add_argument("--requests", "-k", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-n", type=int, help="simulator: ring size (default 5; a ring of boards has its own)")
+    add_workload_args(p, 200)
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--cs-time", type=int, default=1, help="simulator: critical section in hop times (default 1)")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
     p.add_argument("--period", type=int, help="burst: time units between bursts")
-    p.add_argument("--virtual", type=int, metavar="N", help="run on N virtual boards instead of the simulator")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--virtual", type=int, metavar="N", help="run on N virtual boards instead of the simulator")
+    where.add_argument("--ports", metavar="P1,P2,...",
+                       help="run on these boards, in ring order (paths, id:SERIAL, pyserial URLs, virtual:I), "
+                            "flashed for each protocol in turn as `picoring flash` does")
+    where.add_argument("--ring-file", metavar="FILE", help="the boards in the order `picoring discover` saved, as --ports")
+    p.add_argument("--virtual-dir", metavar="D", help="state directory of `picoring virtual up` (for virtual:I ports)")
+    p.add_argument("--baud", type=int, help="boards: UART baud of the ring (default: the board file's, 115200)")
+    p.add_argument("--board", help="boards given by --ports: board type (boards/*.toml; default pico)")
+    p.add_argument("--unit-ms", type=float,
+                   help="boards: real time of one workload time unit (default 2 ms, about one hop at 115200 baud)")
+    p.add_argument("--no-mpy", action="store_true", help="boards given by --ports: flash .py sources, not .mpy")
+    p.add_argument("--plot", metavar="FILE",
+                   help="also draw the rows (messages and hop frames per request, latency p50 and p99) to "
+                        "FILE, .png or .svg")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the rows (and the runs' reports) as one JSON object")
     out.add_argument("--csv", action="store_true", help="print the rows as CSV")
@@ -40,28 +55,90 @@ def run_sim(protocols, n, workload, requests, seed, cs_time=1, rate=None, period
             for p in protocols]
 
 
-def do_compare(args):
+def _check_args(args):
+    """Everything that can be wrong with the command line, before a board is touched:
+    returns (protocols, targets or None, n)."""
+    from ..ring import boarddefs
+    from ..ring.ports import targets_from_args
+
     protocols = _protocols(args.protocols)
-    n = args.virtual if args.virtual is not None else args.n
+    on_boards = args.ports is not None or args.ring_file is not None
+    on_ring = on_boards or args.virtual is not None
+    given = [flag for flag, value in (("--baud", args.baud), ("--unit-ms", args.unit_ms)) if value is not None]
+    if given and not on_ring:
+        raise CommandError("%s is for a ring of boards (--ports, --ring-file or --virtual N)" % given[0])
+    given = [flag for flag, value in (("--board", args.board), ("--no-mpy", args.no_mpy)) if value]
+    if given and not on_boards:
+        raise CommandError("%s is for boards given by --ports or --ring-file" % given[0])
+    if args.baud is not None and args.baud <= 0:
+        raise CommandError("--baud must be positive")
+    if args.unit_ms is not None and args.unit_ms <= 0:
+        raise CommandError("--unit-ms must be positive")
+    if args.board is not None and args.board not in boarddefs.names():
+        raise CommandError("--board %s: known boards are %s" % (args.board, ", ".join(boarddefs.names())))
+    targets = None
+    if on_boards:
+        targets, _ = targets_from_args(args.ports, args.ring_file, args.virtual_dir)  # PortError: a ValueError
+        n = len(targets)
+    elif args.virtual is not None:
+        n = args.virtual
+    else:
+        n = 5 if args.n is None else args.n
+    if on_ring and args.n is not None and args.n != n:
+        raise CommandError("-n %d is the simulator's ring size; this ring has %d boards" % (args.n, n))
     if n < 2:
-        raise CommandError("a ring needs at least 2 nodes")
-    if args.virtual is not None:
+        raise CommandError("a ring needs at least 2 nodes, got %d" % n)
+    workload_args(args, n, args.cs_time)  # a bad -w, -k, --rate or --period stops here
+    if args.plot:
+        from ..check.plots import check_plot_path
+
+        check_plot_path(args.plot)
+    return protocols, targets, n
+
+
+@user_errors
+def do_compare(args):
+    protocols, targets, n = _check_args(args)
+
+    def say(text):  # progress of runs on boards, and notes that must not mix with --csv
+        print(text, file=sys.stderr, flush=True)
+
+    if targets is not None:
+        from .run import run_flashed
+
+        reports = run_flashed(protocols, targets, args.workload, args.requests, args.seed, args.rate, args.period,
+                              baud=args.baud, board=args.board, unit_ms=args.unit_ms or 2.0, mpy=not args.no_mpy, say=say)
+        where = "%d boards" % n + (" at %d baud" % args.baud if args.baud else "")
+    elif args.virtual is not None:
         from .run import run_virtual
 
-        reports = run_virtual(protocols, n, args.workload, args.requests, args.seed, rate=args.rate, period=args.period)
+        reports = run_virtual(protocols, n, args.workload, args.requests, args.seed, rate=args.rate, period=args.period,
+                              baud=args.baud or 115200, unit_ms=args.unit_ms or 2.0)
         where = "%d virtual boards" % n
     else:
         reports = run_sim(protocols, n, args.workload, args.requests, args.seed, args.cs_time, args.rate, args.period)
         where = "simulator, n=%d" % n
     rows = [compare.row(r) for r in reports]
+    unit = "µs" if reports[0].get("source") == "ring" else "hop times"
+    title = "%s, %s, %d requests, seed %d" % (where, reports[0].get("workload") or args.workload, args.requests, args.seed)
+    if args.plot:
+        from ..check.plots import write_compare
+
+        write_compare(rows, args.plot, title, unit)
     if args.json:
-        print(json.dumps({"rows": rows, "runs": reports, "where": where}, sort_keys=True, default=str))
+        print(json.dumps({"rows": rows, "runs": reports, "where": where, "latency_unit": unit, "plot": args.plot},
+                         sort_keys=True, default=str))
     elif args.csv:
         print(compare.to_csv(rows), end="")
+        if args.plot:
+            say("plot written to %s" % args.plot)
     else:
-        title = "%s, %s, %d requests, seed %d" % (where, reports[0].get("workload") or args.workload,
-                                                 args.requests, args.seed)
-        compare.print_table(rows, title)
+        compare.print_table(rows, title + "; latency in " + unit)
         for p in protocols:
             print("  %s: %s" % (p, registry.about(p).get("citation", "")))
+        for r in reports:
+            for line in compare.not_ok_lines(r)[:5] if not r["ok"] else ():
+                print("  %s not OK: %s" % (r["protocol"], line))
+        if args.plot:
+            print("plot written to %s" % args.plot)
     return 0 if all(r["ok"] for r in rows) else 1

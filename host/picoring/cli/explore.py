@@ -4,17 +4,21 @@ from ..explore import fidelity
 from ..explore.lossy import explore_faults, format_faults_report
 from ..explore.lossy_model import _INVARIANTS, parse_faults
 from ..explore.search import explore, format_report
-from ..check.registry import PAPER
+from ..check.registry import names
 
 
 def argparse_explore(sub):
     p = sub.add_parser("explore", help="every reachable state of a small ring: safety, liveness, exact worst cases")
-    p.add_argument("--protocol", "-p", choices=PAPER, default="d")
+    p.add_argument("--protocol", "-p", choices=names(), default="d",
+                   help="any registered protocol (default d); --faults takes those without messages of the layer")
     p.add_argument("-n", type=int, default=3, help="ring size (default 3)")
     p.add_argument("--requests-per-node", "-R", type=int, default=1,
                    help="at most this many requests per node (default 1)")
     p.add_argument("--max-states", type=int, default=2_000_000,
                    help="stop with a message beyond this many states (default 2,000,000)")
+    p.add_argument("--start", type=int, default=0, metavar="K",
+                   help="the token rests at node K at the start (default 0; any K gives the same results for "
+                        "rules that are the same at every node up to a rotation, as S, Q, D and the toy's)")
     p.add_argument("--exact", action="store_true",
                    help="keep every node attribute (seq, epoch, dead counters): slower, same results")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -50,6 +54,8 @@ def do_explore(args):
     if args.requests_per_node < 0:
         raise ValueError("--requests-per-node cannot be negative")
     if args.faults is not None:
+        if args.start:
+            raise ValueError("--start is for the fault-free mode (--faults starts at node 0, or with --boot)")
         budgets = parse_faults(args.faults)
         stop = False
         if args.stop_at_first == "all":
@@ -67,7 +73,10 @@ def do_explore(args):
     else:
         if args.boot or args.drop_anywhere or args.stop_at_first or args.can_form:
             raise ValueError("--boot, --drop-anywhere, --stop-at-first and --can-form need --faults")
-        rep = explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact)
+        if not 0 <= args.start < args.n:
+            raise ValueError("--start must be a node of the ring, 0..%d" % (args.n - 1))
+        rep = explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact,
+                      start=args.start)
         fmt = format_report
     if args.json:
         json.dump(rep, sys.stdout, indent=1)

@@ -120,33 +120,73 @@ def _ring_progress(issued, total, served, messages):
     sys.stderr.flush()
 
 
-def run_virtual(protocols, n, workload, requests, seed, rate=None, period=None, console=None):
-    """The reports of each protocol in turn on one ring of n virtual boards (redeployed between
-    protocols), each on the same workload and seed (`demo`, `compare --virtual`)."""
-    from ..ring import deploy
+def run_protocols(protocols, ports, configure, workload, requests, seed, rate=None, period=None, resetter=None,
+                  unit_ms=2.0, say=None):
+    """The reports of each protocol in turn on one ring of boards (ports in ring order), each on
+    the same workload and seed; configure(protocol) puts the boards on it before its run
+    (redeploys virtual boards, flashes real ones)."""
     from ..ring.link import HarnessError
     from ..sim.workload import make_workload
 
-    say = console.print if console is not None else (lambda text: None)
+    say = say or (lambda text: None)
+    run_args = argparse.Namespace(unit_ms=unit_ms, trace=None, seed=seed)
     reports = []
-    ring = deploy.start_virtual(n, protocols[0], 115200, 0, console)
+    for protocol in protocols:
+        configure(protocol)
+        say("running %s: %d requests, %s workload..." % (protocol.upper(), requests, workload))
+        wl = make_workload(workload, len(ports), requests, seed=seed, rate=rate, period=period)
+        try:
+            reports.append(_run_ring(ports, protocol, wl, run_args, resetter=resetter))
+        except HarnessError as e:
+            raise CommandError(str(e))
+    return reports
+
+
+def run_virtual(protocols, n, workload, requests, seed, rate=None, period=None, console=None, baud=115200, unit_ms=2.0):
+    """The reports of each protocol in turn on one ring of n virtual boards (redeployed between
+    protocols), each on the same workload and seed (`demo`, `compare --virtual`)."""
+    from ..ring import deploy
+
+    say = console.print if console is not None else None
+    ring = deploy.start_virtual(n, protocols[0], baud, 0, console)
+    deployed = [protocols[0]]
     try:
         ports = [b.usb_path for b in ring.boards]
-        say("virtual boards (USB serial): %s" % " ".join(ports))
-        run_args = argparse.Namespace(unit_ms=2.0, trace=None, seed=seed)
-        for i, protocol in enumerate(protocols):
-            if i:
-                say("configuring the boards for protocol %s..." % protocol.upper())
+        if say:
+            say("virtual boards (USB serial): %s" % " ".join(ports))
+
+        def configure(protocol):
+            if protocol != deployed[0]:
+                if say:
+                    say("configuring the boards for protocol %s..." % protocol.upper())
                 deploy.deploy_virtual(ring, {"protocol": protocol, "cs_us": 0})
-            say("running %s: %d requests, %s workload..." % (protocol.upper(), requests, workload))
-            wl = make_workload(workload, n, requests, seed=seed, rate=rate, period=period)
-            try:
-                reports.append(_run_ring(ports, protocol, wl, run_args, resetter=ring.reset))
-            except HarnessError as e:
-                raise CommandError(str(e))
+                deployed[0] = protocol
+
+        return run_protocols(protocols, ports, configure, workload, requests, seed, rate, period, resetter=ring.reset,
+                             unit_ms=unit_ms, say=say)
     finally:
         ring.stop()
-    return reports
+
+
+def run_flashed(protocols, targets, workload, requests, seed, rate=None, period=None, baud=None, board=None,
+                unit_ms=2.0, mpy=True, say=None):
+    """The reports of each protocol in turn on a ring of boards given by their ports (ports.Target,
+    in ring order), flashed for each protocol by `picoring flash`'s path (ring/flash.py: only the
+    files that changed are copied, each board's config is rewritten, the boards are restarted and
+    confirmed) before its run (`compare --ports`)."""
+    from ..ring import boarddefs, flash
+    from ..ring.ports import resetter_for
+
+    say = say or (lambda text: None)
+
+    def configure(protocol):
+        t0 = time.monotonic()
+        say("flashing the %d boards for protocol %s..." % (len(targets), protocol.upper()))
+        flash.flash(targets, protocol, baud=baud, board=board or boarddefs.DEFAULT_BOARD, mpy=mpy)
+        say("  flashed and confirmed in %.1f s" % (time.monotonic() - t0))
+
+    return run_protocols(protocols, [t.port for t in targets], configure, workload, requests, seed, rate, period,
+                         resetter=resetter_for(targets), unit_ms=unit_ms, say=say)
 
 
 def argparse_demo(sub):

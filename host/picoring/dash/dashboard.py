@@ -449,9 +449,13 @@ class Dashboard:
         text.append("token ", style="bold magenta")
         if place == "link":
             text.append("on link %d→%d" % (where, (where + 1) % m.n))
+            if m.token_dst is not None and m.token_dst != (where + 1) % m.n:
+                text.append(" to node %d" % m.token_dst)  # a token message travelling several hops
         else:
             st = m.node_state[where]
             text.append("at node %d%s" % (where, " (in CS)" if st == IN_CS else ""))
+            if m.token_dst is not None and m.token_dst != where:
+                text.append(", passing on to node %d" % m.token_dst)
         p = m.token_payload
         if p:
             # what the token frame carried on its last hop (a node may change it before it sends it on)
@@ -594,7 +598,7 @@ class Dashboard:
         if kf == "all":
             return True
         if kf in ("token", "request"):
-            return event.kind == kf
+            return self.model.role(event) == kf  # token and request frames, or the messages that carry them
         if kf == "cs":
             return event.ev in ("enter", "exit")
         return event.ev == kf
@@ -646,7 +650,7 @@ def _format_event(event, model):
     style = {"req": "yellow", "enter": "bold green", "exit": "green"}.get(ev, "")
     if ev in ("send", "recv"):
         arrow = "→%d" % ((event.node + 1) % model.n) if ev == "send" else "←%d" % event.link
-        kind_style = "magenta" if event.kind == "token" else "yellow"
+        kind_style = "magenta" if model.role(event) == "token" else "yellow"
         text.append("%-5s%-5s" % (ev, arrow))
         text.append(event.kind, style=kind_style)
         p = event.payload

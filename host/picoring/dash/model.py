@@ -9,7 +9,15 @@ traffic, bounds) are the Checker's own, so the dashboard shows exactly what
 What the events tell, and what they do not:
   node state    idle / requesting / in critical section: exact (req, enter, exit)
   token         at a node (received, or resting) or on a link (sent, not yet
-                received), with the payload it last carried: exact
+                received), with the payload it last carried: exact. A protocol
+                whose token travels as a layer message (the toy) names that
+                message's kind in its descriptor (about["messages"]["token"]
+                ["kind"]): its hop frames place the token as token frames do,
+                with their destination; a frame passing through a node puts the
+                token at that node until it is passed on.
+  requests      request and re-announced request frames, and the hop frames of
+                the descriptor's request message (about["messages"]["request"]),
+                per link
   M_p (D)       1 when p has sent a request message since T last reached p. A
                 node sets its flag exactly when it sends a request message and
                 T clears it, so this is exact for a complete trace; with lost
@@ -25,6 +33,13 @@ from ..check.checker import Checker, nearest_rank
 
 IDLE, REQUESTING, IN_CS = 0, 1, 2
 NODE_STATE_NAMES = ("idle", "requesting", "in CS")
+
+# What a frame of each kind is to the dashboard (a layer message's role comes from the descriptor).
+FRAME_ROLES = {"token": "token", "request": "request", "again": "request"}
+
+
+message_roles = registry.message_roles  # {message kind: role} from the descriptor (the explorer reads it too)
+
 
 # Events kept for the scrolling log: enough that a filter on one node of a
 # 64-node ring still finds a screenful.
@@ -56,6 +71,7 @@ class DashModel:
         self.token_node = 0
         self.token_link = None  # link it is on while in flight
         self.token_payload = None
+        self.token_dst = None  # where a token message is going (None: a token frame, or it has arrived)
         self.latencies = []  # one per service, in service order
         self._latencies_sorted = []
         self.log = deque(maxlen=log_keep)
@@ -63,8 +79,17 @@ class DashModel:
         # What the protocol's descriptor asks the dashboard to show (firmware `about["view"]`):
         # token_state (names of the token's state values), token_count (the label of its
         # counter), requests (it sends request frames), flags (the label of a per-node flag).
-        self.view = registry.about(protocol).get("view", {})
+        about = registry.about(protocol)
+        self.view = about.get("view", {})
         self._uses_flags = bool(self.view.get("flags"))
+        self._msg_roles = message_roles(about)
+
+    def role(self, event):
+        """What a send or recv event's frame is here: "token", "request", or None (recovery
+        claims, messages the descriptor gives no role)."""
+        if event.kind == "msg":  # a msg event always has its payload (docs/trace-format.md)
+            return self._msg_roles.get(event.payload.get("mkind"))
+        return FRAME_ROLES.get(event.kind)
 
     # -- events -------------------------------------------------------------
     def apply(self, event):
@@ -73,33 +98,40 @@ class DashModel:
         checker = self.checker
         if ev == "send":
             link = event.link if event.link is not None else node
-            if event.kind == "token":
+            kind = event.kind
+            if kind == "token":
                 self.token_sends[link] += 1
                 self.token_node = None
                 self.token_link = link
                 self.token_payload = event.payload
-            elif event.kind in ("request", "again"):
+            elif kind in ("request", "again"):
                 self.request_sends[link] += 1
                 self.flag[node] = 1
+            elif kind == "msg":
+                self._message(event, node, link, True)
             # claims (token recovery) are not the paper's traffic: counted by the checker
         elif ev == "regen":
             self.token_node = node  # a new token, made here (docs/recovery.md)
             self.token_link = None
             self.token_payload = event.payload
+            self.token_dst = None
         elif ev == "recv":
             link = event.link if event.link is not None else (node - 1) % self.n
-            if event.kind == "token":
+            kind = event.kind
+            if kind == "token":
                 self.token_recvs[link] += 1
                 self.token_node = node
                 self.token_link = None
                 self.token_payload = event.payload
                 self.flag[node] = 0
-            elif event.kind in ("request", "again"):
+            elif kind in ("request", "again"):
                 self.request_recvs[link] += 1
                 if self.token_node == node:
                     self.consumed_at[node] += 1
                 elif self._uses_flags and self.flag[node]:
                     self.stopped_at[node] += 1
+            elif kind == "msg":
+                self._message(event, node, link, False)
         elif ev == "req":
             self.node_state[node] = REQUESTING
             self.requested_at[node] = event.t
@@ -113,6 +145,7 @@ class DashModel:
             self.requested_at[node] = None
             self.token_node = node
             self.token_link = None
+            self.token_dst = None
         elif ev == "exit":
             self.node_state[node] = IDLE
         elif ev == "end":
@@ -124,6 +157,30 @@ class DashModel:
         self.log.append(event)
 
     __call__ = apply
+
+    def _message(self, event, node, link, sent):
+        """A hop frame of a layer message: the token's or a request's by the descriptor's kinds
+        (message_roles), placed and counted as token and request frames are. A token message
+        passing through a node stays there until the node passes it on; a request message is
+        delivered or passed on, never consumed or stopped."""
+        p = event.payload
+        role = self._msg_roles.get(p.get("mkind"))
+        if role == "token":
+            self.token_payload = p
+            self.token_dst = p.get("dst")
+            if sent:
+                self.token_sends[link] += 1
+                self.token_node = None
+                self.token_link = link
+            else:
+                self.token_recvs[link] += 1
+                self.token_node = node
+                self.token_link = None
+        elif role == "request":
+            if sent:
+                self.request_sends[link] += 1
+            else:
+                self.request_recvs[link] += 1
 
     # -- figures (read at render time) ----------------------------------------
     def report(self):
@@ -151,7 +208,8 @@ class DashModel:
         return self.request_sends[link] - self.request_recvs[link]
 
     def token_place(self):
-        """('node', i) or ('link', i) for the token's place now."""
+        """('node', i) or ('link', i) for the token's place now (token_dst: where a token
+        message on a link, or passing through node i, is going)."""
         if self.token_link is not None:
             return "link", self.token_link
         return "node", self.token_node

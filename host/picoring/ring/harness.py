@@ -35,18 +35,13 @@ from .deploy import start_order
 from .hostlink import CTRL_C, REQUEST, BoardEvent, Reply, encode_command
 from .link import REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness
 from .merge import CausalMerger, LinkTally
+from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, run_report
 
-# The stall clock (RingRun.run) runs only while the boards answer pings: a ping round unanswered
-# this long stops it (pings go every 0.5 s; a board answers within milliseconds when the machine
-# keeps up), and one pass of the run loop adds at most STALL_STEP_S.
-PING_GRACE_S = 0.5
+# The stall clock (RingRun.run) runs only while the boards answer pings (PING_GRACE_S, runreport.py),
+# and one pass of the run loop adds at most STALL_STEP_S.
 STALL_STEP_S = 0.05
 PING_GIVE_UP_S = 30.0  # a ping round unanswered this long is forgotten (its answer was lost)
 FROZEN_LIMIT = 12  # a run with no progress for this many stall limits of wall time is given up
-
-
-# Why a request is failed when its board's events of it were lost with its USB link.
-UNSEEN_IN_OUTAGE = "its events were lost while its board's USB link was down"
 
 # The frames whose start-up history pairs the links (module doc). A ring forms by claim
 # frames while its boards restart one after another, and a board that is stopped or
@@ -58,7 +53,7 @@ UNSEEN_IN_OUTAGE = "its events were lost while its board's USB link was down"
 PAIRED_FROM_BOOT = ("token", "request")
 
 # Board events that go through the causal merger (the rest are handled as they come).
-MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout")
+MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout", "gap")
 
 
 class RingRun:
@@ -103,6 +98,7 @@ class RingRun:
         self.stalled = None
         self.reconnect_wait_s = 3.0  # at the end, for a board whose USB link is down
         self.restarts = [0] * self.n
+        self.link_restarted = [False] * self.n  # per link: its sender restarted, no frame of it received since
         self.unsent = {}  # reason -> requests that never left the host
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
         self.restart_timeout_s = 15.0  # per board's !hello, and for the ring to form: on a real Pico
@@ -297,8 +293,8 @@ class RingRun:
                         elif isinstance(item, Reply) and item.word == "flush":
                             in_run[b] = True
                             for e in since_boot[b]:
-                                if e.ev in ("send", "recv") and e.kind not in PAIRED_FROM_BOOT:
-                                    continue
+                                if e.ev in ("send", "recv") and e.kind not in PAIRED_FROM_BOOT or e.ev == "gap":
+                                    continue  # (a gap before the run: start-up claims a booting board missed)
                                 self._place(b, t_rx, e, counted=False)
                             since_boot[b] = []
                         continue
@@ -324,9 +320,9 @@ class RingRun:
                             del self.resync[b]
                             self._resync(b, query["status"], outstanding, now - t0, query["after"])
                             tally = self.link_tallies[b]
-                            lost_tx, lost_rx = tally.lost(query["status"], "send"), tally.lost(query["status"], "recv")
-                            if lost_tx is not None and lost_rx is not None:
-                                self.merger.repair(b, lost_tx, lost_rx)
+                            lost = tally.settle(query["status"])
+                            if lost is not None:
+                                self.merger.repair(b, *lost)
                             continue
                         if item.word == "zero":
                             self.link_tallies[b].zeroed(item)
@@ -345,6 +341,7 @@ class RingRun:
                             self.link_tallies[b] = LinkTally()  # counts from its boot: no !zero
                             self.merger.unhold(b)
                             self._restarted(b, now - t0, outstanding[b], t_rx)
+                            self.link_restarted[b] = True
                             outstanding[b] = 0
                             next_ping = now  # its clock started again: a fresh offset soon
                             continue
@@ -360,6 +357,14 @@ class RingRun:
                         self._events_lost(b, now - t0, e.lost_in_outage)
                         lossy = True
                         resync_due.add(b)
+                    if e.ev in ("recv", "gap") and self.link_restarted[(b - 1) % n]:
+                        # The first frame from the new incarnation of the board before: its link
+                        # sequence bytes start again at 0, so the frames of it that were lost
+                        # are the ones before this frame's (the receiver's count is against
+                        # the old incarnation's).
+                        self.link_restarted[(b - 1) % n] = False
+                        if e.ev == "gap":
+                            e.aux["lost"] = e.aux["lseq"]
                     if e.ev == "send":
                         sends += 1
                         if e.kind == "token":
@@ -392,8 +397,9 @@ class RingRun:
                         why = "refused by its board: one already outstanding"
                         self.unsent[why] = self.unsent.get(why, 0) + 1
                         self.notices.append("%s: a request was refused (one already outstanding)" % self.ports[b])
-                    elif e.ev == "bad":
-                        self._count_bad(b, e)
+                    elif e.ev in ("bad", "gap"):
+                        if e.ev == "bad":
+                            self._count_bad(b, e)
                         lossy = True
                     elif e.ev == "hosterr":
                         self.notices.append("%s: refused a host line: %s" % (self.ports[b], e.aux))
@@ -535,17 +541,9 @@ class RingRun:
                     else:
                         self.notices.append("%s: no final flush: %s" % (link.port, e))
             time.sleep(0.05)
-            while True:
-                try:
-                    b, t_rx, item = self.inbox.get_nowait()
-                except queue.Empty:
-                    break
-                if isinstance(item, BoardEvent) and item.ev == "bad":
-                    self._count_bad(b, item)
-                if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
-                    self._place(b, t_rx, item, counted=in_run[b])
+            self._take_last(in_run)
             self._align_restarted()
-            self._final_status(now_us() - t0)
+            self._final_status(now_us() - t0, in_run)
             self._deliver(self.merger.release(now_us() - t0, final=True))
             end_t = self.merger.last_t
             if self.writer is not None:
@@ -554,7 +552,7 @@ class RingRun:
             if self.writer is not None:
                 self.writer.close()
         self.checker.last_t = self.merger.last_t
-        return self._report(quiescent, reason)
+        return run_report(self, quiescent, reason)
 
     def _ask_after_outage(self, b, now, after=0):
         """Ask the board its state, then flush it, without waiting: the run loop takes the
@@ -579,10 +577,12 @@ class RingRun:
             self._unpair(b)
 
     def _unpair(self, b):
-        """Board b's sends can no longer be paired by counts: the next board's receives are
-        placed by time from now on (reported: causal_forced, run condition "order")."""
+        """Board b's sends and receives can no longer be paired by counts: the receives on its
+        link out (at the next board) and on its link in (its own) are placed by time from now
+        on (reported: causal_forced, run condition "order")."""
         self.merger.unhold(b)
         self.merger.unpair(b)
+        self.merger.unpair((b - 1) % self.n)
 
     def _resync(self, b, status, outstanding, t, after=0):
         """Requests the host counts outstanding at a board that has none pending nor in its
@@ -657,16 +657,42 @@ class RingRun:
         reason = e.aux if isinstance(e.aux, str) else "?"
         self.bad_events[b][reason] = self.bad_events[b].get(reason, 0) + 1
 
-    def _final_status(self, t):
+    def _take_last(self, in_run):
+        """The events in the inbox after the run loop (the boards' final flush): placed."""
+        while True:
+            try:
+                b, t_rx, item = self.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, BoardEvent):
+                self.link_tallies[b].event(item)
+                if item.ev == "bad":
+                    self._count_bad(b, item)
+                if item.ev in MERGED_EVENTS:
+                    self._place(b, t_rx, item, counted=in_run[b])
+
+    def _final_status(self, t, in_run):
         """Each board's counters (bad frames by reason, frames received) since the run's !zero;
-        and the events it made that never arrived, when no later event showed the gap."""
+        and the events it made that never arrived, when no later event showed the gap. A board
+        whose counts the merger still awaits after a USB outage (its state query unanswered
+        when the run ended) is settled here: its status, then a flush, so that every event it
+        made before the status is in."""
         for i, link in enumerate(self.links):
             try:
                 _, reply = link.command("status")
+                if i in self.merger.held:
+                    link.command("flush")
             except HarnessError as e:
                 self.notices.append("%s: no final status: %s" % (link.port, e))
                 continue
             f = self.final_status[i] = reply.fields
+            if i in self.merger.held:
+                self._take_last(in_run)
+                lost = self.link_tallies[i].settle(f)
+                if lost is not None:
+                    self.merger.repair(i, *lost)
+                else:
+                    self._unpair(i)
             if isinstance(f.get("eseq"), int) and isinstance(f.get("pending"), int) and not f.get("dropped"):
                 in_outages = link.parser.missing_in_outages
                 lost = link.parser.expect_next(f["eseq"] - f["pending"])
@@ -715,7 +741,7 @@ class RingRun:
 
     def _deliver(self, released):
         for t, e in released:
-            if e.ev in ("bad", "drop"):
+            if e.ev in ("bad", "drop", "gap"):
                 continue  # counted per board below, not ring events
             ev = e.to_trace(t)
             self.checker.feed(ev)
@@ -723,119 +749,6 @@ class RingRun:
                 self.writer(ev)
             if self.listener is not None:
                 self.listener(ev)
-
-    def _report(self, quiescent, reason):
-        report = self.checker.finish(quiescent=quiescent, reason=None if quiescent is not False else reason)
-        boards = []
-        lost = 0
-        for link in self.links:
-            p = link.parser
-            lost += p.missing - p.missing_in_outages
-            entry = {
-                "port": link.port, "position": link.index, "clock_rtt_us": link.rtt, "events": p.events,
-                "events_lost": p.missing, "events_lost_in_usb_outages": p.missing_in_outages,
-                "garbage_lines": dict(p.garbage),
-                # frames that arrived broken on the link from the previous board and were dropped
-                "bad_frame_events": dict(self.bad_events[link.index]),
-            }
-            st = self.final_status[link.index]
-            if st is not None:
-                entry["link_in"] = {"wire": (link.index - 1) % self.n, "rx_frames": st.get("rx_frames"),
-                                    "bad": st.get("bad"),
-                                    "bad_by_reason": {r: st.get("bad_" + r, 0) for r in ("crc", "len", "cobs", "kind")}}
-            boards.append(entry)
-        # Requests the host sent that no board ever took (no req event): written to a board
-        # while it was restarting. Reported failed, never silently dropped.
-        for why, k in self.unsent.items():
-            report["failed"][why] = report["failed"].get(why, 0) + k
-        vanished = self.workload.issued - report["requests"] - sum(self.unsent.values())
-        if vanished > 0:
-            if any(self.restarts) or self.unseen_in_outage:
-                why = UNSEEN_IN_OUTAGE if self.unseen_in_outage else "sent while its board restarted, never taken"
-                report["failed"][why] = report["failed"].get(why, 0) + vanished
-            else:
-                # The host only sees req events: a request the board took whose event was lost
-                # looks the same as one the board never read.
-                report["violations"].append({"kind": "liveness", "request": None, "node": None, "t": None,
-                                             "message": "%d requests were sent to the boards and no req event came "
-                                                        "back for them (not taken, or their events were lost)"
-                                                        % vanished})
-                report["ok"] = False
-        report.update(source="ring", workload=self.workload.describe(), seed=self.seed, unit_us=self.unit_us,
-                      issued=self.workload.issued,
-                      stop_reason=reason, boards=boards, events_lost=lost, causal_forced=self.merger.forced,
-                      notices=self.notices, stalled=self.stalled, restarts=list(self.restarts),
-                      link_events=self.link_events,
-                      unreceived_sends=[s - r for s, r in zip(self.merger.sent, self.merger.received)])
-        if self.stalled is not None:
-            report["violations"].insert(0, {"kind": "stall", "request": None, "node": None, "t": None, "message": reason})
-            report["ok"] = False
-        if lost:
-            report["violations"].append({"kind": "events", "request": None, "node": None, "t": None,
-                                         "message": "%d events were lost between the boards and the host: the counts are incomplete" % lost})
-            report["ok"] = False
-        report["run_conditions"] = self._run_conditions(report)
-        return report
-
-    def _run_conditions(self, report):
-        """What went wrong with the run itself rather than with the protocol: each one makes
-        the verdict less than certain, and all but the explained ones make it not OK."""
-        conditions = []
-        for link in self.links:
-            k = link.parser.missing_in_outages
-            if k:  # explained: the board ran on and its USB output had nowhere to go
-                conditions.append({
-                    "kind": "usb_outage", "board": link.index, "count": k, "explained": True,
-                    "message": "%s: %d events were lost while its USB link was down: what that board did meanwhile "
-                               "is not in the trace (the others' events are, and are checked)" % (link.port, k)})
-        for text in self.host_lagged:
-            conditions.append({"kind": "host", "explained": False, "message": text})
-            report["ok"] = False
-        for text in self.host_slow:  # the answer came in the end: the verdict does not depend on it
-            conditions.append({"kind": "slow", "explained": True, "message": text})
-        if self.frozen_s >= 1.0:
-            # explained: the verdict does not rest on timing (the merge is causal), and the stall
-            # clock stood still meanwhile; the run only took longer, and recovery may have fired
-            conditions.append({
-                "kind": "slow", "explained": True, "seconds": round(self.frozen_s, 1),
-                "message": "for %.1f s in all the boards did not answer their pings within %.1f s (or the host loop "
-                           "did not run): the machine was too busy to keep the ring running in real time; the stall "
-                           "clock stood still meanwhile, and the boards' recovery may have fired"
-                           % (self.frozen_s, PING_GRACE_S * self.slowness)})
-        for link, k in enumerate(self.merger.forced_links):
-            if not k:
-                continue
-            # A board that dies loses the events it had not flushed, its sends among them; one
-            # whose USB link is down loses what it says meanwhile.
-            why = []
-            if self.restarts[link]:
-                why.append("board %d restarted and lost its unsent events" % link)
-            if self.links[link].parser.missing_in_outages:
-                why.append("board %d's events were lost while its USB link was down" % link)
-            explained = bool(why)
-            conditions.append({
-                "kind": "order", "link": link, "count": k, "explained": explained,
-                "message": "%d frame(s) received on link %d were placed without their send%s: their order is a "
-                           "clock estimate, and so is the safety verdict around them"
-                           % (k, link, " (%s)" % "; ".join(why) if why else "")})
-            if not explained:
-                report["ok"] = False
-        if report.get("quiescent") is True:
-            # At rest every frame sent has been received: a send left over means the link's
-            # frames were paired off by one from the start (PAIRED_FROM_BOOT), and its receives
-            # were placed as if their sends had come earlier (no wait: no forced count).
-            for link, k in enumerate(report["unreceived_sends"]):
-                if k <= 0 or self.restarts[link] or self.restarts[(link + 1) % self.n] or self.bad_events[(link + 1) % self.n]:
-                    continue
-                if self.links[link].parser.missing_in_outages:
-                    continue
-                conditions.append({
-                    "kind": "order", "link": link, "count": k, "explained": False,
-                    "message": "%d frame(s) sent on link %d were never received although the ring is at rest: the "
-                               "link's frames were paired off by %d, and the order of its receives is a clock "
-                               "estimate" % (k, link, k)})
-                report["ok"] = False
-        return conditions
 
     def close(self):
         for link in self.links:

@@ -24,7 +24,7 @@ TICK_PERIOD = 1 << 30  # board ticks are ticks_us() mod 2**30 (the Pico's own pe
 SEQ_PERIOD = 1 << 16
 
 EV_NAMES = {1: "req", 2: "send", 3: "recv", 4: "enter", 5: "exit", 6: "bad", 7: "drop", 8: "reject", 9: "boot",
-            10: "regen", 11: "discard", 12: "timeout", 13: "hosterr"}
+            10: "regen", 11: "discard", 12: "timeout", 13: "hosterr", 14: "gap"}
 KIND_NAMES = {0: None, 1: "token", 2: "request", 5: "claim", 6: "again", 7: "msg", 8: "msg"}
 MSG_FORWARDED = 8  # kind nibble of a send record: a hop frame of a message sent elsewhere
 BAD_REASONS = ("crc", "len", "cobs", "kind")
@@ -57,7 +57,7 @@ class HostLinkError(ValueError):
 class BoardEvent:
     """One event from a board. payload is a dict for token frames, else None;
     aux holds the bad-frame reason ("crc", ...) for ev == "bad", the number of
-    lost events for ev == "drop"."""
+    lost events for ev == "drop", {"lost", "lseq"} for ev == "gap" (frames lost on its link in)."""
 
     __slots__ = ("board", "seq", "tick_us", "ev", "link", "kind", "payload", "aux", "lost_in_outage")
 
@@ -164,6 +164,12 @@ def decode_records(board, data, size=None):
             extra = BAD_REASONS[aux] if aux < len(BAD_REASONS) else aux
         elif ev == "drop":
             extra = seq
+        elif ev == "gap":
+            # frames lost on the link into this board just before the frame with link
+            # sequence byte lseq (firmware frame.S_GAP): bad ones, or ones that vanished
+            extra = {"lost": count, "lseq": aux}
+            if size:
+                link = (board - 1) % size
         elif ev == "enter":
             payload = {"seq": seq, "epoch": epoch}
         elif ev == "boot":
@@ -213,6 +219,7 @@ class LineParser:
         self.events = 0
         self.received = 0
         self._next_seq = None
+        self.inc = None  # the incarnation number of the board's last hello
         self._partial = b""
         self._traceback = None  # lines of a traceback whose last line has not come yet
 
@@ -271,7 +278,7 @@ class LineParser:
                 return []
             reply = Reply(self.board, word, text)
             if word == "hello":
-                self._on_hello(reply)
+                return [self._on_hello(reply)]
             return [reply]
         self._other_line(line)
         return []
@@ -299,12 +306,21 @@ class LineParser:
             self._traceback = None
 
     def _on_hello(self, reply):
-        # A (re)started board numbers its events from 0 again.
+        """A (re)started board numbers its events from 0 again. It says hello at boot and
+        again before it answers its first host line (the first may have gone nowhere: a
+        Pico's USB serial drops output while no host has the port open): a hello of the
+        incarnation already greeted (its inc, a number drawn at boot) is only that
+        repetition, returned as an "again" reply, which nothing waits for."""
+        inc = reply.fields.get("inc")
+        if inc is not None and inc == self.inc:
+            return Reply(self.board, "again", reply.text)
+        self.inc = inc
         self._next_seq = None
         if self.board is None and isinstance(reply.fields.get("pos"), int):
             self.board = reply.fields["pos"]
         if self.size is None and isinstance(reply.fields.get("n"), int):
             self.size = reply.fields["n"]
+        return reply
 
     def _batch(self, line):
         body = line[1:]

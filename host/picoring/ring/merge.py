@@ -29,6 +29,7 @@ class CausalMerger:
         self.heard = [None] * n
         self.give_up_us = 15 * stall_us  # ... or when this much wall time has passed (a silent sender)
         self.held = {}  # board -> since when its link counts are awaited: nothing is released meanwhile (hold)
+        self.lost_frames = [0] * n  # per link: frames its receiver counted lost (gap events)
 
     def unpair(self, link):
         self.unpaired[link] = True
@@ -39,6 +40,7 @@ class CausalMerger:
         self.sent[board] += lost_sends
         self.unpaired[board] = False
         self.received[(board - 1) % self.n] += lost_receives
+        self.unpaired[(board - 1) % self.n] = False
         self.held.pop(board, None)
 
     def hold(self, board, since=None):
@@ -63,10 +65,13 @@ class CausalMerger:
             self.hear(board, t)
 
     def _ready(self, board, event):
-        if event.ev != "recv":
-            return True
-        link = (board - 1) % self.n
-        return self.unpaired[link] or self.sent[link] > self.received[link]
+        if event.ev == "recv":
+            link = (board - 1) % self.n
+            return self.unpaired[link] or self.sent[link] > self.received[link]
+        if event.ev == "gap":  # the lost frames' sends come first: they were sent before
+            link = (board - 1) % self.n
+            return self.unpaired[link] or self.sent[link] >= self.received[link] + event.aux["lost"]
+        return True
 
     def release(self, now, final=False):
         """Events that can be placed now, in order, as (t, BoardEvent)."""
@@ -107,6 +112,11 @@ class CausalMerger:
             _, e, counted = self.queues[b].popleft()
             if e.ev == "send":
                 self.sent[b] += 1
+            elif e.ev == "gap":
+                # frames the board never received (bad, or lost whole): as received, so that
+                # the link's next receive pairs with its own send
+                self.received[(b - 1) % self.n] += e.aux["lost"]
+                self.lost_frames[(b - 1) % self.n] += e.aux["lost"]
             elif e.ev == "recv":
                 self.received[(b - 1) % self.n] += 1
                 if self.unpaired[(b - 1) % self.n] and best is not blocked_oldest:
@@ -136,9 +146,12 @@ class LinkTally:
 
     def event(self, e):
         u = self.unwrap(e.seq)
-        if e.ev in self.counts and self.since is not None and u >= self.since:
-            self.counts[e.ev] += 1
-            self.recent[e.ev].append(u)
+        ev, k = e.ev, 1
+        if ev == "gap":  # frames the board never received: on the receive side of its link in
+            ev, k = "recv", e.aux["lost"]
+        if ev in self.counts and self.since is not None and u >= self.since:
+            self.counts[ev] += k
+            self.recent[ev].append((u, k))
 
     def zeroed(self, reply):
         parts = reply.text.split()
@@ -150,18 +163,31 @@ class LinkTally:
 
     def lost(self, status, ev="send"):
         """Frames sent (ev "send") or received ("recv") before the status whose events never
-        came, or None: unknown."""
+        came, or None: unknown. Received frames include the ones the board counted lost on
+        its link in (status "lost": the gap events' sum)."""
         frames, eseq = status.get("tx_frames" if ev == "send" else "rx_frames"), status.get("eseq")
         if self.since is None or not isinstance(frames, int) or not isinstance(eseq, int):
             return None
+        if ev == "recv":
+            frames += status.get("lost", 0)
         upto = self.unwrap(eseq % SEQ_PERIOD)
         seen = self.counts[ev]
-        for u in reversed(self.recent[ev]):  # the ones made after the status (before its flush)
+        for u, k in reversed(self.recent[ev]):  # the ones made after the status (before its flush)
             if u < upto:
                 break
-            seen -= 1
+            seen -= k
         lost = (frames - seen) % COUNT_PERIOD
         return lost if lost < COUNT_PERIOD // 2 else None  # more seen than made: not understood
+
+    def settle(self, status):
+        """(lost sends, lost receives) before the status, each counted once: a second outage's
+        answer then gives only what was lost since (the merger adds them up). None: unknown."""
+        lost_tx, lost_rx = self.lost(status, "send"), self.lost(status, "recv")
+        if lost_tx is None or lost_rx is None:
+            return None
+        self.counts["send"] += lost_tx
+        self.counts["recv"] += lost_rx
+        return lost_tx, lost_rx
 
 
 # The firmware's frame counters wrap at 2**30 (small ints on the rp2 port).

@@ -1,0 +1,128 @@
+"""The report of a run on a ring of boards (ring/harness.py's RingRun): the checker's verdict
+with what the host saw of the boards, their links and itself, and the run conditions: what
+went wrong with the run rather than with the protocol."""
+
+# The stall clock (RingRun.run) runs only while the boards answer pings: a ping round unanswered
+# this long stops it (pings go every 0.5 s; a board answers within milliseconds when the machine
+# keeps up).
+PING_GRACE_S = 0.5
+
+# Why a request is failed when its board's events of it were lost with its USB link.
+UNSEEN_IN_OUTAGE = "its events were lost while its board's USB link was down"
+
+
+def run_report(run, quiescent, reason):
+    """The report of a finished RingRun: the checker's verdict, and what the run saw of
+    the boards, their links and the host (run conditions)."""
+    report = run.checker.finish(quiescent=quiescent, reason=None if quiescent is not False else reason)
+    boards = []
+    lost = 0
+    for link in run.links:
+        p = link.parser
+        lost += p.missing - p.missing_in_outages
+        entry = {
+            "port": link.port, "position": link.index, "clock_rtt_us": link.rtt, "events": p.events,
+            "events_lost": p.missing, "events_lost_in_usb_outages": p.missing_in_outages,
+            "garbage_lines": dict(p.garbage),
+            # frames that arrived broken on the link from the previous board and were dropped
+            "bad_frame_events": dict(run.bad_events[link.index]),
+        }
+        st = run.final_status[link.index]
+        if st is not None:
+            entry["link_in"] = {"wire": (link.index - 1) % run.n, "rx_frames": st.get("rx_frames"),
+                                "bad": st.get("bad"), "lost_frames": run.merger.lost_frames[(link.index - 1) % run.n],
+                                "bad_by_reason": {r: st.get("bad_" + r, 0) for r in ("crc", "len", "cobs", "kind")}}
+        boards.append(entry)
+    # Requests the host sent that no board ever took (no req event): written to a board
+    # while it was restarting. Reported failed, never silently dropped.
+    for why, k in run.unsent.items():
+        report["failed"][why] = report["failed"].get(why, 0) + k
+    vanished = run.workload.issued - report["requests"] - sum(run.unsent.values())
+    if vanished > 0:
+        if any(run.restarts) or run.unseen_in_outage:
+            why = UNSEEN_IN_OUTAGE if run.unseen_in_outage else "sent while its board restarted, never taken"
+            report["failed"][why] = report["failed"].get(why, 0) + vanished
+        else:
+            # The host only sees req events: a request the board took whose event was lost
+            # looks the same as one the board never read.
+            report["violations"].append({"kind": "liveness", "request": None, "node": None, "t": None,
+                                         "message": "%d requests were sent to the boards and no req event came "
+                                                    "back for them (not taken, or their events were lost)"
+                                                    % vanished})
+            report["ok"] = False
+    report.update(source="ring", workload=run.workload.describe(), seed=run.seed, unit_us=run.unit_us,
+                  issued=run.workload.issued,
+                  stop_reason=reason, boards=boards, events_lost=lost, causal_forced=run.merger.forced,
+                  notices=run.notices, stalled=run.stalled, restarts=list(run.restarts),
+                  link_events=run.link_events,
+                  unreceived_sends=[s - r for s, r in zip(run.merger.sent, run.merger.received)])
+    if run.stalled is not None:
+        report["violations"].insert(0, {"kind": "stall", "request": None, "node": None, "t": None, "message": reason})
+        report["ok"] = False
+    if lost:
+        report["violations"].append({"kind": "events", "request": None, "node": None, "t": None,
+                                     "message": "%d events were lost between the boards and the host: the counts are incomplete" % lost})
+        report["ok"] = False
+    report["run_conditions"] = run_conditions(run, report)
+    return report
+
+def run_conditions(run, report):
+    """What went wrong with the run itself rather than with the protocol: each one makes
+    the verdict less than certain, and all but the explained ones make it not OK."""
+    conditions = []
+    for link in run.links:
+        k = link.parser.missing_in_outages
+        if k:  # explained: the board ran on and its USB output had nowhere to go
+            conditions.append({
+                "kind": "usb_outage", "board": link.index, "count": k, "explained": True,
+                "message": "%s: %d events were lost while its USB link was down: what that board did meanwhile "
+                           "is not in the trace (the others' events are, and are checked)" % (link.port, k)})
+    for text in run.host_lagged:
+        conditions.append({"kind": "host", "explained": False, "message": text})
+        report["ok"] = False
+    for text in run.host_slow:  # the answer came in the end: the verdict does not depend on it
+        conditions.append({"kind": "slow", "explained": True, "message": text})
+    if run.frozen_s >= 1.0:
+        # explained: the verdict does not rest on timing (the merge is causal), and the stall
+        # clock stood still meanwhile; the run only took longer, and recovery may have fired
+        conditions.append({
+            "kind": "slow", "explained": True, "seconds": round(run.frozen_s, 1),
+            "message": "for %.1f s in all the boards did not answer their pings within %.1f s (or the host loop "
+                       "did not run): the machine was too busy to keep the ring running in real time; the stall "
+                       "clock stood still meanwhile, and the boards' recovery may have fired"
+                       % (run.frozen_s, PING_GRACE_S * run.slowness)})
+    for link, k in enumerate(run.merger.forced_links):
+        if not k:
+            continue
+        # A board that dies loses the events it had not flushed, its sends among them; one
+        # whose USB link is down loses what it says meanwhile.
+        why = []
+        if run.restarts[link]:
+            why.append("board %d restarted and lost its unsent events" % link)
+        for b in (link, (link + 1) % run.n):  # its sends, or the next board's receives
+            if run.links[b].parser.missing_in_outages:
+                why.append("board %d's events were lost while its USB link was down" % b)
+        explained = bool(why)
+        conditions.append({
+            "kind": "order", "link": link, "count": k, "explained": explained,
+            "message": "%d frame(s) received on link %d were placed without their send%s: their order is a "
+                       "clock estimate, and so is the safety verdict around them"
+                       % (k, link, " (%s)" % "; ".join(why) if why else "")})
+        if not explained:
+            report["ok"] = False
+    if report.get("quiescent") is True:
+        # At rest every frame sent has been received: a send left over means the link's
+        # frames were paired off by one from the start (PAIRED_FROM_BOOT), and its receives
+        # were placed as if their sends had come earlier (no wait: no forced count).
+        for link, k in enumerate(report["unreceived_sends"]):
+            if k <= 0 or run.restarts[link] or run.restarts[(link + 1) % run.n] or run.bad_events[(link + 1) % run.n]:
+                continue
+            if run.links[link].parser.missing_in_outages or run.links[(link + 1) % run.n].parser.missing_in_outages:
+                continue
+            conditions.append({
+                "kind": "order", "link": link, "count": k, "explained": False,
+                "message": "%d frame(s) sent on link %d were never received although the ring is at rest: the "
+                           "link's frames were paired off by %d, and the order of its receives is a clock "
+                           "estimate" % (k, link, k)})
+            report["ok"] = False
+    return conditions
