@@ -101,13 +101,14 @@ class NodeRA(Node):
 
     def __init__(self, index, n):
         Node.__init__(self, index, n)
-        self.clock = 0  # Lamport's clock
-        self.heard = False  # a request registered since boot (a restarted node adopts the first stamp)
+        self.clock = 0  # Lamport's clock; -1 after a restart: unknown until a stamp is registered
         self.rq = array("i", [0] * n)  # rule 4: the stamp of each process's latest request registered here
-        self.lv = array("i", [0] * n)  # the token's memory while it is here (a copy kept after it left)
+        # The token's memory while it is here, all zero elsewhere (cleared as it leaves: the
+        # token's contents are where the token is, and a node's state is what it acts on).
+        self.lv = array("i", [0] * n)
 
     def boot(self, starter=False, nonce=0):
-        self.heard = False
+        self.clock = -1  # a restarted node adopts the first stamp it registers, however far on
         return Node.boot(self, starter, nonce)
 
     # -- requesting ---------------------------------------------------------
@@ -137,9 +138,8 @@ class NodeRA(Node):
             # S_src's requests arrive in the order it made them: the latest is the one to keep.
             self.rq[src] = ts
             # Lamport's clock: registering a stamp moves the clock up to it.
-            if seq_later(ts, self.clock) or not self.heard:
+            if self.clock < 0 or seq_later(ts, self.clock):
                 self.clock = ts
-            self.heard = True
             if self.has_token and not self.in_cs:
                 return self._pass_on()  # the idle holder serves it at once (header)
             return 0  # in the critical section: rule 5 at its end finds it
@@ -214,15 +214,23 @@ class NodeRA(Node):
         at = _HEADER
         for k in range(self.n):
             put30(out, at, lv[k])
+            lv[k] = 0
             at += 4
         return self.send(TOKEN, j)
 
     # -- recovery (protocol.Node; docs/adding-a-protocol.md section 4) -------
 
     def _regenerate(self):
-        # The lost token's memory is unknowable: the new one takes this node's last copy
-        # (processes it shows as waiting that were served since get a token they pass on).
+        # The lost token's memory is unknowable. The new one takes every request this node
+        # has registered as waiting (a last visit other than its stamp): rule 5 serves them
+        # oldest first, and a process that was in fact served passes the token on as it
+        # arrives, setting its LV right. A request this node has not registered is
+        # re-announced by its process's timeout (on_request_again).
         self._new_token()
+        rq = self.rq
+        lv = self.lv
+        for j in range(self.n):
+            lv[j] = rq[j] - 1 if rq[j] else 0
         if self.pending:
             return self._enter()
         return self._leave()

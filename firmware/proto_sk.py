@@ -98,8 +98,10 @@ class NodeSK(Node):
     def __init__(self, index, n):
         Node.__init__(self, index, n)
         self.rn = array("i", [0] * n)  # RN_i[1..N]: the largest sequence number received from each site
-        self.ln = array("i", [0] * n)  # the token's LN while it is here (a copy kept after it left)
-        self.q = bytearray(n)  # the token's Q while it is here: q[0] the head, qlen entries
+        # The token's LN and Q while it is here, all zero elsewhere (cleared as it leaves: the
+        # token's contents are where the token is, and a node's state is what it acts on).
+        self.ln = array("i", [0] * n)
+        self.q = bytearray(n)  # q[0] the head, qlen entries
         self.qlen = 0
         self.inq = bytearray(n)  # inq[j] = 1 while j is in Q (an index of Q here, never sent)
 
@@ -212,6 +214,7 @@ class NodeSK(Node):
             head = q[0]
             for k in range(1, qlen):
                 q[k - 1] = q[k]
+            q[qlen - 1] = 0
             self.qlen = qlen - 1
             inq[head] = 0
             return self._give(head)
@@ -227,6 +230,7 @@ class NodeSK(Node):
         at = _HEADER
         for k in range(n):
             put30(out, at, ln[k])
+            ln[k] = 0
             at += 4
         q = self.q
         inq = self.inq
@@ -237,6 +241,7 @@ class NodeSK(Node):
             if k < qlen:
                 out[at + k] = q[k]
                 inq[q[k]] = 0
+                q[k] = 0
             else:
                 out[at + k] = 0
         self.qlen = 0
@@ -251,13 +256,18 @@ class NodeSK(Node):
         return Node.give_token(self)
 
     def _regenerate(self):
-        # The lost token's LN and Q are unknowable: the new one takes this node's last copy of
-        # LN (requests it shows as outstanding that were served since get a token they pass
-        # on) and an empty queue, which step (e) fills again from RN.
+        # The lost token's LN and Q are unknowable. The new one takes every request this node
+        # has heard of as outstanding (LN[j] = RN_i[j] - 1): step (e) queues them, and a site
+        # whose request was in fact served releases the token as it arrives, step (d) setting
+        # its LN[j] right. A request this node has not heard of is re-announced by its site's
+        # timeout (on_request_again). Q starts empty.
         self._new_token()
         self.qlen = 0
+        rn = self.rn
+        ln = self.ln
         for j in range(self.n):
             self.inq[j] = 0
+            ln[j] = rn[j] - 1 if rn[j] else 0
         if self.pending:
             return self._enter()
         return self._release()

@@ -245,7 +245,8 @@ def test_sk_rules_a_to_f():
     assert _deliver(a, d) == 0 and a.rn[3] == 1
     # (d) LN[a] = RN_a[a] = 0; (e) b and d appended in ring order after a; (f) the head, b, gets it
     assert a.exit_cs() == SEND_MSG and a.out_dst == 1 and a.out_kind == TOKEN and not a.has_token
-    assert list(a.ln) == [0, 0, 0, 0]
+    assert list(a.ln) == [0, 0, 0, 0] and a.qlen == 0 and bytes(a.q) == bytes(4)  # LN and Q left with it
+    assert a.out[6 + 4 * 4] == 1 and a.out[6 + 4 * 4 + 1] == 3  # the token carries |Q| = 1: d
     assert _deliver(c, b) == 0 and c.rn[1] == 1
     assert _deliver(b, a) == ENTER_CS and b.qlen == 1 and b.q[0] == 3 and b.seq == 2
     # (d) LN[b] = 1; (e) d is in Q already: not appended twice; (f) the head, d
@@ -283,7 +284,8 @@ def test_ra_serves_the_longest_waiting_and_breaks_ties_in_ring_order():
         _deliver(t, nodes[j])
     assert _deliver(t, h) == ENTER_CS and t.exit_cs() == SEND_MSG
     # 1 and 4 both stamp 2: the first in ring order after the holder (3): 4
-    assert t.out_dst == 4 and t.lv[3] == 1
+    assert t.out_dst == 4 and protocol.get30(t.out, 6 + 4 * 3) == 1  # the token's LV[3]: 3's stamp
+    assert list(t.lv) == [0] * n  # the token's memory leaves with it
 
 
 def test_ra_an_idle_process_is_recognised_however_far_the_clock_moved():
