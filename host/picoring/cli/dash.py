@@ -7,7 +7,7 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 
 import threading
 
-from .common import PROTOCOLS, CommandError, add_workload_args, run_ports, workload_args
+from .common import PROTOCOLS, CommandError, add_workload_args, ring_size, run_ports, workload_args
 
 # -- dash --------------------------------------------------------------------
 
@@ -21,7 +21,7 @@ def argparse_dash(sub):
     where.add_argument("--ports", help="real (or already running) boards, in ring order: run a workload on them, live")
     where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
     p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
-    p.add_argument("-n", type=int, default=8, help="--sim: ring size (default 8)")
+    p.add_argument("-n", type=int, help="--sim: ring size (default 8, or the ring of a trace given as -w file:TRACE)")
     add_workload_args(p, 100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cs-time", type=int, default=1, help="--sim: critical section in hop times")
@@ -91,6 +91,7 @@ def _dash_sim(args, console, speed):
     from ..dash.dashboard import FeedSource
     from ..sim.simulate import simulate
 
+    args.n = ring_size(args, 8)
     if args.n < 2:
         raise CommandError("-n must be at least 2")
     workload = workload_args(args, args.n, cs_time=args.cs_time)

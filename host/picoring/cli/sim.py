@@ -3,13 +3,13 @@
 import sys
 from pathlib import Path
 
-from .common import PROTOCOLS, CommandError, add_workload_args, print_report, workload_args
+from .common import PROTOCOLS, CommandError, add_workload_args, print_report, ring_size, workload_args
 
 
 def argparse_sim(sub):
     p = sub.add_parser("sim", help="run the protocol code on a simulated ring and check the bounds")
     p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
-    p.add_argument("-n", type=int, default=8, help="ring size (default 8)")
+    p.add_argument("-n", type=int, help="ring size (default 8; a trace given as -w file:TRACE: its ring's)")
     add_workload_args(p, 1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cs-time", type=int, default=1, help="critical section length in hop times (default 1)")
@@ -29,6 +29,7 @@ def argparse_sim(sub):
 def do_sim(args):
     from ..sim.simulate import save_schedule, schedule_dir, simulate, write_schedule
 
+    args.n = ring_size(args, 8)
     if args.n < 2:
         raise CommandError("-n must be at least 2")
     if args.cs_time < 0:
