@@ -11,6 +11,7 @@ own numbers. Files written (DIR/...):
                             (one row per node up to TOKEN_ROWS nodes), so no node drops out
   service_per_node.png      requests served per node (fairness)
   summary.json              the checker's report
+and with --csv the tables behind them (check/tables.py: summary.csv, requests.csv, nodes.csv).
 """
 
 import json
@@ -43,6 +44,9 @@ class RunSeries:
         self.latency_by_node = [0] * n  # sums
         self.token_t = [0]  # every run starts with the token at node 0
         self.token_node = [0]
+        # per request, in the order made (check/tables.py REQUEST_FIELDS): request id, node,
+        # t request, t enter, latency, service traffic (hop frames, logical), overtaken, outcome
+        self.requests = []
 
     def __call__(self, event):
         c = self.checker
@@ -51,17 +55,24 @@ class RunSeries:
             pending = c.pending.get(event.node)
             c.feed(event)
             if pending is not None:
-                rid, t_req, msgs_at_req = pending[:3]
+                rid, t_req, msgs_at_req, logical_at_req, entries_at_req = pending
                 self.service.append((rid, event.node, c.total - msgs_at_req))
                 self.latency.append(event.t - t_req)
                 self.served_by_node[event.node] += 1
                 self.latency_by_node[event.node] += event.t - t_req
+                self.requests[rid - 1][3:] = [event.t, event.t - t_req, c.total - msgs_at_req,
+                                              c.logical - logical_at_req, c.entries - 1 - entries_at_req, "served"]
             return
+        if ev == "fail":
+            pending = c.pending.get(event.node)
+            if pending is not None:
+                self.requests[pending[0] - 1][8] = "failed: %s" % ((event.extra or {}).get("reason") or "?")
         c.feed(event)
         if ev == "req":
             self.requests_by_node[event.node] += 1
             self.req_count.append(c.requests)
             self.req_total.append(c.total)
+            self.requests.append([c.requests, event.node, event.t, None, None, None, None, None, "not served"])
         elif ev == "recv" and event.kind == "token":
             self.token_t.append(event.t)
             self.token_node.append(event.node)
@@ -81,10 +92,26 @@ def read_series(path):
     return meta, series, report
 
 
-def write_report(trace_path, out_dir):
-    """Write the plots and summary.json; returns (report, [paths])."""
+def write_report(trace_path, out_dir, plots=True, tables=False):
+    """Write the plots (unless plots is false: then matplotlib is not needed), summary.json,
+    and with tables the CSV tables of check/tables.py; returns (report, [paths])."""
+    if plots:
+        _pyplot()  # before the trace is read: a missing matplotlib costs nothing
     meta, series, report = read_series(trace_path)
     os.makedirs(out_dir, exist_ok=True)
+    files = _plots(meta, series, out_dir) if plots else []
+    path = os.path.join(out_dir, "summary.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+    files.append(path)
+    if tables:
+        from .tables import write_tables
+
+        files += write_tables(series, report, "us" if meta.get("time_unit") == "us" else "hop", out_dir)
+    return report, files
+
+
+def _plots(meta, series, out_dir):
     plt = _pyplot()
     unit = "µs" if meta.get("time_unit") == "us" else "hop times"
     what = "%s, n=%d, %s%s" % (
@@ -183,19 +210,18 @@ def write_report(trace_path, out_dir):
     h2, l2 = ax2.get_legend_handles_labels()
     _legend(ax, h1 + h2, l1 + l2)  # above the bars: a legend inside would hide some of them
     save(fig, "service_per_node.png")
+    return files
 
-    path = os.path.join(out_dir, "summary.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1, sort_keys=True)
-    files.append(path)
-    return report, files
+
+class PlotError(ValueError):
+    """The plots cannot be drawn here (no matplotlib); the command line says so, no traceback."""
 
 
 def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise RuntimeError("the plots need matplotlib: pip install -e '.[report]'") from None
+        raise PlotError("the plots need matplotlib: pip install -e '.[report]' (or report --csv --no-plots)") from None
     matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as plt
 

@@ -225,9 +225,14 @@ def frame_counters(parsers, bad_events):
 
 
 def argparse_report(sub):
-    p = sub.add_parser("report", help="summary table and PNG plots of a trace, for a lab report")
+    p = sub.add_parser("report", help="summary table, PNG plots and CSV tables of a trace, for a lab report")
     p.add_argument("trace", help="JSON-lines trace written by sim or run")
     p.add_argument("--out", metavar="DIR", help="where to write the plots (default: <trace name>-report next to the trace)")
+    p.add_argument("--csv", action="store_true",
+                   help="also write the figures as CSV: summary.csv (compare --csv's columns), requests.csv (one row per "
+                        "request), nodes.csv (one row per node); docs/trace-format.md")
+    p.add_argument("--no-plots", action="store_true", help="no PNG plots (no matplotlib needed): summary.json, and the "
+                                                           "CSV tables with --csv")
 
 
 def do_report(args):
@@ -237,7 +242,7 @@ def do_report(args):
     from ..check.report import print_report
 
     out = args.out or str(Path(args.trace).with_suffix("")) + "-report"
-    report, files = write_report(args.trace, out)
+    report, files = write_report(args.trace, out, plots=not args.no_plots, tables=args.csv)
     print_report(report)
     for path in files:
         print(path)
