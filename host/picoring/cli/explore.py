@@ -5,6 +5,7 @@ from ..explore.lossy import explore_faults, format_faults_report
 from ..explore.lossy_model import _INVARIANTS, parse_faults
 from ..explore.search import explore, format_report
 from ..check.registry import PAPER
+from . import progress as progress_line
 
 
 def argparse_explore(sub):
@@ -18,6 +19,7 @@ def argparse_explore(sub):
     p.add_argument("--exact", action="store_true",
                    help="keep every node attribute (seq, epoch, dead counters): slower, same results")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    progress_line.add_progress_args(p)
     p.add_argument("--faults", metavar="SPEC", default=None,
                    help="lossy mode: the recovery's SAFETY under bounded faults (liveness is not checked). "
                         "SPEC: drop=D,timeout=T,restart=B, any subset, missing ones 0 (e.g. drop=1,timeout=2): "
@@ -49,26 +51,14 @@ def do_explore(args):
         raise ValueError("-n must be at least 2")
     if args.requests_per_node < 0:
         raise ValueError("--requests-per-node cannot be negative")
-    if args.faults is not None:
-        budgets = parse_faults(args.faults)
-        stop = False
-        if args.stop_at_first == "all":
-            stop = True
-        elif args.stop_at_first:
-            stop = [k.strip() for k in args.stop_at_first.split(",") if k.strip()]
-            known = [k for k, _ in _INVARIANTS]
-            for k in stop:
-                if k not in known:
-                    raise ValueError("--stop-at-first: unknown invariant %r (known: %s)" % (k, ", ".join(known)))
-        rep = explore_faults(args.protocol, args.n, args.requests_per_node, boot=args.boot,
-                             max_states=args.max_states, exact=args.exact, drop_anywhere=args.drop_anywhere,
-                             stop_on_violation=stop, can_form=args.can_form, **budgets)
-        fmt = format_faults_report
-    else:
-        if args.boot or args.drop_anywhere or args.stop_at_first or args.can_form:
-            raise ValueError("--boot, --drop-anywhere, --stop-at-first and --can-form need --faults")
-        rep = explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact)
-        fmt = format_report
+    shown = progress_line.maybe(args, "explore %s n=%d R=%d" % (args.protocol.upper(), args.n, args.requests_per_node),
+                                "states expanded")
+    try:
+        rep, fmt = _explore(args, None if shown is None else lambda k, found: shown.update(
+            k, text="found {:,}".format(found)))
+    finally:
+        if shown is not None:
+            shown.close()
     if args.json:
         json.dump(rep, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -82,6 +72,29 @@ def do_explore(args):
     if not rep.get("complete"):
         return 2
     return 0 if rep["ok"] else 1
+
+
+def _explore(args, progress):
+    """(report, its formatter) of the search args ask for."""
+    if args.faults is not None:
+        budgets = parse_faults(args.faults)
+        stop = False
+        if args.stop_at_first == "all":
+            stop = True
+        elif args.stop_at_first:
+            stop = [k.strip() for k in args.stop_at_first.split(",") if k.strip()]
+            known = [k for k, _ in _INVARIANTS]
+            for k in stop:
+                if k not in known:
+                    raise ValueError("--stop-at-first: unknown invariant %r (known: %s)" % (k, ", ".join(known)))
+        return explore_faults(args.protocol, args.n, args.requests_per_node, boot=args.boot,
+                              max_states=args.max_states, exact=args.exact, drop_anywhere=args.drop_anywhere,
+                              stop_on_violation=stop, can_form=args.can_form, progress=progress,
+                              **budgets), format_faults_report
+    if args.boot or args.drop_anywhere or args.stop_at_first or args.can_form:
+        raise ValueError("--boot, --drop-anywhere, --stop-at-first and --can-form need --faults")
+    return explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact,
+                   progress=progress), format_report
 
 
 def argparse_fidelity(sub):

@@ -2,9 +2,9 @@
 
 import argparse
 import json
-import sys
 import time
 
+from . import progress as progress_line
 from .common import PROTOCOLS, CommandError, add_workload_args, print_report, run_ports, workload_args
 
 
@@ -25,7 +25,7 @@ def argparse_run(sub):
     p.add_argument("--period", type=int, help="burst: time units between bursts")
     p.add_argument("--trace", metavar="FILE")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--progress", action="store_true", help="show progress on stderr (default on a terminal)")
+    progress_line.add_progress_args(p)
     p.add_argument("--faults", metavar="SPEC",
                    help="virtual ring: inject faults on every wire, e.g. corrupt=0.01,drop=0.005,seed=7 (docs/faults.md)")
     p.add_argument("--stall-timeout", type=float, default=5.0, metavar="S",
@@ -74,8 +74,11 @@ def do_run(args):
         if n < 2:
             raise CommandError("--ports needs at least 2 ports, in ring order")
     workload = workload_args(args, n)
-    show = args.progress or (sys.stderr.isatty() and not args.json)  # long runs on a terminal show progress
-    progress = _ring_progress if show else None
+    shown = progress_line.maybe(args, "run %s on %d boards" % (args.protocol.upper(), n), "served", args.requests)
+    progress = None
+    if shown is not None:
+        def progress(issued, total, served, messages):  # the harness calls it every millisecond
+            shown.update(served, text="issued {:,}  msgs {:,}".format(issued, messages))
     try:
         if args.virtual is not None:
             ring = deploy.start_virtual(n, args.protocol, args.baud, args.cs_us, regen_ms=args.regen_ms, audit=True)
@@ -100,24 +103,12 @@ def do_run(args):
     except HarnessError as e:
         raise CommandError(str(e))
     finally:
+        if shown is not None:
+            shown.close()
         if ring is not None:
             ring.stop()
-    if progress is not None:
-        sys.stderr.write("\n")
     print_report(report, args.json)
     return 0 if report["ok"] else 1
-
-
-_last_progress = [0.0]
-
-
-def _ring_progress(issued, total, served, messages):
-    now = time.monotonic()
-    if now - _last_progress[0] < 0.2:  # the harness calls this every millisecond
-        return
-    _last_progress[0] = now
-    sys.stderr.write("\rrequests issued %d/%d  served %d  messages %d   " % (issued, total, served, messages))
-    sys.stderr.flush()
 
 
 def run_protocols(protocols, ports, configure, workload, requests, seed, rate=None, period=None, resetter=None,

@@ -3,6 +3,7 @@
 import sys
 from pathlib import Path
 
+from . import progress as progress_line
 from .common import PROTOCOLS, CommandError, add_workload_args, print_report, ring_size, workload_args
 
 
@@ -23,7 +24,7 @@ def argparse_sim(sub):
                         "$XDG_STATE_HOME/picoring/schedules, as nonquiescent-<protocol>-n<N>-seed<S>[-K].jsonl, "
                         "never over another file)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--progress", action="store_true", help="show progress on stderr")
+    progress_line.add_progress_args(p)
 
 
 def do_sim(args):
@@ -37,15 +38,19 @@ def do_sim(args):
     if args.idle_horizon is not None and args.idle_horizon < 0:
         raise CommandError("--idle-horizon cannot be negative")
     workload = workload_args(args, args.n, cs_time=args.cs_time)
+    shown = progress_line.maybe(args, "sim %s n=%d" % (args.protocol.upper(), args.n), "requests", args.requests)
     progress = None
-    if args.progress:
-        progress = _progress_printer(args.requests)
-    report = simulate(
-        args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
-        trace=args.trace, idle_horizon=args.idle_horizon, progress=progress,
-    )
-    if progress is not None:
-        sys.stderr.write("\n")
+    if shown is not None:
+        def progress(t, issued, pending, messages):
+            shown.update(issued, text="msgs {:,}".format(messages))
+    try:
+        report = simulate(
+            args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
+            trace=args.trace, idle_horizon=args.idle_horizon, progress=progress,
+        )
+    finally:
+        if shown is not None:
+            shown.close()
     if report.get("schedule") is not None:
         if args.schedule_out:
             path = args.schedule_out
@@ -60,14 +65,6 @@ def do_sim(args):
                   file=sys.stderr)
     print_report(report, args.json)
     return 0 if report["ok"] else 1
-
-
-def _progress_printer(total):
-    def progress(t, issued, pending, messages):
-        sys.stderr.write("\rt=%d  requests %d/%d  outstanding %d  messages %d   " % (t, issued, total, pending, messages))
-        sys.stderr.flush()
-
-    return progress
 
 
 # -- check -------------------------------------------------------------------

@@ -30,8 +30,9 @@ def _base_protocol(cls):
     return ""
 
 
-def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0):
-    """Explore and analyse; returns a JSON-able report dict."""
+def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0, progress=None):
+    """Explore and analyse; returns a JSON-able report dict. progress(expanded, found): as the
+    state graph grows (model.Explorer.build)."""
     from ..check.checker import bounds_for, paper_bounds_for
 
     t0 = time.perf_counter()
@@ -45,7 +46,7 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         "abstraction": "full attributes" if exact else "seq/epoch dropped, dead count/state of non-holders zeroed",
     }
     try:
-        ex.build()
+        ex.build(progress)
     except StateBudgetExceeded as e:
         rep.update(complete=False, error=str(e), states=len(ex.states) if hasattr(ex, "states") else None,
                    seconds=round(time.perf_counter() - t0, 3), ok=False)
