@@ -14,6 +14,13 @@ class CommandError(Exception):
 PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
 
 
+def add_protocol_arg(p, choices=PROTOCOLS, default="d", required=False, what="the protocol"):
+    """--protocol/-p, its help naming every choice by its descriptor's title."""
+    names = "; ".join("%s = %s" % (name, registry.about(name).get("title", name)) for name in choices)
+    p.add_argument("--protocol", "-p", choices=choices, default=None if required else default, required=required,
+                   metavar="P", help="%s: %s%s" % (what, names, "" if required else " (default %s)" % default))
+
+
 def print_report(report, as_json):
     if as_json:
         print(json.dumps(report, sort_keys=True))

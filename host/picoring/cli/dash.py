@@ -7,7 +7,7 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 
 import threading
 
-from .common import PROTOCOLS, CommandError, add_workload_args, ring_size, run_ports, workload_args
+from .common import CommandError, add_protocol_arg, add_workload_args, ring_size, run_ports, workload_args
 
 # -- dash --------------------------------------------------------------------
 
@@ -20,10 +20,10 @@ def argparse_dash(sub):
     where.add_argument("--sim", action="store_true", help="run the simulator, paced to --speed")
     where.add_argument("--ports", help="real (or already running) boards, in ring order: run a workload on them, live")
     where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
-    p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
+    add_protocol_arg(p, what="--sim, --virtual, --ports: the protocol")
     p.add_argument("-n", type=int, help="--sim: ring size (default 8, or the ring of a trace given as -w file:TRACE)")
     add_workload_args(p, 100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--cs-time", type=int, default=1, help="--sim: critical section in hop times")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
     p.add_argument("--period", type=int, help="burst: time units between bursts")

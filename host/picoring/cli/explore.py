@@ -6,11 +6,12 @@ from ..explore.lossy_model import _INVARIANTS, parse_faults
 from ..explore.search import explore, format_report
 from ..check.registry import PAPER
 from . import progress as progress_line
+from .common import add_protocol_arg
 
 
 def argparse_explore(sub):
     p = sub.add_parser("explore", help="every reachable state of a small ring: safety, liveness, exact worst cases")
-    p.add_argument("--protocol", "-p", choices=PAPER, default="d")
+    add_protocol_arg(p, choices=PAPER, what="the protocol (the paper's)")
     p.add_argument("-n", type=int, default=3, help="ring size (default 3)")
     p.add_argument("--requests-per-node", "-R", type=int, default=1,
                    help="at most this many requests per node (default 1)")
@@ -107,7 +108,7 @@ def argparse_fidelity(sub):
     p.add_argument("--sim-n", default="6,8,12,16,32", help="ring sizes for the simulator-only rows")
     p.add_argument("--md", default="docs/fidelity.md", help="Markdown output (default docs/fidelity.md)")
     p.add_argument("--json-out", default="docs/fidelity.json", help="JSON output (default docs/fidelity.json)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr, only the summary")
 
 
 def do_fidelity(args):

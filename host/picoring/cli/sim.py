@@ -4,26 +4,30 @@ import sys
 from pathlib import Path
 
 from . import progress as progress_line
-from .common import PROTOCOLS, CommandError, add_workload_args, print_report, ring_size, workload_args
+from .common import CommandError, add_protocol_arg, add_workload_args, print_report, ring_size, workload_args
 
 
 def argparse_sim(sub):
     p = sub.add_parser("sim", help="run the protocol code on a simulated ring and check the bounds")
-    p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
+    add_protocol_arg(p)
     p.add_argument("-n", type=int, help="ring size (default 8; a trace given as -w file:TRACE: its ring's)")
     add_workload_args(p, 1000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="workload seed (default 0): the same seed, workload and -n make the same run, event for event")
     p.add_argument("--cs-time", type=int, default=1, help="critical section length in hop times (default 1)")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per hop time (default 1/n)")
     p.add_argument("--period", type=int, help="burst: hop times between bursts")
     p.add_argument("--idle-horizon", type=int,
                    help="S only: keep running this long after the last service (default 4n)")
-    p.add_argument("--trace", metavar="FILE", help="write the JSON-lines trace here")
+    p.add_argument("--trace", metavar="FILE",
+                   help="write every event as a JSON-lines trace to FILE (docs/trace-format.md), for check, report, "
+                        "dash --replay, pandas, or -w file:FILE")
     p.add_argument("--schedule-out", metavar="FILE",
                    help="if the ring does not go quiet, save the schedule here (default: next to --trace, else in "
                         "$XDG_STATE_HOME/picoring/schedules, as nonquiescent-<protocol>-n<N>-seed<S>[-K].jsonl, "
                         "never over another file)")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as one JSON object instead of the table (its keys: the README, --json)")
     progress_line.add_progress_args(p)
 
 
