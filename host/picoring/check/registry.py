@@ -7,7 +7,7 @@ here, so adding a protocol (a firmware module and a registry row) touches no hos
 
 from ..firmware import protocol as _fw
 
-PAPER = _fw.PAPER  # the paper's protocols (Feuerstein et al. 1997): `demo`'s and the explorer's
+PAPER = _fw.PAPER  # the paper's protocols (Feuerstein et al. 1997)
 
 
 def names():
@@ -30,6 +30,18 @@ def bound(protocol, name, n, which="checked"):
     "paper" (as printed); None where none is proven or the descriptor has no such bound."""
     b = about(protocol).get("bounds", {}).get(name)
     return None if b is None else _fw.bound(b.get(which), n)
+
+
+def message_roles(about):
+    """{message kind: role} of a protocol whose token or requests travel as layer messages:
+    about["messages"] maps a role ("token", "request") to a description, which for a
+    message of the layer is a dict with its "kind" (S, Q and D: a string, their own frames).
+    Read by the dashboard (where the token is) and the explorer (tokens in flight)."""
+    roles = {}
+    for role, what in (about.get("messages") or {}).items():
+        if isinstance(what, dict) and what.get("kind") is not None:
+            roles[what["kind"]] = role
+    return roles
 
 
 def where(protocol, name):

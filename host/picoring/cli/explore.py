@@ -4,19 +4,23 @@ from ..explore import fidelity
 from ..explore.lossy import explore_faults, format_faults_report
 from ..explore.lossy_model import _INVARIANTS, parse_faults
 from ..explore.search import explore, format_report
-from ..check.registry import PAPER
+from ..check.registry import names
 from . import progress as progress_line
 from .common import add_protocol_arg
 
 
 def argparse_explore(sub):
     p = sub.add_parser("explore", help="every reachable state of a small ring: safety, liveness, exact worst cases")
-    add_protocol_arg(p, choices=PAPER, what="the protocol (the paper's)")
+    add_protocol_arg(p, choices=names(), what="any registered protocol (--faults takes those without messages "
+                                              "of the layer)")
     p.add_argument("-n", type=int, default=3, help="ring size (default 3)")
     p.add_argument("--requests-per-node", "-R", type=int, default=1,
                    help="at most this many requests per node (default 1)")
     p.add_argument("--max-states", type=int, default=2_000_000,
                    help="stop with a message beyond this many states (default 2,000,000)")
+    p.add_argument("--start", type=int, default=0, metavar="K",
+                   help="the token rests at node K at the start (default 0; any K gives the same results for "
+                        "rules that are the same at every node up to a rotation, as S, Q, D and the toy's)")
     p.add_argument("--exact", action="store_true",
                    help="keep every node attribute (seq, epoch, dead counters): slower, same results")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -76,8 +80,10 @@ def do_explore(args):
 
 
 def _explore(args, progress):
-    """(report, its formatter) of the search args ask for."""
+    """(report, its formatter) of the search args ask for; progress(expanded, found) or None."""
     if args.faults is not None:
+        if args.start:
+            raise ValueError("--start is for the fault-free mode (--faults starts at node 0, or with --boot)")
         budgets = parse_faults(args.faults)
         stop = False
         if args.stop_at_first == "all":
@@ -94,8 +100,10 @@ def _explore(args, progress):
                               **budgets), format_faults_report
     if args.boot or args.drop_anywhere or args.stop_at_first or args.can_form:
         raise ValueError("--boot, --drop-anywhere, --stop-at-first and --can-form need --faults")
+    if not 0 <= args.start < args.n:
+        raise ValueError("--start must be a node of the ring, 0..%d" % (args.n - 1))
     return explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact,
-                   progress=progress), format_report
+                   start=args.start, progress=progress), format_report
 
 
 def argparse_fidelity(sub):

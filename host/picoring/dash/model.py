@@ -38,15 +38,7 @@ NODE_STATE_NAMES = ("idle", "requesting", "in CS")
 FRAME_ROLES = {"token": "token", "request": "request", "again": "request"}
 
 
-def message_roles(about):
-    """{message kind: role} of a protocol whose token or requests travel as layer messages:
-    about["messages"] maps a role ("token", "request") to a description, which for a
-    message of the layer is a dict with its "kind" (S, Q and D: a string, their own frames)."""
-    roles = {}
-    for role, what in (about.get("messages") or {}).items():
-        if isinstance(what, dict) and what.get("kind") is not None:
-            roles[what["kind"]] = role
-    return roles
+message_roles = registry.message_roles  # {message kind: role} from the descriptor (the explorer reads it too)
 
 
 # Events kept for the scrolling log: enough that a filter on one node of a

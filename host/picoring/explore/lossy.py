@@ -6,10 +6,10 @@ format_faults_report() prints the result."""
 import time
 from collections import deque
 
-from ..firmware.protocol import DISCARDED, ENTER_CS, PROTOCOLS
+from ..firmware.protocol import DISCARDED, ENTER_CS
 from .lossy_model import (_DIAGNOSTICS, _INVARIANTS, F_TOKEN, LossyExplorer, _deliver, _frames_of, _kind_name,
                           fmt_lossy_label, frame_text)
-from .model import StateBudgetExceeded, _schedule_lines
+from .model import StateBudgetExceeded, _protocol_class, _schedule_lines
 
 def explore_faults(protocol, n, requests_per_node=1, drops=0, timeouts=0, restarts=0, boot=False,
                    max_states=2_000_000, exact=False, drop_anywhere=False, stop_on_violation=False,
@@ -116,7 +116,7 @@ def replay_faults(protocol, n, labels, boot=False):
     A step whose frame does not match the text (kind, fields) raises ValueError."""
     import copy
 
-    cls = PROTOCOLS[protocol] if isinstance(protocol, str) else protocol
+    cls = _protocol_class(protocol)[0]
     nodes = [cls(i, n) for i in range(n)]
     links = [deque() for _ in range(n)]
 

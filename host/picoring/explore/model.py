@@ -1,60 +1,106 @@
 """`picoring explore`: every reachable state of a small ring, exhaustively.
 
-Two modes. Fault-free (below): safety, liveness and exact worst cases of the
-paper's protocols. Lossy (`--faults drop=D,timeout=T,restart=B [--boot]`,
-explore_faults, described at LossyExplorer): the token recovery's SAFETY --
-mutual exclusion, strictly increasing entry numbers, at most one live token --
-over every schedule with at most D lost frames, T timeouts (at any moment) and
-B board restarts, each violation with a shortest schedule that replay_faults
-re-runs on fresh node objects. Example:
+Two modes. Fault-free (below): safety, liveness and exact worst cases of any
+registered protocol (firmware/protocol.py REGISTRY), S, Q and D's token and request
+frames and the layer's messages alike. Lossy (`--faults drop=D,timeout=T,restart=B
+[--boot]`, explore_faults, described at LossyExplorer): the token recovery's SAFETY --
+mutual exclusion, strictly increasing entry numbers, at most one live token -- over
+every schedule with at most D lost frames, T timeouts (at any moment) and B board
+restarts, each violation with a shortest schedule that replay_faults re-runs on fresh
+node objects. The lossy mode covers token, request, again and claim frames only: it
+refuses a protocol that declares messages (message_sizes). Example:
     picoring explore --faults drop=1,timeout=2 -p q -n 3 -R 1   (~1e5 states, seconds)
 
 The explorer drives the firmware's own node objects (firmware/protocol.py): it
 loads a node's attributes from an abstract state, calls the real handler
-(request, on_request, on_token, exit_cs), carries out the returned action bits
-the way simcore does, and reads the attributes back. The rules are not
-re-modelled here.
+(request, on_request, on_token, on_message, exit_cs), carries out the returned
+action bits the way the node loop (firmware/node.py) does, and reads the
+attributes back. The rules are not re-modelled here.
 
 Model: the fully asynchronous ring. One FIFO queue per link i -> i+1. A
 transition is one of
-  deliver i   the frame at the head of link i reaches node i+1
+  deliver i   the frame at the head of link i reaches node j = i+1
   exit i      node i leaves its critical section
   request i   node i makes a request (only when it has none outstanding: not
               pending and not in its critical section; at most R per node)
 in any order. This contains every schedule of the simulator (which fixes hop
 times and an order within a time unit), for any critical-section length.
 
+Frames on a link: a request frame (REQ), a token frame (its fields), or a message
+of the protocol layer (SEND_MSG: a Msg (kind, src, dst, payload), the same at every
+hop). Delivering a message at j is what NodeLoop._on_msg does, in one transition:
+  dst == j                  on_message(kind, src, buf) at j (the addressee)
+  dst another node          passed on to link j: a transition of its own, no
+                            protocol call (a routed message d hops away takes d
+                            deliveries)
+  BROADCAST, src != j       passed on to link j first, then on_message at j
+  BROADCAST, src == j       taken off (once round the ring): no protocol call
+buf is the decoder's buffer as the node loop hands it over: the message header,
+then the payload at protocol.PAYLOAD_AT. A handler's frames go onto its link in the
+node loop's order: the message, then the token (or the request frame).
+
 Initial state: the token at rest at node 0 (give_token), nothing in flight.
-Every rule is the same at every node (a node's index is never read by the
-rules) and every node has the same request budget, so rotating a reachable
-state by k gives a reachable state of the ring started at node k, with the
-same measures: node 0 suffices.
+For S, Q and D every rule is the same at every node (a node's index is never read
+by the rules), for the toy every rule is the same up to a rotation of the indices
+(ring order counted from the node itself), and every node has the same request
+budget, so rotating a reachable state by k gives a reachable state of the ring
+started at node k, with the same measures: node 0 suffices. A protocol whose rules
+are not rotation-symmetric (a fixed tree) must be explored from every start
+(`picoring explore --start K`, Explorer(start=k)).
 
-Abstract state: per node (pending, in_cs, has_token, count, state, flag,
-errors), the link queues (a request frame is REQ, a token frame is its
-(count, state)), the per-node remaining request budget. Two reductions, both
-checked against the full attribute state by `exact=True` (tests/test_explore.py):
-  - seq and epoch are dropped. No handler branches on them: seq is only
-    incremented at an entry and copied from the token, epoch only copied. They
-    are observers, not control state (and seq alone would make S's graph a
-    counter of entries).
+Abstract state: per node a tuple of attributes, the link queues, the per-node
+remaining request budget. The node's attributes kept:
+  FIELDS        protocol.Node's control state: pending, in_cs, has_token, count,
+                state, flag, and the error counters errors, stale_counts (read by
+                the token-integrity check);
+  its own       every attribute the protocol's __init__ makes beyond protocol.Node's
+                (the toy's rn and ln), found by comparing a node of the protocol
+                with a plain protocol.Node: nothing to declare. Buffers (bytearray,
+                array, list) are kept as their contents and copied back in place
+                when the node is loaded; a memoryview is a view of state kept
+                elsewhere and is skipped. A handler that makes a new attribute is an
+                error (the state would miss it).
+Left out (exact=True keeps every attribute but the constants index, n, msg_sizes):
+  - seq and epoch, in the node and in a token message's payload (its first 6 bytes
+    by the layer's convention, docs/adding-a-protocol.md, for the kind the
+    descriptor names in about["messages"]["token"]). No handler branches on them: seq is
+    only incremented at an entry and copied, epoch only copied and, fault-free,
+    always 0. They are observers, not control state (and seq alone would make S's
+    graph a counter of entries).
+  - protocol.Node's recovery state (known_epoch, known_owner, fresh, starting,
+    nonce) and the counters discarded, regenerated: constant without faults.
+  - outputs, read by the caller right after the handler returns them: out,
+    out_kind, out_dst, out_len, claim_*, again_origin.
   - count and state of a node that does not hold the token are reset to 0.
-    They are dead there: on_token overwrites them before any read, exit_cs
-    (the only other reader) runs only in a critical section, which implies
-    has_token. The token's own fields travel in the frame.
+    They are the token's fields (protocol.Node), dead there: on_token overwrites
+    them before any read, exit_cs (the only other reader) runs only in a critical
+    section, which implies has_token. The token's own fields travel in the frame.
+These reductions are checked against the full state by `exact=True`
+(tests/test_explore.py for S, Q and D, tests/test_explore_messages.py for the toy): a
+protocol's tests should do the same.
 
-Measures per transition: frames sent (token or request), frames delivered.
+Measures per transition (bits of the edge): hop frames sent (every frame put on a
+wire: a token or request frame, a message's first hop, each pass of a message), logical
+messages sent (a token or request frame, a new message: each once, however many
+hops; for S, Q and D the same number, as the checker counts them), one frame
+delivered (a deliver transition).
   messages per request  max over complete runs (initial state to a quiescent
                         state: no frame in flight, no critical section, nothing
-                        pending) of messages sent / requests made. The requests
-                        made are a function of the state (the spent budget), so
-                        this is a longest-path problem on the state graph.
-  service traffic (a)   frames SENT from the moment a request is made (its own
-                        request message included) until the requester receives
-                        the token (picoring's checker's measure)
+                        pending) of hop frames sent / requests made; logical
+                        messages per request the same with logical messages. The
+                        requests made are a function of the state (the spent
+                        budget), so this is a longest-path problem on the graph.
+                        A routed message to a node d ahead is 1 logical message and
+                        d hop frames, a broadcast 1 and n (the last one back to its
+                        sender), as sim/simcore.py and the checker count them.
+  service traffic (a)   hop frames SENT from the moment a request is made (its own
+                        request message included) until the requester enters its
+                        critical section (picoring's checker's measure)
   service traffic (b)   frames DELIVERED in the same interval, the delivery of
                         the token to the requester included
-Both by a forward longest-path DP over the graph in topological order of its
+  service traffic (c)   logical messages sent in the same interval (the checker's
+                        max_service_logical)
+All by a forward longest-path DP over the graph in topological order of its
 strongly connected components, with a value per (state, pending node): exact.
 
 A cycle in the state graph never contains a request (the budget only
@@ -67,6 +113,11 @@ finite and ends in a state without transitions; a "quiet" state (nothing in
 flight, no critical section) that still has a pending request is a deadlock
 (stuck once requests stop).
 
+Token integrity: exactly one token in every state (held, or a token frame or a
+message of the kind about["messages"]["token"] names in flight) and no handler
+counted an error; for a protocol with messages whose descriptor names no token kind
+only "at most one holder" can be checked (the report says so).
+
 This module: the fault-free state graph (Explorer). search.py runs the analysis over
 it (explore, replay, format_report); lossy_model.py and lossy.py are the lossy mode.
 """
@@ -75,33 +126,106 @@ import time
 from array import array
 from collections import deque
 
-from ..firmware.protocol import ENTER_CS, PROTOCOLS, SEND_REQUEST, SEND_TOKEN
+from ..check.registry import message_roles
+from ..firmware import protocol as _fw
+from ..firmware.frame import MSG, MSG_HEAD
+from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN
 
-REQ = -1  # a request frame in a link queue; a token frame is a tuple
+REQ = -1  # a request frame in a link queue; a token frame is a tuple of its fields
 
 FIELDS = ("pending", "in_cs", "has_token", "count", "state", "flag", "errors", "stale_counts")
 EXACT_FIELDS = FIELDS + ("seq", "epoch")
 P_PENDING, P_IN_CS, P_HAS_TOKEN, P_COUNT, P_STATE, P_FLAG, P_ERRORS, P_STALE = range(8)
+CONSTANTS = ("index", "n", "msg_sizes")  # never state, not even with exact=True
+_OBSERVER_BYTES = bytes(6)  # seq u32, epoch u16 at the head of a token message's payload
+
+
+class Msg(tuple):
+    """A message frame in a link queue: (kind, src, dst, payload bytes). It is the same
+    frame at every hop (the node loop passes the bytes on unchanged)."""
+
+    __slots__ = ()
+
+    def text(self, i, n):
+        """As a schedule shows its delivery over link i -> i+1."""
+        kind, src, dst, _ = self
+        return "msg %d->%d kind=%d from=%d to=%s" % (i, (i + 1) % n, kind, src, "all" if dst == BROADCAST else dst)
+
+
+def message_buffer(kind, src, dst, payload):
+    """The buffer on_message gets (the decoder's: the frame's head -- kind, link sequence
+    byte, message kind, src, dst -- then the payload at protocol.PAYLOAD_AT), as
+    sim/simcore.py builds it."""
+    return bytearray((MSG, 0, kind, src, dst)) + payload
+
+
+assert MSG_HEAD == PAYLOAD_AT == 5  # message_buffer's head
+
 
 # edge encoding (one int per edge in a flat array)
-_SENDS = 0x3  # bits 0-1: frames sent
-_DELIV = 0x4  # bit 2: a frame was delivered
-_ENT_SHIFT = 3  # bits 3-8: node that entered its critical section + 1
-_REQ_SHIFT = 9  # bits 9-14: node that made a request + 1
-_T_SHIFT = 15  # bits 15-22: transition index within the state
-_SUCC_SHIFT = 23
+_HOPS = 0x7  # bits 0-2: hop frames sent
+_DELIV_SHIFT = 3
+_DELIV = 1 << _DELIV_SHIFT  # bit 3: a frame was delivered
+_LOG_SHIFT = 4  # bits 4-5: logical messages sent
+_ENT_SHIFT = 6  # bits 6-11: node that entered its critical section + 1
+_REQ_SHIFT = 12  # bits 12-17: node that made a request + 1
+_T_SHIFT = 18  # bits 18-25: transition index within the state
+_SUCC_SHIFT = 26
+# the weights a measure reads from an edge: (shift, mask)
+HOP_FRAMES = (0, _HOPS)
+LOGICAL = (_LOG_SHIFT, 0x3)
+DELIVERED = (_DELIV_SHIFT, 1)
 
 INF = 1 << 60
 
 
 def _protocol_class(protocol):
-    """(node class, name) of a protocol name from firmware.protocol.PROTOCOLS or a
-    Node subclass (a planted bug in the tests)."""
+    """(node class, name) of a registered protocol's name (firmware.protocol.REGISTRY)
+    or of a Node subclass (a planted bug in the tests)."""
     if isinstance(protocol, str):
-        if protocol not in PROTOCOLS:
-            raise ValueError("unknown protocol %r" % (protocol,))
-        return PROTOCOLS[protocol], protocol
+        return _fw.load(protocol), protocol  # ValueError naming the known ones
     return protocol, getattr(protocol, "name", None) or protocol.__name__
+
+
+def has_messages(cls, n):
+    """True when the protocol declares messages of the layer (message_sizes)."""
+    return any(size != NO_SIZE for size in cls(0, n).msg_sizes)
+
+
+def node_attributes(cls, n, exact=False):
+    """(plain, buffers): the attribute names the explorer keeps of a node of cls (see
+    the module docstring), plain ones (immutable values) and buffers (bytearray, array,
+    list: kept as their contents). Raises ValueError for a value it cannot keep."""
+    node = cls(0, n)
+    base = set(_fw.Node(0, n).__dict__)
+    plain = list(EXACT_FIELDS if exact else FIELDS)
+    buffers = []
+    for k in sorted(node.__dict__):
+        if k in plain or k in CONSTANTS or (k in base and not exact):
+            continue
+        v = node.__dict__[k]
+        if isinstance(v, memoryview):
+            continue  # a view of a buffer kept elsewhere
+        if isinstance(v, (bytearray, array, list)):
+            buffers.append(k)
+        elif v is None or isinstance(v, (bool, int, float, str, bytes, tuple)):
+            plain.append(k)
+        else:
+            raise ValueError("%s.%s is a %s: the explorer keeps ints, bools, strings, bytes, tuples and "
+                             "bytearray/array/list buffers" % (cls.__name__, k, type(v).__name__))
+    return tuple(plain), tuple(buffers)
+
+
+def _snapshot(v):
+    return bytes(v) if isinstance(v, bytearray) else tuple(v)
+
+
+def _restore(cur, v):
+    """Copy a buffer's kept contents back into the node's own buffer object."""
+    if isinstance(cur, array):
+        cur[:] = array(cur.typecode, v)
+    else:
+        cur[:] = v
 
 
 def _check_size(n, most, what):
@@ -138,8 +262,8 @@ class StateBudgetExceeded(Exception):
 class Explorer:
     """Build the reachable state graph of (protocol, n, R) and analyse it.
 
-    protocol is a name from firmware.protocol.PROTOCOLS or a Node subclass (a
-    planted bug in the tests).
+    protocol is a registered protocol's name (firmware.protocol.REGISTRY) or a Node
+    subclass (a planted bug in the tests).
     """
 
     def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0):
@@ -152,11 +276,18 @@ class Explorer:
         self.max_states = max_states
         self.exact = exact
         self.start_node = start  # where the token rests initially (0 suffices: symmetry)
-        self.fields = EXACT_FIELDS if exact else FIELDS
+        self.fields, self.buffers = node_attributes(self.cls, n, exact)
         self._nodes = [self.cls(i, n) for i in range(n)]
+        self._nattrs = len(self._nodes[0].__dict__)
         self._intern = {}
         self._memo = {}
         self.uses_requests = self._nodes[0].uses_requests
+        self.messages = has_messages(self.cls, n)
+        # the message kinds that carry the token (the descriptor's about["messages"]["token"]
+        # ["kind"]); None: the protocol sends messages but does not say which, so tokens
+        # in flight cannot be counted
+        kinds = frozenset(k for k, role in message_roles(self.cls.about).items() if role == "token")
+        self.token_kinds = kinds if kinds or not self.messages else None
 
     # -- nodes <-> tuples ----------------------------------------------------
     def _load(self, i, values):
@@ -164,6 +295,11 @@ class Explorer:
         d = node.__dict__
         for f, v in zip(self.fields, values):
             d[f] = v
+        if self.buffers:
+            k = len(self.fields)
+            for f in self.buffers:
+                _restore(d[f], values[k])
+                k += 1
         if not self.exact:
             d["seq"] = 0
             d["epoch"] = 0
@@ -172,6 +308,8 @@ class Explorer:
     def _store(self, node):
         d = node.__dict__
         t = tuple([d[f] for f in self.fields])
+        if self.buffers:
+            t += tuple([_snapshot(d[f]) for f in self.buffers])
         if not self.exact and not t[P_HAS_TOKEN]:
             # count/state are dead without the token (see the module docstring)
             t = t[:P_COUNT] + (0, 0) + t[P_FLAG:]
@@ -184,6 +322,19 @@ class Explorer:
         else:
             t = (d["count"], d["state"])
         return self._intern.setdefault(t, t)
+
+    def _message(self, node, i):
+        """The message node i sends (SEND_MSG), as a link queue holds it."""
+        kind, dst = node.out_kind, node.out_dst
+        if not 0 <= kind < len(node.msg_sizes) or node.msg_sizes[kind] == NO_SIZE:
+            raise RuntimeError("node %d sent a message of kind %d, which message_sizes(n) does not declare" % (i, kind))
+        if dst == i or not (0 <= dst < self.n or dst == BROADCAST):
+            raise RuntimeError("node %d sent a message to %r (a node other than itself, or BROADCAST)" % (i, dst))
+        payload = bytes(node.out[:node.out_len])
+        if not self.exact and self.token_kinds and kind in self.token_kinds:
+            payload = _OBSERVER_BYTES + payload[len(_OBSERVER_BYTES):]  # seq, epoch: observers
+        m = Msg((kind, i, dst, payload))
+        return self._intern.setdefault(m, m)
 
     def initial(self):
         fresh = [self.cls(i, self.n) for i in range(self.n)]
@@ -200,8 +351,9 @@ class Explorer:
     # -- transitions -------------------------------------------------------
     def _call(self, i, v, ev):
         """Run one handler of node i, loaded with attribute tuple v, on the real
-        node object. ev: REQ (request frame arrives), a token frame, "exit" or
-        "request". Returns (new tuple, frames it sends in order, sends, entered).
+        node object. ev: REQ (request frame arrives), a token frame, a Msg, "exit"
+        or "request". Returns (new tuple, frames it sends in order, edge weight
+        bits: hop frames and logical messages sent, entered).
 
         The handlers are pure functions of the node's attributes and their
         arguments (firmware/protocol.py: no I/O, no clock, no globals), so a
@@ -211,33 +363,58 @@ class Explorer:
         r = self._memo.get(key)
         if r is not None:
             return r
-        node = self._load(i, v)
+        out = ()
+        hops = 0
         if ev == "exit":
+            node = self._load(i, v)
             a = node.exit_cs()
         elif ev == "request":
+            node = self._load(i, v)
             a = node.request()
         elif ev == REQ:
+            node = self._load(i, v)
             a = node.on_request()
+        elif ev.__class__ is Msg:
+            kind, src, dst, payload = ev
+            if dst != i:
+                if dst == BROADCAST and src == i:
+                    r = self._memo[key] = (v, (), 0, -1)  # once round the ring: taken off
+                    return r
+                out = (ev,)  # passed on to the next node first (NodeLoop._on_msg)
+                hops = 1
+                if dst != BROADCAST:
+                    r = self._memo[key] = (v, out, hops, -1)  # not for this node: its protocol sleeps
+                    return r
+            node = self._load(i, v)
+            a = node.on_message(kind, src, message_buffer(kind, src, dst, payload))
         elif self.exact:
+            node = self._load(i, v)
             a = node.on_token(ev[0], ev[1], ev[2], ev[3])
         else:
+            node = self._load(i, v)
             a = node.on_token(ev[0], ev[1], 0, 0)
-        if a & ~(SEND_TOKEN | SEND_REQUEST | ENTER_CS):
+        if a & ~(SEND_TOKEN | SEND_REQUEST | ENTER_CS | SEND_MSG):
             raise RuntimeError("node %d returned unknown action bits %d" % (i, a))
-        out = ()
-        # the order simcore.run sends them in: request frame, then token
+        if len(node.__dict__) != self._nattrs:
+            raise RuntimeError("node %d: a handler made a new attribute (the explorer keeps those __init__ makes)" % i)
+        sent = ()
+        # the node loop's order (NodeLoop._act): the message, then the token; S, Q
+        # and D never send a request and a token together
+        if a & SEND_MSG:
+            sent += (self._message(node, i),)
         if a & SEND_REQUEST:
-            out += (REQ,)
+            sent += (REQ,)
         if a & SEND_TOKEN:
-            out += (self._frame(node),)
+            sent += (self._frame(node),)
         if a & ENTER_CS and not node.in_cs:
             raise RuntimeError("node %d returned ENTER_CS but is not in its critical section" % i)
-        r = (self._store(node), out, len(out), i if a & ENTER_CS else -1)
+        w = (hops + len(sent)) | (len(sent) << _LOG_SHIFT)
+        r = (self._store(node), out + sent, w, i if a & ENTER_CS else -1)
         self._memo[key] = r
         return r
 
     def successors(self, st):
-        """[(label, state, sends, delivered, entered, requested)] in a fixed order."""
+        """[(label, state, edge weight bits, entered, requested)] in a fixed order."""
         nodes, links, budget = st
         n = self.n
         out = []
@@ -248,28 +425,30 @@ class Explorer:
             if q:
                 j = i + 1 if i + 1 < n else 0
                 f = q[0]
-                v2, fr, sends, ent = call(j, nodes[j], f)
+                v2, fr, w, ent = call(j, nodes[j], f)
                 nl = list(links)
                 nl[i] = q[1:]
                 if fr:
                     x = nl[j] + fr
                     nl[j] = intern.setdefault(x, x)
                 s2 = (nodes[:j] + (v2,) + nodes[j + 1:], tuple(nl), budget)
-                out.append((("deliver", i, "request" if f == REQ else "token"), s2, sends, 1, ent, -1))
+                # a message's label is the frame itself (search._fmt_schedule writes it out)
+                what = f if f.__class__ is Msg else "request" if f == REQ else "token"
+                out.append((("deliver", i, what), s2, w | _DELIV, ent, -1))
         for i in range(n):
             if nodes[i][P_IN_CS]:
-                v2, fr, sends, ent = call(i, nodes[i], "exit")
+                v2, fr, w, ent = call(i, nodes[i], "exit")
                 nl = links
                 if fr:
                     nl = list(links)
                     x = nl[i] + fr
                     nl[i] = intern.setdefault(x, x)
                     nl = tuple(nl)
-                out.append((("exit", i), (nodes[:i] + (v2,) + nodes[i + 1:], nl, budget), sends, 0, ent, -1))
+                out.append((("exit", i), (nodes[:i] + (v2,) + nodes[i + 1:], nl, budget), w, ent, -1))
         for i in range(n):
             v = nodes[i]
             if budget[i] and not v[P_PENDING] and not v[P_IN_CS]:
-                v2, fr, sends, ent = call(i, v, "request")
+                v2, fr, w, ent = call(i, v, "request")
                 b = budget[:i] + (budget[i] - 1,) + budget[i + 1:]
                 nl = links
                 if fr:
@@ -277,7 +456,7 @@ class Explorer:
                     x = nl[i] + fr
                     nl[i] = intern.setdefault(x, x)
                     nl = tuple(nl)
-                out.append((("request", i), (nodes[:i] + (v2,) + nodes[i + 1:], nl, b), sends, 0, ent, i))
+                out.append((("request", i), (nodes[:i] + (v2,) + nodes[i + 1:], nl, b), w, ent, i))
         return out
 
     # -- the graph -----------------------------------------------------------
@@ -302,7 +481,7 @@ class Explorer:
         max_states = self.max_states
         while k < len(states):
             st = states[k]
-            for t, (label, s2, sends, deliv, ent, req) in enumerate(self.successors(st)):
+            for t, (label, s2, w, ent, req) in enumerate(self.successors(st)):
                 sid = index.get(s2)
                 if sid is None:
                     sid = len(states)
@@ -315,8 +494,7 @@ class Explorer:
                     depth.append(depth[k] + 1)
                     self._check_state(sid, s2)
                 edges.append(
-                    (sid << _SUCC_SHIFT) | (t << _T_SHIFT) | ((req + 1) << _REQ_SHIFT)
-                    | ((ent + 1) << _ENT_SHIFT) | (_DELIV if deliv else 0) | sends
+                    (sid << _SUCC_SHIFT) | (t << _T_SHIFT) | ((req + 1) << _REQ_SHIFT) | ((ent + 1) << _ENT_SHIFT) | w
                 )
             if self.budget_hit:
                 break
@@ -337,16 +515,27 @@ class Explorer:
                 "(raise --max-states, or lower n or R)" % (max_states, self.protocol, self.n, self.R))
         return self
 
+    def _tokens_in_flight(self, links):
+        """Token frames and token messages on the wires (None: not countable)."""
+        if not self.messages:
+            return sum(1 for q in links for f in q if f != REQ)
+        kinds = self.token_kinds
+        if kinds is None:
+            return None
+        return sum(1 for q in links for f in q if (f[0] in kinds if f.__class__ is Msg else f != REQ))
+
     def _check_state(self, sid, st):
         nodes, links, budget = st
         in_cs = sum(1 for v in nodes if v[P_IN_CS])
         if in_cs > 1 and self.first_safety is None:
             self.first_safety = sid
-        tokens = sum(1 for v in nodes if v[P_HAS_TOKEN]) + sum(1 for q in links for f in q if f != REQ)
+        held = sum(1 for v in nodes if v[P_HAS_TOKEN])
+        flying = self._tokens_in_flight(links)
         # errors: frames impossible on a fault-free ring; stale counts: Q's recovery
         # hop rule fired, which it never does without faults
         errors = sum(v[P_ERRORS] + v[P_STALE] for v in nodes)
-        if (tokens != 1 or errors) and self.first_token_error is None:
+        bad = held > 1 if flying is None else held + flying != 1
+        if (bad or errors) and self.first_token_error is None:
             self.first_token_error = sid
         if in_cs == 0 and not any(links):
             if any(v[P_PENDING] for v in nodes):
@@ -453,14 +642,16 @@ class Explorer:
         return []
 
     # -- worst cases -------------------------------------------------------------
-    def longest_messages(self):
-        """M[v]: the most messages sent on a run from the initial state to v (INF
-        if v is on or after a cycle)."""
+    def longest(self, weight=HOP_FRAMES):
+        """(M, pred): M[v] the most of an edge weight (HOP_FRAMES or LOGICAL) on a run
+        from the initial state to v (INF if v is on or after a cycle); pred the
+        longest-path predecessors, for path_longest."""
         N = len(self.states)
         M = array("q", [-1]) * N
         pred = array("q", [-1]) * N
         M[0] = 0
         edges, start, cyclic = self.edges, self.start, self.cyclic
+        shift, mask = weight
         for v in self.topo:
             m = M[v]
             if cyclic[v]:
@@ -468,19 +659,18 @@ class Explorer:
             for k in range(start[v], start[v + 1]):
                 e = edges[k]
                 w = e >> _SUCC_SHIFT
-                c = INF if m >= INF else m + (e & _SENDS)
+                c = INF if m >= INF else m + ((e >> shift) & mask)
                 if c > M[w]:
                     M[w] = c
                     pred[w] = (v << 8) | ((e >> _T_SHIFT) & 0xFF)
-        self.M = M
-        self.M_pred = pred
-        return M
+        return M, pred
 
     def _pending_of(self, v):
         return [i for i, x in enumerate(self.states[v][0]) if x[P_PENDING]]
 
-    def service_traffic(self):
-        """Exact worst service traffic, readings (a) frames sent and (b) frames delivered.
+    def service_traffic(self, a=HOP_FRAMES, b=DELIVERED):
+        """Exact worst service traffic in two readings, each an edge weight: by default
+        (a) hop frames sent and (b) frames delivered (LOGICAL: logical messages sent).
 
         A forward longest-path DP in topological order over the product
         (state, pending node): L[p][v] is the most traffic since p's current
@@ -490,6 +680,8 @@ class Explorer:
         N = len(self.states)
         n = self.n
         edges, start, cyclic = self.edges, self.start, self.cyclic
+        sha, ma = a
+        shb, mb = b
         La = [array("l", [-1]) * N for _ in range(n)]
         Lb = [array("l", [-1]) * N for _ in range(n)]
         # predecessors (u << 8 | t); -2 - (u << 8 | t) marks p's request edge
@@ -507,8 +699,8 @@ class Explorer:
                 e = edges[k]
                 w = e >> _SUCC_SHIFT
                 ut = (v << 8) | ((e >> _T_SHIFT) & 0xFF)
-                wa = e & _SENDS
-                wb = 1 if e & _DELIV else 0
+                wa = (e >> sha) & ma
+                wb = (e >> shb) & mb
                 ent = ((e >> _ENT_SHIFT) & 0x3F) - 1
                 req = ((e >> _REQ_SHIFT) & 0x3F) - 1
                 if req >= 0:
@@ -520,8 +712,8 @@ class Explorer:
                         if wa > La[req][w]:
                             La[req][w] = wa
                             Pa[req][w] = -2 - ut
-                        if Lb[req][w] < 0:
-                            Lb[req][w] = 0
+                        if wb > Lb[req][w]:
+                            Lb[req][w] = wb
                             Pb[req][w] = -2 - ut
                 for p in pend:
                     ca = La[p][v] + wa
@@ -570,9 +762,9 @@ class Explorer:
                 return e
         raise KeyError((v, t))
 
-    def path_longest(self, sid):
-        """The schedule to sid with the most messages (the longest-path predecessors)."""
-        return self._path(self.M_pred, sid)
+    def path_longest(self, pred, sid):
+        """The schedule to sid along the longest-path predecessors pred (of longest)."""
+        return self._path(pred, sid)
 
     def requests_made(self, sid):
         return sum(self.R - b for b in self.states[sid][2])

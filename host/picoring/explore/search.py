@@ -7,32 +7,74 @@ import time
 from collections import deque
 from fractions import Fraction
 
-from ..firmware.protocol import ENTER_CS, PROTOCOLS, SEND_REQUEST, SEND_TOKEN
-from .model import INF, Explorer, StateBudgetExceeded, _schedule_lines
+from ..firmware.protocol import BROADCAST, ENTER_CS, REGISTRY, SEND_MSG, SEND_REQUEST, SEND_TOKEN, load
+from .model import (DELIVERED, HOP_FRAMES, INF, LOGICAL, Explorer, Msg, StateBudgetExceeded, _protocol_class,
+                    _schedule_lines, message_buffer)
 
 # -- the whole analysis ------------------------------------------------------
 
 def _fmt_schedule(labels, n):
     out = []
     for lb in labels:
-        if lb[0] == "deliver":
-            out.append("deliver %s %d->%d" % (lb[2], lb[1], (lb[1] + 1) % n))
-        else:
+        if lb[0] != "deliver":
             out.append("%s %d" % (lb[0], lb[1]))
+        elif isinstance(lb[2], Msg):
+            out.append("deliver " + lb[2].text(lb[1], n))  # "msg i->j kind=K from=S to=D"
+        else:
+            out.append("deliver %s %d->%d" % (lb[2], lb[1], (lb[1] + 1) % n))
     return out
 
 
 def _base_protocol(cls):
+    """The registered protocol cls is or derives from (a planted bug is held to its
+    base's bounds)."""
     for c in cls.__mro__:
-        for name, k in PROTOCOLS.items():
-            if c is k:
+        for name in REGISTRY:
+            if c is load(name):
                 return name
     return ""
+
+
+def _per_request(ex, longest, paper, checked, sched):
+    """The worst of a count per request over the complete runs (quiescent end states):
+    longest is ex.longest(weight)."""
+    M, pred = longest
+    d = {"paper_bound": paper, "checked_bound": checked}
+    if ex.cycle_states:
+        d["worst"] = None
+        d["unbounded"] = True
+        d["why"] = "a reachable cycle: the token (or a message) moves forever with finitely many requests"
+    best = None
+    for v in ex.quiescent:
+        k = ex.requests_made(v)
+        if k == 0 or M[v] >= INF:
+            continue
+        r = Fraction(M[v], k)
+        if best is None or r > best[0]:
+            best = (r, v)
+    if not ex.cycle_states:
+        d["unbounded"] = False
+        if best is not None:
+            r, v = best
+            d["worst"] = float(r)
+            d["worst_exact"] = "%d/%d" % (M[v], ex.requests_made(v))
+            d["worst_over_n"] = round(float(r) / ex.n, 4)
+            d["schedule"] = sched(ex.path_longest(pred, v))
+    elif best is not None:
+        r, v = best
+        d["worst_over_quiet_runs"] = float(r)
+        d["worst_over_quiet_runs_exact"] = "%d/%d" % (M[v], ex.requests_made(v))
+    if d.get("worst") is not None and checked is not None:
+        d["within_checked"] = d["worst"] <= checked
+    if d.get("worst") is not None and paper is not None:
+        d["within_paper"] = d["worst"] <= paper
+    return d
 
 
 def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0, progress=None):
     """Explore and analyse; returns a JSON-able report dict. progress(expanded, found): as the
     state graph grows (model.Explorer.build)."""
+    from ..check import registry
     from ..check.checker import bounds_for, paper_bounds_for
 
     t0 = time.perf_counter()
@@ -42,8 +84,11 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         "protocol": name,
         "n": n,
         "requests_per_node": requests_per_node,
-        "model": "asynchronous, FIFO links; token starts at rest at node %d (ring symmetry: any start is a rotation)" % start,
+        "model": ("asynchronous, FIFO links; token starts at rest at node %d (rules the same at every node up "
+                  "to a rotation: any start is a rotation of this one)" % start),
         "abstraction": "full attributes" if exact else "seq/epoch dropped, dead count/state of non-holders zeroed",
+        "state_attributes": list(ex.fields + ex.buffers),
+        "layer_messages": ex.messages,  # the protocol sends messages of the layer: counts can differ
     }
     try:
         ex.build(progress)
@@ -67,6 +112,10 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         rep["token_integrity"] = {"ok": False, "schedule": sched(ex.path_to(ex.first_token_error))}
     else:
         rep["token_integrity"] = {"ok": True}
+    if ex.token_kinds is None:
+        rep["token_integrity"]["note"] = ("at most one holder only: the descriptor names no token message "
+                                          "(about['messages']['token']['kind']), so tokens in flight "
+                                          "cannot be counted")
     # deadlock
     if ex.stuck:
         s = min(ex.stuck, key=lambda v: ex.depth[v])
@@ -95,49 +144,23 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     else:
         rep["livelock"] = {"ok": True}
     rep["quiescent_states"] = len(ex.quiescent)
-    # worst cases
-    M = ex.longest_messages()
+    # worst cases: hop frames (the checker's messages) and logical messages; for S, Q
+    # and D every message is one hop, the two the same
     base = _base_protocol(ex.cls)  # a variant (a planted bug) is held to its base's bounds
-    bm, bs = bounds_for(base, n)
-    pm, ps = paper_bounds_for(base, n)
-    mpr = {"paper_bound": pm, "checked_bound": bm}
-    if ex.cycle_states:
-        mpr["worst"] = None
-        mpr["unbounded"] = True
-        mpr["why"] = "a reachable cycle: the token (or a message) moves forever with finitely many requests"
-    best = None
-    finite_best = None
-    for v in ex.quiescent:
-        k = ex.requests_made(v)
-        if k == 0:
-            continue
-        if M[v] >= INF:
-            continue
-        r = Fraction(M[v], k)
-        if finite_best is None or r > finite_best[0]:
-            finite_best = (r, v)
-    if not ex.cycle_states:
-        best = finite_best
-        mpr["unbounded"] = False
-        if best is not None:
-            r, v = best
-            mpr["worst"] = float(r)
-            mpr["worst_exact"] = "%d/%d" % (M[v], ex.requests_made(v))
-            mpr["worst_over_n"] = round(float(r) / n, 4)
-            mpr["schedule"] = sched(ex.path_longest(v))
-    elif finite_best is not None:
-        r, v = finite_best
-        mpr["worst_over_quiet_runs"] = float(r)
-        mpr["worst_over_quiet_runs_exact"] = "%d/%d" % (M[v], ex.requests_made(v))
-    if mpr.get("worst") is not None and bm is not None:
-        mpr["within_checked"] = mpr["worst"] <= bm
-    if mpr.get("worst") is not None and pm is not None:
-        mpr["within_paper"] = mpr["worst"] <= pm
-    rep["messages_per_request"] = mpr
-    st = ex.service_traffic()
-    for reading, key in (("a", "service_traffic_sent"), ("b", "service_traffic_delivered")):
+    bm, bs = bounds_for(base, n) if base else (None, None)
+    pm, ps = paper_bounds_for(base, n) if base else (None, None)
+    bl = registry.bound(base, "logical_per_request", n) if base else None
+    pl = registry.bound(base, "logical_per_request", n, "paper") if base else None
+    hops = ex.longest(HOP_FRAMES)
+    logical = ex.longest(LOGICAL) if ex.messages else hops
+    rep["messages_per_request"] = _per_request(ex, hops, pm, bm, sched)
+    rep["logical_per_request"] = _per_request(ex, logical, pl, bl, sched)
+    st = ex.service_traffic(HOP_FRAMES, DELIVERED)
+    st["c"] = ex.service_traffic(LOGICAL, DELIVERED)["a"] if ex.messages else st["a"]
+    for reading, key, (pb, cb) in (("a", "service_traffic_sent", (ps, bs)), ("b", "service_traffic_delivered", (ps, bs)),
+                                   ("c", "service_traffic_logical", (None, None))):
         val, w = st[reading]
-        d = {"paper_bound": ps, "checked_bound": bs}
+        d = {"paper_bound": pb, "checked_bound": cb}
         if val >= INF:
             d["worst"] = None
             d["unbounded"] = True
@@ -148,10 +171,10 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
                 d["node"] = node
                 d["request_step"] = start_at + 1
                 d["schedule"] = sched(labels)
-            if bs is not None and d["worst"] is not None:
-                d["within_checked"] = d["worst"] <= bs
-            if ps is not None and d["worst"] is not None:
-                d["within_paper"] = d["worst"] <= ps
+            if cb is not None and d["worst"] is not None:
+                d["within_checked"] = d["worst"] <= cb
+            if pb is not None and d["worst"] is not None:
+                d["within_paper"] = d["worst"] <= pb
         rep[key] = d
     rep["seconds"] = round(time.perf_counter() - t0, 3)
     fails = []
@@ -168,6 +191,8 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
             fails.append("checked service-traffic bound")
     if rep["messages_per_request"].get("within_checked") is False:
         fails.append("checked messages-per-request bound")
+    if rep["logical_per_request"].get("within_checked") is False:
+        fails.append("checked logical-messages-per-request bound")
     rep["failures"] = fails
     rep["ok"] = not fails
     return rep
@@ -175,48 +200,54 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
 
 def replay(protocol, n, labels, start=0, checker=None):
     """Run a schedule (explorer labels or "kind i" strings) on fresh node objects
-    with real FIFO queues, independently of the explorer's state encoding.
-    Returns per-request service traffic (sent, delivered) and the totals.
+    with real FIFO queues, independently of the explorer's state encoding; message
+    frames are passed on and delivered as NodeLoop._on_msg does.
+    Returns per-request service traffic (node, hop frames sent, frames delivered,
+    logical messages sent) and the totals ("sent": hop frames, "logical").
     checker: a picoring.check.checker.Checker fed the run (step k is time k)."""
-    cls = PROTOCOLS[protocol] if isinstance(protocol, str) else protocol
+    cls = _protocol_class(protocol)[0]
     nodes = [cls(i, n) for i in range(n)]
     links = [deque() for _ in range(n)]
-    sent = delivered = 0
+    delivered = 0
+    tok = req = mf = ml = 0  # token and request frames, message hop frames, messages (as simcore counts)
     in_cs = set()
-    waiting = {}  # node -> (sent, delivered) at its request
+    waiting = {}  # node -> (sent, delivered, logical) at its request
     services = []
     safety = True
     requests = 0
 
-    def act(i, a):
-        nonlocal sent, tokens
-        j = i
-        if a & SEND_REQUEST:
-            links[j].append(None)
-            sent += 1
-        if a & SEND_TOKEN:
-            nd = nodes[i]
-            links[j].append((nd.count, nd.state, nd.seq, nd.epoch))
-            sent += 1
-            tokens += 1
-        if a & ENTER_CS:
-            return True
-        return False
+    def counts():
+        return tok + req + mf, tok + req + ml
 
-    def entered(i, dsent, ddeliv):
+    def act(i, a):
+        # the node loop's order: the message, then the token (or the request frame)
+        nonlocal tok, req, mf, ml
+        nd = nodes[i]
+        if a & SEND_MSG:
+            links[i].append(("msg", nd.out_kind, i, nd.out_dst, bytes(nd.out[:nd.out_len])))
+            mf += 1
+            ml += 1
+        if a & SEND_REQUEST:
+            links[i].append(None)
+            req += 1
+        if a & SEND_TOKEN:
+            links[i].append((nd.count, nd.state, nd.seq, nd.epoch))
+            tok += 1
+        return bool(a & ENTER_CS)
+
+    def entered(i):
         nonlocal safety
         if in_cs:
             safety = False
         in_cs.add(i)
-        s0, d0 = waiting.pop(i)
-        services.append((i, sent - s0, delivered - d0))
+        s0, d0, l0 = waiting.pop(i)
+        sent, logical = counts()
+        services.append((i, sent - s0, delivered - d0, logical - l0))
         if checker is not None:
-            checker.count_to(tokens, sent - tokens)
+            checker.count_to(tok, req, mf, ml)
             checker.enter(step, i)
 
-    tokens = 0
     step = 0
-
     act(start, nodes[start].give_token())
     for step, lb in enumerate(labels, 1):
         if isinstance(lb, str):
@@ -225,30 +256,47 @@ def replay(protocol, n, labels, start=0, checker=None):
         kind, i = lb[0], lb[1]
         if kind == "request":
             requests += 1
-            waiting[i] = (sent, delivered)
+            sent, logical = counts()
+            waiting[i] = (sent, delivered, logical)
             if checker is not None:
-                checker.count_to(tokens, sent - tokens)
+                checker.count_to(tok, req, mf, ml)
                 checker.request(step, i)
             if act(i, nodes[i].request()):
-                entered(i, 0, 0)
+                entered(i)
         elif kind == "exit":
             in_cs.discard(i)
             if checker is not None:
-                checker.count_to(tokens, sent - tokens)
+                checker.count_to(tok, req, mf, ml)
                 checker.exit(step, i)
             act(i, nodes[i].exit_cs())
         else:
             f = links[i].popleft()
             delivered += 1
             j = (i + 1) % n
-            a = nodes[j].on_request() if f is None else nodes[j].on_token(*f)
+            if f is None:
+                a = nodes[j].on_request()
+            elif f[0] != "msg":
+                a = nodes[j].on_token(*f)
+            else:
+                _, mk, src, dst, payload = f
+                buf = message_buffer(mk, src, dst, payload)
+                a = 0
+                if dst == j:
+                    a = nodes[j].on_message(mk, src, buf)
+                elif src != j:  # back at its sender, a broadcast is taken off
+                    links[j].append(f)  # passed on first, then a broadcast is delivered here too
+                    mf += 1
+                    if dst == BROADCAST:
+                        a = nodes[j].on_message(mk, src, buf)
             if act(j, a):
-                entered(j, 0, 0)
+                entered(j)
     if checker is not None:
-        checker.count_to(tokens, sent - tokens)
-    return {"sent": sent, "delivered": delivered, "requests": requests, "services": services,
+        checker.count_to(tok, req, mf, ml)
+    sent, logical = counts()
+    return {"sent": sent, "logical": logical, "delivered": delivered, "requests": requests, "services": services,
             "safety": safety, "in_flight": sum(len(q) for q in links),
-            "pending": [i for i, x in enumerate(nodes) if x.pending]}
+            "pending": [i for i, x in enumerate(nodes) if x.pending],
+            "holders": [i for i, x in enumerate(nodes) if x.has_token]}
 
 
 # -- text report ---------------------------------------------------------------
@@ -259,6 +307,7 @@ def format_report(rep):
     lines.append(head)
     lines.append("  model: " + rep["model"])
     lines.append("  abstraction: " + rep["abstraction"])
+    lines.append("  node state kept: " + ", ".join(rep["state_attributes"]))
     if not rep.get("complete"):
         lines.append("  INCOMPLETE: " + rep.get("error", ""))
         lines.append("  states explored before stopping: %s, %.1f s" % (rep.get("states"), rep["seconds"]))
@@ -276,6 +325,8 @@ def format_report(rep):
     if not rep["token_integrity"]["ok"]:
         lines.append("  token integrity (exactly one token, no impossible frame): FAIL")
         sched("shortest schedule", rep["token_integrity"]["schedule"])
+    if rep["token_integrity"].get("note"):
+        lines.append("  token integrity: " + rep["token_integrity"]["note"])
     lines.append("  every pending request can be served: %s" % ok(rep["served"]["ok"]))
     if not rep["deadlock"]["ok"]:
         d = rep["deadlock"]
@@ -296,19 +347,30 @@ def format_report(rep):
         lines.append("  quiescence: FAIL: livelock, %d states on cycles with nothing pending" % lv["states"])
         sched("shortest schedule entering it", lv["prefix"])
         sched("then forever", lv["cycle"])
-    m = rep["messages_per_request"]
-    if m.get("unbounded"):
-        extra = ""
-        if m.get("worst_over_quiet_runs") is not None:
-            extra = " (over the runs that do go quiet: %s = %.3f)" % (m["worst_over_quiet_runs_exact"], m["worst_over_quiet_runs"])
-        lines.append("  messages per request: unbounded%s" % extra)
-    elif m.get("worst") is not None:
-        lines.append("  messages per request: worst %s = %.3f  (paper %s, checked %s)"
-                     % (m["worst_exact"], m["worst"], m["paper_bound"], m["checked_bound"]))
-        sched("a complete run reaching it", m["schedule"])
-    for key, what in (("service_traffic_sent", "service traffic (a) frames sent"),
-                      ("service_traffic_delivered", "service traffic (b) frames delivered")):
+    one_hop = not rep.get("layer_messages")
+    for key, what in (("messages_per_request", "messages per request (hop frames)"),
+                      ("logical_per_request", "logical messages per request")):
+        m = rep[key]
+        if one_hop and key == "logical_per_request":
+            lines.append("  %s: the same (every message is one hop)" % what)
+            continue
+        if m.get("unbounded"):
+            extra = ""
+            if m.get("worst_over_quiet_runs") is not None:
+                extra = " (over the runs that do go quiet: %s = %.3f)" % (m["worst_over_quiet_runs_exact"],
+                                                                          m["worst_over_quiet_runs"])
+            lines.append("  %s: unbounded%s" % (what, extra))
+        elif m.get("worst") is not None:
+            lines.append("  %s: worst %s = %.3f  (paper %s, checked %s)"
+                         % (what, m["worst_exact"], m["worst"], m["paper_bound"], m["checked_bound"]))
+            sched("a complete run reaching it", m["schedule"])
+    for key, what in (("service_traffic_sent", "service traffic (a) hop frames sent"),
+                      ("service_traffic_delivered", "service traffic (b) frames delivered"),
+                      ("service_traffic_logical", "service traffic (c) logical messages sent")):
         d = rep[key]
+        if one_hop and key == "service_traffic_logical":
+            lines.append("  %s: the same as (a)" % what)
+            continue
         if d.get("unbounded"):
             lines.append("  %s: unbounded" % what)
             continue
