@@ -108,7 +108,8 @@ F_MLEN = const(25)  # payload bytes
 # message passed on gets the forwarder's, Encoder.forward), so the receiver counts the
 # frames that never reached it, bad ones included: the gap before a valid frame.
 S_NEXT_LSEQ = const(26)  # 0x100 | the lseq the next frame should carry; 0: none seen yet
-S_GAP = const(27)  # frames lost just before the last valid frame (when scan() flagged GAP)
+S_GAP = const(27)  # frames lost just before the last valid frame (when scan() flagged GAP; 0 for
+# the first frame since the decoder started: how many were lost before it is not known here)
 S_LOST = const(28)  # frames lost in all (the gaps' sum; wraps at 2**30; zeroed with the counters)
 _ST_SIZE = const(29)
 GAP = const(8)  # or-ed into the kind scan() returns: frames were lost before this one
@@ -247,7 +248,7 @@ def scan_py(src, raw, st):
     in st[F_*]), BAD (reason in st[S_LAST_BAD], counted), or 0 when the bytes ran out
     (the frame under way is kept in raw and st for the next feed). A valid frame's kind
     has GAP or-ed in when its link sequence byte shows frames lost before it (how many:
-    st[S_GAP], mod 256)."""
+    st[S_GAP], mod 256), and for the first valid frame (st[S_GAP] 0)."""
     i = st[S_POS]
     end = st[S_END]
     ln = st[_LEN]
@@ -351,7 +352,10 @@ def _check_py(raw, ln, st, crc):
     st[S_FRAMES] = (st[S_FRAMES] + 1) & _COUNT_MASK
     expected = st[S_NEXT_LSEQ]
     st[S_NEXT_LSEQ] = 0x100 | ((lseq + 1) & 0xFF)
-    if expected and lseq != expected & 0xFF:
+    if not expected:  # the first frame since this board started: flagged, 0 lost (its lseq
+        st[S_GAP] = 0  # tells the host which of the sender's frames it is)
+        return kind | GAP
+    if lseq != expected & 0xFF:
         st[S_GAP] = (lseq - expected) & 0xFF
         st[S_LOST] = (st[S_LOST] + st[S_GAP]) & _COUNT_MASK
         return kind | GAP
@@ -645,7 +649,10 @@ try:
             v[S_FRAMES] = (v[S_FRAMES] + 1) & _COUNT_MASK
             expected = v[S_NEXT_LSEQ]
             v[S_NEXT_LSEQ] = 0x100 | ((lseq + 1) & 0xFF)
-            if expected and lseq != (expected & 0xFF):
+            if not expected:
+                v[S_GAP] = 0
+                return kind | GAP
+            if lseq != (expected & 0xFF):
                 v[S_GAP] = (lseq - expected) & 0xFF
                 v[S_LOST] = (v[S_LOST] + v[S_GAP]) & _COUNT_MASK
                 return kind | GAP

@@ -633,7 +633,7 @@ class NodeLoop:
     def _command(self, ln):
         if self.link.greet:
             self.link.greet = False
-            self.link.reply("hello " + self._version_text())
+            self.link.reply("hello " + self._version_text() + " rep=1")
         line = self.link.line
         if ln == 2 and line[1] == _CMD_R:
             self.request()  # the hot command: no allocation

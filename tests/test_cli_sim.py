@@ -92,7 +92,7 @@ def test_human_report(capsys):
 @pytest.mark.parametrize("content,message", [
     ('{"t": 0, "node": 1}\nnope\n', "wl.jsonl:2: not JSON"),
     ('{"t": 0, "node": 9}\n', "wl.jsonl:1: node must be an integer in 0..3"),
-    ('{"t": -1, "node": 0}\n', "wl.jsonl:1: t must be a whole number"),
+    ('{"t": -1, "node": 0}\n', "wl.jsonl:1: t must be a time >= 0 (in time units), not -1"),
     ('{"t": 0}\n', 'wl.jsonl:1: expected {"t"'),
     ('{"t": 0, "node": 1}\n{"t": 1, "node": 1}\n', "line 2: node 1 requests at t=1 but its request is still outstanding"),
 ])

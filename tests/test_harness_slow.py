@@ -233,3 +233,32 @@ def test_a_second_usb_outage_repairs_only_what_it_lost():
     # outage 2: event 5, a receive after one more lost frame (its gap event lost too)
     assert tally.settle({"tx_frames": 2, "rx_frames": 3, "lost": 3, "eseq": 7}) == (0, 2)
     assert tally.settle({"tx_frames": 2, "rx_frames": 3, "lost": 3, "eseq": 7}) == (0, 0)
+
+
+def test_frames_sent_to_a_board_while_it_restarted_do_not_put_its_link_off():
+    # Board 1 was power-cycled: board 0's frames of the meantime went nowhere, and the new
+    # incarnation knew nothing to count them by. Its next receive paired with the first of
+    # them, and with board 1's new clock a little early its entry was placed before board 0's
+    # (false "two tokens?" in test_a_board_power_cycled_mid_run_... under load). Its first
+    # frame is a gap event with "first" and the frame's lseq: the host numbers board 0's
+    # sends as board 0 does, and the receive pairs with the send it is.
+    from picoring.ring.merge import CausalMerger
+    from picoring.ring.hostlink import BoardEvent
+
+    def send(seq, t, lseq):
+        e = BoardEvent(0, seq, 0, "send", link=0, kind="token")
+        e.lseq = lseq
+        merger.push(0, t, e)
+
+    merger = CausalMerger(2)
+    send(0, 100, 7)  # while board 1 was off
+    send(1, 200, 8)
+    merger.push(0, 300, BoardEvent(0, 2, 0, "enter", payload={"seq": 5}))
+    send(3, 400, 9)
+    merger.push(1, 250, BoardEvent(1, 0, 0, "gap", link=0, aux={"lost": 0, "lseq": 9, "first": True}))
+    merger.push(1, 250, BoardEvent(1, 1, 0, "recv", link=0, kind="token"))
+    merger.push(1, 260, BoardEvent(1, 2, 0, "enter", payload={"seq": 6}))
+    order = [(e.board, e.ev, (e.payload or {}).get("seq")) for _, e in merger.release(10_000, final=True)]
+    assert order == [(0, "send", None), (0, "send", None), (0, "enter", 5), (0, "send", None), (1, "gap", None),
+                     (1, "recv", None), (1, "enter", 6)]
+    assert merger.forced == 0 and merger.lost_frames == [2, 0]

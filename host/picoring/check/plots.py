@@ -6,9 +6,12 @@ own numbers. Files written (DIR/...):
   messages_per_request.png  messages / requests so far, over the run, with the bounds
   service_traffic.png       service traffic of every request, with the bounds
   latency_hist.png          latency histogram (hop times or us, as the trace says)
-  token_position.png        the node the token was received at, over time
+  token_position.png        the node the token was received at, over time: every arrival as a
+                            point, or, for long runs, counted in a grid of time slices by nodes
+                            (one row per node up to TOKEN_ROWS nodes), so no node drops out
   service_per_node.png      requests served per node (fairness)
   summary.json              the checker's report
+and with --csv the tables behind them (check/tables.py: summary.csv, requests.csv, nodes.csv).
 """
 
 import json
@@ -21,7 +24,9 @@ from .trace import TraceReader
 
 DPI = 150
 FIGSIZE = (8, 4.5)  # inches: 1200 x 675 pixels at DPI
-MAX_POINTS = 200_000  # token positions plotted; a longer run is thinned evenly
+TOKEN_POINTS = 20_000  # token arrivals drawn one point each; more are counted in a grid
+TOKEN_ROWS = 300  # grid rows (nodes, or groups of nodes beyond): at least 1.5 pixels each
+TOKEN_SLICES = 500  # grid columns (time slices): about 2 pixels each
 
 
 class RunSeries:
@@ -39,6 +44,9 @@ class RunSeries:
         self.latency_by_node = [0] * n  # sums
         self.token_t = [0]  # every run starts with the token at node 0
         self.token_node = [0]
+        # per request, in the order made (check/tables.py REQUEST_FIELDS): request id, node,
+        # t request, t enter, latency, service traffic (hop frames, logical), overtaken, outcome
+        self.requests = []
 
     def __call__(self, event):
         c = self.checker
@@ -47,17 +55,24 @@ class RunSeries:
             pending = c.pending.get(event.node)
             c.feed(event)
             if pending is not None:
-                rid, t_req, msgs_at_req = pending[:3]
+                rid, t_req, msgs_at_req, logical_at_req, entries_at_req = pending
                 self.service.append((rid, event.node, c.total - msgs_at_req))
                 self.latency.append(event.t - t_req)
                 self.served_by_node[event.node] += 1
                 self.latency_by_node[event.node] += event.t - t_req
+                self.requests[rid - 1][3:] = [event.t, event.t - t_req, c.total - msgs_at_req,
+                                              c.logical - logical_at_req, c.entries - 1 - entries_at_req, "served"]
             return
+        if ev == "fail":
+            pending = c.pending.get(event.node)
+            if pending is not None:
+                self.requests[pending[0] - 1][8] = "failed: %s" % ((event.extra or {}).get("reason") or "?")
         c.feed(event)
         if ev == "req":
             self.requests_by_node[event.node] += 1
             self.req_count.append(c.requests)
             self.req_total.append(c.total)
+            self.requests.append([c.requests, event.node, event.t, None, None, None, None, None, "not served"])
         elif ev == "recv" and event.kind == "token":
             self.token_t.append(event.t)
             self.token_node.append(event.node)
@@ -77,10 +92,26 @@ def read_series(path):
     return meta, series, report
 
 
-def write_report(trace_path, out_dir):
-    """Write the plots and summary.json; returns (report, [paths])."""
+def write_report(trace_path, out_dir, plots=True, tables=False):
+    """Write the plots (unless plots is false: then matplotlib is not needed), summary.json,
+    and with tables the CSV tables of check/tables.py; returns (report, [paths])."""
+    if plots:
+        _pyplot()  # before the trace is read: a missing matplotlib costs nothing
     meta, series, report = read_series(trace_path)
     os.makedirs(out_dir, exist_ok=True)
+    files = _plots(meta, series, out_dir) if plots else []
+    path = os.path.join(out_dir, "summary.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+    files.append(path)
+    if tables:
+        from .tables import write_tables
+
+        files += write_tables(series, report, "us" if meta.get("time_unit") == "us" else "hop", out_dir)
+    return report, files
+
+
+def _plots(meta, series, out_dir):
     plt = _pyplot()
     unit = "µs" if meta.get("time_unit") == "us" else "hop times"
     what = "%s, n=%d, %s%s" % (
@@ -102,8 +133,9 @@ def write_report(trace_path, out_dir):
         xs = series.req_count + [c.requests]
         ys = [t / k for t, k in zip(series.req_total, series.req_count)] + [c.total / c.requests]
         ax.plot(xs, ys, drawstyle="steps-post", color="C0", label="messages / requests so far")
-    _bound_lines(ax, c.bound_mpr, c.paper_mpr, "checked bound", "paper's printed bound")
-    ax.set_title("Messages per request over the run\n" + what)
+    _bound_lines(ax, c.bound_mpr, c.paper_mpr, "checked bound", "paper's printed bound",
+                 max(ys) if series.req_count else None)
+    ax.set_title("Messages per request over the run\n" + what, pad=_TITLE_PAD)
     ax.set_xlabel("requests made")
     ax.set_ylabel("messages per request")
     ax.set_ylim(bottom=0)
@@ -115,8 +147,9 @@ def write_report(trace_path, out_dir):
     if series.service:
         ax.plot([s[0] for s in series.service], [s[2] for s in series.service], ".", markersize=3, color="C0",
                 label="service traffic of a request")
-    _bound_lines(ax, c.bound_service, c.paper_service, "checked bound", "paper's printed bound")
-    ax.set_title("Service traffic per request (max %d)\n%s" % (c.max_service, what))
+    _bound_lines(ax, c.bound_service, c.paper_service, "checked bound", "paper's printed bound",
+                 c.max_service if series.service else None)
+    ax.set_title("Service traffic per request (max %d)\n%s" % (c.max_service, what), pad=_TITLE_PAD)
     ax.set_xlabel("request number")
     ax.set_ylabel("messages from request to token arrival")
     ax.set_ylim(bottom=0)
@@ -128,8 +161,11 @@ def write_report(trace_path, out_dir):
     lat = series.latency
     if lat:
         lo, hi = min(lat), max(lat)
-        if unit == "hop times" and hi - lo <= 200:
-            bins = [x - 0.5 for x in range(lo, hi + 2)]  # one bar per hop time
+        if unit == "hop times":
+            # whole hop times per bar (1 up to 200 of them): bars of 4.12 hop times would hold
+            # 4 or 5 values each and draw a comb that is not in the data
+            width = max(1, math.ceil((hi - lo + 1) / 100)) if hi - lo > 200 else 1
+            bins = [lo - 0.5 + k * width for k in range((hi - lo) // width + 2)]
         else:
             bins = 50
         ax.hist(lat, bins=bins, color="C0", edgecolor="white", linewidth=0.3)
@@ -138,27 +174,18 @@ def write_report(trace_path, out_dir):
         for v, name, style in ((p50, "p50", "--"), (p99, "p99", ":")):
             ax.axvline(v, color="C3", linestyle=style, linewidth=1, label="%s = %s %s" % (name, _fmt(v), unit))
         ax.set_title("Latency, request to critical section (mean %s, max %s %s)\n%s"
-                     % (_fmt(sum(lat) / len(lat)), _fmt(hi), unit, what))
+                     % (_fmt(sum(lat) / len(lat)), _fmt(hi), unit, what), pad=_TITLE_PAD)
     else:
-        ax.set_title("Latency: no request served\n" + what)
+        ax.set_title("Latency: no request served\n" + what, pad=_TITLE_PAD)
     ax.set_xlabel("latency (%s)" % unit)
     ax.set_ylabel("requests")
     _legend(ax)
     save(fig, "latency_hist.png")
 
     # token position over time
-    fig, ax = plt.subplots(figsize=FIGSIZE)
-    ts, nodes = series.token_t, series.token_node
-    step = max(1, len(ts) // MAX_POINTS)
-    if ts:
-        # points, not a line: the wrap from node n-1 to 0 is one hop, not a sweep across the ring
-        ax.plot(ts[::step], nodes[::step], ".", markersize=2.5 if len(ts) // step < 5000 else 1, color="C4")
-    ax.set_title("Token position over time%s\n%s" % ("" if step == 1 else " (every %dth arrival)" % step, what))
-    ax.set_xlabel("time (%s)" % unit)
-    ax.set_ylabel("node holding the token")
-    ax.set_ylim(-0.5, meta["n"] - 0.5)
-    if meta["n"] <= 16:
-        ax.set_yticks(range(meta["n"]))
+    fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    how = token_position(fig, ax, series.token_t, series.token_node, meta["n"], unit)
+    ax.set_title("Token position over time%s\n%s" % (how, what))
     save(fig, "token_position.png")
 
     # fairness
@@ -173,50 +200,135 @@ def write_report(trace_path, out_dir):
     ax2.plot(idx, mean_lat, "D", markersize=3.5, color="C3", label="mean latency")
     ax2.set_ylabel("mean latency (%s)" % unit, color="C3")
     ax2.set_ylim(bottom=0)
-    ax.set_title("Service per node (fairness): %d of %d requests served\n%s" % (c.served, c.requests, what))
+    ax.set_title("Service per node (fairness): %d of %d requests served\n%s" % (c.served, c.requests, what),
+                 pad=_TITLE_PAD)
     ax.set_xlabel("node")
     ax.set_ylabel("requests")
     if meta["n"] <= 32:
         ax.set_xticks(idx)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, loc="upper right", fontsize=9)
+    _legend(ax, h1 + h2, l1 + l2)  # above the bars: a legend inside would hide some of them
     save(fig, "service_per_node.png")
+    return files
 
-    path = os.path.join(out_dir, "summary.json")
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1, sort_keys=True)
-    files.append(path)
-    return report, files
+
+class PlotError(ValueError):
+    """The plots cannot be drawn here (no matplotlib); the command line says so, no traceback."""
 
 
 def _pyplot():
     try:
         import matplotlib
     except ImportError:
-        raise RuntimeError("the plots need matplotlib: pip install -e '.[report]'") from None
+        raise PlotError("the plots need matplotlib: pip install -e '.[report]' (or report --csv --no-plots)") from None
     matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as plt
 
     return plt
 
 
-def _bound_lines(ax, bound, paper, bound_label, paper_label):
-    if bound is not None:
-        ax.axhline(bound, color="C3", linewidth=1.2, label="%s %d" % (bound_label, bound))
-    if paper is not None and paper != bound:
-        ax.axhline(paper, color="C1", linewidth=1, linestyle="--", label="%s %d" % (paper_label, paper))
+_TITLE_PAD = 20  # points between an axes and its title: room for the legend above the axes
+
+
+def _bound_lines(ax, bound, paper, bound_label, paper_label, data_max=None):
+    """The checked bound (solid) and the paper's printed one (dashed), drawn over the data, each
+    named at its right end; two that nearly coincide (D's service traffic at n = 200: 598 and
+    597) get their names one above and one below, so both stay readable. A bound far above the
+    data (Q's service traffic: 1,586 against 99,501) would squash the data to a line: it is
+    named at the top of the axes, with an arrow, instead of drawn."""
     if bound is None and paper is None:
         ax.text(0.99, 0.97, "S: unbounded (Thm 2.1)", transform=ax.transAxes, ha="right", va="top", fontsize=9)
+        return
+    lines = []
+    if bound is not None:
+        lines.append((bound, "checked", "%s %s" % (bound_label, _fmt(bound)), "C3", "-", 1.5))
+    if paper is not None and paper != bound:
+        lines.append((paper, "paper", "%s %s" % (paper_label, _fmt(paper)), "C1", (0, (4, 2)), 1.5))
+    lo, data_hi = ax.get_ylim()
+    off = [ln for ln in lines if data_max and ln[0] > 4 * data_max]
+    on = [ln for ln in lines if ln not in off]
+    hi = max([data_hi] + [ln[0] for ln in on]) * 1.08  # the lines and their names inside the axes
+    ax.set_ylim(lo, hi)
+    close = len(on) == 2 and abs(on[0][0] - on[1][0]) < 0.06 * (hi - lo)
+    top = max([ln[0] for ln in on] or [0])
+    for value, short, label, color, style, width in lines:
+        ax.axhline(value, color=color, linestyle=style, linewidth=width, zorder=3, label=label)
+    box = dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.85)
+    for value, short, label, color, style, width in on:
+        below = close and value < top
+        ax.annotate("%s %s" % (short, _fmt(value)), xy=(1, value), xycoords=ax.get_yaxis_transform(),
+                    xytext=(-4, -3 if below else 3), textcoords="offset points", ha="right",
+                    va="top" if below else "bottom", fontsize=8, color=color, zorder=4, bbox=box)
+    for k, (value, short, label, color, style, width) in enumerate(sorted(off, reverse=True)):
+        ax.annotate("\u2191 %s %s" % (short, _fmt(value)), xy=(1, 1), xycoords="axes fraction",
+                    xytext=(-4, -4 - 11 * k), textcoords="offset points", ha="right", va="top", fontsize=8,
+                    color=color, zorder=4, bbox=box)
 
 
-def _legend(ax):
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize=9)
+def _legend(ax, handles=None, labels=None):
+    """Above the axes, in one row, where it hides no data."""
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles), fontsize=8,
+                  frameon=False, borderaxespad=0.2)
+
+
+def token_grid(ts, nodes, n, slices=TOKEN_SLICES, rows=TOKEN_ROWS):
+    """Token arrivals counted per (row, time slice): (counts, t edges, nodes per row), counts
+    a numpy array of rows x slices; every arrival is counted, none thinned out, so a node the
+    token reached in a slice has a count there."""
+    import numpy as np
+
+    per_row = max(1, math.ceil(n / rows))
+    t = np.asarray(ts, dtype=float)
+    t0, t1 = float(t.min()), float(t.max())
+    if t1 <= t0:
+        t1 = t0 + 1
+    edges = np.linspace(t0, t1, slices + 1)
+    col = np.minimum(((t - t0) / (t1 - t0) * slices).astype(np.int64), slices - 1)
+    row = np.asarray(nodes, dtype=np.int64) // per_row
+    nrows = math.ceil(n / per_row)
+    counts = np.bincount(row * slices + col, minlength=nrows * slices).reshape(nrows, slices)
+    return counts, edges, per_row
+
+
+def token_position(fig, ax, ts, nodes, n, unit):
+    """Draw where the token was over time; returns what the title should add. Up to
+    TOKEN_POINTS arrivals: each one a point (no line: the wrap from node n-1 to 0 is one hop,
+    not a sweep across the ring). More: a grid of time slices by nodes, coloured by the
+    arrivals it counts and white where there were none. Thinning the points instead (every
+    k-th arrival) drew a ring of 200 as if the token visited 50 nodes: k = 12 steps round the
+    ring in fours."""
+    ax.set_xlabel("time (%s)" % unit)
+    ax.set_ylim(-0.5, n - 0.5)
+    if n <= 16:
+        ax.set_yticks(range(n))
+    if len(ts) <= TOKEN_POINTS:
+        ax.set_ylabel("node holding the token")
+        ax.plot(ts, nodes, ".", markersize=2.5 if len(ts) < 5000 else 1.2, color="C4")
+        return ""
+    import numpy as np
+
+    counts, edges, per_row = token_grid(ts, nodes, n)
+    shown = np.ma.masked_equal(counts, 0)
+    cmap = _pyplot().get_cmap("viridis").with_extremes(bad="white")
+    image = ax.imshow(shown, aspect="auto", origin="lower", interpolation="nearest", cmap=cmap,
+                      extent=(edges[0], edges[-1], -0.5, counts.shape[0] * per_row - 0.5))
+    ax.set_ylabel("node holding the token" if per_row == 1 else "node (rows of %d nodes)" % per_row)
+    from matplotlib.ticker import MaxNLocator
+
+    bar = fig.colorbar(image, ax=ax, pad=0.01, ticks=MaxNLocator(integer=True))
+    bar.set_label("arrivals per %s and %s %s (white: none)" % ("node" if per_row == 1 else "%d nodes" % per_row,
+                                                              _fmt(round(edges[1] - edges[0], 1)), unit), fontsize=8)
+    return ": %s arrivals, counted per node and time slice" % _fmt(len(ts))
 
 
 def _fmt(v):
-    return ("%.1f" % v) if isinstance(v, float) else str(v)
+    if isinstance(v, float) and v.is_integer() and abs(v) >= 100:
+        v = int(v)
+    return ("%.1f" % v) if isinstance(v, float) else "{:,}".format(v) if abs(v) >= 10_000 else str(v)
 
 
 # -- `picoring compare --plot` ---------------------------------------------------

@@ -1,18 +1,48 @@
 """`picoring bench sim | dash | ring | soak | chip`: each a module of picoring.bench."""
 
+import argparse
+
 from .common import PROTOCOLS
+
+BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, its doc says how)
+    "sim": "simulated messages per second against an equivalent SimPy model of the same protocol code (target: "
+           "20x SimPy's rate in every case; missed: \"not met\", exit status 1)",
+    "ring": "token hops per second on a virtual ring of 5 running the real firmware (event logging on and off) "
+            "against a minimal pty relay, and the node loop's time and allocation per message under MicroPython",
+    "dash": "the dashboard's event and refresh rates: can it keep up with a fast ring",
+    "soak": "10,000 requests (--quick: 1,000) on a virtual ring of 5 with 1% of frames corrupted, 0.5% dropped "
+            "and one board power-cycled: overlapping critical sections, requests served / failed / lost, token "
+            "regenerations against the timeout plus a ring round trip",
+    "chip": "the node loop on an emulated RP2040 (../shared/rp2040): chip time per frame for S, Q and D (or -p P "
+            "on -n N node loops), and no allocation under heap_lock; for a protocol whose token is a message (sk, "
+            "ra) the chip time of a hop that passes the token on and of the hop that delivers it; a board's heap "
+            "after start for rings of 16 and 32",
+}
+
+
+def _description():
+    import textwrap
+
+    lines = ["Measurements, not tests: each prints its figures (--json: one JSON object).", ""]
+    for name, text in BENCHES.items():
+        lines += textwrap.wrap(text + ".", 78, initial_indent="  %-6s " % name, subsequent_indent=" " * 9)
+    return "\n".join(lines)
 
 
 def argparse_bench(sub):
     p = sub.add_parser("bench", help="measure: sim (simulator vs SimPy), ring (firmware hop rate), dash, "
-                                     "soak (recovery under faults), chip (the node loop on an emulated RP2040)")
-    p.add_argument("what", choices=("sim", "dash", "ring", "soak", "chip"))
+                                     "soak (recovery under faults), chip (the node loop on an emulated RP2040)",
+                       description=_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=tuple(BENCHES), metavar="WHAT",
+                   help="%s: what to measure (above)" % ", ".join(BENCHES))
     p.add_argument("--quick", action="store_true", help="smaller runs (seconds, not minutes)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.add_argument("--rp2040", metavar="DIR", help="chip only: the rp2040 tools (default $PICORING_RP2040 or "
                                                    "../shared/rp2040 beside the source tree)")
     soak = p.add_argument_group("soak (docs/recovery.md) and chip")
-    soak.add_argument("--protocol", "-p", choices=PROTOCOLS, help="soak: default d; chip: one protocol (default s, q, d)")
+    soak.add_argument("--protocol", "-p", choices=PROTOCOLS, metavar="P",
+                      help="the protocol, one of %s (soak: default d; chip: one protocol, default s, q and d)"
+                      % ", ".join(PROTOCOLS))
     soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3)")
     soak.add_argument("--requests", "-k", type=int, help="default 10000 (--quick: 1000)")
     soak.add_argument("--faults", metavar="SPEC", help="default corruptframe=0.01,drop=0.005,seed=1")

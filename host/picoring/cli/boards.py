@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..ring import boarddefs
-from .common import PROTOCOLS, user_errors
+from .common import add_protocol_arg, user_errors
 
 
 def _common(p, ring_file=True):
@@ -21,8 +21,8 @@ def _common(p, ring_file=True):
 def argparse_boards(sub):
     p = sub.add_parser("boards", help="list attached MicroPython boards (port, USB serial number, VID:PID) and virtual boards")
     p.add_argument("--all-ports", action="store_true", help="every USB serial port, not only MicroPython's VID:PID")
-    p.add_argument("--virtual-dir", metavar="D")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--virtual-dir", metavar="D", help="state directory of `picoring virtual up` (default: its default)")
+    p.add_argument("--json", action="store_true", help="print the boards as one JSON list")
 
 
 def do_boards(args, out=None):
@@ -52,7 +52,7 @@ def argparse_flash(sub):
     p = sub.add_parser("flash", help="copy the firmware and each board's config with mpremote, restart, confirm")
     _common(p)
     p.add_argument("--all", action="store_true", help="every attached MicroPython board and virtual board, in the order listed")
-    p.add_argument("--protocol", "-p", choices=PROTOCOLS, required=True)
+    add_protocol_arg(p, required=True, what="the protocol to flash (each board gets only its module)")
     p.add_argument("--baud", type=int, help="UART baud of the ring (default: the board file's, 115200)")
     p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names(), help="board type (boards/*.toml)")
     p.add_argument("--cs-us", type=int, default=0, help="critical-section length on the boards, in us")
@@ -64,7 +64,7 @@ def argparse_flash(sub):
     p.add_argument("--no-ring-check", action="store_true",
                    help="do not check afterwards that each board's TX reaches the next position's RX "
                         "(boards not wired yet)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print what each board got and said as one JSON object")
 
 
 def _targets(args):
@@ -122,16 +122,18 @@ def _check_ring(targets, say):
 def argparse_discover(sub):
     p = sub.add_parser("discover", help="find each board's ring position by probing the UART wires; write a ring file")
     p.add_argument("--ports", help="the boards, in any order (default: every attached MicroPython board and virtual board)")
-    p.add_argument("--virtual-dir", metavar="D")
+    p.add_argument("--virtual-dir", metavar="D", help="state directory of `picoring virtual up` (default: its default)")
     p.add_argument("--ring-file", metavar="FILE", default="ring.json", help="where to save the order (default ./ring.json)")
     p.add_argument("--first", metavar="PORT", help="the board to call position 0 (default: the first one given)")
-    p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names())
-    p.add_argument("--baud", type=int)
+    p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names(),
+                   help="board type (boards/*.toml; default %s): its UART pins go into the provisional config"
+                        % boarddefs.DEFAULT_BOARD)
+    p.add_argument("--baud", type=int, help="UART baud of the probes (default: the board file's, 115200)")
     p.add_argument("--reflash", action="store_true", help="always flash the provisional config first")
     p.add_argument("--timeout", type=float, default=6.0, metavar="S",
                    help="seconds to wait for the boards' answers to a restart and to the probes (default 6; "
                         "a port where nothing answers fails after S + 10)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the order found (and what each probe reached) as JSON")
 
 
 def do_discover(args, out=None):
@@ -170,7 +172,8 @@ def do_discover(args, out=None):
 def argparse_wiring(sub):
     p = sub.add_parser("wiring", help="how to wire N boards into a ring: a text drawing, a pin table, an SVG")
     p.add_argument("-n", type=int, required=True, help="number of boards")
-    p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names())
+    p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names(),
+                   help="board type, for its pin numbers (boards/*.toml; default %s)" % boarddefs.DEFAULT_BOARD)
     p.add_argument("--svg", metavar="FILE", help="also write the drawing as SVG to FILE")
 
 

@@ -14,6 +14,13 @@ class CommandError(Exception):
 PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
 
 
+def add_protocol_arg(p, choices=PROTOCOLS, default="d", required=False, what="the protocol"):
+    """--protocol/-p, its help naming every choice by its descriptor's title."""
+    names = "; ".join("%s = %s" % (name, registry.about(name).get("title", name)) for name in choices)
+    p.add_argument("--protocol", "-p", choices=choices, default=None if required else default, required=required,
+                   metavar="P", help="%s: %s%s" % (what, names, "" if required else " (default %s)" % default))
+
+
 def print_report(report, as_json):
     if as_json:
         print(json.dumps(report, sort_keys=True))
@@ -58,7 +65,9 @@ def run_ports(args):
 def add_workload_args(p, requests_default):
     """--workload/-w and --requests/-k; -k's default is applied by workload_args, so a
     `file:` workload (whose file says how many requests) can tell a -k given from none."""
-    p.add_argument("--workload", "-w", default="poisson", help="poisson | burst | sequential | adversarial | file:PATH")
+    p.add_argument("--workload", "-w", default="poisson",
+                   help="poisson | burst | sequential | adversarial | file:PATH (JSON lines {\"t\": time, \"node\": i}, "
+                        "or a trace of sim or run: its requests replayed, times in its unit)")
     p.add_argument("--requests", "-k", type=int, default=None,
                    help="number of requests (default %d; a file: workload makes the requests in its file)"
                         % requests_default)
@@ -83,5 +92,17 @@ def workload_args(args, n, cs_time=1, err=None):
     if given is not None and args.workload.startswith("file:") and given != workload.total:
         print("picoring: note: -k %d ignored: %s makes its %d request(s)" % (given, workload.describe(), workload.total),
               file=err or sys.stderr)
+    for note in getattr(workload, "notes", ()):
+        print("picoring: note: %s" % note, file=err or sys.stderr)
     args.requests = workload.total
     return workload
+
+
+def ring_size(args, default):
+    """-n as given; else the ring size of a `file:` workload that is a trace (its requests are
+    replayed on a ring like the one that made them); else default."""
+    from ..sim.workload import trace_ring_size
+
+    if args.n is not None:
+        return args.n
+    return trace_ring_size(args.workload) or default

@@ -6,14 +6,15 @@ import json
 import sys
 
 from ..check import compare, registry
-from .common import PROTOCOLS, CommandError, add_workload_args, user_errors, workload_args
+from .common import PROTOCOLS, CommandError, add_workload_args, ring_size, user_errors, workload_args
 
 
 def argparse_compare(sub):
     p = sub.add_parser("compare", help="run protocols on the same workload and compare them in one table")
     p.add_argument("--protocols", "-p", default=",".join(PROTOCOLS),
                    help="comma-separated, of: %s (default: all registered)" % ", ".join(PROTOCOLS))
-    p.add_argument("-n", type=int, help="simulator: ring size (default 5; a ring of boards has its own)")
+    p.add_argument("-n", type=int, help="simulator: ring size (default 5, or the ring of a trace given as -w file:TRACE; "
+                                        "a ring of boards has its own)")
     add_workload_args(p, 200)
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--cs-time", type=int, default=1, help="simulator: critical section in hop times (default 1)")
@@ -83,7 +84,7 @@ def _check_args(args):
     elif args.virtual is not None:
         n = args.virtual
     else:
-        n = 5 if args.n is None else args.n
+        n = ring_size(args, 5)
     if on_ring and args.n is not None and args.n != n:
         raise CommandError("-n %d is the simulator's ring size; this ring has %d boards" % (args.n, n))
     if n < 2:

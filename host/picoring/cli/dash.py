@@ -7,7 +7,7 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 
 import threading
 
-from .common import PROTOCOLS, CommandError, add_workload_args, run_ports, workload_args
+from .common import CommandError, add_protocol_arg, add_workload_args, ring_size, run_ports, workload_args
 
 # -- dash --------------------------------------------------------------------
 
@@ -20,10 +20,10 @@ def argparse_dash(sub):
     where.add_argument("--sim", action="store_true", help="run the simulator, paced to --speed")
     where.add_argument("--ports", help="real (or already running) boards, in ring order: run a workload on them, live")
     where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
-    p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
-    p.add_argument("-n", type=int, default=8, help="--sim: ring size (default 8)")
+    add_protocol_arg(p, what="--sim, --virtual, --ports: the protocol")
+    p.add_argument("-n", type=int, help="--sim: ring size (default 8, or the ring of a trace given as -w file:TRACE)")
     add_workload_args(p, 100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--cs-time", type=int, default=1, help="--sim: critical section in hop times")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
     p.add_argument("--period", type=int, help="burst: time units between bursts")
@@ -91,6 +91,7 @@ def _dash_sim(args, console, speed):
     from ..dash.dashboard import FeedSource
     from ..sim.simulate import simulate
 
+    args.n = ring_size(args, 8)
     if args.n < 2:
         raise CommandError("-n must be at least 2")
     workload = workload_args(args, args.n, cs_time=args.cs_time)
@@ -224,9 +225,14 @@ def frame_counters(parsers, bad_events):
 
 
 def argparse_report(sub):
-    p = sub.add_parser("report", help="summary table and PNG plots of a trace, for a lab report")
+    p = sub.add_parser("report", help="summary table, PNG plots and CSV tables of a trace, for a lab report")
     p.add_argument("trace", help="JSON-lines trace written by sim or run")
     p.add_argument("--out", metavar="DIR", help="where to write the plots (default: <trace name>-report next to the trace)")
+    p.add_argument("--csv", action="store_true",
+                   help="also write the figures as CSV: summary.csv (compare --csv's columns), requests.csv (one row per "
+                        "request), nodes.csv (one row per node); docs/trace-format.md")
+    p.add_argument("--no-plots", action="store_true", help="no PNG plots (no matplotlib needed): summary.json, and the "
+                                                           "CSV tables with --csv")
 
 
 def do_report(args):
@@ -236,7 +242,7 @@ def do_report(args):
     from ..check.report import print_report
 
     out = args.out or str(Path(args.trace).with_suffix("")) + "-report"
-    report, files = write_report(args.trace, out)
+    report, files = write_report(args.trace, out, plots=not args.no_plots, tables=args.csv)
     print_report(report)
     for path in files:
         print(path)

@@ -5,12 +5,14 @@ from ..explore.lossy import explore_faults, format_faults_report
 from ..explore.lossy_model import _INVARIANTS, parse_faults
 from ..explore.search import explore, format_report
 from ..check.registry import names
+from . import progress as progress_line
+from .common import add_protocol_arg
 
 
 def argparse_explore(sub):
     p = sub.add_parser("explore", help="every reachable state of a small ring: safety, liveness, exact worst cases")
-    p.add_argument("--protocol", "-p", choices=names(), default="d",
-                   help="any registered protocol (default d); --faults takes those without messages of the layer")
+    add_protocol_arg(p, choices=names(), what="any registered protocol (--faults takes those without messages "
+                                              "of the layer)")
     p.add_argument("-n", type=int, default=3, help="ring size (default 3)")
     p.add_argument("--requests-per-node", "-R", type=int, default=1,
                    help="at most this many requests per node (default 1)")
@@ -22,6 +24,7 @@ def argparse_explore(sub):
     p.add_argument("--exact", action="store_true",
                    help="keep every node attribute (seq, epoch, dead counters): slower, same results")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    progress_line.add_progress_args(p)
     p.add_argument("--faults", metavar="SPEC", default=None,
                    help="lossy mode: the recovery's SAFETY under bounded faults (liveness is not checked). "
                         "SPEC: drop=D,timeout=T,restart=B, any subset, missing ones 0 (e.g. drop=1,timeout=2): "
@@ -53,31 +56,14 @@ def do_explore(args):
         raise ValueError("-n must be at least 2")
     if args.requests_per_node < 0:
         raise ValueError("--requests-per-node cannot be negative")
-    if args.faults is not None:
-        if args.start:
-            raise ValueError("--start is for the fault-free mode (--faults starts at node 0, or with --boot)")
-        budgets = parse_faults(args.faults)
-        stop = False
-        if args.stop_at_first == "all":
-            stop = True
-        elif args.stop_at_first:
-            stop = [k.strip() for k in args.stop_at_first.split(",") if k.strip()]
-            known = [k for k, _ in _INVARIANTS]
-            for k in stop:
-                if k not in known:
-                    raise ValueError("--stop-at-first: unknown invariant %r (known: %s)" % (k, ", ".join(known)))
-        rep = explore_faults(args.protocol, args.n, args.requests_per_node, boot=args.boot,
-                             max_states=args.max_states, exact=args.exact, drop_anywhere=args.drop_anywhere,
-                             stop_on_violation=stop, can_form=args.can_form, **budgets)
-        fmt = format_faults_report
-    else:
-        if args.boot or args.drop_anywhere or args.stop_at_first or args.can_form:
-            raise ValueError("--boot, --drop-anywhere, --stop-at-first and --can-form need --faults")
-        if not 0 <= args.start < args.n:
-            raise ValueError("--start must be a node of the ring, 0..%d" % (args.n - 1))
-        rep = explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact,
-                      start=args.start)
-        fmt = format_report
+    shown = progress_line.maybe(args, "explore %s n=%d R=%d" % (args.protocol.upper(), args.n, args.requests_per_node),
+                                "states expanded")
+    try:
+        rep, fmt = _explore(args, None if shown is None else lambda k, found: shown.update(
+            k, text="found {:,}".format(found)))
+    finally:
+        if shown is not None:
+            shown.close()
     if args.json:
         json.dump(rep, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -93,6 +79,33 @@ def do_explore(args):
     return 0 if rep["ok"] else 1
 
 
+def _explore(args, progress):
+    """(report, its formatter) of the search args ask for; progress(expanded, found) or None."""
+    if args.faults is not None:
+        if args.start:
+            raise ValueError("--start is for the fault-free mode (--faults starts at node 0, or with --boot)")
+        budgets = parse_faults(args.faults)
+        stop = False
+        if args.stop_at_first == "all":
+            stop = True
+        elif args.stop_at_first:
+            stop = [k.strip() for k in args.stop_at_first.split(",") if k.strip()]
+            known = [k for k, _ in _INVARIANTS]
+            for k in stop:
+                if k not in known:
+                    raise ValueError("--stop-at-first: unknown invariant %r (known: %s)" % (k, ", ".join(known)))
+        return explore_faults(args.protocol, args.n, args.requests_per_node, boot=args.boot,
+                              max_states=args.max_states, exact=args.exact, drop_anywhere=args.drop_anywhere,
+                              stop_on_violation=stop, can_form=args.can_form, progress=progress,
+                              **budgets), format_faults_report
+    if args.boot or args.drop_anywhere or args.stop_at_first or args.can_form:
+        raise ValueError("--boot, --drop-anywhere, --stop-at-first and --can-form need --faults")
+    if not 0 <= args.start < args.n:
+        raise ValueError("--start must be a node of the ring, 0..%d" % (args.n - 1))
+    return explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact,
+                   start=args.start, progress=progress), format_report
+
+
 def argparse_fidelity(sub):
     p = sub.add_parser("fidelity", help="the paper's claims against exact worst cases (explorer) and the simulator")
     p.add_argument("--max-n", type=int, default=5, help="largest ring the explorer tries (default 5)")
@@ -103,7 +116,7 @@ def argparse_fidelity(sub):
     p.add_argument("--sim-n", default="6,8,12,16,32", help="ring sizes for the simulator-only rows")
     p.add_argument("--md", default="docs/fidelity.md", help="Markdown output (default docs/fidelity.md)")
     p.add_argument("--json-out", default="docs/fidelity.json", help="JSON output (default docs/fidelity.json)")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr, only the summary")
 
 
 def do_fidelity(args):

@@ -3,32 +3,46 @@
 import sys
 from pathlib import Path
 
-from .common import PROTOCOLS, CommandError, add_workload_args, print_report, workload_args
+from . import progress as progress_line
+from .common import CommandError, add_protocol_arg, add_workload_args, print_report, ring_size, workload_args
 
 
 def argparse_sim(sub):
-    p = sub.add_parser("sim", help="run the protocol code on a simulated ring and check the bounds")
-    p.add_argument("--protocol", "-p", choices=PROTOCOLS, default="d")
-    p.add_argument("-n", type=int, default=8, help="ring size (default 8)")
+    p = sub.add_parser("sim", help="run the protocol code on a simulated ring and check the bounds",
+                       description="Runs the protocols' own code (firmware/proto_*.py) on a ring of N simulated "
+                                   "nodes, one time unit per hop, and checks the run against the paper's bounds. "
+                                   "Its time follows the messages: about 1 us each plus 13 us per request "
+                                   "(docs/performance.md), and the workload decides how many there are: at the "
+                                   "default poisson rate 1/n each request mostly has the ring to itself and D "
+                                   "sends about n messages for it (n=10000, a million requests: about 3 hours); at "
+                                   "--rate 1 the token serves several per round (about 3 each: 16 s). On a "
+                                   "terminal, a run longer than a second shows its progress on stderr.")
+    add_protocol_arg(p)
+    p.add_argument("-n", type=int, help="ring size (default 8; a trace given as -w file:TRACE: its ring's)")
     add_workload_args(p, 1000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="workload seed (default 0): the same seed, workload and -n make the same run, event for event")
     p.add_argument("--cs-time", type=int, default=1, help="critical section length in hop times (default 1)")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per hop time (default 1/n)")
     p.add_argument("--period", type=int, help="burst: hop times between bursts")
     p.add_argument("--idle-horizon", type=int,
                    help="S only: keep running this long after the last service (default 4n)")
-    p.add_argument("--trace", metavar="FILE", help="write the JSON-lines trace here")
+    p.add_argument("--trace", metavar="FILE",
+                   help="write every event as a JSON-lines trace to FILE (docs/trace-format.md), for check, report, "
+                        "dash --replay, pandas, or -w file:FILE")
     p.add_argument("--schedule-out", metavar="FILE",
                    help="if the ring does not go quiet, save the schedule here (default: next to --trace, else in "
                         "$XDG_STATE_HOME/picoring/schedules, as nonquiescent-<protocol>-n<N>-seed<S>[-K].jsonl, "
                         "never over another file)")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--progress", action="store_true", help="show progress on stderr")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as one JSON object instead of the table (its keys: the README, --json)")
+    progress_line.add_progress_args(p)
 
 
 def do_sim(args):
     from ..sim.simulate import save_schedule, schedule_dir, simulate, write_schedule
 
+    args.n = ring_size(args, 8)
     if args.n < 2:
         raise CommandError("-n must be at least 2")
     if args.cs_time < 0:
@@ -36,15 +50,19 @@ def do_sim(args):
     if args.idle_horizon is not None and args.idle_horizon < 0:
         raise CommandError("--idle-horizon cannot be negative")
     workload = workload_args(args, args.n, cs_time=args.cs_time)
+    shown = progress_line.maybe(args, "sim %s n=%d" % (args.protocol.upper(), args.n), "requests", args.requests)
     progress = None
-    if args.progress:
-        progress = _progress_printer(args.requests)
-    report = simulate(
-        args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
-        trace=args.trace, idle_horizon=args.idle_horizon, progress=progress,
-    )
-    if progress is not None:
-        sys.stderr.write("\n")
+    if shown is not None:
+        def progress(t, issued, pending, messages):
+            shown.update(issued, text="msgs {:,}".format(messages))
+    try:
+        report = simulate(
+            args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
+            trace=args.trace, idle_horizon=args.idle_horizon, progress=progress,
+        )
+    finally:
+        if shown is not None:
+            shown.close()
     if report.get("schedule") is not None:
         if args.schedule_out:
             path = args.schedule_out
@@ -59,14 +77,6 @@ def do_sim(args):
                   file=sys.stderr)
     print_report(report, args.json)
     return 0 if report["ok"] else 1
-
-
-def _progress_printer(total):
-    def progress(t, issued, pending, messages):
-        sys.stderr.write("\rt=%d  requests %d/%d  outstanding %d  messages %d   " % (t, issued, total, pending, messages))
-        sys.stderr.flush()
-
-    return progress
 
 
 # -- check -------------------------------------------------------------------

@@ -23,19 +23,19 @@ def argparse_virtual(sub):
     up.add_argument("--faults", metavar="SPEC",
                     help="inject faults, e.g. corrupt=0.01,drop=0.005,restart=1@10s,seed=7 (docs/faults.md)")
     st = vsub.add_parser("status", parents=[common], help="boards (pid, alive, paths) and byte counters per wire")
-    st.add_argument("--json", action="store_true")
+    st.add_argument("--json", action="store_true", help="print the ring's state as one JSON object")
     rs = vsub.add_parser("reset", parents=[common], help="restart board I (it runs main.py again; its USB path stays)")
-    rs.add_argument("board", type=int, metavar="I")
+    rs.add_argument("board", type=int, metavar="I", help="the board's ring position, 0 to N-1")
     rs.add_argument("--repl", action="store_true", help="do not run main.py: straight to the REPL (safe mode)")
     rs.add_argument("--power", action="store_true",
                     help="a power cycle: killed with no clean exit, its UART bytes not yet sent are lost, "
                          "its USB port hangs up and comes back")
     rs.add_argument("--off", type=float, default=0.0, metavar="S", help="--power: stay off S seconds (default 0)")
     un = vsub.add_parser("unplug", parents=[common], help="pull board I's USB cable (the board keeps running)")
-    un.add_argument("board", type=int, metavar="I")
+    un.add_argument("board", type=int, metavar="I", help="the board's ring position, 0 to N-1")
     un.add_argument("--for", dest="seconds", type=float, metavar="S", help="plug it back after S seconds (default: at `plug I`)")
     pl = vsub.add_parser("plug", parents=[common], help="plug board I's USB cable back in")
-    pl.add_argument("board", type=int, metavar="I")
+    pl.add_argument("board", type=int, metavar="I", help="the board's ring position, 0 to N-1")
     dp = vsub.add_parser("deploy", parents=[common], help="copy the firmware and a config to every board with mpremote, then reset them")
     dp.add_argument("--config", metavar="FILE", help="JSON config for every board (each also gets its virtual UART path)")
     vsub.add_parser("down", parents=[common], help="stop every board and the supervisor (safe to call twice)")

@@ -13,10 +13,11 @@ from .model import StateBudgetExceeded, _protocol_class, _schedule_lines
 
 def explore_faults(protocol, n, requests_per_node=1, drops=0, timeouts=0, restarts=0, boot=False,
                    max_states=2_000_000, exact=False, drop_anywhere=False, stop_on_violation=False,
-                   can_form=False):
+                   can_form=False, progress=None):
     """Lossy mode: every reachable state under the fault budgets; safety only.
     can_form: also decide, for every reachable state, whether a formed ring is
     still reachable from it (keeps the graph: more memory).
+    progress(expanded, found): as the state graph grows.
     Returns a JSON-able report dict (see the comment above LossyExplorer)."""
     t0 = time.perf_counter()
     ex = LossyExplorer(protocol, n, requests_per_node, drops, timeouts, restarts, boot=boot,
@@ -35,7 +36,7 @@ def explore_faults(protocol, n, requests_per_node=1, drops=0, timeouts=0, restar
         "drops": "any frame" if drop_anywhere else "head of a link (equivalent)",
     }
     try:
-        ex.build(stop_on_violation=stop_on_violation, keep_edges=can_form)
+        ex.build(stop_on_violation=stop_on_violation, keep_edges=can_form, progress=progress)
     except StateBudgetExceeded as e:
         # what was found so far is still reported (each schedule is real; "ok"
         # only means "not found among the states explored")

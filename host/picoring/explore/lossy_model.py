@@ -560,7 +560,7 @@ class LossyExplorer:
         return total == 1 and live == 1
 
     # -- the graph -----------------------------------------------------------
-    def build(self, stop_on_violation=False, keep_edges=False):
+    def build(self, stop_on_violation=False, keep_edges=False, progress=None):
         """Breadth-first over every reachable state. stop_on_violation: True (any
         invariant) or the invariant keys to stop at, after the state whose
         successors showed the first one. keep_edges: also keep the graph
@@ -665,6 +665,8 @@ class LossyExplorer:
             if stop_on_violation and any(key in first for key in safety_keys):
                 break
             k += 1
+            if progress is not None and not k & 4095:
+                progress(k, len(states))  # expanded, found (every 4096)
         self.index = index
         self.states = states
         self.parent = parent

@@ -460,8 +460,9 @@ class Explorer:
         return out
 
     # -- the graph -----------------------------------------------------------
-    def build(self):
-        """Breadth-first: every reachable state once, parent pointers for shortest schedules."""
+    def build(self, progress=None):
+        """Breadth-first: every reachable state once, parent pointers for shortest schedules.
+        progress: called as progress(expanded, found) every 4096 states expanded."""
         t0 = time.perf_counter()
         init = self.initial()
         index = {init: 0}
@@ -499,6 +500,8 @@ class Explorer:
                 break
             start.append(len(edges))
             k += 1
+            if progress is not None and not k & 4095:
+                progress(k, len(states))
         self.index = index
         self.states = states
         self.parent = parent

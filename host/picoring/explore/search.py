@@ -71,8 +71,9 @@ def _per_request(ex, longest, paper, checked, sched):
     return d
 
 
-def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0):
-    """Explore and analyse; returns a JSON-able report dict."""
+def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0, progress=None):
+    """Explore and analyse; returns a JSON-able report dict. progress(expanded, found): as the
+    state graph grows (model.Explorer.build)."""
     from ..check import registry
     from ..check.checker import bounds_for, paper_bounds_for
 
@@ -90,7 +91,7 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         "layer_messages": ex.messages,  # the protocol sends messages of the layer: counts can differ
     }
     try:
-        ex.build()
+        ex.build(progress)
     except StateBudgetExceeded as e:
         rep.update(complete=False, error=str(e), states=len(ex.states) if hasattr(ex, "states") else None,
                    seconds=round(time.perf_counter() - t0, 3), ok=False)

@@ -99,6 +99,7 @@ class RingRun:
         self.reconnect_wait_s = 3.0  # at the end, for a board whose USB link is down
         self.restarts = [0] * self.n
         self.link_restarted = [False] * self.n  # per link: its sender restarted, no frame of it received since
+        self.send_lseq = [0] * self.n  # per board: the link sequence byte of its next send (_number_send)
         self.unsent = {}  # reason -> requests that never left the host
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
         self.restart_timeout_s = 15.0  # per board's !hello, and for the ring to form: on a real Pico
@@ -284,6 +285,9 @@ class RingRun:
                         raise item
                     if isinstance(item, BoardEvent):
                         self.link_tallies[b].event(item)
+                        self._number_send(b, item)
+                    elif isinstance(item, Reply) and item.word == "hello" and not item.fields.get("rep"):
+                        self.send_lseq[b] = 0  # (a repeated hello comes after the boot's events: see boot)
                     if not in_run[b] and not isinstance(item, LinkNotice):
                         if isinstance(item, BoardEvent) and item.ev in MERGED_EVENTS:
                             since_boot[b].append(item)
@@ -323,6 +327,7 @@ class RingRun:
                             lost = tally.settle(query["status"])
                             if lost is not None:
                                 self.merger.repair(b, *lost)
+                                self.send_lseq[b] = (self.send_lseq[b] + lost[0]) & 0xFF  # (the later ones')
                             continue
                         if item.word == "zero":
                             self.link_tallies[b].zeroed(item)
@@ -666,10 +671,21 @@ class RingRun:
                 break
             if isinstance(item, BoardEvent):
                 self.link_tallies[b].event(item)
+                self._number_send(b, item)
                 if item.ev == "bad":
                     self._count_bad(b, item)
                 if item.ev in MERGED_EVENTS:
                     self._place(b, t_rx, item, counted=in_run[b])
+
+    def _number_send(self, b, e):
+        """A board numbers the frames it sends from its start (link sequence bytes, 0 first):
+        so does the host, from its hello or boot event, for a restarted receiver's first
+        frame (CausalMerger)."""
+        if e.ev == "boot":
+            self.send_lseq[b] = 0
+        elif e.ev == "send":
+            e.lseq = self.send_lseq[b]
+            self.send_lseq[b] = (self.send_lseq[b] + 1) & 0xFF
 
     def _final_status(self, t, in_run):
         """Each board's counters (bad frames by reason, frames received) since the run's !zero;

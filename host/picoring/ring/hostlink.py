@@ -57,13 +57,15 @@ class HostLinkError(ValueError):
 class BoardEvent:
     """One event from a board. payload is a dict for token frames, else None;
     aux holds the bad-frame reason ("crc", ...) for ev == "bad", the number of
-    lost events for ev == "drop", {"lost", "lseq"} for ev == "gap" (frames lost on its link in)."""
+    lost events for ev == "drop", {"lost", "lseq", "first"} for ev == "gap" (frames lost on its
+    link in; first: the board's first frame since it started, lost unknown)."""
 
-    __slots__ = ("board", "seq", "tick_us", "ev", "link", "kind", "payload", "aux", "lost_in_outage")
+    __slots__ = ("board", "seq", "tick_us", "ev", "link", "kind", "payload", "aux", "lost_in_outage", "lseq")
 
     def __init__(self, board, seq, tick_us, ev, link=None, kind=None, payload=None, aux=None):
         # events of this board lost just before this one while its USB link was down (LineParser)
         self.lost_in_outage = None
+        self.lseq = None  # a send's link sequence byte, where the host counts them (RingRun)
         self.board = board
         self.seq = seq
         self.tick_us = tick_us
@@ -167,7 +169,7 @@ def decode_records(board, data, size=None):
         elif ev == "gap":
             # frames lost on the link into this board just before the frame with link
             # sequence byte lseq (firmware frame.S_GAP): bad ones, or ones that vanished
-            extra = {"lost": count, "lseq": aux}
+            extra = {"lost": count, "lseq": aux, "first": count == 0}
             if size:
                 link = (board - 1) % size
         elif ev == "enter":

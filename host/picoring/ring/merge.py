@@ -30,6 +30,9 @@ class CausalMerger:
         self.give_up_us = 15 * stall_us  # ... or when this much wall time has passed (a silent sender)
         self.held = {}  # board -> since when its link counts are awaited: nothing is released meanwhile (hold)
         self.lost_frames = [0] * n  # per link: frames its receiver counted lost (gap events)
+        # per link: (count index, link sequence byte) of its released sends not yet received,
+        # for a receiver's first frame after a restart (gap events with "first")
+        self.unreceived = [deque(maxlen=1024) for _ in range(n)]
 
     def unpair(self, link):
         self.unpaired[link] = True
@@ -70,8 +73,20 @@ class CausalMerger:
             return self.unpaired[link] or self.sent[link] > self.received[link]
         if event.ev == "gap":  # the lost frames' sends come first: they were sent before
             link = (board - 1) % self.n
-            return self.unpaired[link] or self.sent[link] >= self.received[link] + event.aux["lost"]
+            if self.unpaired[link]:
+                return True
+            if event.aux.get("first"):
+                return self._send_with_lseq(link, event.aux["lseq"]) is not None
+            return self.sent[link] >= self.received[link] + event.aux["lost"]
         return True
+
+    def _send_with_lseq(self, link, lseq):
+        """The count index of the oldest released, unreceived send on the link that carried
+        link sequence byte lseq, or None."""
+        for i, s in self.unreceived[link]:
+            if i >= self.received[link] and s == lseq:
+                return i
+        return None
 
     def release(self, now, final=False):
         """Events that can be placed now, in order, as (t, BoardEvent)."""
@@ -111,14 +126,29 @@ class CausalMerger:
             t, b = best
             _, e, counted = self.queues[b].popleft()
             if e.ev == "send":
+                if e.lseq is not None:
+                    self.unreceived[b].append((self.sent[b], e.lseq))
                 self.sent[b] += 1
+            elif e.ev == "gap" and e.aux.get("first"):
+                # A board's first frame since it started (it restarted in the run): the frames
+                # sent to it while it was off or booting went nowhere, unseen. Its link sequence
+                # byte names the send it is: the receives before it are done with.
+                link = (b - 1) % self.n
+                i = None if self.unpaired[link] else self._send_with_lseq(link, e.aux["lseq"])
+                if i is not None:
+                    self.lost_frames[link] += i - self.received[link]
+                    self.received[link] = i
             elif e.ev == "gap":
                 # frames the board never received (bad, or lost whole): as received, so that
                 # the link's next receive pairs with its own send
                 self.received[(b - 1) % self.n] += e.aux["lost"]
                 self.lost_frames[(b - 1) % self.n] += e.aux["lost"]
             elif e.ev == "recv":
-                self.received[(b - 1) % self.n] += 1
+                link = (b - 1) % self.n
+                self.received[link] += 1
+                q = self.unreceived[link]
+                while q and q[0][0] < self.received[link]:
+                    q.popleft()
                 if self.unpaired[(b - 1) % self.n] and best is not blocked_oldest:
                     self.forced += 1
                     self.forced_links[(b - 1) % self.n] += 1

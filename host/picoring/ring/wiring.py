@@ -6,13 +6,19 @@ is not connected) and as SVG (the same coordinates, scaled). Board i's TX
 (GP0) goes to board i+1's RX (GP1), the last board's TX back to board 0's RX;
 every GND joins one ground wire; every board hangs on a USB hub for power and
 the host link.
+
+A board's RX and TX pins sit on adjacent rows, so the wire arriving at its RX
+and the wire leaving its TX must not turn in the same column: in text their two
+corners would be one `+` above another, which reads as one wire joining every TX
+and RX. The links down the ring therefore alternate between two columns.
 """
 
 from xml.sax.saxutils import escape
 
 from . import boarddefs
 
-_HUB_X, _BOX_X0, _BOX_X1, _CHAIN_X, _GND_X, _WRAP_X = 2, 6, 34, 38, 42, 46
+_HUB_X, _BOX_X0, _BOX_X1, _GND_X, _WRAP_X = 2, 6, 34, 46, 50
+_CHAIN_X = (38, 42)  # board i's TX goes down to board i+1's RX in column _CHAIN_X[i % 2]
 _ROWS = 7  # per board: top, USB, RX, TX, GND, bottom, gap
 
 
@@ -48,16 +54,16 @@ class Drawing:
             self.labels.append((_BOX_X0 + 2, r["gnd"], "GND     (pin %s)" % p.get("gnd", "?")))
             self.segments.append((_HUB_X, r["usb"], _BOX_X0 - 1, r["usb"], "usb"))
             self.junctions.append((_HUB_X, r["usb"], "usb"))
-            # RX: fed by the previous board's TX (chain column), board 0 by the last one (wrap column)
-            src = _WRAP_X if i == 0 else _CHAIN_X
+            # RX: fed by the previous board's TX (its chain column), board 0 by the last one (wrap column)
+            src = _WRAP_X if i == 0 else _CHAIN_X[(i - 1) % 2]
             self.segments.append((_BOX_X1 + 1, r["rx"], src, r["rx"], "signal"))
             self.arrows.append((_BOX_X1 + 1, r["rx"]))
             self.junctions.append((src, r["rx"], "signal"))
-            dst = _WRAP_X if i == n - 1 else _CHAIN_X
+            dst = _WRAP_X if i == n - 1 else _CHAIN_X[i % 2]
             self.segments.append((_BOX_X1 + 1, r["tx"], dst, r["tx"], "signal"))
             self.junctions.append((dst, r["tx"], "signal"))
             if i < n - 1:
-                self.segments.append((_CHAIN_X, r["tx"], _CHAIN_X, self.rows(i + 1)["rx"], "signal"))
+                self.segments.append((dst, r["tx"], dst, self.rows(i + 1)["rx"], "signal"))
             self.segments.append((_BOX_X1 + 1, r["gnd"], _GND_X, r["gnd"], "gnd"))
             self.junctions.append((_GND_X, r["gnd"], "gnd"))
         self.segments.append((_GND_X, self.rows(0)["gnd"], _GND_X, last["gnd"], "gnd"))

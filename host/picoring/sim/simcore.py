@@ -196,7 +196,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             leave(exits.pop(0)[1], t)
         # 2a. fast path: a lone frame, and nothing else can happen while it
         # travels: run it hop by hop here, without the per-time-unit steps.
-        if len(cur) == 1 and not nxt and not mcur and not mnxt and not ready and rests and tracer is None and progress is None:
+        if len(cur) == 1 and not nxt and not mcur and not mnxt and not ready and rests and tracer is None:
             stop = nt if nt is not None else t + (1 << 62)
             if exits and exits[0][0] - 1 < stop:
                 stop = exits[0][0] - 1
@@ -257,6 +257,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                 if a == -1:
                     t -= 1
                     a = 0
+            steps += t - t0  # hops run here count as steps for progress
             if a & ENTER_CS:
                 enter(i, t)
             elif a:
@@ -345,7 +346,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             break
         if progress is not None:
             steps += 1
-            if steps >= 4096:
+            if steps >= 4096:  # loop steps, or hops of the fast path: a few milliseconds
                 steps = 0
                 progress(t, workload.issued, pending, tok + req + mf)
         # next time: frames sent during this unit arrive in the next one

@@ -153,42 +153,124 @@ class Schedule(_OpenLoop):
 
 
 class FileWorkload(_OpenLoop):
-    """JSON lines {"t": <time>, "node": <index>}, times in hop units."""
+    """Requests from a file, either
+    - JSON lines {"t": <time>, "node": <index>}, times in time units (hop times in the
+      simulator), exact: a request at a node whose request is still outstanding is an error
+      naming its line (so a saved schedule replays its run exactly); or
+    - a picoring trace (docs/trace-format.md: its first line is {"v": .., "ev": "meta", ..}):
+      its `req` events, their times converted with the trace's unit (a ring trace counts us
+      and says how many make one time unit, `unit_us`; a simulator trace counts hop times).
+      The simulator keeps its own pace, not the ring's, so a request that comes while its
+      node is still waiting or in its critical section waits for that node's exit, as a
+      poisson request does.
+    Times need not be whole: the simulator's clock counts whole time units, so a request is
+    made at the first whole unit at or after its time (as poisson rounds its times up)."""
 
     name = "file"
     defer_busy = False
+    DEFAULT_UNIT_US = 2000  # `picoring run --unit-ms` default, for ring traces that do not say theirs
 
     def __init__(self, n, path, seed=0):
         Workload.__init__(self, n, 0, seed)
         self._items = []
         self._pos = 0
         self.path = path
+        self.trace = None  # the trace's header, when the file is a trace
+        self.unit = 1  # file times per time unit
+        self.notes = []  # what the user should know about the replay (cli/common.py prints them)
         try:
             f = open(path, encoding="utf-8")
         except OSError as e:
             raise WorkloadError("%s: cannot open workload file: %s" % (path, e.strerror or e)) from None
         with f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = "%s:%d" % (path, lineno)
-                try:
-                    d = json.loads(line)
-                except ValueError as e:
-                    raise WorkloadError("%s: not JSON: %s" % (where, e)) from None
-                if not isinstance(d, dict) or "t" not in d or "node" not in d:
-                    raise WorkloadError('%s: expected {"t": <time>, "node": <index>}' % where)
-                t, node = d["t"], d["node"]
-                if isinstance(t, bool) or not isinstance(t, (int, float)) or t < 0 or t != int(t):
-                    raise WorkloadError("%s: t must be a whole number of time units >= 0, not %r" % (where, t))
-                if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < n:
-                    raise WorkloadError("%s: node must be an integer in 0..%d, not %r" % (where, n - 1, node))
-                self._items.append((int(t), node, lineno))
+            try:
+                self._read(f, n)
+            except UnicodeDecodeError as e:
+                raise WorkloadError("%s: not a text file (byte 0x%02x is not UTF-8)" % (path, e.object[e.start])) from None
         self._items.sort(key=lambda item: item[0])  # stable: file order within a time
         self.total = len(self._items)
 
+    def _read(self, f, n):
+        path = self.path
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if self.trace is not None and '"req"' not in line:
+                continue  # a trace's other events (most of it), without parsing them
+            where = "%s:%d" % (path, lineno)
+            try:
+                d = json.loads(line)
+            except ValueError as e:
+                raise WorkloadError("%s: not JSON: %s" % (where, e)) from None
+            if not self._items and self.trace is None and isinstance(d, dict) and d.get("ev") == "meta":
+                self._header(d, where, n)
+                continue
+            if self.trace is not None:
+                if not isinstance(d, dict) or d.get("ev") != "req":
+                    continue
+            elif not isinstance(d, dict) or "t" not in d or "node" not in d:
+                raise WorkloadError('%s: expected {"t": <time>, "node": <index>}' % where)
+            t, node = d.get("t"), d.get("node")
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < math.inf:
+                raise WorkloadError("%s: t must be a time >= 0 (in %s), not %r" % (where, self._unit_name(), t))
+            if isinstance(node, bool) or not isinstance(node, int) or not 0 <= node < n:
+                ring = "" if self.trace is None else " (the trace's ring has %s nodes)" % self.trace.get("n")
+                raise WorkloadError("%s: node must be an integer in 0..%d, not %r%s" % (where, n - 1, node, ring))
+            units = t / self.unit
+            self._items.append((math.ceil(units - 1e-9) if units != int(units) else int(units), node, lineno))
+
+    def _header(self, meta, where, n):
+        """The file is a trace: how its times convert to time units."""
+        self.trace = meta
+        self.defer_busy = True
+        unit = meta.get("time_unit")
+        if unit == "us":
+            per = meta.get("unit_us")
+            if per is None:
+                per = self.DEFAULT_UNIT_US
+                self.notes.append("%s does not say how many us make one time unit (unit_us): taking %d, the "
+                                  "default of `picoring run --unit-ms`" % (self.path, per))
+            if isinstance(per, bool) or not isinstance(per, (int, float)) or not per > 0:
+                raise WorkloadError("%s: unit_us must be a positive number, not %r" % (where, per))
+            self.unit = per
+        elif unit not in (None, "hop"):
+            raise WorkloadError("%s: time_unit %r: a trace counts \"hop\" times or \"us\"" % (where, unit))
+        if meta.get("n") not in (None, n):
+            self.notes.append("%s is a trace of a ring of %s nodes; its requests are replayed on %d"
+                              % (self.path, meta.get("n"), n))
+
+    def _unit_name(self):
+        if self.trace is None:
+            return "time units"
+        return "us" if self.trace.get("time_unit") == "us" else "hop times"
+
     def describe(self):
-        return "file:%s" % self.path
+        if self.trace is None:
+            return "file:%s" % self.path
+        what = "%s trace, %s us per time unit" % (self.trace.get("source") or "a", _num(self.unit)) \
+            if self.trace.get("time_unit") == "us" else "%s trace" % (self.trace.get("source") or "a")
+        return "file:%s (%s)" % (self.path, what)
+
+
+def _num(x):
+    return "%d" % x if x == int(x) else "%g" % x
+
+
+def trace_ring_size(spec):
+    """The ring size a `file:` workload's trace was recorded on, or None (not a file: spec, not
+    a trace, or unreadable: make_workload says why)."""
+    if not spec.startswith("file:"):
+        return None
+    try:
+        with open(spec[5:], encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    d = json.loads(line)
+                    n = d.get("n") if isinstance(d, dict) and d.get("ev") == "meta" else None
+                    return n if isinstance(n, int) and not isinstance(n, bool) else None
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 class Sequential(Workload):
