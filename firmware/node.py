@@ -664,8 +664,12 @@ class NodeLoop:
         self.request()
 
     def _cmd_ping(self, args):
-        # The tick is taken last so the host can pair it with its receive time.
-        self.link.reply("pong %s %d" % (args[0] if args else "-", self.ticks_us() & hostlink.TICK_MASK))
+        # The tick is taken last so the host can pair it with its receive time. The event
+        # number after it: the events made before the pong may still be in the log (flushed
+        # in batches), behind it on the USB link; the host waits for them before it takes
+        # the pong for news of the board's sends.
+        eseq = self.log.eseq
+        self.link.reply("pong %s %d %d" % (args[0] if args else "-", self.ticks_us() & hostlink.TICK_MASK, eseq))
 
     def _cmd_log(self, args):
         if args:

@@ -262,3 +262,55 @@ def test_frames_sent_to_a_board_while_it_restarted_do_not_put_its_link_off():
     assert order == [(0, "send", None), (0, "send", None), (0, "enter", 5), (0, "send", None), (1, "gap", None),
                      (1, "recv", None), (1, "enter", 6)]
     assert merger.forced == 0 and merger.lost_frames == [2, 0]
+
+
+def test_a_pong_is_news_of_a_boards_sends_only_once_its_earlier_events_have_come():
+    # Under load on emulated Picos a board's pong (a reply, written at once) overtook the event
+    # records still in its log (flushed in batches): the merger took the board as heard from
+    # past a receive whose send it had not seen, and forced the receive ("order", unexplained).
+    # The pong names the next event number; it is news only once the events before it came.
+    from picoring.ring.harness import RingRun
+    from picoring.ring.hostlink import LineParser, Reply
+    from picoring.ring.merge import CausalMerger
+
+    class Link:
+        offset = 0
+        booted_at = 0
+        parser = LineParser(board=0, size=2)
+
+        def host_time(self, tick):
+            return tick
+
+    run = RingRun.__new__(RingRun)
+    run.links = [Link(), Link()]
+    run.merger = CausalMerger(2)
+    run.pongs_due = [[], []]
+    run.t0 = 0
+    run._heard(0, Reply(0, "pong", "3 5000000 2"), {3: 1})
+    assert run.merger.heard[0] is None  # events 0 and 1 are still to come
+    Link.parser.feed_line("!hello inc=1")
+    run.links[0].parser._check_seq(type("E", (), {"ev": "boot", "seq": 0, "aux": None})())
+    run._hear_pongs(0)
+    assert run.merger.heard[0] is None
+    run.links[0].parser._check_seq(type("E", (), {"ev": "send", "seq": 1, "aux": None})())
+    run._hear_pongs(0)
+    assert run.merger.heard[0] == 5_000_000
+
+
+def test_a_send_beyond_the_horizon_by_its_clock_estimate_still_comes_before_its_receive():
+    # On emulated Picos under load a board's clock estimate ran seconds ahead: its send sat
+    # beyond the release horizon while the receive, on the next board, waited, and the receive
+    # was forced once the sender was heard from past it ("order", unexplained). The send is
+    # there: it and what its board did before it are released first.
+    from picoring.ring.merge import CausalMerger
+    from picoring.ring.hostlink import BoardEvent
+
+    merger = CausalMerger(2)
+    merger.push(0, 2_900_000, BoardEvent(0, 0, 0, "exit"))
+    merger.push(0, 2_950_000, BoardEvent(0, 1, 0, "send", link=0, kind="token"))
+    merger.push(1, 100, BoardEvent(1, 0, 0, "recv", link=0, kind="token"))
+    merger.push(1, 110, BoardEvent(1, 1, 0, "enter", payload={"seq": 1}))
+    merger.hear(0, 2_990_000)
+    order = [(e.board, e.ev) for _, e in merger.release(3_000_000)]
+    assert order == [(0, "exit"), (0, "send"), (1, "recv"), (1, "enter")]
+    assert merger.forced == 0

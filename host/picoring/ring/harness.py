@@ -100,6 +100,7 @@ class RingRun:
         self.restarts = [0] * self.n
         self.link_restarted = [False] * self.n  # per link: its sender restarted, no frame of it received since
         self.send_lseq = [0] * self.n  # per board: the link sequence byte of its next send (_number_send)
+        self.pongs_due = [[] for _ in range(self.n)]  # per board: (event number, time) of pongs not yet heard
         self.unsent = {}  # reason -> requests that never left the host
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
         self.restart_timeout_s = 15.0  # per board's !hello, and for the ring to form: on a real Pico
@@ -286,6 +287,8 @@ class RingRun:
                     if isinstance(item, BoardEvent):
                         self.link_tallies[b].event(item)
                         self._number_send(b, item)
+                        if self.pongs_due[b]:
+                            self._hear_pongs(b)
                     elif isinstance(item, Reply) and item.word == "hello" and not item.fields.get("rep"):
                         self.send_lseq[b] = 0  # (a repeated hello comes after the boot's events: see boot)
                     if not in_run[b] and not isinstance(item, LinkNotice):
@@ -347,6 +350,7 @@ class RingRun:
                             self.merger.unhold(b)
                             self._restarted(b, now - t0, outstanding[b], t_rx)
                             self.link_restarted[b] = True
+                            self.pongs_due[b] = []  # (the old incarnation's event numbers)
                             outstanding[b] = 0
                             next_ping = now  # its clock started again: a fresh offset soon
                             continue
@@ -717,7 +721,7 @@ class RingRun:
 
     def _clock_sample(self, b, t_rx, reply, ping_sent):
         parts = reply.text.split()
-        if len(parts) != 2 or not parts[0].isdigit() or int(parts[0]) not in ping_sent:
+        if len(parts) not in (2, 3) or not parts[0].isdigit() or int(parts[0]) not in ping_sent:
             return
         link = self.links[b]
         t_sent = ping_sent[int(parts[0])]
@@ -733,14 +737,28 @@ class RingRun:
                 self._place_unplaced(b)
 
     def _heard(self, b, reply, ping_sent):
-        """A pong says its board had made every event it sent before it by the pong's tick (the
-        USB stream is in order): the merger may then take a send missing before it for lost."""
+        """A pong says its board had made every event it would make before the pong's tick: once
+        those events have all come (the pong names the next event's number; they may be behind
+        it, waiting in the board's log), the merger may take a send missing before it for lost.
+        (Taking the pong at once forced, under load on emulated Picos, receives whose sends were
+        only still in their board's log.)"""
         parts = reply.text.split()
         link = self.links[b]
-        if (len(parts) != 2 or not parts[0].isdigit() or not parts[1].isdigit() or link.offset is None
+        if (len(parts) not in (2, 3) or not all(p.isdigit() for p in parts) or link.offset is None
                 or ping_sent.get(int(parts[0]), -1) < link.booted_at):
             return  # (a pong of an earlier incarnation: its tick is of another clock)
-        self.merger.hear(b, link.host_time(int(parts[1])) - self.t0)
+        t = link.host_time(int(parts[1])) - self.t0
+        if len(parts) == 2:
+            self.merger.hear(b, t)  # (firmware before 0.6.0: no event number)
+        else:
+            self.pongs_due[b].append((int(parts[2]), t))
+            self._hear_pongs(b)
+
+    def _hear_pongs(self, b):
+        """The pongs of board b whose earlier events have all come: heard (see _heard)."""
+        due = self.pongs_due[b]
+        while due and self.links[b].parser.has_events_before(due[0][0]):
+            self.merger.hear(b, due.pop(0)[1])
 
     def _holder(self, tokens, last_token_recv, ask=False):
         """The board holding the token at rest, from the token balance of the events seen;

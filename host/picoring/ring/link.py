@@ -273,7 +273,7 @@ class BoardLink:
         t0 = now_us()
         t1, reply = self.command("ping", token, expect="pong")
         parts = reply.text.split()
-        if len(parts) != 2 or parts[0] != str(token):
+        if len(parts) not in (2, 3) or parts[0] != str(token):  # (the event number: firmware 0.6.0)
             raise HarnessError("%s: bad pong %r" % (self.port, reply.text))
         tick = self.unwrap(int(parts[1]))
         return t1 - t0, tick - (t0 + t1) // 2
