@@ -285,10 +285,7 @@ class RingRun:
                     if isinstance(item, HarnessError):
                         raise item
                     if isinstance(item, BoardEvent):
-                        self.link_tallies[b].event(item)
-                        self._number_send(b, item)
-                        if self.pongs_due[b]:
-                            self._hear_pongs(b)
+                        self._arrived(b, item)
                     elif isinstance(item, Reply) and item.word == "hello" and not item.fields.get("rep"):
                         self.send_lseq[b] = 0  # (a repeated hello comes after the boot's events: see boot)
                     if not in_run[b] and not isinstance(item, LinkNotice):
@@ -674,12 +671,20 @@ class RingRun:
             except queue.Empty:
                 break
             if isinstance(item, BoardEvent):
-                self.link_tallies[b].event(item)
-                self._number_send(b, item)
+                self._arrived(b, item)
                 if item.ev == "bad":
                     self._count_bad(b, item)
                 if item.ev in MERGED_EVENTS:
                     self._place(b, t_rx, item, counted=in_run[b])
+
+    def _arrived(self, b, e):
+        """What every event of board b does as it reaches the host, in the run loop or after
+        it: counted for its links (LinkTally), a send numbered (_number_send), and the pongs
+        waiting for it heard (_heard)."""
+        self.link_tallies[b].event(e)
+        self._number_send(b, e)
+        if self.pongs_due[b]:
+            self._hear_pongs(b)
 
     def _number_send(self, b, e):
         """A board numbers the frames it sends from its start (link sequence bytes, 0 first):
