@@ -88,6 +88,57 @@ class CausalMerger:
                 return i
         return None
 
+    def _unblock(self, blocked, now, horizon, final):
+        """Nothing is ready, and blocked = (t, board) is the oldest receive (or gap) waiting for
+        its send: what to release now, (t, board), or None (wait)."""
+        if blocked is None:
+            return None
+        t, b = blocked
+        sender = (b - 1) % self.n
+        q = self.queues[sender]
+        if q and self._ready(sender, q[0][1]) and any(e.ev == "send" for _, e, _ in q):
+            # Its send is here, later than the horizon by its board's clock estimate (an
+            # emulated Pico's clock lags when the machine is busy): the send and what its
+            # board did before it come first, whatever the estimate says.
+            return q[0][0], sender
+        # A recv whose send never came: lost events. Place it rather than stall.
+        heard_past = self.heard[sender] is not None and self.heard[sender] > t + self.window_us
+        if final or (horizon is not None and t < now - self.stall_us and heard_past) or (
+                horizon is not None and t < now - self.give_up_us):
+            self.forced += 1
+            self.forced_links[sender] += 1
+            return blocked
+        return None
+
+    def _count(self, b, e, forced):
+        """The link counts after board b's event e is released (forced: without its send)."""
+        link = (b - 1) % self.n  # the link into board b
+        if e.ev == "send":
+            if e.lseq is not None:
+                self.unreceived[b].append((self.sent[b], e.lseq))
+            self.sent[b] += 1
+        elif e.ev == "gap" and e.aux.get("first"):
+            # A board's first frame since it started (it restarted in the run): the frames
+            # sent to it while it was off or booting went nowhere, unseen. Its link sequence
+            # byte names the send it is: the receives before it are done with.
+            i = None if self.unpaired[link] else self._send_with_lseq(link, e.aux["lseq"])
+            if i is not None:
+                self.lost_frames[link] += i - self.received[link]
+                self.received[link] = i
+        elif e.ev == "gap":
+            # frames the board never received (bad, or lost whole): as received, so that
+            # the link's next receive pairs with its own send
+            self.received[link] += e.aux["lost"]
+            self.lost_frames[link] += e.aux["lost"]
+        elif e.ev == "recv":
+            self.received[link] += 1
+            q = self.unreceived[link]
+            while q and q[0][0] < self.received[link]:
+                q.popleft()
+            if self.unpaired[link] and not forced:
+                self.forced += 1
+                self.forced_links[link] += 1
+
     def release(self, now, final=False):
         """Events that can be placed now, in order, as (t, BoardEvent)."""
         out = []
@@ -110,56 +161,12 @@ class CausalMerger:
                 if best is None or t < best[0]:
                     best = (t, b)
             if best is None:
-                if blocked_oldest is None:
-                    return out
-                t, b = blocked_oldest
-                sender = (b - 1) % self.n
-                q = self.queues[sender]
-                if q and self._ready(sender, q[0][1]) and any(e.ev == "send" for _, e, _ in q):
-                    # Its send is here, later than the horizon by its board's clock estimate (an
-                    # emulated Pico's clock lags when the machine is busy): the send and what its
-                    # board did before it come first, whatever the estimate says.
-                    best = (q[0][0], sender)
-                    blocked_oldest = None
-            if best is None:
-                # A recv whose send never came: lost events. Place it rather than stall.
-                heard_past = self.heard[sender] is not None and self.heard[sender] > t + self.window_us
-                if final or (horizon is not None and t < now - self.stall_us and heard_past) or (
-                        horizon is not None and t < now - self.give_up_us):
-                    self.forced += 1
-                    self.forced_links[(b - 1) % self.n] += 1
-                    best = blocked_oldest
-                else:
+                best = self._unblock(blocked_oldest, now, horizon, final)
+                if best is None:
                     return out
             t, b = best
             _, e, counted = self.queues[b].popleft()
-            if e.ev == "send":
-                if e.lseq is not None:
-                    self.unreceived[b].append((self.sent[b], e.lseq))
-                self.sent[b] += 1
-            elif e.ev == "gap" and e.aux.get("first"):
-                # A board's first frame since it started (it restarted in the run): the frames
-                # sent to it while it was off or booting went nowhere, unseen. Its link sequence
-                # byte names the send it is: the receives before it are done with.
-                link = (b - 1) % self.n
-                i = None if self.unpaired[link] else self._send_with_lseq(link, e.aux["lseq"])
-                if i is not None:
-                    self.lost_frames[link] += i - self.received[link]
-                    self.received[link] = i
-            elif e.ev == "gap":
-                # frames the board never received (bad, or lost whole): as received, so that
-                # the link's next receive pairs with its own send
-                self.received[(b - 1) % self.n] += e.aux["lost"]
-                self.lost_frames[(b - 1) % self.n] += e.aux["lost"]
-            elif e.ev == "recv":
-                link = (b - 1) % self.n
-                self.received[link] += 1
-                q = self.unreceived[link]
-                while q and q[0][0] < self.received[link]:
-                    q.popleft()
-                if self.unpaired[(b - 1) % self.n] and best is not blocked_oldest:
-                    self.forced += 1
-                    self.forced_links[(b - 1) % self.n] += 1
+            self._count(b, e, forced=best is blocked_oldest)
             if not counted:
                 continue
             t = max(t, self.last_t)
