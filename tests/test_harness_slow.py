@@ -2,9 +2,12 @@
 outage. No boards: the RingRun loop's pieces are driven directly."""
 
 import queue
+import time
+
+import pytest
 
 from picoring.ring.hostlink import Reply
-from picoring.ring.link import BoardLink, now_us
+from picoring.ring.link import REPLY_BACKLOG_FACTOR, BoardLink, HarnessError, now_us
 
 
 def test_a_reply_received_before_the_command_never_answers_it():
@@ -314,3 +317,67 @@ def test_a_send_beyond_the_horizon_by_its_clock_estimate_still_comes_before_its_
     order = [(e.board, e.ev) for _, e in merger.release(3_000_000)]
     assert order == [(0, "exit"), (0, "send"), (1, "recv"), (1, "enter")]
     assert merger.forced == 0
+
+
+class _TalkingPort:
+    """A fake serial port: `lines` come out one every `every` s, then `last` (if any) once."""
+
+    write_timeout = None
+
+    def __init__(self, lines, every, last=None):
+        self._script = [(k * every, line) for k, line in enumerate(lines)]
+        if last is not None:
+            self._script.append((len(lines) * every, last))
+        self._t0 = time.monotonic()
+
+    def _due(self):
+        t = time.monotonic() - self._t0
+        return sum(1 for at, _ in self._script if at <= t)
+
+    @property
+    def in_waiting(self):
+        return 1 if self._script and self._due() else 0
+
+    def read(self, n):
+        if not self._due():
+            time.sleep(0.005)
+            return b""
+        return self._script.pop(0)[1]
+
+    def write(self, data):
+        return len(data)
+
+    def close(self):
+        pass
+
+
+def _talking_link(port):
+    link = BoardLink(0, "fake", queue.Queue())
+    link._open_port = lambda: port
+    return link.open()
+
+
+def test_a_reply_behind_a_long_backlog_is_waited_for():
+    # A board logging at full speed, read by a host slow under load, put its reply to !log
+    # 10 s behind its events (the test of `bench ring` failed so, "no 'log' reply within
+    # 10.0 s"). The timeout counts from the link going quiet: while lines keep coming, the
+    # reply may still be behind them.
+    port = _TalkingPort([b"!status busy=%d\n" % k for k in range(40)], 0.02, last=b"!log 0\n")
+    link = _talking_link(port)
+    try:
+        t, reply = link.wait_reply("log", timeout=0.3)  # the backlog takes 0.8 s
+    finally:
+        link.close()
+    assert reply.word == "log"
+
+
+def test_a_board_that_talks_forever_but_never_answers_is_found():
+    port = _TalkingPort([b"!status busy=%d\n" % k for k in range(10000)], 0.01)
+    link = _talking_link(port)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(HarnessError, match="kept sending"):
+            link.wait_reply("log", timeout=0.1)
+    finally:
+        link.close()
+    assert time.monotonic() - t0 < 0.1 * REPLY_BACKLOG_FACTOR + 1.0

@@ -30,6 +30,12 @@ REPLY_TIMEOUT_S = 10.0
 # to stop every pty of a virtual ring (its relay, the boards, the host's writes) for 2 to 4 s, and
 # pyserial may report a timeout for a write that went out, so a timed-out write cannot be retried.
 WRITE_TIMEOUT_S = 30.0
+# A reply queues behind what the board said before it (a board logging events at full speed, read
+# by a host that is slow under load, was seen to put 10 s of backlog before its reply). So the
+# reply timeout counts from the link's last byte, not from the command, while the link keeps
+# talking, up to this many times the timeout: a board that never answers but never stops
+# talking either is still found.
+REPLY_BACKLOG_FACTOR = 6
 
 
 def clock_rates(links, span_s=0.1):
@@ -112,6 +118,7 @@ class BoardLink:
         self.writes_dropped = 0  # writes while the port was gone (bytes: bytes_dropped)
         self.bytes_dropped = 0
         self.tap = None  # tap(index, "rx"|"tx", bytes): a copy of the traffic (the pytest plugin's log)
+        self.last_rx = 0.0  # time.monotonic() of the last bytes read: a reply may queue behind them
         self.slowness = 1.0  # wall time per board time (slowness()): scales the default reply timeout
 
     def _open_port(self):
@@ -161,6 +168,7 @@ class BoardLink:
                 continue
             if not data:
                 continue
+            self.last_rx = time.monotonic()
             t = now_us()
             if self.tap is not None:
                 self.tap(self.index, "rx", data)
@@ -242,21 +250,30 @@ class BoardLink:
         the run loop sends commands whose replies it reads from the inbox instead)."""
         if timeout is None:
             timeout = REPLY_TIMEOUT_S * self.slowness
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        cap = start + timeout * REPLY_BACKLOG_FACTOR
         garbage_before = sum(self.parser.garbage.values())  # what it said earlier is not the answer
+        events_before = self.parser.events
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            deadline = min(cap, max(start, self.last_rx) + timeout)
+            left = deadline - now
             if left <= 0:
                 if not self.connected:
                     raise HarnessError("%s: no %r reply within %.1f s: the port is gone (disconnected %d times)"
-                                       % (self.port, word, timeout, self.disconnects))
+                                       % (self.port, word, now - start, self.disconnects))
                 # Only the lines since the command: the REPL banner of the run's own Ctrl-C at its
                 # start once made a board that was merely slow look as if it had left the firmware.
                 new = min(sum(self.parser.garbage.values()) - garbage_before, 3)
                 seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-new:]) if new > 0 else ""
+                how = "within %.1f s" % (now - start)
+                if deadline >= cap:
+                    how += ", while it kept sending (%d events)" % (self.parser.events - events_before)
+                elif now - start > timeout + 1:
+                    how += " (the last %.1f s quiet)" % timeout
                 raise HarnessError(
-                    "%s: no %r reply within %.1f s (is it a picoring board running the firmware? %s)"
-                    % (self.port, word, timeout, ("it sent: " + seen) if seen else "it sent nothing readable"))
+                    "%s: no %r reply %s (is it a picoring board running the firmware? %s)"
+                    % (self.port, word, how, ("it sent: " + seen) if seen else "it sent nothing readable"))
             try:
                 t, reply = self.replies.get(timeout=left)
             except queue.Empty:
