@@ -307,7 +307,7 @@ def test_a_board_that_drops_out_mid_flash(vring):
     th.start()
     try:
         with pytest.raises(flash.FlashError) as e:
-            flash.flash(targets, "q", copy_timeout=20)
+            flash.flash(targets, "q", copy_timeout=8)
     finally:
         stop.set()
         th.join(5)
