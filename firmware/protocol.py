@@ -468,6 +468,7 @@ REGISTRY = {
     "toy": ("proto_toy", "NodeToy"),
     "sk": ("proto_sk", "NodeSK"),
     "ra": ("proto_ra", "NodeRA"),
+    "bs": ("proto_bs", "NodeBS"),
 }
 # The paper's protocols (the host's commands offer these; the rest are in REGISTRY).
 PAPER = ("s", "q", "d", "d-literal")

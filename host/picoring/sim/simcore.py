@@ -31,8 +31,12 @@ class BusyNodeError(ValueError):
 
 
 def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce_horizon=None,
-        starve_horizon=None, progress=None, holder=0):
+        starve_horizon=None, progress=None, holder=0, complete=False):
     """Run until the ring is quiescent (or cannot become so). Returns a dict.
+
+    complete: the network of Englert, Rudolph and Shvartsman's simulations (a complete
+    graph): a message to one node arrives there one time unit after it is sent, as one
+    hop frame, whatever its distance on the ring (broadcasts and frames still go round).
 
     observer: count_to(token_msgs, request_msgs, msg_frames, msg_logical), request(t, node),
               enter(t, node), exit(t, node)   (the Checker)
@@ -77,6 +81,8 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         # Node i puts message frame m = (.., src, dst, mkind, payload, hop) on its wire.
         nonlocal mf
         j = i + 1
+        if complete and m[2] != BROADCAST:
+            j = m[2]  # straight to its destination (the complete graph)
         mnxt.append((0 if j == n else j, m[1], m[2], m[3], m[4], m[5]))
         mf += 1
         if tracer:
@@ -96,7 +102,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             post(j, (j, src, dst, kind, payload, hop + 1), t, True)
             return
         node = nodes[j]
-        buf = bytearray((_MSG, 0, kind, src, dst)) + payload
+        buf = bytearray((_MSG, 0, kind, src & 0xFF, dst & 0xFF)) + payload  # a frame's u8 (n > 255: sim only)
         a = node.on_message(kind, src, buf)
         if node.has_token:
             holder = j

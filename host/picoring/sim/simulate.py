@@ -79,7 +79,8 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
         tracer = TraceTap(listeners[0] if len(listeners) == 1 else _fanout(listeners), n)
     try:
         try:
-            out = simcore.run(nodes, wl, cs_time, checker, tracer=tracer, idle_horizon=idle_horizon, progress=progress)
+            out = simcore.run(nodes, wl, cs_time, checker, tracer=tracer, idle_horizon=idle_horizon, progress=progress,
+                              starve_horizon=starve_horizon(protocol, n, cs_time))
         except simcore.BusyNodeError as e:
             raise WorkloadError("%s: %s" % (wl.describe(), e)) from None
         if writer is not None:
@@ -105,6 +106,14 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
     if out["quiescent"] is False:
         report["schedule"] = [{"t": t, "node": i} for t, i in out["schedule"]]
     return report
+
+
+def starve_horizon(protocol, n, cs_time):
+    """How long a request may wait before the simulator calls it starved: the descriptor's
+    about["starve_horizon"] (an expression in n and cs, the critical section's length), else
+    simcore's default (None)."""
+    expr = registry.about(protocol).get("starve_horizon")
+    return None if expr is None else eval(expr, {"__builtins__": {}}, {"n": n, "cs": cs_time})
 
 
 def _fanout(listeners):

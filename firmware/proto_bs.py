@@ -1,0 +1,388 @@
+# System BinarySearch of Englert, Rudolph and Shvartsman (2001), "Developing and Refining
+# an Adaptive Token-Passing Strategy", Figure 7 (rules 0-8), Figure 8, section 4.4
+# (seeds/englert-rudolph-shvartsman-2001-adaptive-token-passing.md): the token rotates round
+# the ring; a node that wants it sends a "gimme" across the ring, which lays traps and
+# binary-searches for the token; a trap holder that gets the token lends it to the requester,
+# which returns it after use. The rules are quoted where they happen.
+#
+# On the ring's message layer (protocol.py): the rotating token is a TOKEN message to the
+# next node (one hop); a gimme to u = x^{+d} is a routed message d hops forward, and one to
+# u = x^{-d} ("counter-clockwise by d") the same message n - d hops forward: one logical
+# message either way, d or n - d hop frames (the simulator and the checker count both).
+#
+# Histories (section 4.4: "For the ring protocols the histories can be bounded by
+# introducing the notion of a round and using round counters"). Rule 6 compares histories
+# only "projected onto the circular token ring rotation events" (Figure 7's caption), and by
+# the prefix property (Theorem 1) every local history is a prefix of one global history: the
+# projection is known by its length, the number of rule-4 passes it holds. The token carries
+# that count R (30 bits, wrapping: the round number and the position in one counter, since
+# the rotation passes are in ring order, R mod n is the node the rotation is at); a node's
+# history h is the R of the last token it held (rule 3, rule 8), R + 1 after its own rule-4
+# pass. "H subset_C H_z" is then "h_x is not later than h_z" (serial comparison mod 2**30).
+# Histories are compared only while they are recent (a node's h is refreshed every round), so
+# the wrap never reaches a comparison that matters.
+#
+# Initial state (rule 0: every P(x) empty, T = the first holder). With every history empty,
+# rule 6's two cases both apply (empty is a prefix of empty) and the rules allow either
+# direction. We start every history as if the token had gone once round before it came to
+# rest at node 0 (node i passed it at count i + 1 - n): the first searches then turn the way
+# the token is.
+#
+# Trap garbage collection (section 4.4, "Token-rotation clean up. Here the token itself is
+# used to remove old traps during subsequent token rotation rounds. The token can carry enough
+# information, e.g., round number, information about the satisfaction of a search request, to
+# enable the nodes to clean up."): the one chosen here, with both kinds of information:
+#   - round number: a trap laid for a request whose history was h_z is dropped when the token
+#     reaches the trap holder with R - h_z >= n: since h_z the rotation has passed the requester
+#     (every node once in n passes), which used the token then (rule 4);
+#   - satisfaction: the token carries the last SERVED_SLOTS requests it served, (node, request
+#     number); a trap of one of them is dropped when the token meets it.
+# A trap that escapes both (more than SERVED_SLOTS services within a round) costs a lend and a
+# return (rules 7 and 8 with d_y empty) and is gone: never unsafe, only late.
+# (The other clean-up of 4.4, "inverse token", would send the found token back along the
+# search's trail: on this ring each step back is n - d hops forward.)
+#
+# Traps are kept one per requester (a node has at most one request outstanding, section 4.4:
+# "bound the size of the sets by throttling the requests"), in the order they were laid:
+# "token traps are locally stored and processed in FIFO order" (Theorem 2). A newer trap of the
+# same requester replaces the older one in its place.
+#
+# Messages (docs/frames.md; indices u16, so the simulator's rings may exceed 255 nodes):
+#   GIMME, kind 0, routed: requester u16, its request number u8, its history h_z u32 (30 bits),
+#          lo u16, hi u16 (the positions, counted from the requester, that can still hold the
+#          token: the search interval, halved at each step; the paper's n, see rule 5)
+#   TOKEN, kind 1, to the next node (rule 4) or to a requester and back (rules 7, 8):
+#          seq u32 (30 bits), epoch u16 (the layer's token header), R u32 (30 bits), lend u8
+#          (1: "y-hat, to be returned upon use"), served[SERVED_SLOTS] (node u16, request u8)
+
+try:
+    from . import protocol  # the host: picoring.firmware.proto_*
+except ImportError:
+    import protocol  # a board: firmware modules side by side
+from array import array
+
+Node = protocol.Node
+AT = protocol.PAYLOAD_AT
+SEQ_MASK = protocol.SEQ_MASK
+get30 = protocol.get30
+put30 = protocol.put30
+
+GIMME = 0
+TOKEN = 1
+_HEADER = 6  # seq u32, epoch u16
+_T_R = 6  # the token's payload offsets (into out, or after AT in a delivered buffer)
+_T_LEND = 10
+_T_SERVED = 11
+SERVED_SLOTS = 8
+_T_SIZE = _T_SERVED + 3 * SERVED_SLOTS
+_G_Z = 0
+_G_SN = 2
+_G_H = 3
+_G_LO = 7
+_G_HI = 9
+_G_SIZE = 11
+_NONE = 0xFFFF  # an empty slot of the served list
+
+
+class NodeBS(Node):
+    """System BinarySearch: a rotating token found by a binary search of gimme messages."""
+
+    name = "bs"
+    about = {
+        "name": "bs",
+        "title": "BinarySearch: a rotating token, found by a binary search of gimme messages and traps",
+        "citation": ("Englert, Rudolph, Shvartsman: Developing and Refining an Adaptive Token-Passing Strategy "
+                     "(2001), Figure 7 (System BinarySearch), section 4.4; "
+                     "seeds/englert-rudolph-shvartsman-2001-adaptive-token-passing.md"),
+        "exclusion": "hard",
+        "rests": False,  # rule 4 rotates the token for ever: runs stop at an idle horizon
+        "view": {"requests": True},
+        # The simulator's starvation horizon (sim/simulate.py): on the ring a lend (rules 7, 8)
+        # is a full circuit, d hops there and n - d back, plus the critical section; a visit
+        # lends to at most n - 1 traps, and a request is reached by the rotation within n visits.
+        "starve_horizon": "n * (n * (n + cs + 1) + cs + 1) + 16",
+        "messages": {"request": {"kind": GIMME, "to": "across the ring, then +-d/2 (binary search)",
+                                 "payload": "z u16, sn u8, h_z u32, lo u16, hi u16"},
+                     "token": {"kind": TOKEN, "to": "the next node, or lent to a trapped requester",
+                               "payload": "seq u32, epoch u16, R u32, lend u8, served[8] (u16, u8)"}},
+        "bounds": {
+            # The token rotates for ever (rule 4), as S's: the messages per request are not bounded.
+            "messages_per_request": {"paper": None, "checked": None, "where": "rule 4: the token never rests"},
+            "service_traffic": {"paper": None, "checked": None, "where": "rule 4: the token never rests"},
+            # Lemma 6: "each token request is forwarded O(log N) times"; the proof: within log N
+            # message cycles. Forwards by rule 6, with the halving steps of this module: at most
+            # ceil(log2 n) (tests/test_bs.py, per request; docs/bounds.md).
+            "forwards_per_request": {"paper": "O(log n)", "checked": "ceil(log2(n))",
+                                     "where": "Lemma 6; per request in tests/test_bs.py"},
+            # Theorem 2: responsiveness O(log N) with FIFO traps, in the paper's time (one unit per
+            # message, a complete graph); on the ring a gimme d ahead takes d hop times.
+            "responsiveness": {"paper": "O(log n)", "checked": None,
+                               "where": "Thm 2 (complete graph, a unit per message); docs/bounds.md"},
+            # Theorem 3: "no one node gets the token more than log N times, and there are no more
+            # than N possessions of the token by other nodes" while a node waits.
+            "overtaken": {"paper": "n", "checked": None, "where": "Thm 3; docs/bounds.md"},
+            "overtaken_by_one": {"paper": "log2(n)", "checked": None, "where": "Thm 3; docs/bounds.md"},
+        },
+    }
+    uses_requests = False  # the rotation reaches every node: a lost gimme only costs time
+    _hmask = SEQ_MASK  # histories are counted modulo _hmask + 1 (a test makes it small)
+    _hhalf = 0x20000000
+
+    def message_sizes(self, n):
+        return {GIMME: _G_SIZE, TOKEN: _T_SIZE}
+
+    def __init__(self, index, n):
+        Node.__init__(self, index, n)
+        # P(x, H): the length of this node's history projected onto rotation events (header).
+        self.h = (index + 1 - n) & self._hmask if index else 0
+        self.sn = 0  # this node's request number (u8): names its traps
+        # W(x, tau_z): the traps laid here, one per requester: its history h_z, its request
+        # number, and the order they were laid (a FIFO of requesters).
+        self.trap_h = array("i", [-1] * n)
+        self.trap_sn = bytearray(n)
+        self.fifo = array("H", [0] * n)
+        self.fifo_head = 0
+        self.fifo_len = 0
+        # The token while it is here (cleared as it leaves): R, the lender to return it to
+        # (-1: none, it came by rotation or back from a lend), the served list.
+        self.rnd = 0
+        self.lender = -1
+        self.sv_node = array("H", [_NONE] * SERVED_SLOTS)
+        self.sv_sn = bytearray(SERVED_SLOTS)
+        self.sv_next = 0
+        self.lent_to = -1  # the requester the token is lent to (rule 7), until it returns
+        self.visit = 0  # traps still to serve in this visit (rule order, _have)
+        self.used = False  # this node used the token in this visit
+
+    # -- histories --------------------------------------------------------------
+
+    def _later(self, a, b):
+        """History a is strictly longer than b (both 30-bit counts, serial order)."""
+        d = (a - b) & self._hmask
+        return 0 < d < self._hhalf
+
+    # -- rules 0, 3, 4: the rotating token --------------------------------------
+
+    def give_token(self):
+        # Rule 0: T = the first holder. It starts rotating at once (rule 4).
+        self.has_token = True
+        self.rnd = self.h
+        self.visit = self.fifo_len
+        return self._have()
+
+    def request(self):
+        # Rule 1: "(Q | (x, d_x)) -> (Q | (x, d_x + new_x))": x now wants the token.
+        self.pending = True
+        self.sn = (self.sn + 1) & 0xFF
+        if self.has_token:
+            return 0  # in a lend's return trip or its own critical section: never here (see _have)
+        # Rule 5: "(-, P(x, H), -, -, O, W) -> (-, P(x, H), -, -, O | (x, (y, N, H, tau_x)), W | (x, tau_x))":
+        # a gimme to y, "the node directly across the (logical) ring", with x's history and its
+        # trap; the trap tau_x at x itself is x's own pending request (rule 4 uses it).
+        # Deviation: the paper's gimme carries N, and rule 6 forwards it n/2 from where it
+        # arrives: read literally, the node across would send it N/2 on, back to x or to its own
+        # position. Halving steps (N/2, N/4, ..., rounded either way) also miss nodes when N is
+        # not a power of two (n = 9, 17, 33: tests/test_bs.py). The gimme carries instead the
+        # positions, counted from the requester, that can still hold the token, lo..hi (first
+        # 1..N-1), and goes to their middle: the same binary search, "directly across" first,
+        # then half the remaining distance either way, exact for every N.
+        put30(self.out, _G_H, self.h)
+        self.out[_G_SN] = self.sn
+        return self._search(self.index, 1, self.n - 1)
+
+    def _search(self, z, lo, hi):
+        """The gimme of requester z to the middle of lo..hi (positions counted from z)."""
+        out = self.out
+        out[_G_Z] = z & 0xFF
+        out[_G_Z + 1] = z >> 8
+        out[_G_LO] = lo & 0xFF
+        out[_G_LO + 1] = lo >> 8
+        out[_G_HI] = hi & 0xFF
+        out[_G_HI + 1] = hi >> 8
+        u = z + ((lo + hi) >> 1)
+        return self.send(GIMME, u - self.n if u >= self.n else u)
+
+    def on_message(self, kind, src, buf):
+        if kind == GIMME:
+            return self._gimme(buf)
+        # TOKEN. Recovery (protocol.Node, docs/recovery.md): the epoch gate.
+        epoch = self.token_gate(buf)
+        if epoch < 0:
+            return protocol.DISCARDED
+        if self.has_token:
+            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped
+            return 0
+        self.seq = get30(buf, AT)
+        self.epoch = epoch
+        r = get30(buf, AT + _T_R)
+        self.rnd = r
+        at = AT + _T_SERVED
+        for k in range(SERVED_SLOTS):
+            self.sv_node[k] = buf[at] | (buf[at + 1] << 8)
+            self.sv_sn[k] = buf[at + 2]
+            at += 3
+        self.sv_next = 0
+        self.has_token = True
+        if buf[AT + _T_LEND]:
+            # Rule 8: "(Q | (x, d_x), P(x, -), bot, I | (x, (y-hat, H)), O, -) ->
+            # (Q, P(x, H + d_x), bot, I, O | (x, (y, H + d_x)), -)": lent by y; x takes y's history,
+            # uses the token and returns it to y.
+            self.h = r
+            self.lender = src
+            if self.pending:
+                return self._enter()
+            # Rule 8 with d_x empty (a trap this node's request no longer needs): straight back.
+            return self._give_back()
+        # Rule 3: "(-, P(x, -), bot, I | (x, (y, H)), -, -) -> (-, P(x, H), x, I, -, -)": the token
+        # arrives (by rotation, or back from a lend) and x takes its history.
+        self.h = r
+        if self.lent_to < 0 or src != self.lent_to:
+            self.visit = self.fifo_len  # a new visit: the traps laid so far (rule order, below)
+            self.used = False
+        self.lent_to = -1
+        return self._have()
+
+    def _have(self):
+        """x holds the token, not lent to it: rule 7 for each live trap in FIFO order, then rule 4.
+
+        Rule order (the TRS leaves it open: rules 4 and 7 both apply while x holds the token and
+        a trap): a visit lends the token to the traps laid before it arrived, in FIFO order, then
+        x uses it (rule 4), then lends it to the traps laid during that critical section (they
+        found the token not moving), then passes it on (rule 4). A trap laid during a lend waits
+        for the token's next visit. Lending to every trap as it comes kept the token at one trap
+        holder for ever while requesters asked again (the burst workload at n = 8: others starved)."""
+        while self.visit:
+            self.visit -= 1
+            z = self.fifo[self.fifo_head]
+            self.fifo_head += 1
+            if self.fifo_head == self.n:
+                self.fifo_head = 0
+            self.fifo_len -= 1
+            hz = self.trap_h[z]
+            self.trap_h[z] = -1
+            if self._stale(z, hz):
+                continue  # garbage-collected (header)
+            # Rule 7: "(-, P(x, H), x, -, O, W | (x, tau_y)) -> (-, P(x, H), bot, -, O | (x, (y-hat, H)), W)":
+            # the token to the trapped requester, "to be returned upon use"; the trap is removed.
+            self.lent_to = z
+            return self._give(z, 1)
+        # Rule 4: "(Q | (x, d_x), P(x, H), x, -, O, -) -> (Q, P(x, H + d_x), bot, -, O | (x, (x+1, H + d_x)), -)":
+        # x appends its data (uses the token, if it wants it: once a visit) and passes the token to x+1.
+        if self.pending and not self.used:
+            return self._enter()
+        return self._rotate()
+
+    def _stale(self, z, hz):
+        """The trap of requester z (laid with history hz) is obsolete: z was served since."""
+        sn = self.trap_sn[z]
+        for k in range(SERVED_SLOTS):
+            if self.sv_node[k] == z and self.sv_sn[k] == sn:
+                return True
+        d = (self.rnd - hz) & self._hmask
+        return self.n <= d < self._hhalf
+
+    def exit_cs(self):
+        self.in_cs = False
+        # The use is over: it goes into the token's list of served requests (garbage collection).
+        k = self.sv_next
+        self.sv_node[k] = self.index
+        self.sv_sn[k] = self.sn
+        self.sv_next = k + 1 if k + 1 < SERVED_SLOTS else 0
+        if self.lender >= 0:
+            return self._give_back()  # rule 8: back to the lender
+        if self.fifo_len:
+            self.visit = self.fifo_len  # traps laid during the critical section (rule order, _have)
+            self.used = True
+            return self._have()
+        return self._rotate()  # rule 4: on to x+1
+
+    def _give_back(self):
+        y = self.lender
+        self.lender = -1
+        return self._give(y, 0)
+
+    def _rotate(self):
+        # Rule 4's pass: a rotation event, appended to x's history and counted in the token's.
+        self.visit = 0
+        self.used = False
+        r = (self.rnd + 1) & self._hmask
+        self.rnd = r
+        self.h = r
+        j = self.index + 1
+        return self._give(0 if j == self.n else j, 0)
+
+    def _give(self, j, lend):
+        self.has_token = False
+        self.put_token_header()
+        out = self.out
+        put30(out, _T_R, self.rnd)
+        out[_T_LEND] = lend
+        # The served list, oldest first (the next slot to write is the oldest), then cleared here.
+        k = self.sv_next
+        at = _T_SERVED
+        for _ in range(SERVED_SLOTS):
+            z = self.sv_node[k]
+            out[at] = z & 0xFF
+            out[at + 1] = z >> 8
+            out[at + 2] = self.sv_sn[k]
+            self.sv_node[k] = _NONE
+            self.sv_sn[k] = 0
+            at += 3
+            k = k + 1 if k + 1 < SERVED_SLOTS else 0
+        self.sv_next = 0
+        self.rnd = 0
+        return self.send(TOKEN, j)
+
+    # -- rules 5, 6: the search ---------------------------------------------------
+
+    def _gimme(self, buf):
+        z = buf[AT + _G_Z] | (buf[AT + _G_Z + 1] << 8)
+        sn = buf[AT + _G_SN]
+        hz = get30(buf, AT + _G_H)
+        lo = buf[AT + _G_LO] | (buf[AT + _G_LO + 1] << 8)
+        hi = buf[AT + _G_HI] | (buf[AT + _G_HI + 1] << 8)
+        if z >= self.n:
+            self.errors = (self.errors + 1) & SEQ_MASK
+            return 0
+        if z != self.index:
+            # Rule 6's W | (x, tau_z): a trap here (one per requester, in FIFO order; header).
+            if self.trap_h[z] < 0:
+                t = self.fifo_head + self.fifo_len
+                self.fifo[t - self.n if t >= self.n else t] = z
+                self.fifo_len += 1
+            self.trap_h[z] = hz
+            self.trap_sn[z] = sn
+        if self.has_token:
+            # "A node receiving a special message either returns the token, if it has it, or it
+            # lays a local trap and sends a gimme message halfway around" (4.2): the holder is
+            # in its critical section (it holds the token nowhere else); the trap is served
+            # by rule 7 as the critical section ends. No forward.
+            return 0
+        # Rule 6: "(-, P(x, H), -, I | (x, (y, n, H_z, tau_z)), O, W) ->
+        # (-, P(x, H), -, I, O | (x, (u, n/2, H_z, tau_z)), W | (x, tau_z)) where u = x^{-n/2} if
+        # H subset_C H_z, and u = x^{+n/2} if H_z subset_C H" (Figure 8). This node is at position
+        # r = (lo + hi) / 2 from the requester; the other half of lo..hi is searched next (rule 5's
+        # deviation). Equal histories (both cases apply): the first case.
+        r = (lo + hi) >> 1
+        if self._later(self.h, hz):
+            lo = r + 1  # H_z subset_C H: the token has passed here since z saw it: ahead, clockwise
+        else:
+            hi = r - 1  # H subset_C H_z: it has not been here since: behind, counter-clockwise
+        if lo > hi:
+            return 0  # the search ends with this trap (the token moved, or a history misled it)
+        for k in range(_G_LO):
+            self.out[k] = buf[AT + k]
+        return self._search(z, lo, hi)
+
+    # -- recovery (protocol.Node; docs/adding-a-protocol.md section 4) -------------
+
+    def _regenerate(self):
+        # The lost token's count and served list are unknowable: the new one starts from this
+        # node's history, with an empty list (a trap it then meets costs a lend at worst).
+        self._new_token()
+        self.rnd = self.h
+        self.lender = -1
+        self.lent_to = -1
+        self.visit = self.fifo_len
+        self.used = False
+        return self._have()

@@ -1,0 +1,213 @@
+"""System BinarySearch (firmware/proto_bs.py): its rules step by step, Lemma 6 over every
+requester and holder of small rings, runs in the simulator, the node loop under MicroPython."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from picoring.firmware import proto_bs
+from picoring.firmware.protocol import ENTER_CS, SEND_MSG, get30, make_node
+from picoring.sim import simcore
+from picoring.sim.simulate import simulate
+
+GIMME, TOKEN = proto_bs.GIMME, proto_bs.TOKEN
+
+
+class Net:
+    """Nodes of one ring and an instant, FIFO network (the paper's complete graph): a test
+    delivers messages one by one and sees each."""
+
+    def __init__(self, n):
+        self.n = n
+        self.nodes = [make_node("bs", i, n) for i in range(n)]
+        self.queue = []  # (src, dst, kind, payload)
+        self.log = []  # delivered (src, dst, kind, payload)
+
+    def act(self, i, a):
+        if a & SEND_MSG:
+            nd = self.nodes[i]
+            self.queue.append((i, nd.out_dst, nd.out_kind, bytes(nd.out[:nd.out_len])))
+        return a
+
+    def step(self):
+        src, dst, kind, payload = self.queue.pop(0)
+        self.log.append((src, dst, kind, payload))
+        buf = bytearray((7, 0, kind, src & 0xFF, dst & 0xFF)) + payload
+        return self.act(dst, self.nodes[dst].on_message(kind, src, buf))
+
+    def start(self):
+        self.act(0, self.nodes[0].give_token())
+
+    def rotate_to(self, p, rounds=2):
+        """Run the rotating token until node p holds it in its critical section, after `rounds`
+        rounds (so every history is a real one)."""
+        target = rounds * self.n + p
+        while True:
+            src, dst, kind, payload = self.queue[0]
+            if kind == TOKEN and get30(payload, 6) == target:
+                self.nodes[dst].pending = True
+                assert self.step() & ENTER_CS
+                return
+            self.step()
+
+
+def gimme_fields(payload):
+    return {"z": payload[0] | payload[1] << 8, "sn": payload[2], "h": get30(payload, 3),
+            "lo": payload[7] | payload[8] << 8, "hi": payload[9] | payload[10] << 8}
+
+
+def test_rule_5_a_gimme_goes_across_the_ring_with_the_requesters_history():
+    net = Net(8)
+    net.start()
+    net.rotate_to(3)
+    a = net.act(6, net.nodes[6].request())
+    assert a == SEND_MSG and net.nodes[6].pending
+    src, dst, kind, payload = net.queue[-1]
+    assert (src, dst, kind) == (6, 2, GIMME)  # across: the middle of 1..7 from 6: 6 + 4 = 10 = 2 (mod 8)
+    # Node 6 last passed the token in round 1 (count 8 + 6 + 1 = 15)
+    assert gimme_fields(payload) == {"z": 6, "sn": 1, "h": 15, "lo": 1, "hi": 7} and net.nodes[6].h == 15
+
+
+def test_rule_6_turns_by_the_prefix_comparison_of_histories():
+    """Figure 8: (a) the token has been here since the requester saw it: clockwise; (b) it has
+    not: counter-clockwise."""
+    net = Net(16)
+    net.start()
+    net.rotate_to(10)  # token held at 10; node 2 asks: its gimme goes to 2 + 8 = 10
+    net.act(2, net.nodes[2].request())
+    net.queue.clear()
+    net.act(5, net.nodes[5].request())  # 5 + 8 = 13: not visited since 5 saw it -> back 4 to 9
+    net.step()
+    assert net.queue[-1][:3] == (13, 9, GIMME) and gimme_fields(net.queue[-1][3])["hi"] == 7
+    net.queue.clear()
+    net.act(1, net.nodes[1].request())  # 1 + 8 = 9: visited since -> on 4 to 13
+    net.step()
+    assert net.queue[-1][:3] == (9, 13, GIMME)
+
+
+def test_rules_7_and_8_the_token_is_lent_to_a_trapped_requester_and_returned():
+    net = Net(8)
+    net.start()
+    net.rotate_to(4)
+    net.act(1, net.nodes[1].request())
+    while net.queue:  # the search: 1 -> 5 (behind? no: 5 not visited since 1 saw it) ... ends at 4's trap
+        net.step()
+    holder = net.nodes[4]
+    assert holder.fifo_len == 1 and holder.trap_h[1] == net.nodes[1].h
+    net.act(4, holder.exit_cs())  # rule 7: lent to 1, "to be returned upon use"
+    src, dst, kind, payload = net.queue[-1]
+    assert (src, dst, kind, payload[10]) == (4, 1, TOKEN, 1) and holder.fifo_len == 0
+    assert net.step() & ENTER_CS and net.nodes[1].lender == 4  # rule 8: 1 uses it
+    net.act(1, net.nodes[1].exit_cs())
+    src, dst, kind, payload = net.queue[-1]
+    assert (src, dst, kind, payload[10]) == (1, 4, TOKEN, 0)  # back to the lender
+    served = [(payload[k] | payload[k + 1] << 8, payload[k + 2]) for k in range(11, len(payload), 3)]
+    assert (1, 1) in served and (4, 0) in served  # the served list: 4's own use, then 1's request 1
+    net.step()  # 4 has it back: no trap left, rule 4 passes it on
+    assert net.queue[-1][:3] == (4, 5, TOKEN)
+
+
+def test_a_trap_of_a_served_request_is_garbage_collected():
+    net = Net(8)
+    net.start()
+    net.rotate_to(4)
+    node = net.nodes[6]
+    # A trap at 6 for request 1 of node 2, which the token's served list names: dropped, no lend.
+    buf = bytearray((7, 0, GIMME, 2, 6)) + bytes((2, 0, 1)) + bytes(4) + bytes((4, 0, 4, 0))  # lo = hi = 4: ends here
+    node.on_message(GIMME, 2, buf)
+    assert node.fifo_len == 1
+    net.nodes[4].sv_node[0] = 2
+    net.nodes[4].sv_sn[0] = 1
+    net.act(4, net.nodes[4].exit_cs())
+    net.step()  # 5: passes it on
+    net.step()  # 6: the trap is stale
+    assert node.fifo_len == 0 and net.queue[-1][:3] == (6, 7, TOKEN)
+
+
+def lemma6_paths(n):
+    """For every holder p (in its critical section, the token not moving) and every requester
+    z: the gimme's path, as the nodes it reaches."""
+    out = {}
+    for p in range(n):
+        for z in range(n):
+            if z == p:
+                continue
+            net = Net(n)
+            net.start()
+            net.rotate_to(p)
+            net.act(z, net.nodes[z].request())
+            path = []
+            while net.queue:
+                src, dst, kind, payload = net.queue[0]
+                assert kind == GIMME
+                path.append(dst)
+                net.step()
+            out[p, z] = path
+    return out
+
+
+@pytest.mark.parametrize("n", list(range(2, 18)) + [31, 32, 33])
+def test_lemma_6_the_search_reaches_a_token_that_does_not_move_within_ceil_log2_n_forwards(n):
+    """Lemma 6: "If the token does not move, i.e., Rule 4 is not invoked, then within log N
+    message cycles, a search message will reach the node that has the token": the last gimme
+    reaches the holder, after at most ceil(log2 n) forwards (rule 6) beyond rule 5's."""
+    bound = math.ceil(math.log2(n))
+    for (p, z), path in lemma6_paths(n).items():
+        assert path and path[-1] == p, (n, p, z, path)
+        assert len(path) - 1 <= bound, (n, p, z, path)
+
+
+WORKLOADS = [("sequential", {}), ("poisson", {}), ("burst", {}), ("adversarial", {})]
+
+
+@pytest.mark.parametrize("workload,kw", WORKLOADS)
+@pytest.mark.parametrize("n", [2, 3, 8, 13])
+def test_every_request_is_served_safely_in_the_simulator(workload, kw, n):
+    r = simulate("bs", n, workload=workload, requests=120, seed=1, **kw)
+    assert r["ok"], r["violations"][:3]
+    assert r["served"] == r["requests"] == 120 and r["protocol_errors"] == 0
+
+
+def test_the_paper_model_is_one_time_unit_per_message():
+    """simcore's complete=True: a gimme across the ring takes one unit, not n/2 hops."""
+    from picoring.check.checker import Checker
+    from picoring.sim.workload import make_workload
+
+    n = 64
+    lat = {}
+    for complete in (False, True):
+        nodes = [make_node("bs", i, n) for i in range(n)]
+        wl = make_workload("sequential", n, 40, seed=0, cs_time=0)
+        c = Checker("bs", n)
+        simcore.run(nodes, wl, 0, c, idle_horizon=4 * n, complete=complete)
+        rep = c.finish()
+        assert rep["served"] == 40 and not rep["safety_violations"]
+        lat[complete] = rep["latency"]["max"]
+    # The paper's model: the search and the lend take at most 1 + ceil(log2 n) + 1 units.
+    assert lat[True] <= math.ceil(math.log2(n)) + 2 < lat[False]
+
+
+def test_the_node_loop_runs_it_alike_under_micropython_and_cpython(micropython):
+    from conftest import FIRMWARE, ROOT, run_micropython
+
+    driver = str(ROOT / "tests" / "mp_layer_driver.py")
+    mp = json.loads(run_micropython(micropython, driver, str(FIRMWARE), "bs"))
+    cp = json.loads(subprocess.run([sys.executable, driver, str(FIRMWARE), "bs"], capture_output=True, text=True,
+                                   check=True, timeout=60).stdout)
+    assert mp["impl"] == "micropython" and cp["impl"] == "cpython"
+    assert mp["results"] == cp["results"]
+    res = mp["results"]
+    assert all(e == [0] * 5 for e in (s["errors"] for s in res.values()))
+    assert sum(res["all"]["tx"]) > 0 and res["bad"]["bad"] == [0, 0, 2, 0, 0]
+
+
+@pytest.mark.parametrize("n", [3, 32])
+def test_the_node_loop_allocates_nothing_under_micropython(micropython, n):
+    from conftest import FIRMWARE, ROOT, run_micropython
+
+    out = run_micropython(micropython, str(ROOT / "tests" / "mp_node_bench.py"), str(FIRMWARE), "bs", str(n), "300",
+                          "1", "1", "lock")
+    assert out.strip() == "no allocation in 300 rounds"
