@@ -85,6 +85,18 @@ class Checker:
         self.latencies = array("d")  # one per service, in service order (p50, p99)
         self.entries = 0  # critical-section entries so far
         self.max_overtaken = 0  # fairness: the most entries by other nodes while one request waited
+        # ... and by any one other node (Englert et al., Thm 3: "no one node gets the token more
+        # than log N times"): per pending request, its waiting time's entries per node
+        self.max_overtaken_by_one = 0
+        self._by_one = {}  # node waiting -> {other node: its entries since the request}
+        # Responsiveness (Englert et al., Definition 3: "the maximum time period during which at
+        # least one node requires the token and until the token is given to a ready node"): at
+        # each entry, the time since a node has been waiting with nobody in the critical section.
+        self.responsiveness = array("d")
+        self._last_exit = None
+        self.over_paper = {}  # a per-request paper bound of the descriptor -> requests over it
+        self.paper_overtaken = registry.bound(protocol, "overtaken", n, "paper")
+        self.paper_by_one = registry.bound(protocol, "overtaken_by_one", n, "paper")
         self.over_bound_request = None  # first request after which the total went over
         self.safety_violations = 0
         self.violations = []
@@ -203,6 +215,7 @@ class Checker:
         if node in self.pending or self.in_cs == node:
             self._violate("workload", rid, node, t, "node %d requested again before its request was served" % node)
         self.pending[node] = (rid, t, self.total, self.logical, self.entries)
+        self._by_one[node] = {}
         self._check_total(rid)
 
     def _token_sign(self, t):
@@ -232,6 +245,7 @@ class Checker:
         """The request pending at node will never be served, for a reason the
         harness knows (the board restarted): reported, not a liveness violation."""
         self._faults(t)
+        self._by_one.pop(node, None)
         if self.pending.pop(node, None) is not None:
             self.failed[reason] = self.failed.get(reason, 0) + 1
 
@@ -283,6 +297,15 @@ class Checker:
             self.last_entry_seq = seq if self.last_entry_seq is None else max(seq, self.last_entry_seq)
             if seq > self._entry_max.get(node, -1):
                 self._entry_max[node] = seq
+        if self.pending:
+            start = min(p[1] for p in self.pending.values())
+            if self._last_exit is not None and self._last_exit > start:
+                start = self._last_exit
+            if t is not None and start is not None:
+                self.responsiveness.append(t - start)
+        by_one = self._by_one.pop(node, None)
+        for counts in self._by_one.values():
+            counts[node] = counts.get(node, 0) + 1
         self.in_cs = node
         self.entries += 1
         req = self.pending.pop(node, None)
@@ -292,7 +315,14 @@ class Checker:
             return
         rid, t_req, msgs_at_req, logical_at_req, entries_at_req = req
         self.served += 1
-        self.max_overtaken = max(self.max_overtaken, self.entries - 1 - entries_at_req)
+        overtaken = self.entries - 1 - entries_at_req
+        self.max_overtaken = max(self.max_overtaken, overtaken)
+        by_one = max(by_one.values()) if by_one else 0
+        self.max_overtaken_by_one = max(self.max_overtaken_by_one, by_one)
+        if self.paper_overtaken is not None and overtaken > self.paper_overtaken:
+            self.over_paper["overtaken"] = self.over_paper.get("overtaken", 0) + 1
+        if self.paper_by_one is not None and by_one > self.paper_by_one:
+            self.over_paper["overtaken_by_one"] = self.over_paper.get("overtaken_by_one", 0) + 1
         service = self.total - msgs_at_req
         self.max_service_logical = max(self.max_service_logical, self.logical - logical_at_req)
         if service > self.max_service:
@@ -325,6 +355,7 @@ class Checker:
             self.safety_violations += 1
             self._violate("safety", None, node, t, "node %d left a critical section it was not in" % node)
         self.in_cs = None
+        self._last_exit = t
         self._check_total(self.requests)
 
     def restarted(self, t, node):
@@ -435,6 +466,11 @@ class Checker:
             "latency": {"mean": (self.latency_sum / served) if served else 0.0, "max": self.latency_max},
             "latency_quantiles": self.quantiles(),
             "max_overtaken": self.max_overtaken,  # fairness: entries by others between a request and its service
+            "max_overtaken_by_one": self.max_overtaken_by_one,  # ... by any one other node
+            "responsiveness": {  # Englert et al., Definition 3 (in the run's time unit)
+                "mean": (sum(self.responsiveness) / len(self.responsiveness)) if self.responsiveness else 0.0,
+                "max": max(self.responsiveness) if self.responsiveness else 0},
+            "over_paper_fairness": dict(self.over_paper),  # requests over the descriptor's fairness bounds
             "bounds": {"messages_per_request": self.bound_mpr, "service_traffic": self.bound_service,
                        "logical_per_request": self.bound_logical},
             "paper_bounds": {"messages_per_request": self.paper_mpr, "service_traffic": self.paper_service},

@@ -175,6 +175,7 @@ _SUCC_SHIFT = 26
 HOP_FRAMES = (0, _HOPS)
 LOGICAL = (_LOG_SHIFT, 0x3)
 DELIVERED = (_DELIV_SHIFT, 1)
+ENTERED = (_ENT_SHIFT, 0x3F)  # 1 for an edge on which a node entered its critical section
 
 INF = 1 << 60
 
@@ -268,6 +269,11 @@ class Explorer:
 
     def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0):
         self.cls, self.protocol = _protocol_class(protocol)
+        # A protocol whose counters grow for ever (BinarySearch's histories) names, in its
+        # descriptor, class attributes that make them wrap soon: about["explore"]["attrs"].
+        attrs = (self.cls.about.get("explore") or {}).get("attrs")
+        if attrs:
+            self.cls = type(self.cls.__name__, (self.cls,), dict(attrs))
         _check_size(n, 60, "the explorer")
         if requests_per_node < 0:
             raise ValueError("requests per node cannot be negative")
@@ -342,9 +348,11 @@ class Explorer:
         a = fresh[h].give_token()
         nodes = tuple(self._store(x) for x in fresh)
         links = [()] * self.n
+        if a & SEND_MSG:  # a token that starts moving as a message (BinarySearch's rotation)
+            links[h] = (self._message(fresh[h], h),)
         if a & SEND_TOKEN:
-            links[h] = (self._frame(fresh[h]),)
-        if a & ~SEND_TOKEN:
+            links[h] += (self._frame(fresh[h]),)
+        if a & ~(SEND_TOKEN | SEND_MSG):
             raise RuntimeError("give_token returned %d" % a)
         return (nodes, tuple(links), (self.R,) * self.n)
 
@@ -702,6 +710,10 @@ class Explorer:
                 wa = (e >> sha) & ma
                 wb = (e >> shb) & mb
                 ent = ((e >> _ENT_SHIFT) & 0x3F) - 1
+                if sha == _ENT_SHIFT:
+                    wa = 1 if wa else 0  # ENTERED: entries, not the node's number
+                if shb == _ENT_SHIFT:
+                    wb = 1 if wb else 0
                 req = ((e >> _REQ_SHIFT) & 0x3F) - 1
                 if req >= 0:
                     if ent == req:

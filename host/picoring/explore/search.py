@@ -8,7 +8,7 @@ from collections import deque
 from fractions import Fraction
 
 from ..firmware.protocol import BROADCAST, ENTER_CS, REGISTRY, SEND_MSG, SEND_REQUEST, SEND_TOKEN, load
-from .model import (DELIVERED, HOP_FRAMES, INF, LOGICAL, Explorer, Msg, StateBudgetExceeded, _protocol_class,
+from .model import (DELIVERED, ENTERED, HOP_FRAMES, INF, LOGICAL, Explorer, Msg, StateBudgetExceeded, _protocol_class,
                     _schedule_lines, message_buffer)
 
 # -- the whole analysis ------------------------------------------------------
@@ -155,6 +155,13 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     logical = ex.longest(LOGICAL) if ex.messages else hops
     rep["messages_per_request"] = _per_request(ex, hops, pm, bm, sched)
     rep["logical_per_request"] = _per_request(ex, logical, pl, bl, sched)
+    po = registry.bound(base, "overtaken", n, "paper") if base else None
+    if po is not None:
+        # Fairness (the descriptor's "overtaken" bound): the most entries by other nodes while
+        # one request waits (its own entry ends the wait: counted by ENTERED, taken off).
+        worst, w = ex.service_traffic(ENTERED, ENTERED)["a"]
+        rep["overtaken"] = {"paper_bound": po, "worst": None if worst >= INF else max(worst - 1, 0),
+                            "schedule": sched(w[2]) if w is not None and worst < INF else None}
     st = ex.service_traffic(HOP_FRAMES, DELIVERED)
     st["c"] = ex.service_traffic(LOGICAL, DELIVERED)["a"] if ex.messages else st["a"]
     for reading, key, (pb, cb) in (("a", "service_traffic_sent", (ps, bs)), ("b", "service_traffic_delivered", (ps, bs)),
@@ -377,5 +384,9 @@ def format_report(rep):
         lines.append("  %s: worst %s  (paper %s, checked %s)" % (what, d["worst"], d["paper_bound"], d["checked_bound"]))
         if d.get("schedule"):
             sched("reached by node %d, request at step %d" % (d["node"], d["request_step"]), d["schedule"])
+    if "overtaken" in rep:
+        d = rep["overtaken"]
+        lines.append("  entries by other nodes while one request waits: worst %s  (paper %s)"
+                     % ("unbounded" if d["worst"] is None else d["worst"], d["paper_bound"]))
     lines.append("  verdict: %s" % ("ok" if rep["ok"] else "FAIL: " + ", ".join(rep["failures"])))
     return "\n".join(lines)
