@@ -2,7 +2,7 @@
 on the same workload, ring size and seed (cli/compare.py makes the runs).
 
 One row per protocol: logical messages and hop frames per request, latency p50 and p99,
-the largest service traffic, fairness (the most critical-section entries by other nodes
+the mean responsiveness (Englert et al.'s Definition 3), the largest service traffic, fairness (the most critical-section entries by other nodes
 between a request and its service), and every check of the report with its bound.
 Readers of a row need no protocol name: bounds come from the report (the descriptors).
 """
@@ -11,7 +11,8 @@ import csv
 import io
 
 FIELDS = ("protocol", "n", "requests", "served", "logical_per_request", "hop_frames_per_request",
-          "latency_p50", "latency_p99", "max_service_traffic", "max_service_logical", "max_overtaken", "checks", "ok")
+          "latency_p50", "latency_p99", "responsiveness", "max_service_traffic", "max_service_logical", "max_overtaken",
+          "checks", "ok")
 
 
 def checks(report):
@@ -41,6 +42,9 @@ def row(report):
         "logical_per_request": round(report["logical_per_request"], 3),
         "hop_frames_per_request": round(report["messages_per_request"], 3),
         "latency_p50": q.get("p50"), "latency_p99": q.get("p99"),
+        # mean time from a node waiting with nobody in the critical section to the next entry
+        # (Englert et al.'s Definition 3, averaged as their Figures 9 and 10 do)
+        "responsiveness": round((report.get("responsiveness") or {}).get("mean", 0.0), 3),
         "max_service_traffic": report["max_service_traffic"], "max_service_logical": report["max_service_logical"],
         "max_overtaken": report["max_overtaken"],
         "checks": [{"check": c, "value": v, "bound": bd, "ok": ok} for c, v, bd, ok in checks(report)],
@@ -91,8 +95,9 @@ def print_table(rows, title, console=None):
 
     console = console or Console()
     table = Table(title=title, header_style="bold", caption="logical: the textbook's messages; hops: frames on the wires; "
+                  "resp: mean responsiveness (a node waiting, nobody in the critical section, to the next entry); "
                   "svc: largest service traffic (hops/logical); fair: most entries by others while a request waited")
-    for col in ("protocol", "logical/req", "hops/req", "p50", "p99", "svc", "fair", "checks"):
+    for col in ("protocol", "logical/req", "hops/req", "p50", "p99", "resp", "svc", "fair", "checks"):
         table.add_column(col, justify="left" if col in ("protocol", "checks") else "right", no_wrap=col != "checks")
 
     def num(x):
@@ -106,7 +111,7 @@ def print_table(rows, title, console=None):
             r["protocol"],
             _within(r["logical_per_request"], logical["bound"] if logical else None, "%.2f"),
             _within(r["hop_frames_per_request"], by["hops/req"]["bound"], "%.2f"),
-            num(r["latency_p50"]), num(r["latency_p99"]),
+            num(r["latency_p50"]), num(r["latency_p99"]), "%.2f" % r["responsiveness"],
             _within(r["max_service_traffic"], by["service"]["bound"], "%d/" + str(r["max_service_logical"])),
             str(r["max_overtaken"]),
             ("[red]FAILED: %s[/]" % ", ".join(failed) if failed else "[green]%d ok[/]" % len(r["checks"]) if r["ok"]

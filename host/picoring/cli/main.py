@@ -11,7 +11,7 @@ import signal
 import sys
 
 from .. import __version__
-from . import bench, boards, compare, dash, explore, run, sim, virtual
+from . import bench, boards, compare, dash, explore, figures, run, sim, virtual
 from .common import CommandError
 
 _COMMANDS = {
@@ -30,6 +30,7 @@ _COMMANDS = {
     "report": (dash.do_report, dash.argparse_report),
     "explore": (explore.do_explore, explore.argparse_explore),
     "fidelity": (explore.do_fidelity, explore.argparse_fidelity),
+    "figures": (figures.do_figures, figures.argparse_figures),
 }
 
 

@@ -1,0 +1,167 @@
+"""`picoring figures ers`: Figures 9 and 10 of Englert, Rudolph and Shvartsman (2001), section
+4.3 (seeds/englert-rudolph-shvartsman-2001-adaptive-token-passing.md), on the protocols' own code.
+
+The paper's setup: "In each simulation 1000 rounds were performed, i.e., the token visited each
+node at least 1000 times." Figure 9: "the load is fixed so that on average, every 10 time units,
+one of the nodes in the system makes a request"; n from 10 to 1000; "using a regular ring
+algorithm, the average responsiveness approaches 10 ... Using System Binary Search, the average
+responsiveness is bounded by log n". Figure 10: n = 100, decreasing load: BinarySearch
+"approaches log n from below", the ring "n/2 (= 50)".
+
+Here: the ring is S (firmware/proto_s.py), BinarySearch is bs (firmware/proto_bs.py), run by
+sim/simcore.py. Requests are Poisson at a uniformly random node (sim/workload.py), a node that
+still waits defers its next one; critical sections take no time ("local events take negligible
+time", section 2). Responsiveness is the checker's (Definition 3: from the moment a node waits
+with nobody in the critical section to the next entry), averaged over the entries. Two networks:
+  paper   the paper's complete graph: every message arrives one time unit after it is sent
+          (simcore's complete=True); the ring's token still goes one hop a unit
+  ring    picoring's unidirectional ring: a message to a node d ahead takes d hop times (a gimme
+          "counter-clockwise by d" n - d), so a lend and its return are a full circuit
+Each point simulates rounds * n time units (S's token makes `rounds` rounds), capped at
+max_time units (the default cap makes n = 500 and 1000 run 400 and 200 rounds: a couple of
+minutes in all; docs/bounds.md says how much the cap changes).
+"""
+
+import csv
+import math
+import os
+
+from ..check.checker import Checker
+from ..firmware.protocol import make_node
+from . import simcore
+from .workload import make_workload
+
+FIG9_NS = (10, 20, 50, 100, 200, 500, 1000)
+FIG9_GAP = 10  # time units between requests, ring-wide, on average
+FIG10_N = 100
+FIG10_GAPS = (5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+# (label, protocol, complete network)
+CURVES = (("ring (S)", "s", False),
+          ("BinarySearch, the paper's network", "bs", True),
+          ("BinarySearch on picoring's ring", "bs", False))
+FIELDS = ("figure", "curve", "protocol", "network", "n", "gap", "time_units", "requests", "responsiveness_mean",
+          "responsiveness_max", "latency_mean", "logical_per_request", "hop_frames_per_request", "log2_n")
+
+
+def point(protocol, n, gap, complete, rounds=1000, max_time=200_000, seed=1):
+    """One simulation: Poisson requests every `gap` units on average for rounds * n units (at most
+    max_time; 0: no cap). Returns a row of FIELDS' measures."""
+    units = rounds * n if not max_time else min(rounds * n, max_time)
+    k = max(1, int(units / gap))
+    nodes = [make_node(protocol, i, n) for i in range(n)]
+    wl = make_workload("poisson", n, k, seed=seed, cs_time=0, rate=1.0 / gap)
+    c = Checker(protocol, n)
+    simcore.run(nodes, wl, 0, c, idle_horizon=n, starve_horizon=1 << 40, complete=complete)
+    r = c.finish()
+    if r["safety_violations"] or r["served"] != r["requests"]:
+        raise RuntimeError("%s n=%d gap=%s: not every request served safely: %s" % (protocol, n, gap, r["violations"][:2]))
+    return {"protocol": protocol, "network": "paper" if complete else "ring", "n": n, "gap": gap,
+            "time_units": units, "requests": r["requests"],
+            "responsiveness_mean": round(r["responsiveness"]["mean"], 3),
+            "responsiveness_max": r["responsiveness"]["max"], "latency_mean": round(r["latency"]["mean"], 3),
+            "logical_per_request": round(r["logical_per_request"], 2),
+            "hop_frames_per_request": round(r["messages_per_request"], 2), "log2_n": round(math.log2(n), 3)}
+
+
+def figure9(ns=FIG9_NS, gap=FIG9_GAP, rounds=1000, max_time=200_000, seed=1, progress=None):
+    rows = []
+    for label, protocol, complete in CURVES:
+        for n in ns:
+            row = dict(point(protocol, n, gap, complete, rounds, max_time, seed), figure=9, curve=label)
+            rows.append(row)
+            if progress:
+                progress(row)
+    return rows
+
+
+def figure10(n=FIG10_N, gaps=FIG10_GAPS, rounds=1000, max_time=200_000, seed=1, progress=None):
+    rows = []
+    for label, protocol, complete in CURVES:
+        for gap in gaps:
+            row = dict(point(protocol, n, gap, complete, rounds, max_time, seed), figure=10, curve=label)
+            rows.append(row)
+            if progress:
+                progress(row)
+    return rows
+
+
+def write_table(rows, folder):
+    """ers_table.csv (every measure) and ers_table.md (the responsiveness, as docs/bounds.md shows it)."""
+    with open(os.path.join(folder, "ers_table.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: row[k] for k in FIELDS})
+    with open(os.path.join(folder, "ers_table.md"), "w", encoding="utf-8") as f:
+        f.write(markdown(rows))
+
+
+def markdown(rows):
+    """The average responsiveness per point, one column per curve (and the worst, in brackets)."""
+    out = []
+    for fig, key, head in ((9, "n", "n (one request every %d units)" % FIG9_GAP),
+                           (10, "gap", "units between requests (n = %d)" % FIG10_N)):
+        sub = [r for r in rows if r["figure"] == fig]
+        if not sub:
+            continue
+        xs = sorted({r[key] for r in sub})
+        labels = [c[0] for c in CURVES if any(r["curve"] == c[0] for r in sub)]
+        out.append("Figure %d: average responsiveness (worst in brackets), logical messages per request\n" % fig)
+        out.append("| %s | log2 n | %s |" % (head, " | ".join(labels)))
+        out.append("|---:|---:|%s" % ("---:|" * len(labels)))
+        for x in xs:
+            cells = []
+            for lab in labels:
+                r = next(r for r in sub if r["curve"] == lab and r[key] == x)
+                cells.append("%.2f (%s), %.1f msg" % (r["responsiveness_mean"], _num(r["responsiveness_max"]),
+                                                     r["logical_per_request"]))
+            lg = next(r["log2_n"] for r in sub if r[key] == x)
+            out.append("| %s | %.2f | %s |" % (x, lg, " | ".join(cells)))
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _num(v):
+    return int(v) if v == int(v) else v
+
+
+def plot(rows, folder):
+    """ers_figure9.png and ers_figure10.png (matplotlib, Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for fig, key, xlabel, title in (
+            (9, "n", "number of processors n", "Figure 9: fixed load, a request every %d time units" % FIG9_GAP),
+            (10, "gap", "time units between requests (lower load to the right)",
+             "Figure 10: n = %d, decreasing load" % FIG10_N)):
+        sub = [r for r in rows if r["figure"] == fig]
+        if not sub:
+            continue
+        f, ax = plt.subplots(figsize=(8, 4.5))
+        for label, _p, _c in CURVES:
+            pts = sorted((r[key], r["responsiveness_mean"]) for r in sub if r["curve"] == label)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        xs = sorted({r[key] for r in sub})
+        if fig == 9:
+            ax.plot(xs, [math.log2(x) for x in xs], "k:", label="log2 n")
+            ax.axhline(FIG9_GAP, color="grey", ls="--", lw=0.8, label="%d (the ring's limit)" % FIG9_GAP)
+        else:
+            ax.axhline(math.log2(FIG10_N), color="k", ls=":", label="log2 n")
+            ax.axhline(FIG10_N / 2, color="grey", ls="--", lw=0.8, label="n/2 (the ring's limit)")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("average responsiveness (time units)")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        path = os.path.join(folder, "ers_figure%d.png" % fig)
+        f.tight_layout()
+        f.savefig(path, dpi=150)
+        plt.close(f)
+        paths.append(path)
+    return paths
