@@ -263,3 +263,45 @@ def test_the_explorer_n3_every_schedule_is_safe_and_serves_every_request():
     assert rep["livelock"]["by_design"]  # the token rotates for ever (rule 4)
     assert rep["overtaken"]["worst"] == 2  # one request per node: at most the two others
     assert rep["service_traffic_logical"]["worst"] == 9
+
+
+# -- on a ring of boards (virtual by default; --ring-ports for Picos) -------------------------
+
+
+def test_on_a_ring_of_boards_each_message_takes_the_simulators_hop_frames(ring, tmp_path):
+    """The token never rests, so a run's totals depend on how long it lasts, not only on its
+    schedule; what the simulator fixes is each message's cost: a message to a node d ahead is d
+    hop frames (a gimme "counter-clockwise by d" n - d). Every delivery on the boards came after
+    exactly that many hops, and the hop frames sent are the delivered messages' (and those still
+    on their way at the end: the rotating token's, fewer than n)."""
+    import json as _json
+
+    from picoring.sim.workload import make_workload
+
+    n, k = ring.n, 4
+    ring.flash("bs", 0)
+    trace = tmp_path / "bs.jsonl"
+    run = ring.make_run(ring.ports, "bs", make_workload("sequential", n, k, seed=2), trace=str(trace), seed=2)
+    try:
+        run.connect()
+        report = run.run()
+    finally:
+        run.close()
+    assert report["ok"], (report["violations"], report.get("run_conditions"))
+    assert report["served"] == k and report["safety_violations"] == 0 and report["causal_forced"] == 0
+    sends = delivered_hops = 0
+    gimmes = 0
+    with open(trace, encoding="utf-8") as f:
+        for line in f:
+            e = _json.loads(line)
+            if e.get("kind") != "msg":
+                continue
+            p = e["payload"]
+            if e["ev"] == "send":
+                sends += 1
+            elif p["dst"] == e["node"]:
+                assert p["hop"] == (p["dst"] - p["src"]) % n, e
+                delivered_hops += p["hop"]
+                gimmes += p["mkind"] == GIMME
+    assert gimmes >= k  # rule 5: each request sends one, rule 6 forwards it
+    assert 0 <= sends - delivered_hops < n
