@@ -18,7 +18,7 @@ with nobody in the critical section to the next entry), averaged over the entrie
   ring    picoring's unidirectional ring: a message to a node d ahead takes d hop times (a gimme
           "counter-clockwise by d" n - d), so a lend and its return are a full circuit
 Each point simulates rounds * n time units (S's token makes `rounds` rounds), capped at
-max_time units (the default cap makes n = 500 and 1000 run 400 and 200 rounds: a couple of
+max_time units (the default cap makes n = 200, 500 and 1000 run 500, 200 and 100 rounds: a couple of
 minutes in all; docs/bounds.md says how much the cap changes).
 """
 
@@ -34,7 +34,7 @@ from .workload import make_workload
 FIG9_NS = (10, 20, 50, 100, 200, 500, 1000)
 FIG9_GAP = 10  # time units between requests, ring-wide, on average
 FIG10_N = 100
-FIG10_GAPS = (5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+FIG10_GAPS = (5, 10, 20, 50, 100, 200, 500, 1000)
 # (label, protocol, complete network)
 CURVES = (("ring (S)", "s", False),
           ("BinarySearch, the paper's network", "bs", True),
@@ -43,7 +43,7 @@ FIELDS = ("figure", "curve", "protocol", "network", "n", "gap", "time_units", "r
           "responsiveness_max", "latency_mean", "logical_per_request", "hop_frames_per_request", "log2_n")
 
 
-def point(protocol, n, gap, complete, rounds=1000, max_time=200_000, seed=1):
+def point(protocol, n, gap, complete, rounds=1000, max_time=100_000, seed=1):
     """One simulation: Poisson requests every `gap` units on average for rounds * n units (at most
     max_time; 0: no cap). Returns a row of FIELDS' measures."""
     units = rounds * n if not max_time else min(rounds * n, max_time)
@@ -63,7 +63,7 @@ def point(protocol, n, gap, complete, rounds=1000, max_time=200_000, seed=1):
             "hop_frames_per_request": round(r["messages_per_request"], 2), "log2_n": round(math.log2(n), 3)}
 
 
-def figure9(ns=FIG9_NS, gap=FIG9_GAP, rounds=1000, max_time=200_000, seed=1, progress=None):
+def figure9(ns=FIG9_NS, gap=FIG9_GAP, rounds=1000, max_time=100_000, seed=1, progress=None):
     rows = []
     for label, protocol, complete in CURVES:
         for n in ns:
@@ -74,7 +74,7 @@ def figure9(ns=FIG9_NS, gap=FIG9_GAP, rounds=1000, max_time=200_000, seed=1, pro
     return rows
 
 
-def figure10(n=FIG10_N, gaps=FIG10_GAPS, rounds=1000, max_time=200_000, seed=1, progress=None):
+def figure10(n=FIG10_N, gaps=FIG10_GAPS, rounds=1000, max_time=100_000, seed=1, progress=None):
     rows = []
     for label, protocol, complete in CURVES:
         for gap in gaps:

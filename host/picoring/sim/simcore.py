@@ -45,6 +45,9 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
               hop, fwd)) for every message frame's, event(t, ev, node) for req/enter/exit
     """
     n = len(nodes)
+    # A frame addresses nodes 0..254 (u8, BROADCAST = 0xFF): rings beyond 255 nodes exist only
+    # here (the paper's figures), where 0xFF is node 255 and nothing can be broadcast.
+    bcast = BROADCAST if n <= BROADCAST else -1
     if quiesce_horizon is None:
         quiesce_horizon = 4 * n + 4 * cs_time + 8
     if starve_horizon is None:
@@ -81,7 +84,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         # Node i puts message frame m = (.., src, dst, mkind, payload, hop) on its wire.
         nonlocal mf
         j = i + 1
-        if complete and m[2] != BROADCAST:
+        if complete and m[2] != bcast:
             j = m[2]  # straight to its destination (the complete graph)
         mnxt.append((0 if j == n else j, m[1], m[2], m[3], m[4], m[5]))
         mf += 1
@@ -94,7 +97,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         j, src, dst, kind, payload, hop = m
         if tracer:
             tracer.message(t, "recv", j, (kind, src, dst, payload, hop, None))
-        if dst == BROADCAST:
+        if dst == bcast:
             if j == src:
                 return  # once round: taken off
             post(j, (j, src, dst, kind, payload, hop + 1), t, True)
