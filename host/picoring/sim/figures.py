@@ -141,10 +141,13 @@ def plot(rows, folder):
         if not sub:
             continue
         f, ax = plt.subplots(figsize=(8, 4.5))
-        for label, _p, _c in CURVES:
+        # the ring and BinarySearch on the ring coincide (docs/bounds.md): big squares under dots
+        styles = ({"marker": "s", "ms": 9, "ls": "-"}, {"marker": "^", "ms": 6, "ls": "-"},
+                  {"marker": "o", "ms": 4, "ls": "--"})
+        for (label, _p, _c), style in zip(CURVES, styles):
             pts = sorted((r[key], r["responsiveness_mean"]) for r in sub if r["curve"] == label)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style)
         xs = sorted({r[key] for r in sub})
         if fig == 9:
             ax.plot(xs, [math.log2(x) for x in xs], "k:", label="log2 n")
