@@ -126,7 +126,7 @@ import time
 from array import array
 from collections import deque
 
-from ..check.registry import message_roles
+from ..check.registry import message_roles, with_options
 from ..firmware import protocol as _fw
 from ..firmware.frame import MSG, MSG_HEAD
 from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN
@@ -179,11 +179,17 @@ DELIVERED = (_DELIV_SHIFT, 1)
 INF = 1 << 60
 
 
-def _protocol_class(protocol):
-    """(node class, name) of a registered protocol's name (firmware.protocol.REGISTRY)
-    or of a Node subclass (a planted bug in the tests)."""
+def _protocol_class(protocol, start=None):
+    """(node class, name) of a registered protocol's name or spec (firmware.protocol.REGISTRY)
+    or of a Node subclass (a planted bug in the tests). start: where the token starts; a
+    protocol with a layout of its own (options in its descriptor: a tree) is built for it,
+    as its holder option."""
     if isinstance(protocol, str):
-        return _fw.load(protocol), protocol  # ValueError naming the known ones
+        cls = _fw.load(protocol)  # ValueError naming the known ones
+        if start is not None and start != cls.first and cls.about.get("options"):
+            protocol = with_options(protocol, {"holder": str(start)})
+            cls = _fw.load(protocol)
+        return cls, protocol
     return protocol, getattr(protocol, "name", None) or protocol.__name__
 
 
@@ -266,8 +272,10 @@ class Explorer:
     subclass (a planted bug in the tests).
     """
 
-    def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0):
-        self.cls, self.protocol = _protocol_class(protocol)
+    def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=None):
+        self.cls, self.protocol = _protocol_class(protocol, start)
+        if start is None:
+            start = self.cls.first  # the holder option (0 unless given)
         _check_size(n, 60, "the explorer")
         if requests_per_node < 0:
             raise ValueError("requests per node cannot be negative")

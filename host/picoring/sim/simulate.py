@@ -79,7 +79,8 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
         tracer = TraceTap(listeners[0] if len(listeners) == 1 else _fanout(listeners), n)
     try:
         try:
-            out = simcore.run(nodes, wl, cs_time, checker, tracer=tracer, idle_horizon=idle_horizon, progress=progress)
+            out = simcore.run(nodes, wl, cs_time, checker, tracer=tracer, idle_horizon=idle_horizon, progress=progress,
+                              holder=nodes[0].first)  # the protocol's holder option, 0 by default
         except simcore.BusyNodeError as e:
             raise WorkloadError("%s: %s" % (wl.describe(), e)) from None
         if writer is not None:
