@@ -483,6 +483,7 @@ REGISTRY = {
     "sk": ("proto_sk", "NodeSK"),
     "ra": ("proto_ra", "NodeRA"),
     "raymond": ("proto_raymond", "NodeRaymond"),
+    "nt": ("proto_nt", "NodeNT"),
 }
 # The paper's protocols (the host's commands offer these; the rest are in REGISTRY).
 PAPER = ("s", "q", "d", "d-literal")

@@ -181,12 +181,12 @@ INF = 1 << 60
 
 def _protocol_class(protocol, start=None):
     """(node class, name) of a registered protocol's name or spec (firmware.protocol.REGISTRY)
-    or of a Node subclass (a planted bug in the tests). start: where the token starts; a
-    protocol with a layout of its own (options in its descriptor: a tree) is built for it,
-    as its holder option."""
+    or of a Node subclass (a planted bug in the tests). start: where the token starts, given
+    to the protocol as its holder option (a protocol with a layout, a tree or last pointers,
+    builds it towards the holder; S, Q, D and the toy ignore it)."""
     if isinstance(protocol, str):
         cls = _fw.load(protocol)  # ValueError naming the known ones
-        if start is not None and start != cls.first and cls.about.get("options"):
+        if start is not None and start != cls.first:
             protocol = with_options(protocol, {"holder": str(start)})
             cls = _fw.load(protocol)
         return cls, protocol
