@@ -484,6 +484,7 @@ REGISTRY = {
     "ra": ("proto_ra", "NodeRA"),
     "raymond": ("proto_raymond", "NodeRaymond"),
     "nt": ("proto_nt", "NodeNT"),
+    "dag": ("proto_dag", "NodeDAG"),
 }
 # The paper's protocols (the host's commands offer these; the rest are in REGISTRY).
 PAPER = ("s", "q", "d", "d-literal")
