@@ -11,7 +11,7 @@
 #                       random:SEED  a random recursive tree: i's parent uniform in 0..i-1
 # Graphs (option graph=): complete, ring (i - i+1 mod n), random:P[:SEED] (each pair an
 # edge with probability P, plus the random tree of SEED, so that the graph is connected),
-# or any tree above.
+# or any tree above (binary, path, star; tree:random:SEED, as random: names the graph).
 # Allocates (lists): call it from __init__ only.
 
 
@@ -91,9 +91,10 @@ def graph(kind, n):
                     adj[j].append(i)
         return [sorted(a) for a in adj]
     try:
-        return [sorted(a) for a in tree(kind, n)]
+        return [sorted(a) for a in tree(kind[5:] if kind.startswith("tree:") else kind, n)]
     except ValueError:
-        raise ValueError("graph=%s: one of complete, ring, random:P[:SEED], binary, path, star, random:SEED" % kind)
+        raise ValueError("graph=%s: one of complete, ring, random:P[:SEED], or a tree: binary, path, star, "
+                         "tree:random:SEED" % kind)
 
 
 def bfs(adj, root):

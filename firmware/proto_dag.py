@@ -65,8 +65,8 @@ class NodeDAG(Node):
         "exclusion": "hard",
         "rests": True,
         "view": {"requests": True},
-        "options": {"graph": "the logical graph: complete | ring | random:P[:SEED] | binary | path | star "
-                             "| random:SEED (default complete)"},
+        "options": {"graph": "the logical graph: complete | ring | random:P[:SEED] | a tree: binary | path | star "
+                             "| tree:random:SEED (default complete)"},
         "messages": {"request": {"kind": REQUEST, "to": "an out-neighbour", "payload": "none"},
                      "token": {"kind": TOKEN, "to": "the head of REQ_QUEUE (a neighbour)",
                                "payload": "seq u32, epoch u16, more u8"},

@@ -71,7 +71,7 @@ class RingRun:
         self.n = len(self.ports)
         if self.n < 2:
             raise HarnessError("a ring needs at least 2 boards, got %d" % self.n)
-        self.protocol = protocol
+        self.protocol = registry.spec(protocol)  # canonical: the spec the boards say in their hello
         self.workload = workload
         self.unit_us = unit_us
         self.trace_path = trace
