@@ -64,6 +64,8 @@ class NodeDAG(Node):
                      "'Tokenanforderung' (rule and invariants), 'Aufwand und Varianten' (signposts, messages)"),
         "exclusion": "hard",
         "rests": True,
+        # The most hop times one request takes on a quiet ring (the simulator's horizons): a request over at most n - 1 edges, the token back, and a FLIP round at each token move.
+        "horizon": "n*n + n",
         "view": {"requests": True},
         "options": {"graph": "the logical graph: complete | ring | random:P[:SEED] | a tree: binary | path | star "
                              "| tree:random:SEED (default complete)"},

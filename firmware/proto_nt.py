@@ -56,6 +56,8 @@ class NodeNT(Node):
                      "doi:10.1006/jpdc.1996.0041 (named by seeds/token-request-algorithms-slides-de.md)"),
         "exclusion": "hard",
         "rests": True,
+        # The most hop times one request takes on a quiet ring (the simulator's horizons): at most n - 1 forwards and the token, each at most n - 1 hops.
+        "horizon": "n*n",
         "view": {"requests": True},
         "messages": {"request": {"kind": REQUEST, "to": "last (forwarded)", "payload": "requester u8"},
                      "token": {"kind": TOKEN, "to": "next", "payload": "seq u32, epoch u16"}},

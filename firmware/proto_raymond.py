@@ -64,7 +64,9 @@ class NodeRaymond(Node):
         "citation": ("van de Snepscheut 1987, Raymond 1989, as sketched by the slides "
                      "seeds/token-request-algorithms-slides-de.md, 'Skizze des Algorithmus' (1), (2)"),
         "exclusion": "hard",
-        "rests": True,  # the unused token stays at the last holder
+        "rests": True,
+        # The most hop times one request takes on a quiet ring (the simulator's horizons): requests up at most D edges and the token down: D*n hop times.
+        "horizon": "D*n",  # the unused token stays at the last holder
         "view": {"requests": True},
         "options": {"tree": "the logical tree: binary | path | star | random:SEED (default binary)"},
         "messages": {"request": {"kind": REQUEST, "to": "HOLDER (a tree neighbour)", "payload": "none"},

@@ -60,6 +60,14 @@ def split_specs(text):
     return out
 
 
+def horizon(protocol, n):
+    """The descriptor's "horizon" at ring size n: the most hop times one request can take on a
+    quiet ring (an expression as the bounds are), or None (n: the ring protocols')."""
+    cls = _fw.load(protocol)
+    expr = cls.about.get("horizon")
+    return None if expr is None else _fw.bound(expr, n, cls.bound_names(n))
+
+
 def first_holder(protocol):
     """Where the ring's first token starts: the holder option (protocol.Node.first), 0 by default."""
     return _fw.load(protocol).first
