@@ -307,7 +307,7 @@ def test_a_board_that_drops_out_mid_flash(vring):
     th.start()
     try:
         with pytest.raises(flash.FlashError) as e:
-            flash.flash(targets, "q", copy_timeout=20)
+            flash.flash(targets, "q", copy_timeout=8)
     finally:
         stop.set()
         th.join(5)
@@ -524,6 +524,9 @@ class Rfc2217Server:
             except OSError:
                 return
             self.clients += 1
+            # as pyserial's example server does: without it each small write waits for the
+            # client's delayed ACK (40 ms), and mpremote's copy, a round trip per chunk, took 50 s
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             ser = PtyPort(self.port, timeout=0.05)
             lock = threading.Lock()
 

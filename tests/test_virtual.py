@@ -377,3 +377,15 @@ def test_sigterm_of_run_virtual_cleans_up_like_ctrl_c(tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM, err.decode()
     assert "picoring: terminated" in err.decode() and "Traceback" not in err.decode()
     assert not workdir.exists(), sorted(p.name for p in workdir.rglob("*"))
+
+
+def test_a_relay_that_does_not_answer_says_where_it_is():
+    # Once, under two busy loops, a supervisor's ring did not start: "the relay did not answer
+    # within 15.0s", and nothing said what it was doing. The message now names its frames.
+    with VirtualRing(2) as ring:
+        with pytest.raises(VirtualBoardError, match=r"it was at: .*sleep_in_the_relay"):
+            ring._call(lambda: sleep_in_the_relay(0.5), 0.1)
+
+
+def sleep_in_the_relay(seconds):
+    time.sleep(seconds)

@@ -20,6 +20,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+import types
 from pathlib import Path
 
 DEFAULT_TIMEOUT = 30.0
@@ -70,18 +73,24 @@ def _check_port(port):
 
 
 def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote"):
-    """Run `mpremote connect PORT resume ARGS...`; return its stdout (bytes) or raise DeployError."""
+    """Run `mpremote connect PORT resume ARGS...`; return its stdout (bytes) or raise DeployError.
+
+    timeout: how long mpremote may go without printing anything. A copy of ten files prints a
+    line per file, and through a slow path (a loaded machine, an RFC 2217 server) the whole copy
+    once took longer than a budget meant for one board that does not answer: a board that
+    answers slowly but steadily is not a board that does not answer."""
     _check_port(port)
     # mpremote knows a pty only by its /dev/pts/ name (and is 8x slower on one it takes for
     # a USB serial port); a virtual board's port is a symlink to one, as /dev/serial/by-id/
     # names are to /dev/ttyACM*. Give it the device itself.
     device = os.path.realpath(port) if port.startswith("/") else port
     cmd = [sys.executable, "-m", "mpremote", "connect", device, "resume", *args]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as e:
-        raise DeployError("%s on %s: no answer within %.1fs (is it a MicroPython board, and does its firmware "
-                          "stop on Ctrl-C?)" % (what, port, timeout), e.stdout)
+    proc = _run_watched(cmd, timeout)
+    if proc.timed_out:
+        raise DeployError("%s on %s: no answer within %.1fs%s (is it a MicroPython board, and does its firmware "
+                          "stop on Ctrl-C?)" % (what, port, timeout,
+                                                " (after %.1f s of progress)" % proc.progress_s if proc.progress_s >= 1 else ""),
+                          proc.stdout)
     if proc.returncode == 0:
         return proc.stdout
     err = (proc.stderr or b"").decode(errors="replace").strip()
@@ -93,6 +102,40 @@ def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote"):
                           "ignores Ctrl-C)" % (what, port), proc.stdout)
     raise DeployError("%s on %s failed (mpremote status %d): %s"
                       % (what, port, proc.returncode, (err or out)[-2000:] or "no message"), proc.stdout)
+
+
+def _run_watched(cmd, quiet_timeout):
+    """Run cmd to its end; kill it once it has printed nothing for quiet_timeout s. Returns its
+    returncode, stdout, stderr, timed_out, and progress_s (how long it went on printing)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")  # its progress lines as they happen, not at exit
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out, err = bytearray(), bytearray()
+    heard = [time.monotonic()]
+
+    def pump(stream, into):
+        for chunk in iter(lambda: stream.read1(4096), b""):
+            into += chunk
+            heard[0] = time.monotonic()
+
+    pumps = [threading.Thread(target=pump, args=a, daemon=True) for a in ((proc.stdout, out), (proc.stderr, err))]
+    for t in pumps:
+        t.start()
+    start = time.monotonic()
+    timed_out = False
+    while True:
+        try:
+            proc.wait(timeout=max(0.01, min(0.5, heard[0] + quiet_timeout - time.monotonic())))
+            break
+        except subprocess.TimeoutExpired:
+            if time.monotonic() - heard[0] >= quiet_timeout:
+                proc.kill()
+                proc.wait()
+                timed_out = True
+                break
+    for t in pumps:
+        t.join(5.0)
+    return types.SimpleNamespace(returncode=proc.returncode, stdout=bytes(out), stderr=bytes(err),
+                                 timed_out=timed_out, progress_s=heard[0] - start)
 
 
 def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT, before=None, after=None):

@@ -61,6 +61,7 @@ import tempfile
 import termios
 import threading
 import time
+import traceback
 import tty
 import weakref
 from pathlib import Path
@@ -593,10 +594,19 @@ class VirtualRing:
         self._calls.put((fn, done, box))
         self._wake()
         if not done.wait(timeout):
-            raise VirtualBoardError("the virtual ring's relay did not answer within %.1fs" % timeout)
+            raise VirtualBoardError("the virtual ring's relay did not answer within %.1fs; it was at: %s"
+                                    % (timeout, self._relay_whereabouts()))
         if "error" in box:
             raise box["error"]
         return box.get("result")
+
+    def _relay_whereabouts(self):
+        """Where the relay thread is now (its innermost frames): what a stuck relay is stuck in."""
+        frame = sys._current_frames().get(self._thread.ident) if self._thread is not None else None
+        if frame is None:
+            return "(no relay thread)"
+        return " < ".join("%s:%d %s" % (os.path.basename(f.filename), f.lineno, f.name)
+                          for f in reversed(traceback.extract_stack(frame)[-4:]))
 
     def _wake(self):
         if self._wake_w is not None:

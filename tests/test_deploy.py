@@ -1,0 +1,22 @@
+"""deploy's mpremote runs: how long a copy may take."""
+
+import sys
+
+from picoring.ring import deploy
+
+STEADY = "import time\nfor i in range(6):\n    print('cp f%d.py :f%d.py' % (i, i))\n    time.sleep(0.2)\n"
+STUCK = "import time\nprint('cp f0.py :f0.py')\ntime.sleep(30)\n"
+
+
+def test_a_copy_that_keeps_printing_progress_is_not_cut_off():
+    # Ten files through an RFC 2217 server on a loaded machine took longer than the whole copy's
+    # budget and were cut off half-copied: the budget is for silence, not for the whole copy.
+    r = deploy._run_watched([sys.executable, "-c", STEADY], quiet_timeout=0.6)  # 1.2 s in all
+    assert not r.timed_out and r.returncode == 0
+    assert r.stdout.decode().splitlines()[-1] == "cp f5.py :f5.py"
+
+
+def test_a_copy_that_stops_printing_is_killed_and_says_how_far_it_got():
+    r = deploy._run_watched([sys.executable, "-c", STUCK], quiet_timeout=0.5)
+    assert r.timed_out and r.returncode != 0
+    assert deploy.copy_progress(r.stdout) == (["f0.py"], [])
