@@ -95,12 +95,21 @@ class CausalMerger:
             return None
         t, b = blocked
         sender = (b - 1) % self.n
-        q = self.queues[sender]
-        if q and self._ready(sender, q[0][1]) and any(e.ev == "send" for _, e, _ in q):
-            # Its send is here, later than the horizon by its board's clock estimate (an
-            # emulated Pico's clock lags when the machine is busy): the send and what its
-            # board did before it come first, whatever the estimate says.
-            return q[0][0], sender
+        # Its send is here, later than the horizon by its board's clock estimate (an emulated
+        # Pico's clock lags when the machine is busy): the send and what its board did before
+        # it come first, whatever the estimate says. The sender's first event may itself be a
+        # receive waiting for its own sender's send, beyond the horizon in turn (3 emulated
+        # Picos under D once forced a receive so, its send right behind such a receive): go
+        # up the ring to the first board that can move. Round the whole ring is a cycle of
+        # waits that only lost events explain.
+        up = sender
+        for _ in range(self.n - 1):
+            q = self.queues[up]
+            if not q or not any(e.ev == "send" for _, e, _ in q):
+                break  # the send it needs has not come
+            if self._ready(up, q[0][1]):
+                return q[0][0], up
+            up = (up - 1) % self.n
         # A recv whose send never came: lost events. Place it rather than stall.
         heard_past = self.heard[sender] is not None and self.heard[sender] > t + self.window_us
         if final or (horizon is not None and t < now - self.stall_us and heard_past) or (
