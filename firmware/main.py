@@ -57,8 +57,9 @@ def check_config(cfg, path=CONFIG):
         raise ConfigError("%s: position must be an integer in 0..%d, not %r" % (path, size - 1, pos))
     import protocol
 
-    if cfg["protocol"] not in protocol.REGISTRY:
-        raise ConfigError("%s: protocol must be one of %s, not %r" % (path, ", ".join(protocol.REGISTRY), cfg["protocol"]))
+    if not isinstance(cfg["protocol"], str) or protocol.parse_spec(cfg["protocol"])[0] not in protocol.REGISTRY:
+        raise ConfigError("%s: protocol must be one of %s (or one with options, NAME:KEY=VALUE,...), not %r"
+                          % (path, ", ".join(protocol.REGISTRY), cfg["protocol"]))
     cs_us = cfg.get("cs_us", 0)
     if not isinstance(cs_us, int) or cs_us < 0:
         raise ConfigError("%s: cs_us must be an integer >= 0, not %r" % (path, cs_us))

@@ -235,7 +235,7 @@ class NodeLoop:
         if give_token:
             self._act(n.give_token(), t)
         elif boot:
-            self._act(n.boot(starter=n.index == 0, nonce=self.nonce), t)
+            self._act(n.boot(starter=n.index == n.first, nonce=self.nonce), t)  # first: the holder option, 0 by default
             self._wait_since = t
         self._show()
 

@@ -165,6 +165,18 @@ class Node:
     # The descriptor the host reads (docs/adding-a-protocol.md): each protocol sets
     # its own. Bounds are expressions in n (protocol.bound(expr, n)); None: none proven.
     about = {}
+    # Options (a protocol spec "name:key=value,key=value", load()): a class made by load()
+    # for a spec carries them here, as strings. "holder" is the layer's, taken by every
+    # protocol: the node where the ring's first token starts (first); the others are the
+    # protocol's own, declared in about["options"] (a logical tree, a graph).
+    opts = {}
+    first = 0
+
+    @classmethod
+    def bound_names(cls, n):
+        """Names a bound expression may use besides n (protocol.bound): a protocol whose
+        bounds depend on its options (a tree's diameter D) returns them."""
+        return {}
 
     def message_sizes(self, n):
         """{message kind: payload bytes} of the messages this protocol sends with
@@ -177,6 +189,8 @@ class Node:
             raise ValueError("a ring needs at least 2 nodes")
         if not 0 <= index < n:
             raise ValueError("node index out of range")
+        if not 0 <= self.first < n:
+            raise ValueError("holder=%d: the first token's node must be one of the ring's, 0..%d" % (self.first, n - 1))
         self.index = index
         self.n = n
         self.pending = False
@@ -468,41 +482,95 @@ REGISTRY = {
     "toy": ("proto_toy", "NodeToy"),
     "sk": ("proto_sk", "NodeSK"),
     "ra": ("proto_ra", "NodeRA"),
+    "raymond": ("proto_raymond", "NodeRaymond"),
+    "nt": ("proto_nt", "NodeNT"),
+    "dag": ("proto_dag", "NodeDAG"),
     "bs": ("proto_bs", "NodeBS"),
 }
 # The paper's protocols (the host's commands offer these; the rest are in REGISTRY).
 PAPER = ("s", "q", "d", "d-literal")
 
 
+def parse_spec(spec):
+    """(name, {option: value}) of a protocol spec: a registered name, or the name, a colon and
+    its options as key=value pairs separated by commas ("raymond:tree=path,holder=2"; a value
+    may contain colons: "dag:graph=random:0.5")."""
+    name, _, rest = spec.partition(":")
+    opts = {}
+    if rest:
+        for item in rest.split(","):
+            k, eq, v = item.partition("=")
+            if not eq or not k or not v:
+                raise ValueError("protocol %r: options are key=value, separated by commas" % spec)
+            opts[k] = v
+    return name, opts
+
+
+def make_spec(name, opts):
+    """The spec of a protocol name with options (keys sorted: one spec per configuration)."""
+    if not opts:
+        return name
+    return name + ":" + ",".join("%s=%s" % (k, opts[k]) for k in sorted(opts))
+
+
 def module_name(protocol):
-    """The firmware module (file stem) of a registered protocol."""
+    """The firmware module (file stem) of a registered protocol (a name or a spec)."""
+    name = parse_spec(protocol)[0]
     try:
-        return REGISTRY[protocol][0]
+        return REGISTRY[name][0]
     except KeyError:
-        raise ValueError("unknown protocol %r (known: %s)" % (protocol, ", ".join(REGISTRY)))
+        raise ValueError("unknown protocol %r (known: %s)" % (name, ", ".join(REGISTRY)))
+
+
+_CONFIGURED = {}  # spec -> the class made for it (one per spec: the host compares classes)
 
 
 def load(protocol):
-    """The Node class of a registered protocol; its module is imported on first use."""
-    mod = module_name(protocol)
+    """The Node class of a registered protocol; its module is imported on first use. For a
+    spec with options, a subclass carrying them (opts, first); ValueError for an option the
+    protocol does not declare (about["options"]) or a holder that is not a number."""
+    name, opts = parse_spec(protocol)
+    mod = module_name(name)
     pkg = __name__.rpartition(".")[0]
     if pkg:  # the host: picoring.firmware.protocol
         mod = pkg + "." + mod
     __import__(mod)
     import sys
 
-    return getattr(sys.modules[mod], REGISTRY[protocol][1])
+    cls = getattr(sys.modules[mod], REGISTRY[name][1])
+    if not opts:
+        return cls
+    spec = make_spec(name, opts)
+    made = _CONFIGURED.get(spec)
+    if made is None:
+        declared = cls.about.get("options") or {}
+        for k in opts:
+            if k != "holder" and k not in declared:
+                raise ValueError("protocol %s has no option %r (options: %s)"
+                                 % (name, k, ", ".join(["holder"] + sorted(declared))))
+        try:
+            first = int(opts.get("holder", 0))
+        except ValueError:
+            raise ValueError("protocol %r: holder must be a node's index, not %r" % (spec, opts["holder"]))
+        # name: the spec, as the board's hello says it and the host compares it
+        made = type(cls.__name__, (cls,), {"opts": opts, "first": first, "name": spec})
+        _CONFIGURED[spec] = made
+    return made
 
 
 def make_node(protocol, index, n):
     return load(protocol)(index, n)
 
 
-def bound(expr, n):
-    """The value of a descriptor's bound (an expression in n, e.g. "3*n - 2"), or None."""
+def bound(expr, n, names=None):
+    """The value of a descriptor's bound (an expression in n, e.g. "3*n - 2", and in the
+    names a configured protocol gives, Node.bound_names: "2*D"), or None."""
     if expr is None:
         return None
-    return eval(expr, {"__builtins__": {}}, {"n": n})
+    env = {"n": n}
+    if names:
+        env.update(names)
+    return eval(expr, {"__builtins__": {}}, env)
 
 
 def _host_names(name):

@@ -319,6 +319,46 @@ def test_a_send_beyond_the_horizon_by_its_clock_estimate_still_comes_before_its_
     assert merger.forced == 0
 
 
+def test_a_receive_waits_for_a_send_behind_a_receive_beyond_the_horizon():
+    # 3 emulated Picos under D, the first run after a flash: board 0's receive waited for
+    # board 2's send, which sat behind board 2's own receive, waiting in turn for board 1's
+    # send, beyond the horizon by board 1's clock estimate. Only one step up the ring was
+    # looked at, and board 0's receive was forced ("order", unexplained). Every board up to
+    # the first that can move is.
+    from picoring.ring.merge import CausalMerger
+    from picoring.ring.hostlink import BoardEvent
+
+    merger = CausalMerger(3)
+    merger.push(1, 2_950_000, BoardEvent(1, 0, 0, "send", link=1, kind="token"))
+    merger.push(2, 100, BoardEvent(2, 0, 0, "recv", link=1, kind="token"))
+    merger.push(2, 120, BoardEvent(2, 1, 0, "send", link=2, kind="token"))
+    merger.push(0, 50, BoardEvent(0, 0, 0, "recv", link=2, kind="token"))
+    merger.push(0, 60, BoardEvent(0, 1, 0, "enter", payload={"seq": 1}))
+    for b in range(3):
+        merger.hear(b, 2_990_000)
+    order = [(e.board, e.ev) for _, e in merger.release(3_000_000)]
+    assert order == [(1, "send"), (2, "recv"), (2, "send"), (0, "recv"), (0, "enter")]
+    assert merger.forced == 0
+
+
+def test_the_receive_forced_is_the_one_whose_send_never_came():
+    # Board 1's send into board 2 was lost; board 2's send into board 0 is there, behind the
+    # receive that waits for it. The receive placed without its send is board 2's (link 1),
+    # not board 0's, which then pairs with its own send.
+    from picoring.ring.merge import CausalMerger
+    from picoring.ring.hostlink import BoardEvent
+
+    merger = CausalMerger(3, window_us=1000, stall_us=10_000)
+    merger.push(2, 100, BoardEvent(2, 0, 0, "recv", link=1, kind="token"))
+    merger.push(2, 120, BoardEvent(2, 1, 0, "send", link=2, kind="token"))
+    merger.push(0, 50, BoardEvent(0, 0, 0, "recv", link=2, kind="token"))
+    for b in range(3):
+        merger.hear(b, 200_000)
+    order = [(e.board, e.ev) for _, e in merger.release(300_000)]
+    assert order == [(2, "recv"), (2, "send"), (0, "recv")]
+    assert merger.forced == 1 and merger.forced_links == [0, 1, 0]
+
+
 class _TalkingPort:
     """A fake serial port: `lines` come out one every `every` s, then `last` (if any) once."""
 

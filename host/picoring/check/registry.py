@@ -10,6 +10,69 @@ from ..firmware import protocol as _fw
 PAPER = _fw.PAPER  # the paper's protocols (Feuerstein et al. 1997)
 
 
+def spec(text, choices=None):
+    """A protocol spec as given ("raymond" or "raymond:tree=path,holder=2") checked and made
+    canonical (options sorted); ValueError naming the known protocols or the options."""
+    name, opts = _fw.parse_spec(text.strip())
+    known = tuple(choices or _fw.REGISTRY)
+    if name not in known:
+        raise ValueError("unknown protocol %r (known: %s)" % (name, ", ".join(known)))
+    text = _fw.make_spec(name, opts)
+    _fw.load(text)  # the options: declared, holder a number
+    return text
+
+
+def with_options(text, opts):
+    """The spec with these options added (replacing the same keys)."""
+    name, have = _fw.parse_spec(text)
+    have.update(opts)
+    return spec(_fw.make_spec(name, have))
+
+
+def takes_option(text, key):
+    """True when the protocol of spec text declares option key (holder: every protocol)."""
+    return key == "holder" or key in (about(text).get("options") or {})
+
+
+def option_help(choices):
+    """[(key, help)] of the options the protocols declare, each once."""
+    seen = {}
+    for name in choices:
+        for k, v in (about(name).get("options") or {}).items():
+            seen.setdefault(k, "%s: %s" % (name, v))
+    return sorted(seen.items())
+
+
+def split_specs(text):
+    """Specs from a list as compare's -p takes it: separated by ";" or by commas, where a
+    comma-separated piece that is key=value continues the spec before it
+    ("raymond:tree=path,holder=2,q" is two protocols)."""
+    out = []
+    for part in text.split(";"):
+        for piece in part.split(","):
+            piece = piece.strip()
+            if not piece:
+                continue
+            if out and "=" in piece and ":" not in piece.split("=", 1)[0] and ":" in out[-1]:
+                out[-1] += "," + piece
+            else:
+                out.append(piece)
+    return out
+
+
+def horizon(protocol, n):
+    """The descriptor's "horizon" at ring size n: the most hop times one request can take on a
+    quiet ring (an expression as the bounds are), or None (n: the ring protocols')."""
+    cls = _fw.load(protocol)
+    expr = cls.about.get("horizon")
+    return None if expr is None else _fw.bound(expr, n, cls.bound_names(n))
+
+
+def first_holder(protocol):
+    """Where the ring's first token starts: the holder option (protocol.Node.first), 0 by default."""
+    return _fw.load(protocol).first
+
+
 def names():
     """Every registered protocol, in registry order (the CLI's choices)."""
     return tuple(_fw.REGISTRY)
@@ -28,8 +91,11 @@ def rests(protocol):
 def bound(protocol, name, n, which="checked"):
     """A bound of the descriptor at ring size n: which is "checked" (what runs are held to) or
     "paper" (as printed); None where none is proven or the descriptor has no such bound."""
-    b = about(protocol).get("bounds", {}).get(name)
-    return None if b is None else _fw.bound(b.get(which), n)
+    cls = _fw.load(protocol)
+    b = cls.about.get("bounds", {}).get(name)
+    if b is None or b.get(which) is None:
+        return None
+    return _fw.bound(b.get(which), n, cls.bound_names(n))
 
 
 def message_roles(about):

@@ -1,6 +1,7 @@
 """What the command modules share: the error a user can fix, the protocol choices,
 printing a report, and the boards a ring command runs on."""
 
+import argparse
 import json
 import sys
 
@@ -14,11 +15,59 @@ class CommandError(Exception):
 PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
 
 
+def _spec_type(choices):
+    def spec(text):
+        try:
+            return registry.spec(text, choices)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return spec
+
+
 def add_protocol_arg(p, choices=PROTOCOLS, default="d", required=False, what="the protocol"):
-    """--protocol/-p, its help naming every choice by its descriptor's title."""
+    """--protocol/-p (a name, or a spec with options: raymond:tree=path), its help naming
+    every choice by its descriptor's title and its options; and --opt KEY=VALUE (options_args)."""
     names = "; ".join("%s = %s" % (name, registry.about(name).get("title", name)) for name in choices)
-    p.add_argument("--protocol", "-p", choices=choices, default=None if required else default, required=required,
-                   metavar="P", help="%s: %s%s" % (what, names, "" if required else " (default %s)" % default))
+    p.add_argument("--protocol", "-p", type=_spec_type(choices), default=None if required else default,
+                   required=required, metavar="P", help="%s: %s%s" % (what, names, "" if required else " (default %s)" % default))
+    add_opt_arg(p, choices)
+
+
+def add_opt_arg(p, choices=PROTOCOLS):
+    """--opt KEY=VALUE, repeatable: the protocol's options, as its descriptor declares them."""
+    declared = registry.option_help(choices)
+    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="a protocol option (repeatable; also as -p NAME:KEY=VALUE,...): holder=K, the node where "
+                        "the first token starts (default 0), for every protocol%s" % "".join(
+                            "; %s (%s)" % (k, v) for k, v in declared))
+
+
+def apply_options(args):
+    """Put --opt KEY=VALUE into args.protocol (a spec), or into each of compare's args.protocols
+    that declares the option (holder: every one); an option none of them takes is an error."""
+    opts = {}
+    for item in getattr(args, "opt", None) or ():
+        k, eq, v = item.partition("=")
+        if not eq or not k or not v:
+            raise CommandError("--opt %s: KEY=VALUE" % item)
+        opts[k] = v
+    if not opts:
+        return
+    if getattr(args, "protocol", None):
+        args.protocol = registry.with_options(args.protocol, opts)
+    elif getattr(args, "protocols", None):
+        specs = registry.split_specs(args.protocols)
+        taken = set()
+        out = []
+        for spec in specs:
+            mine = {k: v for k, v in opts.items() if registry.takes_option(spec, k)}
+            taken.update(mine)
+            out.append(registry.with_options(spec, mine))
+        left = sorted(set(opts) - taken)
+        if left:
+            raise CommandError("--opt %s: none of %s takes it" % (left[0], ", ".join(specs)))
+        args.protocols = ";".join(out)
 
 
 def print_report(report, as_json):

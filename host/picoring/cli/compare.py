@@ -6,13 +6,15 @@ import json
 import sys
 
 from ..check import compare, registry
-from .common import PROTOCOLS, CommandError, add_workload_args, ring_size, user_errors, workload_args
+from .common import PROTOCOLS, CommandError, add_opt_arg, add_workload_args, ring_size, user_errors, workload_args
 
 
 def argparse_compare(sub):
     p = sub.add_parser("compare", help="run protocols on the same workload and compare them in one table")
     p.add_argument("--protocols", "-p", default=",".join(PROTOCOLS),
-                   help="comma-separated, of: %s (default: all registered)" % ", ".join(PROTOCOLS))
+                   help="comma-separated, of: %s (default: all registered); each a name or a spec with options, "
+                        "e.g. raymond:tree=path,holder=2 (or separate by ';')" % ", ".join(PROTOCOLS))
+    add_opt_arg(p)
     p.add_argument("-n", type=int, help="simulator: ring size (default 5, or the ring of a trace given as -w file:TRACE; "
                                         "a ring of boards has its own)")
     add_workload_args(p, 200)
@@ -41,11 +43,14 @@ def argparse_compare(sub):
 
 
 def _protocols(text):
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in names if p not in PROTOCOLS]
+    names = registry.split_specs(text)
+    unknown = [p for p in names if p.partition(":")[0] not in PROTOCOLS]
     if unknown or not names:
         raise CommandError("unknown protocol(s) %s (known: %s)" % (", ".join(unknown) or "none given", ", ".join(PROTOCOLS)))
-    return names
+    try:
+        return [registry.spec(p) for p in names]
+    except ValueError as e:
+        raise CommandError(str(e)) from None
 
 
 def run_sim(protocols, n, workload, requests, seed, cs_time=1, rate=None, period=None):

@@ -18,9 +18,10 @@ def argparse_explore(sub):
                    help="at most this many requests per node (default 1)")
     p.add_argument("--max-states", type=int, default=2_000_000,
                    help="stop with a message beyond this many states (default 2,000,000)")
-    p.add_argument("--start", type=int, default=0, metavar="K",
-                   help="the token rests at node K at the start (default 0; any K gives the same results for "
-                        "rules that are the same at every node up to a rotation, as S, Q, D and the toy's)")
+    p.add_argument("--start", type=int, default=None, metavar="K",
+                   help="the token rests at node K at the start (default 0, or the holder option; any K gives the "
+                        "same results for rules that are the same at every node up to a rotation, as S, Q, D and "
+                        "the toy's; a protocol with a layout of its own, a tree, is built with its holder at K)")
     p.add_argument("--exact", action="store_true",
                    help="keep every node attribute (seq, epoch, dead counters): slower, same results")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -82,7 +83,7 @@ def do_explore(args):
 def _explore(args, progress):
     """(report, its formatter) of the search args ask for; progress(expanded, found) or None."""
     if args.faults is not None:
-        if args.start:
+        if args.start is not None:
             raise ValueError("--start is for the fault-free mode (--faults starts at node 0, or with --boot)")
         budgets = parse_faults(args.faults)
         stop = False
@@ -100,7 +101,7 @@ def _explore(args, progress):
                               **budgets), format_faults_report
     if args.boot or args.drop_anywhere or args.stop_at_first or args.can_form:
         raise ValueError("--boot, --drop-anywhere, --stop-at-first and --can-form need --faults")
-    if not 0 <= args.start < args.n:
+    if args.start is not None and not 0 <= args.start < args.n:
         raise ValueError("--start must be a node of the ring, 0..%d" % (args.n - 1))
     return explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact,
                    start=args.start, progress=progress), format_report

@@ -12,7 +12,7 @@ import sys
 
 from .. import __version__
 from . import bench, boards, compare, dash, explore, figures, run, sim, virtual
-from .common import CommandError
+from .common import CommandError, apply_options
 
 _COMMANDS = {
     "sim": (sim.do_sim, sim.argparse_sim),
@@ -76,6 +76,7 @@ def main(argv=None):
 
 def _main(handler, args):
     try:
+        apply_options(args)
         status = handler(args)
         sys.stdout.flush()  # here, so a reader that went away (| head) shows as BrokenPipeError below
         return status

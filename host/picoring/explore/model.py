@@ -126,7 +126,7 @@ import time
 from array import array
 from collections import deque
 
-from ..check.registry import message_roles
+from ..check.registry import message_roles, with_options
 from ..firmware import protocol as _fw
 from ..firmware.frame import MSG, MSG_HEAD
 from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN
@@ -180,11 +180,17 @@ ENTERED = (_ENT_SHIFT, 0x3F)  # 1 for an edge on which a node entered its critic
 INF = 1 << 60
 
 
-def _protocol_class(protocol):
-    """(node class, name) of a registered protocol's name (firmware.protocol.REGISTRY)
-    or of a Node subclass (a planted bug in the tests)."""
+def _protocol_class(protocol, start=None):
+    """(node class, name) of a registered protocol's name or spec (firmware.protocol.REGISTRY)
+    or of a Node subclass (a planted bug in the tests). start: where the token starts, given
+    to the protocol as its holder option (a protocol with a layout, a tree or last pointers,
+    builds it towards the holder; S, Q, D and the toy ignore it)."""
     if isinstance(protocol, str):
-        return _fw.load(protocol), protocol  # ValueError naming the known ones
+        cls = _fw.load(protocol)  # ValueError naming the known ones
+        if start is not None and start != cls.first:
+            protocol = with_options(protocol, {"holder": str(start)})
+            cls = _fw.load(protocol)
+        return cls, protocol
     return protocol, getattr(protocol, "name", None) or protocol.__name__
 
 
@@ -267,8 +273,10 @@ class Explorer:
     subclass (a planted bug in the tests).
     """
 
-    def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0):
-        self.cls, self.protocol = _protocol_class(protocol)
+    def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=None):
+        self.cls, self.protocol = _protocol_class(protocol, start)
+        if start is None:
+            start = self.cls.first  # the holder option (0 unless given)
         # A protocol whose counters grow for ever (BinarySearch's histories) names, in its
         # descriptor, class attributes that make them wrap soon: about["explore"]["attrs"].
         attrs = (self.cls.about.get("explore") or {}).get("attrs")

@@ -71,7 +71,7 @@ def _per_request(ex, longest, paper, checked, sched):
     return d
 
 
-def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=0, progress=None):
+def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=None, progress=None):
     """Explore and analyse; returns a JSON-able report dict. progress(expanded, found): as the
     state graph grows (model.Explorer.build)."""
     from ..check import registry
@@ -80,6 +80,7 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     t0 = time.perf_counter()
     ex = Explorer(protocol, n, requests_per_node, max_states=max_states, exact=exact, start=start)
     name = ex.protocol
+    start = ex.start_node
     rep = {
         "protocol": name,
         "n": n,
@@ -205,14 +206,16 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     return rep
 
 
-def replay(protocol, n, labels, start=0, checker=None):
+def replay(protocol, n, labels, start=None, checker=None):
     """Run a schedule (explorer labels or "kind i" strings) on fresh node objects
     with real FIFO queues, independently of the explorer's state encoding; message
     frames are passed on and delivered as NodeLoop._on_msg does.
     Returns per-request service traffic (node, hop frames sent, frames delivered,
     logical messages sent) and the totals ("sent": hop frames, "logical").
     checker: a picoring.check.checker.Checker fed the run (step k is time k)."""
-    cls = _protocol_class(protocol)[0]
+    cls = _protocol_class(protocol, start)[0]
+    if start is None:
+        start = cls.first
     nodes = [cls(i, n) for i in range(n)]
     links = [deque() for _ in range(n)]
     delivered = 0

@@ -235,10 +235,15 @@ def board_config(config, index, uart_path, n, baud):
     return cfg
 
 
-def start_order(n):
-    """Boards 1..n-1 first, position 0 (which makes the token) last: a token must not
-    reach a board that is still stopped or being deployed."""
-    return list(range(1, n)) + [0]
+def start_order(n, protocol=None):
+    """The other boards first, the position that makes the token last (0, or the protocol's
+    holder option): a token must not reach a board that is still stopped or being deployed."""
+    first = 0
+    if protocol:
+        from ..check.registry import first_holder
+
+        first = first_holder(protocol)
+    return [i for i in range(n) if i != first] + [first]
 
 
 def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
@@ -252,7 +257,7 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     for b in ring.boards:
         b.wait_output(b">>> ", timeout)
         deploy_board(b.usb_path, board_config(config, b.index, b.uart_path, ring.n, ring.baud), files, timeout)
-    for i in start_order(ring.n):
+    for i in start_order(ring.n, (config or {}).get("protocol")):
         ring.reset(i)
         if files is None:
             ring.boards[i].wait_output(b"!hello", timeout)
@@ -269,7 +274,7 @@ def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEO
         supervisor.reset(state_dir, b["index"], repl=True)
     for b in state["boards"]:
         deploy_board(b["usb"], board_config(config, b["index"], b["uart"], state["n"], state["baud"]), files, timeout)
-    for i in start_order(state["n"]):
+    for i in start_order(state["n"], (config or {}).get("protocol")):
         supervisor.reset(state_dir, i)
     return state
 

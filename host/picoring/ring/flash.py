@@ -203,8 +203,10 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     fields), copy_s, confirm_s. mpy=False copies sources to every board. Raises FlashError
     (or PortError before anything was touched)."""
     log = log or (lambda text: None)
-    if protocol not in PROTOCOLS:
-        raise FlashError("unknown protocol %r (known: %s)" % (protocol, ", ".join(PROTOCOLS)))
+    try:
+        protocol = registry.spec(protocol)
+    except ValueError as e:
+        raise FlashError(str(e)) from None
     bdef = boarddefs.load(board) if isinstance(board, str) else board
     if files is None:
         files = deploy.firmware_files(protocol=protocol)  # only its own protocol module
@@ -275,7 +277,7 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     # time against wall time (harness.slowness); a real Pico's clock gives 1.
     index_of = {positions[i]: i for i in range(n)}
     rates = []
-    for i in (index_of[p] for p in deploy.start_order(n)):
+    for i in (index_of[p] for p in deploy.start_order(n, protocol)):
         t = targets[i]
         t0 = time.monotonic()
         link = open_link(positions[i], t, tap=tap)

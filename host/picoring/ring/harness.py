@@ -74,7 +74,7 @@ class RingRun:
         self.n = len(self.ports)
         if self.n < 2:
             raise HarnessError("a ring needs at least 2 boards, got %d" % self.n)
-        self.protocol = protocol
+        self.protocol = registry.spec(protocol)  # canonical: the spec the boards say in their hello
         self.workload = workload
         self.unit_us = unit_us
         self.trace_path = trace
@@ -145,7 +145,7 @@ class RingRun:
         for link in self.links:
             link.write(CTRL_C)
         time.sleep(0.2)
-        for i in start_order(self.n):
+        for i in start_order(self.n, self.protocol):
             link = self.links[i]
             drain(link.replies)
             if self.resetter is not None:
@@ -209,10 +209,11 @@ class RingRun:
         deferred = [0] * n
         sends = recvs = 0
         by_msg = False  # protocol-layer messages seen: the token balance below cannot tell the holder
-        holder = 0  # the board that last received the token (S: the one just behind it)
+        holder = registry.first_holder(self.protocol)  # the board that last received the token (S: the one just behind it)
         # tokens received minus tokens sent per board: at rest, the holder is the one board at 1
-        # (Q and D start with the token resting at position 0)
-        tokens = [1] + [0] * (n - 1)
+        # (Q and D start with the token resting at position 0; any protocol at its holder option)
+        tokens = [0] * n
+        tokens[holder] = 1
         last_event = now_us()
         last_exit = None
         t0 = now_us()

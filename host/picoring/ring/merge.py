@@ -90,24 +90,35 @@ class CausalMerger:
 
     def _unblock(self, blocked, now, horizon, final):
         """Nothing is ready, and blocked = (t, board) is the oldest receive (or gap) waiting for
-        its send: what to release now, (t, board), or None (wait)."""
+        its send: what to release now, (t, board, forced), or None (wait)."""
         if blocked is None:
             return None
-        t, b = blocked
-        sender = (b - 1) % self.n
-        q = self.queues[sender]
-        if q and self._ready(sender, q[0][1]) and any(e.ev == "send" for _, e, _ in q):
-            # Its send is here, later than the horizon by its board's clock estimate (an
-            # emulated Pico's clock lags when the machine is busy): the send and what its
-            # board did before it come first, whatever the estimate says.
-            return q[0][0], sender
-        # A recv whose send never came: lost events. Place it rather than stall.
-        heard_past = self.heard[sender] is not None and self.heard[sender] > t + self.window_us
+        # Its send is here, later than the horizon by its board's clock estimate (an emulated
+        # Pico's clock lags when the machine is busy): the send and what its board did before
+        # it come first, whatever the estimate says. The sender's first event may itself be a
+        # receive waiting for its own sender's send, beyond the horizon in turn (3 emulated
+        # Picos under D forced receives so, 4 runs in 5): go up the ring to the first board
+        # that can move.
+        t, waiting = blocked
+        for _ in range(self.n):
+            up = (waiting - 1) % self.n
+            q = self.queues[up]
+            if not q or not any(e.ev == "send" for _, e, _ in q):
+                break  # up's send has not come: the receive waiting for it is the one to place
+            if self._ready(up, q[0][1]):
+                return q[0][0], up, False
+            t, waiting = q[0][0], up  # up's first event waits in turn
+        else:  # waits round the whole ring: only lost events explain a cycle
+            t, waiting = blocked
+            up = (waiting - 1) % self.n
+        # A receive whose send never came: lost events. Place it rather than stall, once its
+        # sender was heard from past it, or after give_up_us.
+        heard_past = self.heard[up] is not None and self.heard[up] > t + self.window_us
         if final or (horizon is not None and t < now - self.stall_us and heard_past) or (
                 horizon is not None and t < now - self.give_up_us):
             self.forced += 1
-            self.forced_links[sender] += 1
-            return blocked
+            self.forced_links[up] += 1
+            return t, waiting, True
         return None
 
     def _count(self, b, e, forced):
@@ -160,13 +171,16 @@ class CausalMerger:
                     continue
                 if best is None or t < best[0]:
                     best = (t, b)
+            forced = False
             if best is None:
-                best = self._unblock(blocked_oldest, now, horizon, final)
-                if best is None:
+                unblocked = self._unblock(blocked_oldest, now, horizon, final)
+                if unblocked is None:
                     return out
-            t, b = best
+                t, b, forced = unblocked
+            else:
+                t, b = best
             _, e, counted = self.queues[b].popleft()
-            self._count(b, e, forced=best is blocked_oldest)
+            self._count(b, e, forced=forced)
             if not counted:
                 continue
             t = max(t, self.last_t)

@@ -65,6 +65,12 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
         wl = workload
     if idle_horizon is None:
         idle_horizon = 4 * n
+    # The run's horizons (simcore.run) grow with the longest a request can take on a quiet
+    # ring: n hop times for the ring protocols; a protocol whose messages travel a logical
+    # structure routed over the ring says how long in its descriptor ("horizon": D*n for a
+    # tree's requests up and its token down).
+    h = max(n, registry.horizon(protocol, n) or 0)
+    starve = starve_horizon(protocol, n, cs_time)  # the descriptor's own, if it gives one (bs)
     checker = Checker(protocol, n)
     writer = None
     listeners = []
@@ -80,7 +86,9 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
     try:
         try:
             out = simcore.run(nodes, wl, cs_time, checker, tracer=tracer, idle_horizon=idle_horizon, progress=progress,
-                              starve_horizon=starve_horizon(protocol, n, cs_time))
+                              holder=nodes[0].first,  # the protocol's holder option, 0 by default
+                              quiesce_horizon=4 * h + 4 * cs_time + 8,
+                              starve_horizon=starve if starve is not None else 8 * h * (cs_time + 1) + 16)
         except simcore.BusyNodeError as e:
             raise WorkloadError("%s: %s" % (wl.describe(), e)) from None
         if writer is not None:

@@ -1,0 +1,234 @@
+# Raymond's tree algorithm (van de Snepscheut 1987, Raymond 1989), as the slides sketch it
+# (seeds/token-request-algorithms-slides-de.md, "Der O(log n)-Algorithmus" and "Skizze des
+# Algorithmus" (1) and (2); the rules quoted in English where they happen), on the ring's
+# message layer (protocol.py): the logical tree is an option, the ring is fixed. A message
+# along the tree edge i -> j is routed over the ring: (j - i) mod n hop frames, one logical
+# message. Up and back along one edge is therefore n hop frames, whatever the edge.
+#
+# Messages: REQUEST, kind 0, no payload (the sender, a neighbour, is the frame's src).
+# TOKEN, kind 1: seq u32 (30 bits), epoch u16 (the layer's token header), more u8: 1 when a
+# REQUEST from the sender follows it (the slides' "Optimierung: Token und request
+# zusammenfassen": the layer sends one message per handler call, and this combination is
+# the slides' own way to send both).
+#
+# State of P_i, as the slides name it:
+#   HOLDER     self.holder: this node's index ('self') or the neighbour towards the token
+#   ASKED      self.asked: a REQUEST has been sent towards HOLDER
+#   REQ_QUEUE  self.queue[0:qlen]: FIFO of neighbours' indices or this node's ('self'),
+#              0xFF beyond qlen (a neighbour is at most once in it: it asks again only
+#              after the token came from here)
+#
+# "Einige Details müssten in naheliegender Weise ergänzt werden" (some details must be
+# filled in the obvious way). Filled here, each marked "Gap:" where it happens:
+#   - the idle holder that receives a REQUEST gives the token away at once ("P_j hat Token
+#     und möchte es loswerden"), as at the end of its critical section;
+#   - ASKED := false when the token arrives (it answers this node's REQUEST), and when it
+#     is passed on with REQ_QUEUE empty; without it a node that forwarded the token for
+#     another keeps ASKED = true and never asks again (its later requests wait forever).
+#   - the holder at rest that wants the critical section enters it (0 messages).
+# The slides' fairness question ("Garantiert 'FIFO'-Eigenschaft der Warteschlange
+# Fairness?"): the token goes where REQ_QUEUE's head says, strictly FIFO, never "first
+# used here" (the lift algorithm the slides mention is not taken).
+# "request überholt Token": a TOKEN and a REQUEST from the same node to the same neighbour
+# travel the same wires in order (the ring is FIFO per wire), and the combined TOKEN above
+# carries its REQUEST; requests from other neighbours may reach a node before the token
+# does, which the rules handle (they are queued, ASKED is true). The explorer covers every
+# interleaving (tests/test_tree_protocols.py).
+
+try:
+    from . import protocol  # the host: picoring.firmware.proto_*
+    from . import graphs
+except ImportError:
+    import protocol  # a board: firmware modules side by side
+    import graphs
+
+Node = protocol.Node
+AT = protocol.PAYLOAD_AT
+SEQ_MASK = protocol.SEQ_MASK
+get30 = protocol.get30
+
+REQUEST = 0
+TOKEN = 1
+_HEADER = 6  # seq u32, epoch u16
+_EMPTY = 0xFF
+
+
+class NodeRaymond(Node):
+    """Raymond's tree: requests up the tree towards HOLDER, the token down, edges reversed."""
+
+    name = "raymond"
+    uses_requests = False  # no again frames: a lost request is not re-announced (no recovery here)
+    about = {
+        "name": "raymond",
+        "title": "Raymond's tree: REQUEST towards HOLDER, REQ_QUEUE per node, the token down the tree",
+        "citation": ("van de Snepscheut 1987, Raymond 1989, as sketched by the slides "
+                     "seeds/token-request-algorithms-slides-de.md, 'Skizze des Algorithmus' (1), (2)"),
+        "exclusion": "hard",
+        "rests": True,
+        # The most hop times one request takes on a quiet ring (the simulator's horizons): requests up at most D edges and the token down: D*n hop times.
+        "horizon": "D*n",  # the unused token stays at the last holder
+        "view": {"requests": True},
+        "options": {"tree": "the logical tree: binary | path | star | random:SEED (default binary)"},
+        "messages": {"request": {"kind": REQUEST, "to": "HOLDER (a tree neighbour)", "payload": "none"},
+                     "token": {"kind": TOKEN, "to": "the head of REQ_QUEUE (a tree neighbour)",
+                               "payload": "seq u32, epoch u16, more u8 (a REQUEST follows)"}},
+        "bounds": {
+            # "typischerweise O(log n) Einzelnachrichten, um den Tokenbesitzer zu erreichen";
+            # requests up a path of at most D edges, the token down it (D = the tree's diameter).
+            "logical_per_request": {"paper": "2*D", "checked": "2*D",
+                                    "where": "requests up the tree path, the token down it (Raymond 1989); "
+                                             "docs/bounds.md"},
+            # Each tree edge up and back is n hop frames on the ring: at most D*n per request.
+            "messages_per_request": {"paper": None, "checked": "D*n",
+                                     "where": "an edge there and back is n hop frames on the ring (docs/bounds.md)"},
+            "service_traffic": {"paper": None, "checked": None, "where": "not bounded by the slides"},
+        },
+    }
+
+    @classmethod
+    def bound_names(cls, n):
+        return {"D": graphs.diameter(graphs.tree(cls.opts.get("tree", "binary"), n))}
+
+    def message_sizes(self, n):
+        return {REQUEST: 0, TOKEN: _HEADER + 1}
+
+    def __init__(self, index, n):
+        Node.__init__(self, index, n)
+        adj = graphs.tree(self.opts.get("tree", "binary"), n)
+        # Initially every HOLDER points along the tree towards the first holder (self there).
+        self.holder = graphs.bfs(adj, self.first)[1][index]
+        self.asked = False
+        self.queue = bytearray(n)
+        for k in range(n):
+            self.queue[k] = _EMPTY
+        self.qlen = 0
+
+    # -- REQ_QUEUE --------------------------------------------------------------
+
+    def _enqueue(self, j):
+        if self.qlen == self.n:
+            self.errors = (self.errors + 1) & SEQ_MASK  # cannot happen: each neighbour at most once
+            return
+        self.queue[self.qlen] = j
+        self.qlen += 1
+
+    def _dequeue(self):
+        q = self.queue
+        h = q[0]
+        k = 1
+        while k < self.qlen:
+            q[k - 1] = q[k]
+            k += 1
+        self.qlen -= 1
+        q[self.qlen] = _EMPTY
+        return h
+
+    # -- the rules ----------------------------------------------------------------
+
+    def give_token(self):
+        Node.give_token(self)
+        self.holder = self.index
+        return 0
+
+    def request(self):
+        if self.has_token:
+            return self._enter()  # Gap: the holder at rest enters at once, 0 messages
+        self.pending = True
+        # "P_j möchte Token, hat es jedoch nicht: Füge 'self' an REQ_QUEUE an;
+        #  if not ASKED then send REQUEST to HOLDER; ASKED := true"
+        self._enqueue(self.index)
+        if not self.asked:
+            self.asked = True
+            return self.send(REQUEST, self.holder)
+        return 0
+
+    def on_message(self, kind, src, buf):
+        if kind == REQUEST:
+            # "P_j empfängt REQUEST von P_i: Füge 'P_i' an REQ_QUEUE an;
+            #  if not ASKED and HOLDER != self then send REQUEST to HOLDER; ASKED := true"
+            self._enqueue(src)
+            if self.holder == self.index:
+                if self.in_cs or not self.has_token:
+                    return 0
+                return self._release()  # Gap: the idle holder gives the token away at once
+            if not self.asked:
+                self.asked = True
+                return self.send(REQUEST, self.holder)
+            return 0
+        return self._take_token(src, buf)
+
+    def _take_token(self, src, buf):
+        epoch = self.token_gate(buf)  # recovery's epoch gate (protocol.Node)
+        if epoch < 0:
+            return protocol.DISCARDED
+        if self.has_token:
+            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped
+            return 0
+        self.seq = get30(buf, AT)
+        self.epoch = epoch
+        self.has_token = True
+        self.asked = False  # Gap: the token answers this node's REQUEST
+        if buf[AT + _HEADER]:
+            # The REQUEST combined with the token: queued behind what this node already has
+            # (it cannot be REQ_QUEUE's head: this node asked, so its queue is not empty).
+            self._enqueue(src)
+        if self.qlen == 0:
+            # Not in a fault-free ring (the token comes only where it was asked for).
+            self.holder = self.index
+            return 0
+        # "P_j empfängt Token von P_k: HOLDER := dequeue(REQ_QUEUE);
+        #  if HOLDER = self then <kritischer Abschnitt>
+        #  else send TOKEN to HOLDER; if |REQ_QUEUE| > 0 then send REQUEST to HOLDER; ASKED := true"
+        h = self._dequeue()
+        self.holder = h
+        if h == self.index:
+            return self._enter()
+        return self._give(h)
+
+    def exit_cs(self):
+        self.in_cs = False
+        return self._release()
+
+    def _release(self):
+        # "P_j hat Token und möchte es loswerden: if |REQ_QUEUE| > 0 then
+        #  HOLDER := dequeue(REQ_QUEUE); send TOKEN to HOLDER;
+        #  if |REQ_QUEUE| > 0 then send REQUEST to HOLDER else ASKED := false"
+        if self.qlen == 0:
+            return 0  # the token rests here
+        h = self._dequeue()
+        self.holder = h
+        return self._give(h)
+
+    def _give(self, h):
+        """TOKEN to neighbour h, with the REQUEST combined when REQ_QUEUE is not empty."""
+        self.has_token = False
+        self.put_token_header()
+        more = 1 if self.qlen else 0
+        self.out[_HEADER] = more
+        self.asked = more == 1  # ASKED := true with the REQUEST; Gap: false without it
+        return self.send(TOKEN, h)
+
+    # -- recovery (protocol.Node) -------------------------------------------------
+
+    def _regenerate(self):
+        # Deviation: the tree's pointers cannot be rebuilt from one node. A token made here
+        # is right for the ring's first token (the first holder's claim, every HOLDER
+        # pointing here); after a lost token the others still point to where it was lost,
+        # and their requests wait there: the recovery's liveness is not given for this
+        # protocol (its safety is: one token, by epochs).
+        self._new_token()
+        self.holder = self.index
+        self.asked = False
+        if self.qlen == 0:
+            return 0
+        return self._serve()
+
+    def _serve(self):
+        h = self._dequeue()
+        self.holder = h
+        if h == self.index:
+            return self._enter()
+        return self._give(h)
+
+    def on_request_again(self, origin=-1):
+        return 0  # no again frames (uses_requests is False): nothing to forward
