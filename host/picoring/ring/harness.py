@@ -215,6 +215,7 @@ class RingRun:
         tokens = [0] * n
         tokens[holder] = 1
         last_event = now_us()
+        last_inject = last_event  # the closed loop's last request
         last_exit = None
         t0 = now_us()
         next_ping = t0 + 500_000
@@ -496,14 +497,18 @@ class RingRun:
                 # there the wait is longer instead of sends == recvs.
                 # (events lost in a USB outage leave the balance of sends and receives off for good)
                 lossy = lossy or any(link.parser.missing_in_outages for link in self.links)
-                quiet = (not busy and (now - last_event > settle_us and (sends == recvs or not rests)
+                # A token that never rests (S, BinarySearch) moves for ever: frames never stop, so
+                # its ring is quiet once no request has been in it for settle_us (a bs run on an
+                # idle machine waited for ever for a pause between frames that never came).
+                since = last_event if rests else max(last_exit or t0, last_inject)
+                quiet = (not busy and (now - since > settle_us and (sends == recvs or not rests)
                                        or lossy and now - last_event > 3 * settle_us))
                 # 4. closed loop
                 if quiet and wl.closed_loop and not wl.exhausted:
                     i = wl.on_quiescent(t_units, self._holder(tokens, holder, by_msg) if rests else holder)
                     if i is not None:
                         inject(i)
-                        last_event = now
+                        last_event = last_inject = now
                         continue
                 # 5. the end
                 done = not busy and nt is None and (not wl.closed_loop or wl.exhausted)
