@@ -69,7 +69,7 @@ put30 = protocol.put30
 
 GIMME = 0
 TOKEN = 1
-_HEADER = 6  # seq u32, epoch u16
+_HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
 _T_R = 6  # the token's payload offsets (into out, or after AT in a delivered buffer)
 _T_LEND = 10
 _T_SERVED = 11

@@ -48,11 +48,10 @@ get30 = protocol.get30
 REQUEST = 0
 TOKEN = 1
 FLIP = 2
-_HEADER = 6
-_EMPTY = 0xFF
+_HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
 
 
-class NodeDAG(Node):
+class NodeDAG(protocol.QueueNode):
     """Edges of a directed acyclic graph point towards the holder; the token's receiver reverses its out-edges."""
 
     name = "dag"
@@ -86,7 +85,7 @@ class NodeDAG(Node):
         return {REQUEST: 0, TOKEN: _HEADER + 1, FLIP: 1 + n}
 
     def __init__(self, index, n):
-        Node.__init__(self, index, n)
+        protocol.QueueNode.__init__(self, index, n)  # REQ_QUEUE: self.queue[0:qlen]
         adj = graphs.graph(self.opts.get("graph", "complete"), n)
         dist = graphs.bfs(adj, self.first)[0]
         key = dist[index] * 256 + index  # the order number: height, then index
@@ -96,30 +95,6 @@ class NodeDAG(Node):
                 self.sign[x] = 1
         self.asked = False
         self.flipping = False  # the token is here, its FLIP still out
-        self.queue = bytearray(n)
-        for k in range(n):
-            self.queue[k] = _EMPTY
-        self.qlen = 0
-
-    # -- REQ_QUEUE (as proto_raymond's) --------------------------------------------
-
-    def _enqueue(self, j):
-        if self.qlen == self.n:
-            self.errors = (self.errors + 1) & SEQ_MASK
-            return
-        self.queue[self.qlen] = j
-        self.qlen += 1
-
-    def _dequeue(self):
-        q = self.queue
-        h = q[0]
-        k = 1
-        while k < self.qlen:
-            q[k - 1] = q[k]
-            k += 1
-        self.qlen -= 1
-        q[self.qlen] = _EMPTY
-        return h
 
     def _ask(self):
         """REQUEST over the outgoing edge nearest along the ring."""

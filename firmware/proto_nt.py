@@ -40,7 +40,7 @@ get30 = protocol.get30
 
 REQUEST = 0
 TOKEN = 1
-_HEADER = 6  # seq u32, epoch u16
+_HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
 NIL = 0xFF
 
 

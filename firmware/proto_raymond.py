@@ -49,11 +49,10 @@ get30 = protocol.get30
 
 REQUEST = 0
 TOKEN = 1
-_HEADER = 6  # seq u32, epoch u16
-_EMPTY = 0xFF
+_HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
 
 
-class NodeRaymond(Node):
+class NodeRaymond(protocol.QueueNode):
     """Raymond's tree: requests up the tree towards HOLDER, the token down, edges reversed."""
 
     name = "raymond"
@@ -93,35 +92,11 @@ class NodeRaymond(Node):
         return {REQUEST: 0, TOKEN: _HEADER + 1}
 
     def __init__(self, index, n):
-        Node.__init__(self, index, n)
+        protocol.QueueNode.__init__(self, index, n)  # REQ_QUEUE: self.queue[0:qlen]
         adj = graphs.tree(self.opts.get("tree", "binary"), n)
         # Initially every HOLDER points along the tree towards the first holder (self there).
         self.holder = graphs.bfs(adj, self.first)[1][index]
         self.asked = False
-        self.queue = bytearray(n)
-        for k in range(n):
-            self.queue[k] = _EMPTY
-        self.qlen = 0
-
-    # -- REQ_QUEUE --------------------------------------------------------------
-
-    def _enqueue(self, j):
-        if self.qlen == self.n:
-            self.errors = (self.errors + 1) & SEQ_MASK  # cannot happen: each neighbour at most once
-            return
-        self.queue[self.qlen] = j
-        self.qlen += 1
-
-    def _dequeue(self):
-        q = self.queue
-        h = q[0]
-        k = 1
-        while k < self.qlen:
-            q[k - 1] = q[k]
-            k += 1
-        self.qlen -= 1
-        q[self.qlen] = _EMPTY
-        return h
 
     # -- the rules ----------------------------------------------------------------
 

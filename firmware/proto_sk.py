@@ -46,7 +46,7 @@ next30 = protocol.next30
 
 REQUEST = 0
 TOKEN = 1
-_HEADER = 6  # seq u32, epoch u16
+_HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
 
 
 def token_size(n):

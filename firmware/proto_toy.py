@@ -27,7 +27,7 @@ AT = protocol.PAYLOAD_AT
 
 REQUEST = 0
 TOKEN = 1
-_HEADER = 6  # seq u32, epoch u16
+_HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
 
 
 class NodeToy(Node):

@@ -87,6 +87,7 @@ SEND_MSG = const(128)
 # Messages of the layer (frame.MSG frames, docs/frames.md).
 BROADCAST = const(0xFF)  # destination: every node (frame.BROADCAST)
 PAYLOAD_AT = const(5)  # a delivered message's payload starts at buf[PAYLOAD_AT] (frame.MSG_HEAD)
+TOKEN_HEADER = const(6)  # a token message's payload starts with seq u32 (30 bits), epoch u16 (put_token_header)
 MSG_KINDS = const(16)  # message kinds 0..15
 MSG_MAX_PAYLOAD = const(246)  # frame.MSG_MAX_PAYLOAD
 NO_SIZE = const(255)  # msg_sizes[kind] of a kind the protocol does not declare
@@ -266,7 +267,7 @@ class Node:
 
     def put_token_header(self):
         """A token message's payload starts as the token frame's fields do (docs/frames.md):
-        seq u32 (30 bits) and epoch u16, into self.out[0:6]."""
+        seq u32 (30 bits) and epoch u16, into self.out[0:TOKEN_HEADER]."""
         out = self.out
         put30(out, 0, self.seq)
         out[4] = self.epoch & 0xFF
@@ -469,6 +470,40 @@ class Node:
             return self.on_request()
         self.again_origin = origin
         return SEND_AGAIN
+
+
+QUEUE_EMPTY = const(0xFF)  # an unused slot of a QueueNode's queue
+
+
+class QueueNode(Node):
+    """A Node with a FIFO of node indices (Raymond's REQ_QUEUE, the DAG's): self.queue[0:qlen],
+    in a bytearray made once (no allocation per request), unused slots QUEUE_EMPTY. Plain
+    attributes, so the explorer sees them as the protocol's state."""
+
+    def __init__(self, index, n):
+        Node.__init__(self, index, n)
+        self.queue = bytearray(n)
+        for k in range(n):
+            self.queue[k] = QUEUE_EMPTY
+        self.qlen = 0
+
+    def _enqueue(self, j):
+        if self.qlen == self.n:
+            self.errors = (self.errors + 1) & SEQ_MASK  # cannot happen: each node at most once
+            return
+        self.queue[self.qlen] = j
+        self.qlen += 1
+
+    def _dequeue(self):
+        q = self.queue
+        h = q[0]
+        k = 1
+        while k < self.qlen:
+            q[k - 1] = q[k]
+            k += 1
+        self.qlen -= 1
+        q[self.qlen] = QUEUE_EMPTY
+        return h
 
 
 # The registry: protocol name -> (module, class), imported only when chosen, so a
