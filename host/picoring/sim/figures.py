@@ -63,26 +63,24 @@ def point(protocol, n, gap, complete, rounds=1000, max_time=100_000, seed=1):
             "hop_frames_per_request": round(r["messages_per_request"], 2), "log2_n": round(math.log2(n), 3)}
 
 
-def figure9(ns=FIG9_NS, gap=FIG9_GAP, rounds=1000, max_time=100_000, seed=1, progress=None):
+def _curves(figure, points, rounds, max_time, seed, progress):
+    """Every curve of a figure at its points, (n, gap) pairs: the table's rows."""
     rows = []
     for label, protocol, complete in CURVES:
-        for n in ns:
-            row = dict(point(protocol, n, gap, complete, rounds, max_time, seed), figure=9, curve=label)
+        for n, gap in points:
+            row = dict(point(protocol, n, gap, complete, rounds, max_time, seed), figure=figure, curve=label)
             rows.append(row)
             if progress:
                 progress(row)
     return rows
+
+
+def figure9(ns=FIG9_NS, gap=FIG9_GAP, rounds=1000, max_time=100_000, seed=1, progress=None):
+    return _curves(9, [(n, gap) for n in ns], rounds, max_time, seed, progress)
 
 
 def figure10(n=FIG10_N, gaps=FIG10_GAPS, rounds=1000, max_time=100_000, seed=1, progress=None):
-    rows = []
-    for label, protocol, complete in CURVES:
-        for gap in gaps:
-            row = dict(point(protocol, n, gap, complete, rounds, max_time, seed), figure=10, curve=label)
-            rows.append(row)
-            if progress:
-                progress(row)
-    return rows
+    return _curves(10, [(n, gap) for gap in gaps], rounds, max_time, seed, progress)
 
 
 def write_table(rows, folder):
