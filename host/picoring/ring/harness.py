@@ -158,22 +158,40 @@ class RingRun:
         self.wait_formed(timeout)
 
     def wait_formed(self, timeout=15.0):
-        """Until no board is fresh and position 0 has seen or made the token."""
+        """Until no board is fresh, position 0 has seen or made the token, and, for a protocol
+        whose token rests, the ring is quiet: one board holds the token and no frame has moved
+        for settle_us (board time). A busy machine can make the start-up take more rounds than
+        one (a claim retried while the first was still going round: a newer epoch): what is
+        still moving when the run zeroes the counters would be counted as the run's traffic."""
         deadline = time.monotonic() + timeout
+        settle_s = self.settle_us * self.slowness / 1e6
+        rests = registry.rests(self.protocol)
+        counters, quiet_since = None, None
         while True:
-            waiting = []
-            for link in self.links:
-                f = link.command("status")[1].fields
-                if f.get("fresh") or f.get("starting"):
-                    waiting.append((link, f))
-            if not waiting:
+            statuses = [link.command("status")[1].fields for link in self.links]
+            waiting = [(link, f) for link, f in zip(self.links, statuses) if f.get("fresh") or f.get("starting")]
+            if not waiting and not rests:
                 return
-            if time.monotonic() > deadline:
-                link, f = waiting[0]
-                what = ("is still joining: its join round never came back" if f.get("fresh")
-                        else "has not made the first token: its claim never came back")
-                raise HarnessError("the ring did not form in %.0f s: %s (position %s) %s; is every TX wired to the next "
-                                   "board's RX, and are all the boards running?" % (timeout, link.port, f.get("pos"), what))
+            now = time.monotonic()
+            if not waiting:
+                seen = [(f.get("tok"), f.get("rx_frames"), f.get("tx_frames")) for f in statuses]
+                holders = sum(1 for f in statuses if f.get("tok"))
+                if seen != counters or holders != 1:
+                    counters, quiet_since = seen, now
+                elif now - quiet_since >= settle_s:
+                    return
+            if now > deadline:
+                if waiting:
+                    link, f = waiting[0]
+                    what = ("is still joining: its join round never came back" if f.get("fresh")
+                            else "has not made the first token: its claim never came back")
+                    raise HarnessError("the ring did not form in %.0f s: %s (position %s) %s; is every TX wired to the "
+                                       "next board's RX, and are all the boards running?"
+                                       % (timeout, link.port, f.get("pos"), what))
+                raise HarnessError("the ring formed but did not come to rest in %.0f s: %d board(s) hold the token, "
+                                   "frames received/sent per board %s" % (
+                                       timeout, sum(1 for f in statuses if f.get("tok")),
+                                       " ".join("%s/%s" % (f.get("rx_frames"), f.get("tx_frames")) for f in statuses)))
             time.sleep(0.02)
 
     def check_ring(self):
