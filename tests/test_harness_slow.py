@@ -473,3 +473,22 @@ def test_a_ring_that_never_comes_to_rest_is_reported_with_its_counters():
     run.links = [_ScriptedStatus("p0", [two_tokens]), _ScriptedStatus("p1", [two_tokens])]
     with pytest.raises(HarnessError, match=r"did not come to rest in 0 s: 2 board\(s\) hold the token.*4/4 4/4"):
         run.wait_formed(timeout=0.3)
+
+
+def test_a_board_that_restarts_as_the_run_ends_is_reported_restarted():
+    # Power-cycled as its last request was served: the run loop found the ring quiet and ended
+    # before the board said hello (a Pico's hello comes again only before its answer to the
+    # first host line: here the final flush). Its restart went unreported (restarts 0, and
+    # the next board's 89 "lost" frames were the new incarnation's link numbers starting again).
+    from picoring.ring.harness import RingRun
+    from picoring.sim.workload import make_workload
+
+    run = RingRun(["p0", "p1", "p2"], "d", make_workload("poisson", 3, 1, seed=0))
+    run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]
+    run.t0 = now_us()
+    run.outstanding[1] = 1
+    run.inbox.put((1, now_us(), Reply(1, "hello", "fw=0.6.0 proto=d pos=1 n=3 inc=77 rep=1")))
+    run._take_last([True] * 3)
+    assert run.restarts == [0, 1, 0] and run.outstanding == [0, 0, 0] and run.link_restarted[1]
+    assert any("p1: the board restarted" in text and "reported failed" in text for text in run.notices)
+

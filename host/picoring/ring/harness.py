@@ -105,6 +105,7 @@ class RingRun:
         self.send_lseq = [0] * self.n  # per board: the link sequence byte of its next send (_number_send)
         self.pongs_due = [[] for _ in range(self.n)]  # per board: (event number, time) of pongs not yet heard
         self.unsent = {}  # reason -> requests that never left the host
+        self.outstanding = [0] * self.n  # per board: requests injected, not yet through (run())
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
         self.restart_timeout_s = 15.0  # per board's !hello, and for the ring to form: on a real Pico
         self.slowness = 1.0  # measured in connect(): wall time per board time, at least 1
@@ -223,7 +224,7 @@ class RingRun:
         settle_us, quiesce_us, stall_us = (int(x * slow) for x in (self.settle_us, self.quiesce_timeout_us,
                                                                      self.stall_timeout_us))
         rests = registry.rests(self.protocol)
-        outstanding = [0] * n  # injected and not yet through its critical section
+        outstanding = self.outstanding = [0] * n  # injected and not yet through its critical section
         deferred = [0] * n
         sends = recvs = 0
         by_msg = False  # protocol-layer messages seen: the token balance below cannot tell the holder
@@ -361,17 +362,10 @@ class RingRun:
                             self._heard(b, item, ping_sent)
                             continue
                         if item.word == "hello":
-                            # The board restarted (power cycle, reset): it rejoins the ring by itself;
-                            # the request it had pending is gone with its memory: reported failed.
                             lossy = True
                             tokens[b] = 0
                             forget_pings(b)
-                            self.link_tallies[b] = LinkTally()  # counts from its boot: no !zero
-                            self.merger.unhold(b)
-                            self._restarted(b, now - t0, outstanding[b], t_rx)
-                            self.link_restarted[b] = True
-                            self.pongs_due[b] = []  # (the old incarnation's event numbers)
-                            outstanding[b] = 0
+                            self._restarted(b, now - t0, t_rx)
                             next_ping = now  # its clock started again: a fresh offset soon
                             continue
                         if item.word == "err":
@@ -529,7 +523,10 @@ class RingRun:
                         last_event = last_inject = now
                         continue
                 # 5. the end
-                done = not busy and nt is None and (not wl.closed_loop or wl.exhausted)
+                # (and not while a board whose USB link came back has not answered its state
+                # query: it may have restarted, and says so only in answer to a host line)
+                done = (not busy and nt is None and (not wl.closed_loop or wl.exhausted)
+                        and not any(self.links[b].connected for b in self.resync))
                 if done:
                     if not rests:
                         if last_exit is None or now - last_exit >= self.idle_horizon_us:
@@ -637,7 +634,14 @@ class RingRun:
         self.notices.append("%s: %d request(s) failed: %s" % (self.ports[b], k, UNSEEN_IN_OUTAGE))
         return k
 
-    def _restarted(self, b, t, failed, t_rx=None):
+    def _restarted(self, b, t, t_rx=None):
+        """Board b said hello: it restarted (power cycle, reset) and rejoins the ring by itself;
+        the request it had pending is gone with its memory: reported failed."""
+        failed, self.outstanding[b] = self.outstanding[b], 0
+        self.link_tallies[b] = LinkTally()  # counts from its boot: no !zero
+        self.merger.unhold(b)
+        self.link_restarted[b] = True
+        self.pongs_due[b] = []  # (the old incarnation's event numbers)
         self._place_unplaced(b)  # the previous incarnation's, before its clock is forgotten
         self.links[b].board_restarted(t_rx)
         self.restarts[b] += 1
@@ -691,13 +695,18 @@ class RingRun:
         self.bad_events[b][reason] = self.bad_events[b].get(reason, 0) + 1
 
     def _take_last(self, in_run):
-        """The events in the inbox after the run loop (the boards' final flush): placed."""
+        """The events in the inbox after the run loop (the boards' final flush): placed. A board
+        that restarted as the run ended says hello only now (at the latest before it answers the
+        final flush: the first host line after its boot): it is reported as a restart like one
+        in the run."""
         while True:
             try:
                 b, t_rx, item = self.inbox.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, BoardEvent):
+            if isinstance(item, Reply) and item.word == "hello":
+                self._restarted(b, now_us() - self.t0, t_rx)
+            elif isinstance(item, BoardEvent):
                 self._arrived(b, item)
                 if item.ev == "bad":
                     self._count_bad(b, item)
