@@ -142,7 +142,7 @@ def test_a_restarted_boards_events_wait_for_a_sample_of_its_new_clock():
     link.unwrap(5_000_000)
     link.offset = 4_000_000  # board ahead of the host by 4 s
     run._place(2, 1_000_000, BoardEvent(2, 1, 5_000_000, "send", link=2, kind="token"))
-    run._restarted(2, 1_100_000, 0, t_rx=1_100_000)
+    run._restarted(2, 1_100_000, t_rx=1_100_000)
     assert link.offset is None  # the old incarnation's offset says nothing about the new clock
     run._place(2, 1_101_000, BoardEvent(2, 1, 1_000, "recv", link=1, kind="token"))  # 1 ms after its boot
     assert [e.ev for _, e, _ in run.merger.queues[2]] == ["send"]  # the rest waits for the clock
