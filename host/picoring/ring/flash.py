@@ -20,6 +20,7 @@ bad command line changes nothing. A failure later says which board failed and
 what state every board is left in.
 """
 
+import concurrent.futures
 import queue
 import re
 import time
@@ -34,6 +35,7 @@ from .ports import PortError, busy_message, is_lock_error
 
 PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
 COPY_TIMEOUT = 60.0
+COPY_AT_ONCE = 8  # mpremote sessions at once: a 32-board ring is copied in four rounds
 CONFIRM_TIMEOUT = 20.0
 ID_MARK = "@@picoring-id"
 RM_MARK = "@@picoring-rm"
@@ -58,6 +60,10 @@ def _removed(out):
         if line.startswith(RM_MARK):
             return line[len(RM_MARK):].split()
     return []
+
+
+class _CopyFailed(Exception):
+    """One board's copy failed (flash() reports it, with every board's state)."""
 
 
 class FlashError(RuntimeError):
@@ -235,7 +241,10 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
             except Exception as e:
                 fail(i, "cannot restart it into its REPL: %s" % e)
             states[i]["state"] = "stopped (REPL)"
-    for i, t in enumerate(targets):
+
+    def copy_one(i):
+        """Board i's firmware and config; its state and result set. Raises _CopyFailed."""
+        t = targets[i]
         cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms)
         t0 = time.monotonic()
         ident, sel = None, None
@@ -249,7 +258,7 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                                                     what="position %d" % positions[i])
                 if ident and ident["implementation"] != "micropython":
                     states[i]["state"] = "not changed"
-                    fail(i, "runs %s, not MicroPython" % ident["implementation"])
+                    raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
         except deploy.DeployError as e:
             started, same = deploy.copy_progress(e.stdout)
             if not started:
@@ -258,12 +267,12 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                 done = [x for x in started[:-1] if x not in same]
                 states[i]["state"] = ("partly copied: %s written, failed during %s; the old firmware or a mix is "
                                       "on it: flash it again" % (", ".join(done) or "nothing", started[-1]))
-            fail(i, "copy failed: %s" % e)
+            raise _CopyFailed("copy failed: %s" % e) from None
         if ident is None:
             ident = _identity(summary["output"])
         if ident and ident["implementation"] != "micropython":
             states[i]["state"] = "files copied, not configured"
-            fail(i, "runs %s, not MicroPython" % ident["implementation"])
+            raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
         states[i]["state"] = "files copied (%d new, %d up to date), not restarted" % (
             len(summary["copied"]), len(summary["up_to_date"]))
         results[i] = {"port": t.port, "serial": t.serial_number, "position": positions[i], "config": cfg,
@@ -271,6 +280,19 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                       "removed": summary.get("removed", []), "compiled": sel["compiled"] if sel else [],
                       "notes": sel["notes"] if sel else [],
                       "copy_s": round(time.monotonic() - t0, 2)}
+
+    # Boards copied at once (up to COPY_AT_ONCE): each has its own USB link and mpremote
+    # session, and the copy is most of a flash (about 11 s a board on emulated Picos, one after
+    # the other before). A failure is reported once every copy has ended, so the states it
+    # lists are final.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(n, COPY_AT_ONCE), thread_name_prefix="flash") as pool:
+        copies = [pool.submit(copy_one, i) for i in range(n)]
+    for i, copy in enumerate(copies):
+        e = copy.exception()
+        if isinstance(e, _CopyFailed):
+            fail(i, str(e))
+        elif e is not None:
+            raise e
     # Start position 0 last: it creates the token, which should find the others running.
     # Each board that started is a clock for the next one's deadline: a board boots while the
     # boards started before it run the firmware, and on emulated Picos that load slows chip
