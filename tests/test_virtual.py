@@ -395,3 +395,32 @@ def test_a_relay_that_does_not_answer_says_where_it_is():
 
 def sleep_in_the_relay(seconds):
     time.sleep(seconds)
+
+
+def test_what_the_host_sent_the_old_process_does_not_reach_the_reset_one(tmp_path, test_main):
+    # The harness stops every board with a Ctrl-C, then resets them. On a loaded machine the
+    # relay had not yet passed the Ctrl-C on when the reset came, and passed it to the new
+    # process: the firmware stopped at its start and the ring never formed. The host writes
+    # the Ctrl-C and the reset happens in one step of the relay, so it is pending for certain.
+    with VirtualRing(2, workdir=tmp_path / "ring") as ring:
+        deploy.deploy_virtual(ring, {"send": 1, "report": 1}, files=[test_main], timeout=TIMEOUT)
+        b = ring.boards[0]
+        b.wait_output(b"ready\n", TIMEOUT)
+        with serial.Serial(b.usb_path, timeout=TIMEOUT) as usb:
+            wait_for(lambda: b.host_attached, what="the ring to see the port open")
+            dropped = b.usb_dropped
+
+            def stop_then_reset():
+                os.write(usb.fileno(), b"\x03")
+                ring._reset(b)
+
+            ring._call(stop_then_reset, TIMEOUT)
+            assert b.usb_dropped == dropped + 1  # the Ctrl-C
+            b.wait_output(b"ready\n", TIMEOUT)
+            with serial.Serial(ring.boards[1].usb_path, timeout=TIMEOUT) as usb1:
+                wait_for(lambda: ring.boards[1].host_attached, what="the ring to see usb1 open")
+                usb.write(b"w")  # it runs main.py: it sends a byte to board 1; a REPL would not
+                lines = [usb1.readline()]
+                while lines[-1].startswith(b"ready"):  # (held since the deploy's reset, maybe)
+                    lines.append(usb1.readline())
+                assert lines[-1] == b"rx 1 0\n", lines

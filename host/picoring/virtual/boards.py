@@ -445,17 +445,22 @@ class VirtualRing:
         (run_main=False: straight to the REPL, like a Pico's safe mode). usb_path and
         uart_path do not change; bytes in flight to the board are lost."""
         board = self._board(i)
+        self._call(lambda: self._reset(board, run_main), timeout)
 
-        def restart():
-            board._kill()
-            board.off_until = None  # a reset while powered off powers it on
-            board.run_main = run_main
-            board.restarts += 1
-            board._spawn()
-            board.run_main = True
-            self._usb_back_if_due(board, time.monotonic())
-
-        self._call(restart, timeout)
+    def _reset(self, board, run_main=True):
+        board._kill()
+        if board.usb_present():
+            # What the host wrote to the old process and the relay has not passed on yet is
+            # lost with it, as a Pico's USB input is when it resets. Passed on, a Ctrl-C sent
+            # to stop the old firmware stopped the new one at its start (a loaded machine's
+            # relay had not read it before the reset).
+            board.usb_dropped += len(_read_all(board._usb_host_master))
+        board.off_until = None  # a reset while powered off powers it on
+        board.run_main = run_main
+        board.restarts += 1
+        board._spawn()
+        board.run_main = True
+        self._usb_back_if_due(board, time.monotonic())
 
     def power_cycle(self, i, off=0.0, timeout=10.0):
         """Pull board i's power and give it back after `off` seconds: its process is killed
