@@ -424,3 +424,23 @@ def test_what_the_host_sent_the_old_process_does_not_reach_the_reset_one(tmp_pat
                 while lines[-1].startswith(b"ready"):  # (held since the deploy's reset, maybe)
                     lines.append(usb1.readline())
                 assert lines[-1] == b"rx 1 0\n", lines
+
+
+def test_a_supervisor_that_does_not_come_up_is_made_to_say_where_it_is(tmp_path):
+    # A loaded suite once found a supervisor not up after 30 s with an empty log: nothing said
+    # where it was. A child stuck in a known place is stopped the way up() stops one.
+    marker, log = tmp_path / "started", tmp_path / "log"
+    code = ("import time\ndef stuck_here():\n    open(%r, 'w').close()\n    time.sleep(60)\nstuck_here()\n"
+            % str(marker))
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", code], stdout=out, stderr=out)
+    try:
+        wait_for(marker.exists, what="the child to start")
+        words = supervisor._abort_showing_stacks(proc)
+        said = words(log.read_text())
+        assert said.startswith("where it was") and "stuck_here" in said, said
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "printed nothing of its own" in words("")

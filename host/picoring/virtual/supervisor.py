@@ -253,7 +253,8 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None):
     env = dict(os.environ)
     package_parent = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = [sys.executable, "-m", "picoring.virtual.supervisor", "--dir", str(state_dir), "-n", str(n), "--baud", str(baud)]
+    # -X faulthandler: a supervisor that does not come up is made to print where it is (below)
+    cmd = [sys.executable, "-X", "faulthandler", "-m", "picoring.virtual.supervisor", "--dir", str(state_dir), "-n", str(n), "--baud", str(baud)]
     if heapsize:
         cmd += ["--heapsize", str(heapsize)]
     if plan is not None:
@@ -270,8 +271,9 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None):
             raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up; "
                                     "its log (%s) ends:\n%s" % (proc.returncode, state_dir / LOG, _log_tail(state_dir)))
         if time.monotonic() > deadline:
-            proc.kill()
-            raise VirtualBoardError("the virtual ring was not up after %.1fs (log: %s)" % (timeout, state_dir / LOG))
+            where = _abort_showing_stacks(proc)
+            raise VirtualBoardError("the virtual ring was not up after %.1fs (log: %s); %s"
+                                    % (timeout, state_dir / LOG, where(_log_tail(state_dir, 40))))
         time.sleep(0.02)
 
 
@@ -379,6 +381,26 @@ def _kill(pid, sig):
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def _abort_showing_stacks(proc, wait=5.0):
+    """Stop a Python child started with -X faulthandler by SIGABRT, on which it writes every
+    thread's stack to its stderr (which the caller reads: the log). Returns a function that
+    words what the caller read: the stacks, or why there are none (it had not yet got as far
+    as running Python, or it did not stop)."""
+    proc.send_signal(signal.SIGABRT)
+    try:
+        proc.wait(wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return lambda text: "it did not stop on SIGABRT within %.0f s (killed)" % wait
+
+    def words(text):
+        if "Current thread" in text or "Thread 0x" in text:
+            return "where it was (its stacks, from its log):\n" + text
+        return "it had printed nothing of its own when stopped (Python not yet running its code?)"
+    return words
 
 
 def _log_tail(state_dir, lines=20):
