@@ -610,6 +610,10 @@ def test_plugin_fixtures_and_serial_traffic_on_failure(pytester):
                                 "--ring-log-dir", str(pytester.path / "serial-logs"))
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*picoring serial /*/usb0 *<- from the board*"])  # a virtual board's USB path
+    # and the virtual ring itself, read without asking its relay (the relay may be what is stuck)
+    result.stdout.fnmatch_lines(["*picoring virtual ring at the failure*", "relay: *_relay_loop*",
+                                 "board 0: pid * alive True restarts *, USB present host *", "board 1: *",
+                                 "wire 0: in * out * in flight *", "wire 1: *"])
     out = result.stdout.str()
     assert "-> \\x03" in out and "!hello fw=" in out and "-> !r" in out  # Ctrl-C, restart, requests
     logs = sorted(os.listdir(pytester.path / "serial-logs"))

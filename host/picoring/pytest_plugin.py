@@ -151,6 +151,9 @@ def pytest_runtest_makereport(item, call):
                 head = "(last %d of %d lines; all saved in %s)\n" % (len(shown), len(lines), d or "no log dir")
             report.sections.append(("picoring serial %s (seconds, <- from the board, -> to it)" % port,
                                     head + "\n".join(shown)))
+        vring = getattr(item.config, "_picoring_virtual", None)
+        if vring is not None:  # boards that fell silent together: was it the relay?
+            report.sections.append(("picoring virtual ring at the failure", vring.snapshot_text()))
 
 
 # -- the ring ----------------------------------------------------------------

@@ -590,6 +590,22 @@ class VirtualRing:
                 "boards": [b.info() for b in self.boards],
                 "wires": [w.counters() for w in self.wires]}
 
+    def snapshot_text(self):
+        """The ring as it is now, read without asking the relay (which may be what is stuck):
+        where the relay thread is, each board's process and USB link, each wire's bytes."""
+        lines = ["relay: %s" % (self._relay_whereabouts() if self.running() else "not running (%s)" % self._error)]
+        for b in self.boards:
+            i = b.info()
+            lines.append("board %d: pid %s alive %s restarts %d, USB %s host %s, to board %d from board %d dropped %d"
+                         % (i["index"], i["pid"], i["alive"], i["restarts"], "present" if i["usb_present"] else "absent",
+                            "attached" if i["host_attached"] else "not attached", i["usb_to_board"],
+                            i["usb_from_board"], i["usb_dropped"]))
+        for w in self.wires:
+            c = w.counters()
+            lines.append("wire %d: in %d out %d in flight %d dropped %d overrun %d" % (
+                c["wire"], c["bytes_in"], c["bytes_out"], c["in_flight"], c["bytes_dropped"], c["bytes_overrun"]))
+        return "\n".join(lines)
+
     def _call(self, fn, timeout):
         """Run fn in the relay thread and wait for it (processes must be its children)."""
         if not self.running():
