@@ -444,3 +444,22 @@ def test_a_supervisor_that_does_not_come_up_is_made_to_say_where_it_is(tmp_path)
             proc.kill()
             proc.wait()
     assert "printed nothing of its own" in words("")
+
+
+def test_a_signal_inside_the_relay_threads_start_still_cleans_up(monkeypatch, tmp_path):
+    # A SIGTERM of `run --virtual` under load came inside Thread.start(): start()'s cleanup
+    # then failed on "cannot join thread before it is started" and the signal's own exit
+    # (status 143, the folder removed) was lost (test_sigterm_of_run_virtual_cleans_up_like_ctrl_c).
+    import threading
+
+    from picoring.virtual import boards as vboards
+
+    class InterruptedStart(threading.Thread):
+        def start(self):
+            raise KeyboardInterrupt  # as a signal handler's exception would, before the thread runs
+
+    monkeypatch.setattr(vboards.threading, "Thread", InterruptedStart)
+    ring = VirtualRing(2)
+    with pytest.raises(KeyboardInterrupt):
+        ring.start()
+    assert ring.workdir is not None and not ring.workdir.exists()

@@ -415,7 +415,7 @@ class VirtualRing:
         self._stopping = True
         self._wake()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+            self._join_relay(timeout)
         errors = []
         for b in self.boards:  # the relay kills them on its way out; make sure
             try:
@@ -434,6 +434,21 @@ class VirtualRing:
             shutil.rmtree(self.workdir, ignore_errors=True)
         if errors:
             raise VirtualBoardError("; ".join(errors))
+
+    def _join_relay(self, timeout):
+        # A signal (SIGTERM, Ctrl-C) can interrupt start() inside Thread.start(), before the new
+        # thread said it runs; join() then raises "cannot join thread before it is started"
+        # instead of the cleanup going on (seen: a SIGTERM of `run --virtual` under load). Such
+        # a thread sees _stopping and ends at once, if it runs at all: a short wait for it.
+        deadline = time.monotonic() + 1.0
+        while True:
+            try:
+                self._thread.join(timeout)
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.01)
 
     def running(self):
         return self._thread is not None and self._thread.is_alive() and not self._stopping
