@@ -14,7 +14,9 @@ from picoring.sim.simulate import simulate
 
 def _json(capsys, argv):
     status = main(argv + ["--json"])
-    return status, json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    assert out, "no JSON (exit status %s); it said:\n%s" % (status, err)  # (a loaded run once: why?)
+    return status, json.loads(out)
 
 
 def test_compare_runs_every_registered_protocol_on_the_same_workload(capsys):
