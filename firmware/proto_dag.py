@@ -157,27 +157,17 @@ class NodeDAG(protocol.QueueNode):
         # sender, which reversed its own as it sent.
         sign = self.sign
         out = self.out
-        first = -1
-        n = self.n
-        i = self.index
-        for x in range(n):
+        for x in range(self.n):
             out[1 + x] = 0
             if sign[x]:
                 sign[x] = 0
                 if x != src:
                     out[1 + x] = 1
-        for d in range(1, n):
-            x = i + d
-            if x >= n:
-                x -= n
-            if out[1 + x]:
-                first = x
-                break
+        first = self._take_next_marked()
         if first < 0:
             return self._proceed()
         self.flipping = True
-        out[0] = i
-        out[1 + first] = 0
+        out[0] = self.index
         return self.send(FLIP, first)
 
     def _on_flip(self, buf):
@@ -191,18 +181,25 @@ class NodeDAG(protocol.QueueNode):
         n = self.n
         out = self.out
         out[0] = origin
-        nxt = origin
         for x in range(n):
             out[1 + x] = buf[AT + 1 + x]
+        nxt = self._take_next_marked()
+        return self.send(FLIP, origin if nxt < 0 else nxt)
+
+    def _take_next_marked(self):
+        """The first node clockwise after this one still marked in the FLIP's list (self.out),
+        unmarked; -1 if none is left."""
+        out = self.out
+        n = self.n
+        i = self.index
         for d in range(1, n):
             x = i + d
             if x >= n:
                 x -= n
             if out[1 + x]:
-                nxt = x
                 out[1 + x] = 0
-                break
-        return self.send(FLIP, nxt)
+                return x
+        return -1
 
     def _proceed(self):
         """The token settled here: to REQ_QUEUE's head (this node: enter)."""
@@ -223,15 +220,10 @@ class NodeDAG(protocol.QueueNode):
         return self._give(self._dequeue())
 
     def _give(self, h):
-        self.has_token = False
         # "The token travels against the arrows to the requester and reverses every edge it
         # crosses": h -> here becomes here -> h.
         self.sign[h] = 1
-        self.put_token_header()
-        more = 1 if self.qlen else 0
-        self.out[_HEADER] = more
-        self.asked = more == 1
-        return self.send(TOKEN, h)
+        return self.send_token(TOKEN, h)
 
     def _regenerate(self):
         # Deviation: as proto_raymond's: right for the ring's first token only.

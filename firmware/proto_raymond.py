@@ -175,13 +175,9 @@ class NodeRaymond(protocol.QueueNode):
         return self._give(h)
 
     def _give(self, h):
-        """TOKEN to neighbour h, with the REQUEST combined when REQ_QUEUE is not empty."""
-        self.has_token = False
-        self.put_token_header()
-        more = 1 if self.qlen else 0
-        self.out[_HEADER] = more
-        self.asked = more == 1  # ASKED := true with the REQUEST; Gap: false without it
-        return self.send(TOKEN, h)
+        """TOKEN to neighbour h, with the REQUEST combined when REQ_QUEUE is not empty
+        (ASKED := true with the REQUEST; Gap: false without it)."""
+        return self.send_token(TOKEN, h)
 
     # -- recovery (protocol.Node) -------------------------------------------------
 

@@ -494,6 +494,17 @@ class QueueNode(Node):
         self.queue[self.qlen] = j
         self.qlen += 1
 
+    def send_token(self, kind, h):
+        """The token as message `kind` to neighbour h, its flag byte after the header saying
+        whether a request rides with it (the queue is not empty: Raymond's combined TOKEN,
+        the DAG's); ASKED follows that flag."""
+        self.has_token = False
+        self.put_token_header()
+        more = 1 if self.qlen else 0
+        self.out[TOKEN_HEADER] = more
+        self.asked = more == 1
+        return self.send(kind, h)
+
     def _dequeue(self):
         q = self.queue
         h = q[0]
