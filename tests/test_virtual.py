@@ -436,14 +436,14 @@ def test_a_supervisor_that_does_not_come_up_is_made_to_say_where_it_is(tmp_path)
         proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", code], stdout=out, stderr=out)
     try:
         wait_for(marker.exists, what="the child to start")
-        words = supervisor._abort_showing_stacks(proc)
-        said = words(log.read_text())
+        assert supervisor._abort_showing_stacks(proc)
+        said = supervisor._where_from_log(log.read_text())
         assert said.startswith("where it was") and "stuck_here" in said, said
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert "printed nothing of its own" in words("")
+    assert "printed nothing of its own" in supervisor._where_from_log("")
 
 
 def test_a_signal_inside_the_relay_threads_start_still_cleans_up(monkeypatch, tmp_path):

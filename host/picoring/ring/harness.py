@@ -174,9 +174,9 @@ class RingRun:
             if not waiting and not rests:
                 return
             now = time.monotonic()
+            holders = sum(1 for f in statuses if f.get("tok"))
             if not waiting:
                 seen = [(f.get("tok"), f.get("rx_frames"), f.get("tx_frames")) for f in statuses]
-                holders = sum(1 for f in statuses if f.get("tok"))
                 if seen != counters or holders != 1:
                     counters, quiet_since = seen, now
                 elif now - quiet_since >= settle_s:
@@ -191,7 +191,7 @@ class RingRun:
                                        % (timeout, link.port, f.get("pos"), what))
                 raise HarnessError("the ring formed but did not come to rest in %.0f s: %d board(s) hold the token, "
                                    "frames received/sent per board %s" % (
-                                       timeout, sum(1 for f in statuses if f.get("tok")),
+                                       timeout, holders,
                                        " ".join("%s/%s" % (f.get("rx_frames"), f.get("tx_frames")) for f in statuses)))
             time.sleep(0.02)
 

@@ -271,9 +271,10 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None):
             raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up; "
                                     "its log (%s) ends:\n%s" % (proc.returncode, state_dir / LOG, _log_tail(state_dir)))
         if time.monotonic() > deadline:
-            where = _abort_showing_stacks(proc)
+            stopped = _abort_showing_stacks(proc)
+            where = _where_from_log(_log_tail(state_dir, 40)) if stopped else "it did not stop on SIGABRT (killed)"
             raise VirtualBoardError("the virtual ring was not up after %.1fs (log: %s); %s"
-                                    % (timeout, state_dir / LOG, where(_log_tail(state_dir, 40))))
+                                    % (timeout, state_dir / LOG, where))
         time.sleep(0.02)
 
 
@@ -385,22 +386,22 @@ def _kill(pid, sig):
 
 def _abort_showing_stacks(proc, wait=5.0):
     """Stop a Python child started with -X faulthandler by SIGABRT, on which it writes every
-    thread's stack to its stderr (which the caller reads: the log). Returns a function that
-    words what the caller read: the stacks, or why there are none (it had not yet got as far
-    as running Python, or it did not stop)."""
+    thread's stack to its stderr (the caller's log). False if it did not stop (then killed)."""
     proc.send_signal(signal.SIGABRT)
     try:
         proc.wait(wait)
+        return True
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        return lambda text: "it did not stop on SIGABRT within %.0f s (killed)" % wait
+        return False
 
-    def words(text):
-        if "Current thread" in text or "Thread 0x" in text:
-            return "where it was (its stacks, from its log):\n" + text
-        return "it had printed nothing of its own when stopped (Python not yet running its code?)"
-    return words
+
+def _where_from_log(text):
+    """What a child stopped by _abort_showing_stacks said of where it was."""
+    if "Current thread" in text or "Thread 0x" in text:
+        return "where it was (its stacks, from its log):\n" + text
+    return "it had printed nothing of its own when stopped (Python not yet running its code?)"
 
 
 def _log_tail(state_dir, lines=20):
