@@ -34,6 +34,16 @@ def run_micropython(binary, *args, timeout=60, cwd=None):
     return proc.stdout
 
 
+def why_not_ok(report):
+    """What made a report not OK: its violations, and for a run on boards the conditions of the
+    run that it does not explain (a given-up run, frames placed by clock) and why it stopped."""
+    why = {"violations": report["violations"]}
+    if "run_conditions" in report:
+        why["unexplained_conditions"] = [c for c in report["run_conditions"] if not c["explained"]]
+        why["stop_reason"] = report.get("stop_reason")
+    return why
+
+
 TIMEOUT = 20.0  # seconds: what a virtual ring may take to answer, on a loaded machine
 
 

@@ -17,7 +17,7 @@ the unix port on x86. So without boards they are skipped, with a reason.
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, why_not_ok
 from picoring.sim.simulate import simulate
 
 pytestmark = pytest.mark.boards
@@ -45,7 +45,7 @@ def test_adversarial_exact_message_counts(board_ring, protocol):
     simulator, on the boards' own firmware."""
     ring, n, k = board_ring, board_ring.n, 12
     report = ring.run(protocol, "adversarial", k, seed=3)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     assert report["served"] == k and report["events_lost"] == 0 and report["safety_violations"] == 0
     per_request = n if protocol == "q" else 2 * n - 1
     assert report["messages"]["total"] == k * per_request

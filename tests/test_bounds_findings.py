@@ -1,6 +1,7 @@
 """Where the paper's claims fail on its own rules: the smallest schedules,
 kept as tests (docs/bounds.md explains each one and the correction)."""
 
+from conftest import why_not_ok
 from picoring.check.checker import bounds_for, paper_bounds_for
 from picoring.sim.simulate import simulate
 from picoring.sim.workload import Schedule
@@ -36,7 +37,7 @@ def test_d_literal_livelock_grows_with_the_horizon_it_is_given():
 
 def test_corrected_d_goes_quiet_on_the_same_schedule():
     report = run("d", 2, TWO_NODE)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     assert report["quiescent"] is True
     assert report["messages"]["total"] <= 2 * 2 * 2
 

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from conftest import why_not_ok
 from picoring.check.checker import check_trace
 from picoring.cli.main import main
 from picoring.sim.simulate import simulate
@@ -29,7 +30,7 @@ def test_clean_trace_passes(tmp_path):
         {"t": 3, "ev": "enter", "node": 1}, {"t": 4, "ev": "exit", "node": 1},
     ])
     _, report = check_trace(p)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     assert report["messages"] == {"total": 3, "token": 1, "request": 2}
     assert report["max_service_traffic"] == 3
 

@@ -7,7 +7,6 @@ for a reader following the data flow."""
 
 import ast
 import tomllib
-from pathlib import Path
 
 from conftest import ROOT
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from conftest import why_not_ok
 from picoring.firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN, make_node
 from picoring.sim.simulate import simulate
 
@@ -12,7 +13,7 @@ def per_request_messages(protocol, n, workload, requests, seed, cs_time=1):
     requester held the token when it asked."""
     events = []
     report = simulate(protocol, n, workload, requests=requests, seed=seed, cs_time=cs_time, listener=events.append)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     out = []
     holder = 0
     for e in events:

@@ -14,6 +14,7 @@ from picoring.ring.harness import RingRun
 from picoring.ring.link import HarnessError
 from picoring.sim.simulate import simulate
 from picoring.sim.workload import make_workload
+from conftest import why_not_ok
 
 
 @pytest.mark.parametrize("protocol", ["q", "d"])
@@ -21,7 +22,7 @@ from picoring.sim.workload import make_workload
 def test_exact_counts_match_the_simulator(ring, protocol, workload):
     n = ring.n
     report = ring.run(protocol, workload, 12, seed=3)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     assert report["served"] == 12 and report["events_lost"] == 0
     sim = simulate(protocol, n, workload, requests=12, seed=3)
     assert report["messages"] == sim["messages"]
@@ -34,7 +35,7 @@ def test_exact_counts_match_the_simulator(ring, protocol, workload):
 @pytest.mark.parametrize("protocol", ["s", "q", "d"])
 def test_poisson_all_served_within_bounds(ring, protocol):
     report = ring.run(protocol, "poisson", 40, seed=1, rate=0.3)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     assert report["served"] == report["requests"] == 40
     assert report["safety_violations"] == 0
     if protocol == "s":
@@ -99,7 +100,7 @@ def test_an_s_run_starts_from_a_consistent_cut(ring):
     # receive kept, its send dropped), and the merger then placed receives by clock estimates
     # (causal_forced was 60 to 90 here). From the boards' boot on there are no half messages.
     report = ring.run("s", "poisson", 50, seed=5)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     assert report["causal_forced"] == 0 and report["run_conditions"] == []
 
 
@@ -111,7 +112,7 @@ def test_start_up_claims_do_not_pair_the_links(ring):
     # whose clocks drift from the host's, a request then counted a hop of the token before it
     # (max service traffic 4, the simulator's 3). At rest every frame sent has been received.
     report = ring.run("q", "adversarial", 6, seed=3)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     assert report["quiescent"] is True
     assert report["unreceived_sends"] == [0] * ring.n and report["run_conditions"] == []
 

@@ -14,6 +14,7 @@ layer's count: a broadcast is one message), n + d hop frames (docs/bounds.md).""
 
 import pytest
 
+from conftest import why_not_ok
 from picoring.firmware import protocol
 from picoring.firmware.protocol import BROADCAST, ENTER_CS, SEND_AGAIN, SEND_MSG, SEQ_MASK, make_node
 from picoring.sim.simulate import simulate
@@ -185,7 +186,7 @@ def test_on_a_ring_the_counts_are_the_simulators(ring, name, workload):
     service traffic and the fairness equal the simulator's, request for request."""
     n, k = ring.n, 10
     report = ring.run(name, workload, k, seed=3)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     assert report["served"] == k and report["events_lost"] == 0 and report["safety_violations"] == 0
     sim = simulate(name, n, workload, requests=k, seed=3)
     for key in ("messages", "hop_frames", "logical_messages", "max_service_traffic", "max_service_logical",

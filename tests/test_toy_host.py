@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from conftest import why_not_ok
 from picoring.check.checker import check_trace
 from picoring.sim.simulate import simulate
 
@@ -65,7 +66,7 @@ def test_on_a_ring_the_toy_counts_as_in_the_simulator(ring, workload):
     travels as a message), and both counts equal the simulator's."""
     n = ring.n
     report = ring.run("toy", workload, 10, seed=3)
-    assert report["ok"], report["violations"]
+    assert report["ok"], why_not_ok(report)
     assert report["served"] == 10 and report["events_lost"] == 0
     sim = simulate("toy", n, workload, requests=10, seed=3)
     for key in ("messages", "hop_frames", "logical_messages", "max_service_traffic", "max_service_logical"):
