@@ -492,3 +492,19 @@ def test_a_board_that_restarts_as_the_run_ends_is_reported_restarted():
     assert run.restarts == [0, 1, 0] and run.outstanding == [0, 0, 0] and run.link_restarted[1]
     assert any("p1: the board restarted" in text and "reported failed" in text for text in run.notices)
 
+
+
+def test_a_board_that_owes_a_ping_answer_gets_no_other_ping():
+    # Pings every 0.5 s of wall time to an emulated Pico running at 1/30 of real time queued up
+    # 26 deep on a loaded machine, and answering them took the chip time the ring needed.
+    from picoring.ring.harness import RingRun
+    from picoring.sim.workload import make_workload
+
+    run = RingRun(["p0", "p1", "p2"], "q", make_workload("poisson", 3, 1, seed=0))
+    run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]
+    for link in run.links:
+        link.connected = True
+    assert run._boards_to_ping({}) == {0, 1, 2}
+    assert run._boards_to_ping({7: (0, {1}), 8: (500_000, {2})}) == {0}
+    run.links[0].connected = False  # its port is gone: a ping would be dropped
+    assert run._boards_to_ping({7: (0, {1})}) == {2}
