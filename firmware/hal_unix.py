@@ -1,7 +1,9 @@
-# Virtual board (MicroPython unix port). The UART is one pty slave path from the
-# config ("virtual": {"uart": "/dev/pts/N"}): TX bytes are written to it, RX bytes
-# read from it; a host-side relay moves them between boards. The USB serial is
-# this process's stdin/stdout (a pty made by the virtual ring, or pipes).
+# Virtual board (MicroPython unix port). The UART is named by the config:
+# "virtual": {"uart": [3, 4]}: two inherited fds, RX (non-blocking) and TX, the
+# pipes of a virtual ring (host/picoring/virtual/board.py), whose relay moves the
+# bytes between boards; or "virtual": {"uart": "/dev/ttyUSB0"}: a serial device
+# (or pty) path, TX and RX. The USB serial is this process's stdin/stdout (a pty
+# made by the virtual ring, or pipes).
 
 import select
 import termios
@@ -35,6 +37,22 @@ class PtyUart:
         self._f.close()
 
 
+class PipeUart:
+    """RX and TX on two fds this process inherited. The RX fd is non-blocking (its
+    owner made it so): readinto() returns what is there, None when nothing is. The
+    fds belong to the process, as a board's pins do: close() leaves them open."""
+
+    def __init__(self, rx_fd, tx_fd):
+        self._rx = open(rx_fd, "rb")
+        self._tx = open(tx_fd, "wb")
+        self.readinto = self._rx.readinto
+        self.write = self._tx.write
+        self.fileno = self._rx.fileno
+
+    def close(self):
+        pass
+
+
 class Idle:
     """Sleep in poll() until the UART or the host link has input, at most 1 ms.
 
@@ -56,8 +74,12 @@ class Idle:
 
 def open_board(cfg):
     v = cfg["virtual"]
-    if not isinstance(v, dict) or not isinstance(v.get("uart"), str):
-        raise ValueError('"virtual" must be {"uart": "/dev/pts/N"}')
-    uart = PtyUart(v["uart"])
+    u = v.get("uart") if isinstance(v, dict) else None
+    if isinstance(u, str):
+        uart = PtyUart(u)
+    elif isinstance(u, list) and len(u) == 2 and all(isinstance(fd, int) and fd >= 0 for fd in u):
+        uart = PipeUart(u[0], u[1])
+    else:
+        raise ValueError('"virtual" must be {"uart": [rx_fd, tx_fd]} or {"uart": "/dev/ttyX"}, not %r' % (v,))
     rx, tx = hal.stdio_streams()
     return hal.Board(uart, hal.StreamHost(rx, tx), None, "unix", Idle(uart, rx))

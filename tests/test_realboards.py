@@ -232,7 +232,7 @@ def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
         assert r["identity"]["implementation"] == "micropython"
         assert r["ver"]["fw"] == fw and r["ver"]["pos"] == i and r["ver"]["n"] == 3 and r["ver"]["proto"] == "d"
         cfg = json.loads(open(os.path.join(b.fs_dir, "picoring.json")).read())
-        assert cfg["virtual"] == {"uart": b.uart_path}
+        assert cfg["virtual"] == {"uart": b.uart}
         assert (cfg["position"], cfg["size"], cfg["protocol"], cfg["baud"], cfg["cs_us"]) == (i, 3, "d", 115200, 50)
         assert cfg["uart"] == {"id": 0, "tx": 0, "rx": 1, "rxbuf": 1024, "txbuf": 1024} and cfg["led"] == 25
     t0 = time.monotonic()
@@ -575,7 +575,7 @@ def test_flash_and_run_through_rfc2217(tmp_path):
         try:
             remote = ports.resolve(server.url)
             assert remote.is_url and remote.resetter is None
-            remote.virtual_uart = r.boards[1].uart_path  # the far end is a virtual board: its config needs its UART
+            remote.virtual_uart = r.boards[1].uart  # the far end is a virtual board: its config needs its UART
             # mpremote opens pyserial URLs too, so the copy goes through RFC 2217; the restart is a
             # soft reset (Ctrl-C, Ctrl-B, Ctrl-D) and the !hello/!ver check come back through it
             results = flash.flash([local, remote], "q")

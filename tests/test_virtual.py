@@ -32,7 +32,9 @@ import select
 import sys
 
 cfg = json.load(open("picoring.json"))
-uart = open(cfg["virtual"]["uart"], "r+b")
+rx_fd, tx_fd = cfg["virtual"]["uart"]  # the ring's UART pipes (virtual/board.py)
+uart = open(rx_fd, "rb")
+uart_tx = open(tx_fd, "wb")
 poll = select.poll()
 poll.register(uart, select.POLLIN)
 poll.register(sys.stdin, select.POLLIN)
@@ -52,7 +54,7 @@ while True:
             if c == b"\x03":
                 raise KeyboardInterrupt
             if c == b"w":
-                uart.write(bytes(range(cfg["send"])))
+                uart_tx.write(bytes(range(cfg["send"])))
 '''
 
 
@@ -123,11 +125,15 @@ def test_wire_hooks_delay_and_transform():
 def test_ring_of_three_starts_and_boards_answer_in_the_repl(ring):
     for b in ring.boards:
         assert stat.S_ISCHR(os.stat(b.usb_path).st_mode)
-        assert stat.S_ISCHR(os.stat(b.uart_path).st_mode)
         assert os.path.isdir(b.fs_dir)
         assert b.alive()
         b.wait_output(b">>> ", TIMEOUT)
-    assert len({b.usb_path for b in ring.boards} | {b.uart_path for b in ring.boards}) == 6
+        # the UART: two pipes on the fds its picoring.json names (virtual/board.py says why not a pty)
+        assert b.uart == [3, 4]
+        assert all(stat.S_ISFIFO(os.stat("/proc/%d/fd/%d" % (b.pid, fd)).st_mode) for fd in b.uart)
+    assert len({b.usb_path for b in ring.boards}) == 3
+    pipes = {os.stat("/proc/%d/fd/%d" % (b.pid, fd)).st_ino for b in ring.boards for fd in b.uart}
+    assert len(pipes) == 6  # each board's own RX and TX
     out = deploy.exec_code(ring.boards[1].usb_path, "import os\nprint(os.getcwd())", timeout=TIMEOUT)
     assert out.decode().strip() == ring.boards[1].fs_dir
 
@@ -146,7 +152,7 @@ def test_deploy_reset_and_paced_wire(tmp_path, test_main, monkeypatch):
         for b in ring.boards:
             b.wait_output(b"ready\n", TIMEOUT)  # reset ran main.py
             with open(os.path.join(b.fs_dir, "picoring.json")) as f:
-                assert json.load(f)["virtual"] == {"uart": b.uart_path}
+                assert json.load(f)["virtual"] == {"uart": b.uart}
         wait_for(lambda: all(b.hold_until is None for b in ring.boards), what="the boards' held output dropped")
         with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0, \
                 serial.Serial(ring.boards[1].usb_path, timeout=TIMEOUT) as usb1:
@@ -189,11 +195,11 @@ def test_reset_reruns_main_and_keeps_the_paths(ring, test_main):
     b = ring.boards[0]
     b.wait_output(b">>> ", TIMEOUT)
     (open(os.path.join(b.fs_dir, "main.py"), "w")).write("print('main ran')\n")
-    paths, pid = (b.usb_path, b.uart_path), b.pid
+    paths, pid = (b.usb_path, b.uart), b.pid
     ring.reset(0)
     out = b.wait_output(b">>> ", TIMEOUT)  # main.py ran, then the REPL
     assert b"main ran" in out
-    assert b.pid != pid and (b.usb_path, b.uart_path) == paths
+    assert b.pid != pid and (b.usb_path, b.uart) == paths
     wait_for(lambda: gone(pid), what="the old process to be gone")
     ring.reset(0, run_main=False)  # safe mode: REPL only
     assert b"main ran" not in b.wait_output(b">>> ", TIMEOUT)

@@ -28,7 +28,9 @@ import sys
 import time
 
 cfg = json.load(open("picoring.json"))
-uart = open(cfg["uart"], "r+b")
+rx_fd, tx_fd = cfg["uart"]  # the ring's UART pipes (virtual/board.py)
+uart = open(rx_fd, "rb")
+uart_tx = open(tx_fd, "wb")
 out = sys.stdout
 out.write("!hello fw=t pos=%d n=%d\n" % (cfg["pos"], cfg["n"]))
 poll = select.poll()
@@ -52,7 +54,7 @@ while True:
         if word == "!ping":
             out.write("!pong %s %d\n" % (arg, time.ticks_us() & 0x3FFFFFFF))
         elif word == "!send":
-            uart.write(b"\x55" * int(arg))
+            uart_tx.write(b"\x55" * int(arg))
         elif word == "!status":
             out.write("!status rx=%d tick=%d\n" % (rx, k))
     if time.ticks_diff(time.ticks_ms(), last) >= 50:
@@ -71,7 +73,7 @@ def ring(tmp_path):
             with open(os.path.join(b.fs_dir, "main.py"), "w") as f:
                 f.write(FIRMWARE)
             with open(os.path.join(b.fs_dir, "picoring.json"), "w") as f:
-                json.dump({"uart": b.uart_path, "pos": b.index, "n": r.n}, f)
+                json.dump({"uart": b.uart, "pos": b.index, "n": r.n}, f)
             r.reset(b.index)
         for b in r.boards:
             b.wait_output(b"!tick 1\n", TIMEOUT)

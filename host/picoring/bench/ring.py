@@ -76,6 +76,11 @@ def run(path, first, secs):
         rx = sys.stdin.buffer
         tx = sys.stdout.buffer
         src = sys.stdin
+    elif isinstance(path, list):  # a virtual ring's UART pipes: RX (non-blocking) and TX fds
+        rx = open(path[0], "rb")
+        tx = open(path[1], "wb")
+        src = rx.fileno()
+        sys.stdout.write("!ready\n")
     else:  # a pty slave, raw, VMIN=0 VTIME=0: reads never block (as firmware/hal_unix.py)
         f = open(path, "r+b")
         fd = f.fileno()
@@ -282,7 +287,7 @@ def minimal_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
         for b in ring.boards:
             Path(b.fs_dir, "relay.py").write_text(MINIMAL_RELAY)
             Path(b.fs_dir, "main.py").write_text(
-                "import relay\nrelay.run(%r, %r, 0)\n" % (b.uart_path, b.index == 0))
+                "import relay\nrelay.run(%r, %r, 0)\n" % (b.uart, b.index == 0))
         for i in list(range(1, n)) + [0]:
             ring.reset(i)
             ring.boards[i].wait_output(b"!ready", 10)

@@ -114,12 +114,17 @@ def do_virtual(args):
         raise CommandError(str(e))
 
 
+def _uart_text(uart):
+    """A board's UART as status shows it: its pipes' fds (RX/TX), or a device path."""
+    return uart if isinstance(uart, str) else "fd %d/%d" % tuple(uart)
+
+
 def _print_status(status, state, out):
     print("virtual ring: %d board(s), %d baud, supervisor pid %s, dir %s"
           % (status["n"], status["baud"], state.get("supervisor_pid", "?"), status["workdir"]), file=out)
     boards = status["boards"]
     usb_w = max([len("usb")] + [len(b["usb"]) for b in boards])  # paths can be long: the columns follow
-    uart_w = max([len("uart")] + [len(b["uart"]) for b in boards])
+    uart_w = max([len("uart")] + [len(_uart_text(b["uart"])) for b in boards])
     row = "%%-5s %%-8s %%-6s %%-%ds %%-%ds %%-8s %%-9s %%10s %%10s" % (usb_w, uart_w)
     print(row % ("board", "pid", "alive", "usb", "uart", "restarts", "host", "usb in", "usb out"), file=out)
     for b in boards:
@@ -127,7 +132,7 @@ def _print_status(status, state, out):
         if not b["usb_present"]:
             host = "UNPLUGGED" if b["powered"] else "OFF"
         print(row % (b["index"], b["pid"] if b["pid"] is not None else "-", "yes" if b["alive"] else "NO", b["usb"],
-                     b["uart"], b["restarts"], host, b["usb_to_board"], b["usb_from_board"]), file=out)
+                     _uart_text(b["uart"]), b["restarts"], host, b["usb_to_board"], b["usb_from_board"]), file=out)
         if b["power_cycles"] or b["unplugs"]:
             print("      %d power cycles (%d UART bytes lost), %d unplugs"
                   % (b["power_cycles"], b["tx_lost"], b["unplugs"]), file=out)

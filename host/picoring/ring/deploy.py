@@ -221,14 +221,14 @@ def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=
         return copy_files(port, files, names, timeout, before=before, after=after)
 
 
-def board_config(config, index, uart_path, n, baud):
+def board_config(config, index, uart, n, baud):
     """The config for virtual board `index` of n: `config` (a dict for every board, or a list
-    with one per board) with {"virtual": {"uart": uart_path}} added, and the ring's own facts
+    with one per board) with {"virtual": {"uart": uart}} added, and the ring's own facts
     (firmware/main.py's "position", "size", "baud") filled in where the caller left them out."""
     if isinstance(config, (list, tuple)):
         config = config[index]
     cfg = json.loads(json.dumps(config or {}))  # a deep copy that is certainly JSON
-    cfg.setdefault("virtual", {})["uart"] = uart_path
+    cfg.setdefault("virtual", {})["uart"] = uart
     cfg.setdefault("position", index)
     cfg.setdefault("size", n)
     cfg.setdefault("baud", baud)
@@ -256,7 +256,7 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
         ring.reset(b.index, run_main=False)
     for b in ring.boards:
         b.wait_output(b">>> ", timeout)
-        deploy_board(b.usb_path, board_config(config, b.index, b.uart_path, ring.n, ring.baud), files, timeout)
+        deploy_board(b.usb_path, board_config(config, b.index, b.uart, ring.n, ring.baud), files, timeout)
     for i in start_order(ring.n, (config or {}).get("protocol")):
         ring.reset(i)
         if files is None:

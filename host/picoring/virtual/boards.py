@@ -6,11 +6,12 @@ for the Pico's USB serial. It behaves like a Pico at power-on: it runs main.py
 if there is one (`micropython -i main.py`: -i drops to the REPL when main.py
 returns or raises, KeyboardInterrupt included), else it sits in the REPL.
 
-Each board has two ptys of its own, all raw (cfmakeraw: no echo, no CR/LF
-translation, no signals), held by the ring:
+Each board has two ptys of its own for its USB link, all raw (cfmakeraw: no
+echo, no CR/LF translation, no signals), and two pipes for its UART, all held by
+the ring:
 
   board side of USB  <-- ring relays -->  host side of USB (usb_path, what users open)
-  UART (uart_path: the board opens it; TX and RX)  -- master held by the ring
+  UART: two pipes, RX and TX (board.py says why not a pty), the board's fds 3 and 4
 
 Why two ptys for USB and not one: the process and mpremote cannot share the
 slave side of one pty (the master would be nobody's), and giving the process
@@ -202,7 +203,7 @@ class VirtualRing:
     def reset(self, i, run_main=True, timeout=10.0):
         """Restart board i: the process is killed and started again, so it runs main.py
         (run_main=False: straight to the REPL, like a Pico's safe mode). usb_path and
-        uart_path do not change; bytes in flight to the board are lost."""
+        the UART do not change; bytes in flight to the board are lost."""
         board = self._board(i)
         self._call(lambda: self._reset(board, run_main), timeout)
 
@@ -255,7 +256,7 @@ class VirtualRing:
         board.power_cycles += 1
         # Its TX FIFO dies with it: what the relay has not read yet, and what is queued on the
         # wire but not yet started on the line. Its USB output not yet relayed is lost too.
-        board.tx_lost += len(read_all(board._uart_master)) + self.wires[board.index].sender_lost(now)
+        board.tx_lost += len(read_all(board._tx_relay)) + self.wires[board.index].sender_lost(now)
         board.usb_dropped += len(read_all(board._usb_board_master))
         if off > 0:
             board.off_until = now + off
@@ -439,7 +440,7 @@ class VirtualRing:
                     readers[b._usb_host_master] = ("usb_in", b)
             for i, b in enumerate(boards):
                 if wires[i].queued() < _WIRE_BACKLOG:
-                    readers[b._uart_master] = ("tx", i)
+                    readers[b._tx_relay] = ("tx", i)
             wake_at = min(next_housekeeping, next_board_timer)
             for w in wires:
                 due = w.next_due()
@@ -470,7 +471,7 @@ class VirtualRing:
                 data = w.take_due(now)
                 if data:
                     dst = boards[(i + 1) % n]
-                    sent = write_some(dst._uart_master, data)
+                    sent = write_some(dst._rx_relay, data)
                     w.delivered(sent)
                     if sent < len(data):
                         w.overrun(len(data) - sent)  # the receiver's buffer is full: a UART overrun

@@ -65,7 +65,7 @@ def _lock(state_dir):
 def _state_of(ring, started):
     return {"supervisor_pid": os.getpid(), "baud": ring.baud, "n": ring.n, "started": started,
             "micropython": ring.micropython, "dir": str(ring.workdir),
-            "boards": [{"index": b.index, "pid": b.pid, "usb": b.usb_path, "uart": b.uart_path,
+            "boards": [{"index": b.index, "pid": b.pid, "usb": b.usb_path, "uart": b.uart,
                         "fs_dir": b.fs_dir} for b in ring.boards]}
 
 
