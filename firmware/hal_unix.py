@@ -73,13 +73,7 @@ class Idle:
 
 
 def open_board(cfg):
-    v = cfg["virtual"]
-    u = v.get("uart") if isinstance(v, dict) else None
-    if isinstance(u, str):
-        uart = PtyUart(u)
-    elif isinstance(u, list) and len(u) == 2 and all(isinstance(fd, int) and fd >= 0 for fd in u):
-        uart = PipeUart(u[0], u[1])
-    else:
-        raise ValueError('"virtual" must be {"uart": [rx_fd, tx_fd]} or {"uart": "/dev/ttyX"}, not %r' % (v,))
+    u = cfg["virtual"]["uart"]  # checked by main.load_config
+    uart = PtyUart(u) if isinstance(u, str) else PipeUart(u[0], u[1])
     rx, tx = hal.stdio_streams()
     return hal.Board(uart, hal.StreamHost(rx, tx), None, "unix", Idle(uart, rx))

@@ -74,8 +74,11 @@ def check_config(cfg, path=CONFIG):
         raise ConfigError("%s: audit_file must be a path, not %r" % (path, audit))
     if "virtual" in cfg:
         v = cfg["virtual"]
-        if not isinstance(v, dict) or not isinstance(v.get("uart"), str):
-            raise ConfigError('%s: "virtual" must be {"uart": "/dev/pts/N"}' % path)
+        u = v.get("uart") if isinstance(v, dict) else None
+        fds = isinstance(u, list) and len(u) == 2 and all(isinstance(fd, int) and fd >= 0 for fd in u)
+        if not (fds or isinstance(u, str)):
+            raise ConfigError('%s: "virtual" must be {"uart": [rx_fd, tx_fd]} (a virtual ring\'s pipes) or '
+                              '{"uart": "/dev/ttyX"} (a serial device), not %r' % (path, v))
     elif "uart" in cfg and not isinstance(cfg["uart"], dict):
         raise ConfigError('%s: "uart" must be an object like {"id": 0, "tx": 0, "rx": 1}' % path)
     return cfg
