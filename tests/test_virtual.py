@@ -421,6 +421,8 @@ def test_what_the_host_sent_the_old_process_does_not_reach_the_reset_one(tmp_pat
                 ring._reset(b)
 
             ring._call(stop_then_reset, TIMEOUT)
+            # the USB thread drains the port, or had read the Ctrl-C already: dropped either way
+            wait_for(lambda: not b.discard_host, what="the reset board's USB input to be drained")
             assert b.usb_dropped == dropped + 1  # the Ctrl-C
             b.wait_output(b"ready\n", TIMEOUT)
             with serial.Serial(ring.boards[1].usb_path, timeout=TIMEOUT) as usb1:

@@ -10,17 +10,19 @@ This module holds the board's ptys, pipes, process and counters; the ring
 (boards.VirtualRing) starts it, relays its bytes and carries out its faults.
 The module doc of boards.py says why the ptys are laid out as they are.
 
-The UART is two pipes, not a pty: on a loaded machine a pty is slow. Its bytes
-reach the other side through a kernel worker that competes for a core with
-everything else, and poll() on a pty waits for that worker. Measured on this
-2-core machine at load 9 (a test suite and two busy loops beside): one byte
-every 20 ms through a pty took 160 ms median, 3.0 s at the 99th percentile;
-through a pipe 0.1 ms median, 2 ms at most. The ring's relay thread sat in
-select() for 10 s (state D, in n_tty_poll's flush_work), holding up every
-board's traffic, and boards' recovery timeouts fired for tokens that were only
-late. A pipe wakes its reader directly. The host's side of USB must stay a
-pty (it is the serial port users open); the board's own side stays one too,
-as the REPL's raw mode (mpremote) needs a terminal.
+Only the host's side of the USB link is a pty (it is the serial port users
+open); the board's side of it (the process's stdin, stdout and stderr) and its
+UART are pipes. On a loaded machine a pty is slow: its bytes reach the other
+side through a kernel worker that competes for a core with everything else,
+and poll() or read() on a pty with nothing to read waits for that worker.
+Measured on this 2-core machine at load 9 (a test suite and two busy loops
+beside): one byte every 20 ms through a pty took 160 ms median, 3.0 s at the
+99th percentile; through a pipe 0.1 ms median, 2 ms at most. The ring's relay
+thread sat in select() for 10 s (state D, in n_tty_poll's flush_work), holding
+up every board's traffic, and boards' recovery timeouts fired for tokens that
+were only late. A pipe wakes its reader directly. The unix port's REPL, raw
+REPL (mpremote) included, works on pipes as on a raw pty: it echoes by itself
+and sends 0x03 on as a byte.
 """
 
 import fcntl
@@ -101,16 +103,32 @@ def _raw_pty():
     return master, slave
 
 
-def _uart_pipe():
-    """One direction of a UART: (read end, write end), both non-blocking, UART_BUFFER deep."""
+def _pipe(read_blocks, write_blocks, size=None):
+    """(read end, write end) of a pipe, `size` bytes deep (None: the system's default)."""
     r, w = os.pipe()
-    try:
-        fcntl.fcntl(w, _F_SETPIPE_SZ, UART_BUFFER)
-    except OSError:
-        pass  # not Linux: a pipe as deep as the system makes it
-    os.set_blocking(r, False)
-    os.set_blocking(w, False)
+    if size is not None:
+        try:
+            fcntl.fcntl(w, _F_SETPIPE_SZ, size)
+        except OSError:
+            pass  # not Linux: a pipe as deep as the system makes it
+    os.set_blocking(r, read_blocks)
+    os.set_blocking(w, write_blocks)
     return r, w
+
+
+class HostPort:
+    """The host's side of a board's USB link: a raw pty whose slave users open (usb_path links
+    to it) and whose master the ring keeps. Only the ring's USB thread reads the master, and
+    only it closes it (VirtualRing._retire): a read or poll of a pty can wait seconds for the
+    kernel's tty worker on a loaded machine, and no other thread must wait with it."""
+
+    def __init__(self):
+        self.fd, slave = _raw_pty()
+        self.pts = os.ttyname(slave)
+        os.close(slave)
+        self.opened = False   # the USB thread's view: a host has the slave open
+        self.retired = False  # unplugged or replaced: the USB thread closes it
+        self.drain = False    # the board was reset: what the host sent before is not for it
 
 
 def flush_input(fd):
@@ -151,6 +169,7 @@ class VirtualBoard:
         self.usb_from_board = 0   # bytes the board wrote to USB
         self.usb_dropped = 0      # board output with no host attached (or host not reading)
         self.host_attached = False
+        self.discard_host = False  # reset: what the host sent before is dropped until drained
         self.run_main = True
         # Faults: power cycles, USB unplugs, and what they lost.
         self.power_cycles = 0
@@ -165,54 +184,51 @@ class VirtualBoard:
         self._tail = bytearray()
         self._tail_cond = threading.Condition()
         self._generation = 0      # bumped at every (re)start, so waiters see only fresh output
-        # Board side of the USB link: the process gets the slave, the relay reads the master.
-        self._usb_board_master, self._usb_board_slave = _raw_pty()
-        # Host side: users open usb_path, a symlink to a pty whose master the ring keeps.
-        self.usb_path = str(usb_path)
-        self._usb_host_master = None
-        self.usb_pts = None
-        self._usb_plug()
-        # UART: two pipes (see the module doc), both ends of each kept by the ring for the
-        # board's whole life, so neither end ever sees end of file while the board restarts.
-        # The relay reads the board's TX from _tx_relay and writes its RX into _rx_relay.
-        self._rx_board, self._rx_relay = _uart_pipe()
-        self._tx_relay, self._tx_board = _uart_pipe()
-        os.set_blocking(self._tx_board, True)
+        # The board's side of USB and its UART: pipes (see the module doc), both ends of each
+        # kept by the ring for the board's whole life, so that no end ever sees end of file while
+        # the board restarts. RX and TX are the board's view; the relay reads the *_tx_relay
+        # ends and writes the *_rx_relay ends. The board blocks on its stdin and on a full
+        # output pipe (as on a pty); it finds its UART RX non-blocking (as a UART's FIFO).
+        self._usb_rx_board, self._usb_rx_relay = _pipe(True, False)
+        self._usb_tx_relay, self._usb_tx_board = _pipe(False, True)
+        self._rx_board, self._rx_relay = _pipe(False, False, UART_BUFFER)
+        self._tx_relay, self._tx_board = _pipe(False, True, UART_BUFFER)
         self.uart = list(UART_FDS)  # what the board's picoring.json names as its UART
+        # Host side: users open usb_path, a symlink to the slave of a HostPort's pty.
+        self.usb_path = str(usb_path)
+        self._host = None
+        self._usb_plug()
 
     # -- the USB host side (see the module doc: a symlink to a pty) --
 
     def _usb_plug(self):
-        """A fresh host-side pty under usb_path; the previous one (if any) is closed afterwards,
-        so a host that had it open sees a hang-up and finds the path already back."""
-        old = self._usb_host_master
-        master, slave = _raw_pty()
-        pts = os.ttyname(slave)
-        os.close(slave)
+        """A fresh host-side pty under usb_path. Returns the previous HostPort (or None), for the
+        ring to close after the path points to the new one: a host that had it open sees a
+        hang-up and finds the path already back."""
+        old = self._host
+        port = HostPort()
         tmp = self.usb_path + ".new"
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        os.symlink(pts, tmp)
+        os.symlink(port.pts, tmp)
         os.replace(tmp, self.usb_path)  # atomic: the path is never missing on the way
-        self._usb_host_master, self.usb_pts = master, pts
+        self._host = port
         self.host_attached = False
-        if old is not None:
-            os.close(old)
+        return old
 
     def _usb_unplug(self):
-        """The host side goes away: the path vanishes, a host holding the pty gets a hang-up."""
+        """The host side goes away: the path vanishes, and a host holding the pty gets a hang-up
+        once the ring closes the HostPort returned."""
         try:
             os.unlink(self.usb_path)
         except FileNotFoundError:
             pass
-        if self._usb_host_master is not None:
-            os.close(self._usb_host_master)
-        self._usb_host_master = None
-        self.usb_pts = None
+        old, self._host = self._host, None
         self.host_attached = False
         self._drop_held()
+        return old
 
     def _drop_held(self):
         self.usb_dropped += len(self._held)
@@ -220,7 +236,7 @@ class VirtualBoard:
         self.hold_until = None
 
     def usb_present(self):
-        return self._usb_host_master is not None
+        return self._host is not None
 
     @property
     def pid(self):
@@ -240,18 +256,19 @@ class VirtualBoard:
 
     def _spawn(self):
         """Start the process (call from the relay thread: PDEATHSIG follows the starting thread)."""
-        # A reset starts from power-on tty settings (the firmware may change them on its pty;
-        # termios belongs to the pty, not the process) and empty buffers: what the host sent to
-        # the previous process is gone, so is the RX FIFO.
-        tty.setraw(self._usb_board_slave)
-        flush_input(self._usb_board_slave)
+        # A reset starts with empty buffers: what the host sent to the previous process is gone,
+        # so is the RX FIFO. (The stdin pipe's read end blocks, for the process: not while the
+        # ring empties it, between processes.)
+        os.set_blocking(self._usb_rx_board, False)
+        read_all(self._usb_rx_board)
+        os.set_blocking(self._usb_rx_board, True)
         read_all(self._rx_board)
         with self._tail_cond:
             self._tail.clear()
             self._generation += 1
         self.proc = subprocess.Popen(
             _launched(self.command(), os.getpid(), (self._rx_board, self._tx_board)), cwd=self.fs_dir,
-            stdin=self._usb_board_slave, stdout=self._usb_board_slave, stderr=self._usb_board_slave,
+            stdin=self._usb_rx_board, stdout=self._usb_tx_board, stderr=self._usb_tx_board,
             close_fds=True, pass_fds=(self._rx_board, self._tx_board), process_group=0,
         )
         self.started_at = time.monotonic()
@@ -293,7 +310,11 @@ class VirtualBoard:
             return bytes(self._tail)
 
     def _close_fds(self):
-        for fd in (self._usb_board_master, self._usb_board_slave, self._usb_host_master,
+        """Close every fd (the ring's USB thread has stopped: nobody reads the host port now)."""
+        if self._host is not None:
+            self._host.retired = True
+        for fd in (self._usb_rx_board, self._usb_rx_relay, self._usb_tx_relay, self._usb_tx_board,
+                   self._host.fd if self._host is not None else None,
                    self._rx_board, self._rx_relay, self._tx_relay, self._tx_board):
             if fd is None:
                 continue
@@ -301,7 +322,7 @@ class VirtualBoard:
                 os.close(fd)
             except OSError:
                 pass
-        self._usb_host_master = None
+        self._host = None
         try:
             if os.path.islink(self.usb_path):
                 os.unlink(self.usb_path)
@@ -312,7 +333,7 @@ class VirtualBoard:
         # powered off: no process (the last one's pid would read as the board's)
         return {"index": self.index, "pid": self.pid if self.off_until is None else None, "alive": self.alive(),
                 "usb": self.usb_path,
-                "usb_pts": self.usb_pts, "usb_present": self.usb_present(), "powered": self.off_until is None,
+                "usb_pts": self._host.pts if self._host is not None else None, "usb_present": self.usb_present(), "powered": self.off_until is None,
                 "uart": self.uart, "fs_dir": self.fs_dir, "restarts": self.restarts,
                 "power_cycles": self.power_cycles, "unplugs": self.unplugs, "tx_lost": self.tx_lost,
                 "host_attached": self.host_attached, "usb_to_board": self.usb_to_board,

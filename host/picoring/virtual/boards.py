@@ -6,20 +6,22 @@ for the Pico's USB serial. It behaves like a Pico at power-on: it runs main.py
 if there is one (`micropython -i main.py`: -i drops to the REPL when main.py
 returns or raises, KeyboardInterrupt included), else it sits in the REPL.
 
-Each board has two ptys of its own for its USB link, all raw (cfmakeraw: no
-echo, no CR/LF translation, no signals), and two pipes for its UART, all held by
-the ring:
+Each board has, held by the ring:
 
-  board side of USB  <-- ring relays -->  host side of USB (usb_path, what users open)
-  UART: two pipes, RX and TX (board.py says why not a pty), the board's fds 3 and 4
+  the board's side of USB (its stdin, stdout, stderr: pipes)
+      <-- relay thread, USB thread -->  host side of USB (a raw pty: usb_path, what users open)
+  UART: two pipes, RX and TX, the board's fds 3 and 4
 
-Why two ptys for USB and not one: the process and mpremote cannot share the
-slave side of one pty (the master would be nobody's), and giving the process
-the master side means that when mpremote closes the port the process reads
-EIO forever and spins at 100% CPU. With a relay, the ring keeps the board's
-pty open for the board's whole life, the host side can come and go (board
-output is dropped while nothing has it open, as a Pico drops USB output with
-no host), and usb_path stays the same across resets.
+board.py says why only the host's side is a pty. That pty is handled by a
+thread of its own, the USB thread, which alone reads and closes its master: on
+a loaded machine a read or poll there can wait seconds for the kernel's tty
+worker, and the relay thread, which carries the wires, must never wait with it.
+What the host writes goes from the USB thread to the relay as events; what the
+board writes the relay writes to the pty (a write never waits for the worker).
+With a relay, the ring keeps the board's end open for the board's whole life,
+the host side can come and go (board output is dropped while nothing has it
+open, as a Pico drops USB output with no host), and usb_path stays the same
+across resets.
 
 usb_path is a symlink (<workdir>/usb<i>) to the host side's pty, as
 /dev/serial/by-id/... is to a Pico's /dev/ttyACM*: unplugging the USB link
@@ -32,8 +34,7 @@ pty gets whatever /dev/pts number is free.
 Why raw: the firmware reads single bytes from its host link (canonical mode
 would hold them until a newline), echo would reflect everything mpremote sends
 back into it, and 0x03 must reach the firmware as a byte (it raises
-KeyboardInterrupt itself) rather than become SIGINT. The REPL sets raw mode on
-its own while it reads a line. Difference from a Pico: `print` writes "\\n",
+KeyboardInterrupt itself) rather than become SIGINT. The REPL echoes by itself. Difference from a Pico: `print` writes "\\n",
 where a Pico's USB writes "\\r\\n"; the REPL's own lines end in "\\r\\n" on both.
 
 Lifecycle: the ring owns its processes. Every board is started by the ring's
@@ -112,6 +113,12 @@ class VirtualRing:
         self._thread = None
         self._calls = queue.Queue()
         self._wake_r = self._wake_w = None
+        # The USB thread (module doc): its events for the relay, the host ports it is to close,
+        # and its own wake-up pipe.
+        self._usb_thread = None
+        self._usb_events = queue.Queue()
+        self._retired = []
+        self._usb_wake_r = self._usb_wake_w = None
         self._stopping = False
         self._stopped = False
         self._error = None
@@ -139,12 +146,15 @@ class VirtualRing:
                 fs_dir.mkdir(parents=True, exist_ok=True)
                 self.boards.append(VirtualBoard(i, fs_dir, self.micropython, self.heapsize, self.workdir / ("usb%d" % i)))
             self._wake_r, self._wake_w = os.pipe()
-            os.set_blocking(self._wake_r, False)
-            os.set_blocking(self._wake_w, False)
+            self._usb_wake_r, self._usb_wake_w = os.pipe()
+            for fd in (self._wake_r, self._wake_w, self._usb_wake_r, self._usb_wake_w):
+                os.set_blocking(fd, False)
             _live_rings.add(self)
             self._arm_faults(self.faults)
             self._thread = threading.Thread(target=self._relay_main, name="picoring-virtual-ring", daemon=True)
             self._thread.start()
+            self._usb_thread = threading.Thread(target=self._usb_main, name="picoring-virtual-usb", daemon=True)
+            self._usb_thread.start()
             self._call(lambda: [b._spawn() for b in self.boards], timeout)
         except BaseException:
             self.stop()
@@ -159,8 +169,10 @@ class VirtualRing:
             self._stopped = True
         self._stopping = True
         self._wake()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._join_relay(timeout)
+        self._wake_usb()
+        for thread in (self._thread, self._usb_thread):
+            if thread is not None and thread is not threading.current_thread():
+                self._join(thread, timeout)
         errors = []
         for b in self.boards:  # the relay kills them on its way out; make sure
             try:
@@ -168,7 +180,8 @@ class VirtualRing:
             except VirtualBoardError as e:
                 errors.append(str(e))
             b._close_fds()
-        for fd in (self._wake_r, self._wake_w):
+        self._close_retired()
+        for fd in (self._wake_r, self._wake_w, self._usb_wake_r, self._usb_wake_w):
             if fd is not None:
                 try:
                     os.close(fd)
@@ -180,7 +193,8 @@ class VirtualRing:
         if errors:
             raise VirtualBoardError("; ".join(errors))
 
-    def _join_relay(self, timeout):
+    @staticmethod
+    def _join(thread, timeout):
         # A signal (SIGTERM, Ctrl-C) can interrupt start() inside Thread.start(), before the new
         # thread said it runs; join() then raises "cannot join thread before it is started"
         # instead of the cleanup going on (seen: a SIGTERM of `run --virtual` under load). Such
@@ -188,7 +202,7 @@ class VirtualRing:
         deadline = time.monotonic() + 1.0
         while True:
             try:
-                self._thread.join(timeout)
+                thread.join(timeout)
                 return
             except RuntimeError:
                 if time.monotonic() > deadline:
@@ -213,8 +227,11 @@ class VirtualRing:
             # What the host wrote to the old process and the relay has not passed on yet is
             # lost with it, as a Pico's USB input is when it resets. Passed on, a Ctrl-C sent
             # to stop the old firmware stopped the new one at its start (a loaded machine's
-            # relay had not read it before the reset).
-            board.usb_dropped += len(read_all(board._usb_host_master))
+            # relay had not read it before the reset). The USB thread reads the pty empty and
+            # says so; until then what comes from it is dropped.
+            board._host.drain = True
+            board.discard_host = True
+            self._wake_usb()
         board.off_until = None  # a reset while powered off powers it on
         board.run_main = run_main
         board.restarts += 1
@@ -257,14 +274,14 @@ class VirtualRing:
         # Its TX FIFO dies with it: what the relay has not read yet, and what is queued on the
         # wire but not yet started on the line. Its USB output not yet relayed is lost too.
         board.tx_lost += len(read_all(board._tx_relay)) + self.wires[board.index].sender_lost(now)
-        board.usb_dropped += len(read_all(board._usb_board_master))
+        board.usb_dropped += len(read_all(board._usb_tx_relay))
         if off > 0:
             board.off_until = now + off
             if board.usb_present():
-                board._usb_unplug()
+                self._retire(board._usb_unplug())
         else:
             if board.usb_present():
-                board._usb_plug()  # the host sees a hang-up and the port already back
+                self._retire(board._usb_plug())  # the host sees a hang-up and the port already back
             board._spawn()
             board.hold_until = now + _POWER_ON_HOLD_S
 
@@ -273,7 +290,7 @@ class VirtualRing:
         until = math.inf if seconds is None else now + seconds
         board.unplugged_until = max(until, board.unplugged_until or until)
         if board.usb_present():
-            board._usb_unplug()
+            self._retire(board._usb_unplug())
 
     def _usb_back_if_due(self, board, now):
         """Power the board on, and plug its USB link back, once their times have come."""
@@ -284,7 +301,7 @@ class VirtualRing:
         if board.unplugged_until is not None and board.unplugged_until <= now:
             board.unplugged_until = None
         if board.off_until is None and board.unplugged_until is None and not board.usb_present():
-            board._usb_plug()
+            self._retire(board._usb_plug())
 
     def _next_board_timer(self):
         times = [t for b in self.boards for t in (b.off_until, b.unplugged_until) if t is not None]
@@ -353,7 +370,8 @@ class VirtualRing:
     def snapshot_text(self):
         """The ring as it is now, read without asking the relay (which may be what is stuck):
         where the relay thread is, each board's process and USB link, each wire's bytes."""
-        lines = ["relay: %s" % (self._relay_whereabouts() if self.running() else "not running (%s)" % self._error)]
+        lines = ["relay: %s" % (self._whereabouts(self._thread) if self.running() else "not running (%s)" % self._error),
+                 "usb thread: %s" % self._whereabouts(self._usb_thread)]
         for b in self.boards:
             i = b.info()
             lines.append("board %d: pid %s alive %s restarts %d, USB %s host %s, to board %d from board %d dropped %d"
@@ -377,23 +395,31 @@ class VirtualRing:
         self._wake()
         if not done.wait(timeout):
             raise VirtualBoardError("the virtual ring's relay did not answer within %.1fs; it was at: %s"
-                                    % (timeout, self._relay_whereabouts()))
+                                    % (timeout, self._whereabouts(self._thread)))
         if "error" in box:
             raise box["error"]
         return box.get("result")
 
-    def _relay_whereabouts(self):
-        """Where the relay thread is now (its innermost frames): what a stuck relay is stuck in."""
-        frame = sys._current_frames().get(self._thread.ident) if self._thread is not None else None
+    @staticmethod
+    def _whereabouts(thread):
+        """Where a thread of the ring is now (its innermost frames): what a stuck one is stuck in."""
+        frame = sys._current_frames().get(thread.ident) if thread is not None else None
         if frame is None:
-            return "(no relay thread)"
+            return "(not running)"
         return " < ".join("%s:%d %s" % (os.path.basename(f.filename), f.lineno, f.name)
                           for f in reversed(traceback.extract_stack(frame)[-4:]))
 
     def _wake(self):
-        if self._wake_w is not None:
+        self._poke(self._wake_w)
+
+    def _wake_usb(self):
+        self._poke(self._usb_wake_w)
+
+    @staticmethod
+    def _poke(fd):
+        if fd is not None:
             try:
-                os.write(self._wake_w, b"x")
+                os.write(fd, b"x")
             except OSError:
                 pass  # full pipe: a wake-up is already pending
 
@@ -435,9 +461,7 @@ class VirtualRing:
                 next_board_timer = self._next_board_timer()
             readers = {self._wake_r: None}
             for b in boards:
-                readers[b._usb_board_master] = ("usb_out", b)
-                if b.host_attached:
-                    readers[b._usb_host_master] = ("usb_in", b)
+                readers[b._usb_tx_relay] = ("usb_out", b)
             for i, b in enumerate(boards):
                 if wires[i].queued() < _WIRE_BACKLOG:
                     readers[b._tx_relay] = ("tx", i)
@@ -454,19 +478,18 @@ class VirtualRing:
             for fd in ready:
                 what = readers[fd]
                 if what is None:
-                    self._drain_wake()
-                    self._run_calls()
-                    next_board_timer = 0.0  # a call may have unplugged or powered off a board
+                    read_all(self._wake_r)
+                    self._take_usb_events()
+                    if self._run_calls():
+                        next_board_timer = 0.0  # a call may have unplugged or powered off a board
                     continue
                 kind, who = what
                 if kind == "tx":
                     data = read_some(fd)
                     if data:
                         wires[who].send(data, now)
-                elif kind == "usb_out":
-                    self._board_to_host(who, read_some(fd))
                 else:
-                    self._host_to_board(who)
+                    self._board_to_host(who, read_some(fd))
             for i, w in enumerate(wires):
                 data = w.take_due(now)
                 if data:
@@ -484,45 +507,81 @@ class VirtualRing:
         if not b.usb_present():  # unplugged: nobody can hear it
             b.usb_dropped += len(data)
             return
-        if not b.host_attached and host_has_it_open(b._usb_host_master):
-            # Attach now rather than at the next housekeeping: a host that has just opened
-            # the port must get what the board says next (its hello, the reply to a command).
-            self._attach_host(b)
         if not b.host_attached:
             if b.hold_until is not None and len(b._held) + len(data) <= TAIL:
                 b._held += data  # just powered on: kept for the host that is reconnecting
             else:
                 b.usb_dropped += len(data)
             return
-        sent = write_some(b._usb_host_master, data)
+        sent = write_some(b._host.fd, data)
         b.usb_dropped += len(data) - sent
 
     def _attach_host(self, b):
         b.host_attached = True
         if b._held:
-            sent = write_some(b._usb_host_master, bytes(b._held))
+            sent = write_some(b._host.fd, bytes(b._held))
             b.usb_dropped += len(b._held) - sent
             b._held.clear()
         b.hold_until = None
 
-    def _host_to_board(self, b):
-        if not b.usb_present():  # unplugged by a call run earlier in this pass
-            return
-        try:
-            data = os.read(b._usb_host_master, 4096)
-        except BlockingIOError:
-            return
-        except OSError:  # EIO: the last user of usb_path closed it
-            self._host_detached(b)
-            return
-        b.usb_to_board += len(data)
-        sent = write_some(b._usb_board_master, data)
-        if sent < len(data):
-            b.usb_dropped += len(data) - sent
+    # -- USB thread: the host ports' reader (module doc) ---------------------------
 
-    def _host_detached(self, b):
-        b.host_attached = False
-        # Like a tty's last close: what the board wrote and nobody read is gone.
+    def _usb_main(self):
+        try:
+            self._usb_loop()
+        except Exception as e:  # noqa: BLE001 - said, and the relay goes on (the wires need no USB)
+            if not self._stopping:
+                print("picoring virtual ring: USB thread failed: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+        finally:
+            self._close_retired()
+
+    def _usb_loop(self):
+        """Read what hosts write to the boards' ports, see hosts open and close them, and drain a
+        reset board's port; each as an event for the relay. Everything here may wait for the
+        kernel's tty worker (seconds on a loaded machine): only this thread waits."""
+        last_look = 0.0
+        while not self._stopping:
+            self._close_retired()
+            ports = [(b, b._host) for b in self.boards]
+            ports = [(b, p) for b, p in ports if p is not None and not p.retired]
+            for b, p in ports:
+                if p.drain:
+                    p.drain = False
+                    self._usb_event("drained", b, p, len(read_all(p.fd)))
+            reading = [(b, p) for b, p in ports if p.opened]
+            ready, _, _ = select.select([p.fd for _, p in reading] + [self._usb_wake_r], [], [], _HOUSEKEEPING_S)
+            read_all(self._usb_wake_r)
+            for b, p in reading:
+                if p.fd not in ready or p.retired:
+                    continue
+                try:
+                    data = os.read(p.fd, 4096)
+                except BlockingIOError:
+                    continue
+                except OSError:  # EIO: the last user of usb_path closed it
+                    p.opened = False
+                    self._forget_unread(b, p)
+                    self._usb_event("hungup", b, p)
+                    continue
+                self._usb_event("data", b, p, data)
+            now = time.monotonic()
+            if now - last_look >= _HOUSEKEEPING_S:
+                last_look = now
+                for b, p in ports:
+                    # a pty master nobody has open reports POLLHUP; one that someone opened does not
+                    if not p.opened and not p.retired and host_has_it_open(p.fd):
+                        p.opened = True
+                        self._usb_event("opened", b, p)
+
+    def _usb_event(self, kind, board, port, *rest):
+        self._usb_events.put((kind, board, port) + rest)
+        self._wake()
+
+    @staticmethod
+    def _forget_unread(b, port):
+        """Like a tty's last close: what the board wrote and no host read is gone."""
+        if port is not b._host:
+            return  # usb_path leads to another pty now
         try:
             fd = os.open(b.usb_path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
         except OSError:
@@ -532,17 +591,55 @@ class VirtualRing:
         finally:
             os.close(fd)
 
+    def _retire(self, port):
+        """Hand a HostPort no longer in use to the USB thread, which closes it (HostPort)."""
+        if port is None:
+            return
+        port.retired = True
+        with self._lock:
+            self._retired.append(port)
+        self._wake_usb()
+
+    def _close_retired(self):
+        with self._lock:
+            ports, self._retired = self._retired, []
+        for port in ports:
+            try:
+                os.close(port.fd)
+            except OSError:
+                pass
+
+    def _take_usb_events(self):
+        """What the USB thread saw on the host ports (_usb_loop), in its order."""
+        while True:
+            try:
+                kind, b, port, *rest = self._usb_events.get_nowait()
+            except queue.Empty:
+                return
+            if port is not b._host:  # a port unplugged or replaced since: nobody's now
+                if kind == "data":
+                    b.usb_dropped += len(rest[0])
+                continue
+            if kind == "opened":
+                self._attach_host(b)
+            elif kind == "hungup":
+                b.host_attached = False
+            elif kind == "drained":
+                b.usb_dropped += rest[0]
+                b.discard_host = False
+            elif b.discard_host:  # data the host sent before the board's reset
+                b.usb_dropped += len(rest[0])
+            else:
+                data = rest[0]
+                if not b.host_attached:  # it wrote: it has the port open
+                    self._attach_host(b)
+                b.usb_to_board += len(data)
+                b.usb_dropped += len(data) - write_some(b._usb_rx_relay, data)
+
     def _housekeeping(self, now):
         for b in self.boards:
-            if b.usb_present():  # (unplugged: there is no host side to look at)
-                # A host side nobody has open reports POLLHUP; one that someone opened does not.
-                hung_up = not host_has_it_open(b._usb_host_master)
-                if b.host_attached and hung_up:
-                    self._host_detached(b)
-                elif not b.host_attached and not hung_up:
-                    self._attach_host(b)
-                elif b.hold_until is not None and now >= b.hold_until:
-                    b._drop_held()  # no host came for it
+            if not b.host_attached and b.hold_until is not None and now >= b.hold_until:
+                b._drop_held()  # no host came for it
             # A board that exited by itself (Ctrl-D in the REPL, sys.exit, a crash) restarts,
             # as a Pico soft-resets; at most once a second so a crashing main.py cannot spin.
             if (b.proc is not None and b.off_until is None and b.proc.poll() is not None
@@ -554,19 +651,15 @@ class VirtualRing:
                     b.started_at = now
                     print("picoring virtual ring: board %d did not restart: %s" % (b.index, e), file=sys.stderr)
 
-    def _drain_wake(self):
-        try:
-            while os.read(self._wake_r, 512):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-
     def _run_calls(self):
+        """Run the calls waiting for the relay thread; True if there were any."""
+        ran = False
         while True:
             try:
                 fn, done, box = self._calls.get_nowait()
             except queue.Empty:
-                return
+                return ran
+            ran = True
             try:
                 box["result"] = fn()
             except Exception as e:  # noqa: BLE001 - handed to the caller
