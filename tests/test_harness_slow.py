@@ -508,3 +508,33 @@ def test_a_board_that_owes_a_ping_answer_gets_no_other_ping():
     assert run._boards_to_ping({7: (0, {1}), 8: (500_000, {2})}) == {0}
     run.links[0].connected = False  # its port is gone: a ping would be dropped
     assert run._boards_to_ping({7: (0, {1})}) == {2}
+
+
+class _SlowStatus(_ScriptedStatus):
+    def __init__(self, port, answers, delay):
+        super().__init__(port, answers)
+        self.delay = delay
+
+    def command(self, word, timeout=None):
+        time.sleep(self.delay)
+        return super().command(word, timeout)
+
+
+def test_answers_that_come_late_do_not_count_against_the_ring(monkeypatch):
+    # A virtual board's USB link is a pty; under two busy loops a state query's answer took 1 to
+    # 8 s (the kernel's tty worker), and the ring "did not come to rest in 15 s" after only
+    # three rounds of queries. The time the answers were late extends the deadline.
+    from picoring.ring import harness
+    from picoring.sim.workload import make_workload
+
+    monkeypatch.setattr(harness, "PING_GRACE_S", 0.01)  # an answer is late after 10 ms
+    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000)
+    run.links = [_SlowStatus("p0", [_status(0, 1, 2), _status(1, 3, 3)], 0.3),
+                 _SlowStatus("p1", [_status(0, 3, 3)], 0.3)]
+    run.wait_formed(timeout=0.5)  # three rounds of 0.6 s: moving, at rest, still at rest
+    assert [link.asked for link in run.links] == [3, 3]
+    # late answers extend the deadline, up to three times over: they do not remove it
+    run.links = [_SlowStatus("p0", [_status(1, 1, 1)], 0.3), _SlowStatus("p1", [_status(1, 1, 1)], 0.3)]
+    with pytest.raises(HarnessError, match=r"did not come to rest in 0 s \(and 2 s more in which the boards' "
+                                           r"answers were late\): 2 board\(s\) hold the token"):
+        run.wait_formed(timeout=0.5)
