@@ -538,3 +538,23 @@ def test_answers_that_come_late_do_not_count_against_the_ring(monkeypatch):
     with pytest.raises(HarnessError, match=r"did not come to rest in 0 s \(and 2 s more in which the boards' "
                                            r"answers were late\): 2 board\(s\) hold the token"):
         run.wait_formed(timeout=0.5)
+
+
+def test_a_board_at_its_repl_is_given_up_on_sooner_than_a_silent_one(monkeypatch):
+    # A silent board may be a virtual one whose pty stood still (7.9 s seen under two busy
+    # loops): it is waited for REPLY_TIMEOUT_S. One that answers with something that is not the
+    # firmware's (a REPL's echo and prompt) is not running the firmware: REPLY_NOT_FIRMWARE_S.
+    from picoring.ring import link as link_module
+
+    monkeypatch.setattr(link_module, "REPLY_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(link_module, "REPLY_NOT_FIRMWARE_S", 0.2)
+    repl = [b"\r\n", b"SyntaxError: invalid syntax\r\n", b">>> \r\n"]  # one line every 0.1 s, from t=0
+    for lines, limit, said in ((repl, 0.2, "it sent: "), ([], 1.0, "nothing readable")):
+        link = _talking_link(_TalkingPort(lines, 0.1))
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(HarnessError, match=said):
+                link.wait_reply("status")
+        finally:
+            link.close()
+        assert limit <= time.monotonic() - t0 < limit + 0.5

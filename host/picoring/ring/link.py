@@ -21,11 +21,14 @@ class HarnessError(RuntimeError):
     """A problem with the boards or the ports; the message names the port."""
 
 
-# A command's reply, on a real Pico: it answers within milliseconds; this is how long before a
-# board counts as not running the firmware. Not 3 s: on a busy 2-core machine every pty of a
-# virtual ring (its relay thread's select, the boards' polls, blocked in the kernel's tty
-# flip-buffer work) was seen to stand still for 2 to 4 s at a time, and ring set-up failed.
-REPLY_TIMEOUT_S = 10.0
+# A command's reply, on a real Pico: it answers within milliseconds; this is how long a silent
+# board is waited for. Not 3 s, nor 10: a virtual board's USB link is a pty, and a pty's bytes
+# wait for the kernel's tty worker; under two busy loops 3084 state queries took 1 ms median,
+# 8 ms at the 99th percentile and 7.9 s at most (/work/exp/latdist.py), and 10.7 s was seen
+# at load 9. A board that says something else instead (a REPL's echo and prompt, a traceback) is
+# given up on sooner, after REPLY_NOT_FIRMWARE_S: it is not running the firmware.
+REPLY_TIMEOUT_S = 30.0
+REPLY_NOT_FIRMWARE_S = 10.0
 # A write that cannot go out this long: the board does not read. Not 2 s: a busy machine was seen
 # to stop every pty of a virtual ring (its relay, the boards, the host's writes) for 2 to 4 s, and
 # pyserial may report a timeout for a write that went out, so a timed-out write cannot be retried.
@@ -250,13 +253,15 @@ class BoardLink:
         the run loop sends commands whose replies it reads from the inbox instead)."""
         if timeout is None:
             timeout = REPLY_TIMEOUT_S * self.slowness
+        not_firmware = min(timeout, REPLY_NOT_FIRMWARE_S * self.slowness)
         start = time.monotonic()
-        cap = start + timeout * REPLY_BACKLOG_FACTOR
+        cap = start + max(timeout, not_firmware * REPLY_BACKLOG_FACTOR)
         garbage_before = sum(self.parser.garbage.values())  # what it said earlier is not the answer
         events_before = self.parser.events
         while True:
             now = time.monotonic()
-            deadline = min(cap, max(start, self.last_rx) + timeout)
+            limit = not_firmware if sum(self.parser.garbage.values()) > garbage_before else timeout
+            deadline = min(cap, max(start, self.last_rx) + limit)
             left = deadline - now
             if left <= 0:
                 if not self.connected:
@@ -269,13 +274,13 @@ class BoardLink:
                 how = "within %.1f s" % (now - start)
                 if deadline >= cap:
                     how += ", while it kept sending (%d events)" % (self.parser.events - events_before)
-                elif now - start > timeout + 1:
-                    how += " (the last %.1f s quiet)" % timeout
+                elif now - start > limit + 1:
+                    how += " (the last %.1f s quiet)" % limit
                 raise HarnessError(
                     "%s: no %r reply %s (is it a picoring board running the firmware? %s)"
                     % (self.port, word, how, ("it sent: " + seen) if seen else "it sent nothing readable"))
             try:
-                t, reply = self.replies.get(timeout=left)
+                t, reply = self.replies.get(timeout=min(left, 0.1))  # (what it says may shorten the wait)
             except queue.Empty:
                 continue
             if since is not None and t < since:
