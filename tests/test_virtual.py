@@ -471,3 +471,19 @@ def test_a_signal_inside_the_relay_threads_start_still_cleans_up(monkeypatch, tm
     with pytest.raises(KeyboardInterrupt):
         ring.start()
     assert ring.workdir is not None and not ring.workdir.exists()
+
+
+def test_a_power_cycle_right_after_a_reset_does_not_leave_the_new_port_deaf(tmp_path):
+    # A reset drops what the host sent the old process until the USB thread has drained the
+    # port; a power cycle before that replaces the port, and the drain's answer then names a
+    # port that is gone. The new port must not wait for it: what the host sends gets through.
+    with VirtualRing(2, workdir=tmp_path / "ring") as ring:
+        b = ring.boards[0]
+        b.wait_output(b">>> ", TIMEOUT)
+        ring._call(lambda: (ring._reset(b), ring._power_cycle(b, 0, time.monotonic())), TIMEOUT)
+        assert not b.discard_host
+        b.wait_output(b">>> ", TIMEOUT)
+        with serial.Serial(b.usb_path, timeout=TIMEOUT) as usb:
+            wait_for(lambda: b.host_attached, what="the ring to see the port open")
+            usb.write(b"print(6 * 7)\r")
+            b.wait_output(b"42", TIMEOUT)

@@ -216,6 +216,7 @@ class VirtualBoard:
         os.replace(tmp, self.usb_path)  # atomic: the path is never missing on the way
         self._host = port
         self.host_attached = False
+        self.discard_host = False  # a reset's drain was of the old port: the new one is empty
         return old
 
     def _usb_unplug(self):
@@ -227,6 +228,7 @@ class VirtualBoard:
             pass
         old, self._host = self._host, None
         self.host_attached = False
+        self.discard_host = False
         self._drop_held()
         return old
 
