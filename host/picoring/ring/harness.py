@@ -31,6 +31,7 @@ import time
 from ..check import registry
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
+from . import forming
 from .deploy import start_order
 from .hostlink import CTRL_C, REQUEST, BoardEvent, Reply, encode_command
 from .link import REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness
@@ -42,7 +43,6 @@ from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, run_report
 STALL_STEP_S = 0.05
 PING_GIVE_UP_S = 30.0  # a ping round unanswered this long is forgotten (its answer was lost)
 FROZEN_LIMIT = 12  # a run with no progress for this many stall limits of wall time is given up
-LATE_EXTENDS = 3  # the ring's start-up deadline grows by the time its answers were late, up to this many times
 
 # The frames whose start-up history pairs the links (module doc). A ring forms by claim
 # frames while its boards restart one after another, and a board that is stopped or
@@ -58,10 +58,6 @@ PAIRED_FROM_BOOT = ("token", "request", "msg")
 
 # Board events that go through the causal merger (the rest are handled as they come).
 MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout", "gap")
-
-
-def _late(seconds):
-    return " (and %.0f s more in which the boards' answers were late)" % seconds if seconds >= 0.5 else ""
 
 
 class RingRun:
@@ -164,50 +160,9 @@ class RingRun:
         self.wait_formed(timeout)
 
     def wait_formed(self, timeout=15.0):
-        """Until no board is fresh, position 0 has seen or made the token, and, for a protocol
-        whose token rests, the ring is quiet: one board holds the token and no frame has moved
-        for settle_us (board time). A busy machine can make the start-up take more rounds than
-        one (a claim retried while the first was still going round: a newer epoch): what is
-        still moving when the run zeroes the counters would be counted as the run's traffic."""
-        deadline = time.monotonic() + timeout
-        settle_s = self.settle_us * self.slowness / 1e6
-        prompt_s = PING_GRACE_S * self.slowness
-        rests = registry.rests(self.protocol)
-        counters, quiet_since = None, None
-        late_s = 0.0  # time the boards took beyond prompt_s to answer: it does not count against them
-        while True:
-            statuses = []
-            for link in self.links:
-                asked = time.monotonic()
-                statuses.append(link.command("status")[1].fields)
-                late_s += max(0.0, time.monotonic() - asked - prompt_s)
-            waiting = [(link, f) for link, f in zip(self.links, statuses) if f.get("fresh") or f.get("starting")]
-            if not waiting and not rests:
-                return
-            now = time.monotonic()
-            holders = sum(1 for f in statuses if f.get("tok"))
-            if not waiting:
-                seen = [(f.get("tok"), f.get("rx_frames"), f.get("tx_frames")) for f in statuses]
-                if seen != counters or holders != 1:
-                    counters, quiet_since = seen, now
-                elif now - quiet_since >= settle_s:
-                    return
-            if now > deadline + min(late_s, LATE_EXTENDS * timeout):
-                # A virtual board's USB link is a pty, and on a loaded machine a pty's bytes can
-                # take seconds (virtual/board.py): the time a state query waited for its answer
-                # says nothing about the ring, so it extends the deadline.
-                if waiting:
-                    link, f = waiting[0]
-                    what = ("is still joining: its join round never came back" if f.get("fresh")
-                            else "has not made the first token: its claim never came back")
-                    raise HarnessError("the ring did not form in %.0f s%s: %s (position %s) %s; is every TX wired to "
-                                       "the next board's RX, and are all the boards running?"
-                                       % (timeout, _late(min(late_s, LATE_EXTENDS * timeout)), link.port, f.get("pos"), what))
-                raise HarnessError("the ring formed but did not come to rest in %.0f s%s: %d board(s) hold the token, "
-                                   "frames received/sent per board %s" % (
-                                       timeout, _late(min(late_s, LATE_EXTENDS * timeout)), holders,
-                                       " ".join("%s/%s" % (f.get("rx_frames"), f.get("tx_frames")) for f in statuses)))
-            time.sleep(0.02)
+        """Until the ring has formed and, for a protocol whose token rests, come to rest
+        (forming.wait_formed)."""
+        forming.wait_formed(self.links, self.protocol, self.settle_us, self.slowness, timeout)
 
     def check_ring(self):
         seen = {}

@@ -1,0 +1,67 @@
+"""Waiting for a ring of boards to form after they were started (RingRun.restart_ring).
+
+The boards form the ring by themselves (docs/recovery.md: join rounds, then position 0's claim
+makes the first token). The host only asks each board its state until the ring has formed and,
+for a protocol whose token rests, until nothing moves any more: what still moves when a run
+zeroes the counters would be counted as the run's traffic.
+"""
+
+import time
+
+from ..check import registry
+from .link import HarnessError
+from .runreport import PING_GRACE_S
+
+LATE_EXTENDS = 3  # the deadline grows by the time the boards' answers were late, up to this many times
+
+
+def _late(seconds):
+    return " (and %.0f s more in which the boards' answers were late)" % seconds if seconds >= 0.5 else ""
+
+
+def wait_formed(links, protocol, settle_us, slowness, timeout=15.0):
+    """Until no board is fresh, position 0 has seen or made the token, and, for a protocol
+    whose token rests, the ring is quiet: one board holds the token and no frame has moved
+    for settle_us (board time). A busy machine can make the start-up take more rounds than
+    one (a claim retried while the first was still going round: a newer epoch): what is
+    still moving when the run zeroes the counters would be counted as the run's traffic."""
+    deadline = time.monotonic() + timeout
+    settle_s = settle_us * slowness / 1e6
+    prompt_s = PING_GRACE_S * slowness
+    rests = registry.rests(protocol)
+    counters, quiet_since = None, None
+    late_s = 0.0  # time the boards took beyond prompt_s to answer: it does not count against them
+    while True:
+        statuses = []
+        for link in links:
+            asked = time.monotonic()
+            statuses.append(link.command("status")[1].fields)
+            late_s += max(0.0, time.monotonic() - asked - prompt_s)
+        waiting = [(link, f) for link, f in zip(links, statuses) if f.get("fresh") or f.get("starting")]
+        if not waiting and not rests:
+            return
+        now = time.monotonic()
+        holders = sum(1 for f in statuses if f.get("tok"))
+        if not waiting:
+            seen = [(f.get("tok"), f.get("rx_frames"), f.get("tx_frames")) for f in statuses]
+            if seen != counters or holders != 1:
+                counters, quiet_since = seen, now
+            elif now - quiet_since >= settle_s:
+                return
+        extension = min(late_s, LATE_EXTENDS * timeout)
+        if now > deadline + extension:
+            # A virtual board's USB link is a pty, and on a loaded machine a pty's bytes can
+            # take seconds (virtual/board.py): the time a state query waited for its answer
+            # says nothing about the ring, so it extends the deadline.
+            if waiting:
+                link, f = waiting[0]
+                what = ("is still joining: its join round never came back" if f.get("fresh")
+                        else "has not made the first token: its claim never came back")
+                raise HarnessError("the ring did not form in %.0f s%s: %s (position %s) %s; is every TX wired to "
+                                   "the next board's RX, and are all the boards running?"
+                                   % (timeout, _late(extension), link.port, f.get("pos"), what))
+            raise HarnessError("the ring formed but did not come to rest in %.0f s%s: %d board(s) hold the token, "
+                               "frames received/sent per board %s" % (
+                                   timeout, _late(extension), holders,
+                                   " ".join("%s/%s" % (f.get("rx_frames"), f.get("tx_frames")) for f in statuses)))
+        time.sleep(0.02)
