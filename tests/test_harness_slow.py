@@ -558,3 +558,19 @@ def test_a_board_at_its_repl_is_given_up_on_sooner_than_a_silent_one(monkeypatch
         finally:
             link.close()
         assert limit <= time.monotonic() - t0 < limit + 0.5
+
+
+def test_a_boot_banner_is_not_taken_for_a_board_without_the_firmware(monkeypatch):
+    # An emulated Pico under load took over 10 s from its "MPY: soft reboot" to its hello
+    # (flash's confirm, loaded suite on be417ef): a restarting board says its banner first.
+    from picoring.ring import link as link_module
+
+    monkeypatch.setattr(link_module, "REPLY_NOT_FIRMWARE_S", 0.2)
+    port = _TalkingPort([b"\r\n", b"MPY: soft reboot\r\n"], 0.1, last=b"!hello fw=0.6.0\n")
+    port._script[-1] = (0.7, port._script[-1][1])  # the hello 0.6 s after the banner
+    link = _talking_link(port)
+    try:
+        t, reply = link.wait_reply("hello", timeout=2.0)
+    finally:
+        link.close()
+    assert reply.word == "hello"

@@ -8,7 +8,7 @@ import queue
 import threading
 import time
 
-from .hostlink import LineParser, Reply, TickUnwrapper, encode_command
+from .hostlink import REPL_REASONS, LineParser, Reply, TickUnwrapper, encode_command
 from .ports import busy_message, is_lock_error
 
 try:
@@ -26,7 +26,8 @@ class HarnessError(RuntimeError):
 # wait for the kernel's tty worker; under two busy loops 3084 state queries took 1 ms median,
 # 8 ms at the 99th percentile and 7.9 s at most (/work/exp/latdist.py), and 10.7 s was seen
 # at load 9. A board that says something else instead (a REPL's echo and prompt, a traceback) is
-# given up on sooner, after REPLY_NOT_FIRMWARE_S: it is not running the firmware.
+# given up on sooner, after REPLY_NOT_FIRMWARE_S: it is not running the firmware. (A boot banner
+# is not such a sign: an emulated Pico under load took over 10 s from it to its hello.)
 REPLY_TIMEOUT_S = 30.0
 REPLY_NOT_FIRMWARE_S = 10.0
 # A write that cannot go out this long: the board does not read. Not 2 s: a busy machine was seen
@@ -257,10 +258,11 @@ class BoardLink:
         start = time.monotonic()
         cap = start + max(timeout, not_firmware * REPLY_BACKLOG_FACTOR)
         garbage_before = sum(self.parser.garbage.values())  # what it said earlier is not the answer
+        noise_before = self._noise()
         events_before = self.parser.events
         while True:
             now = time.monotonic()
-            limit = not_firmware if sum(self.parser.garbage.values()) > garbage_before else timeout
+            limit = not_firmware if self._noise() > noise_before else timeout
             deadline = min(cap, max(start, self.last_rx) + limit)
             left = deadline - now
             if left <= 0:
@@ -289,6 +291,11 @@ class BoardLink:
                 return t, reply
             if reply.word == "err":
                 raise HarnessError("%s: board error: %s" % (self.port, reply.text))
+
+    def _noise(self):
+        """Lines so far that no board running the firmware prints, even restarting (a REPL's
+        prompt and echo, a traceback other than a Ctrl-C's; not the boot banner)."""
+        return sum(k for reason, k in self.parser.garbage.items() if reason not in REPL_REASONS)
 
     def ping(self, token):
         """One clock sample: (rtt us, offset us) with offset = board - host."""
