@@ -351,7 +351,6 @@ def test_corruption_is_counted_by_the_receiving_board_and_recovered_from(capsys)
         else:
             assert b["link_in"]["bad"] == 0
     assert hit >= 1
-    assert took < 60
 
 
 def test_a_ring_that_loses_everything_ends_the_run_with_a_stall(capsys):
@@ -364,7 +363,9 @@ def test_a_ring_that_loses_everything_ends_the_run_with_a_stall(capsys):
     assert stall["kind"] == "stall" and "token probably lost" in stall["message"]
     assert report["stalled"]["outstanding"] == 1 and report["served"] < 5
     assert sum(w["faults"]["frames_dropped"] for w in report["wires"]) >= 1
-    assert took < 40
+    # Found by the stall clock, which runs only while the boards answer: seconds of it, however
+    # long a loaded machine made the run (46 s of wall time once, under two busy loops).
+    assert report["stalled"]["seconds"] < 10
 
 
 def test_run_faults_errors(capsys):
