@@ -487,3 +487,30 @@ def test_a_power_cycle_right_after_a_reset_does_not_leave_the_new_port_deaf(tmp_
             wait_for(lambda: b.host_attached, what="the ring to see the port open")
             usb.write(b"print(6 * 7)\r")
             b.wait_output(b"42", TIMEOUT)
+
+
+def test_a_board_that_outlives_its_sigkill_for_a_while_does_not_stop_the_reset(tmp_path, capsys):
+    # Under two busy loops a board just started (still its launcher) was still there 5 s after
+    # its SIGKILL, and the reset failed: "still running 5.0s after SIGKILL". It can run no more
+    # of its own code; the reset goes on, and says so.
+    from picoring.virtual.board import VirtualBoard
+
+    class Dying:
+        pid = 4242
+
+        def poll(self):
+            return None
+
+        def kill(self):
+            pass
+
+        def wait(self, timeout=None):
+            raise subprocess.TimeoutExpired("launcher", timeout)
+
+    b = VirtualBoard(1, tmp_path, "micropython", None, tmp_path / "usb1")
+    try:
+        b.proc = Dying()
+        b._kill(timeout=0.01)
+    finally:
+        b._close_fds()
+    assert "board 1 (pid 4242) still exiting 0.0 s after SIGKILL" in capsys.readouterr().err

@@ -287,8 +287,12 @@ class VirtualBoard:
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                raise VirtualBoardError("board %d (pid %d) still running %.1fs after SIGKILL"
-                                        % (self.index, proc.pid, timeout))
+                # Seen under two busy loops: a board just started (still the launcher, before its
+                # exec) outlived its SIGKILL by 5 s, and the reset failed with it. A killed process
+                # runs no more of its own code, so it can no longer read or write the board's
+                # pipes: its successor may start; subprocess reaps it once it is gone.
+                print("picoring virtual ring: board %d (pid %d) still exiting %.1f s after SIGKILL (a loaded "
+                      "machine); its successor starts anyway" % (self.index, proc.pid, timeout), file=sys.stderr)
 
     def _record_output(self, data):
         with self._tail_cond:
