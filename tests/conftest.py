@@ -37,11 +37,14 @@ def run_micropython(binary, *args, timeout=60, cwd=None):
 def why_not_ok(report):
     """What made a report not OK: its violations, and for a run on boards the conditions of the
     run that it does not explain (a given-up run, frames placed by clock) and why it stopped."""
-    why = {"violations": report["violations"]}
+    lines = ["violation (%s): %s" % (v["kind"], v["message"]) for v in report["violations"]]
     if "run_conditions" in report:
-        why["unexplained_conditions"] = [c for c in report["run_conditions"] if not c["explained"]]
-        why["stop_reason"] = report.get("stop_reason")
-    return why
+        lines += ["run condition (%s, unexplained): %s" % (c["kind"], c["message"])
+                  for c in report["run_conditions"] if not c["explained"]]
+        lines.append("stop reason: %s" % report.get("stop_reason"))
+    # one line each, in full: pytest cuts a long repr short (the emulated Picos' one 'order'
+    # condition came out as "{'kind': 'order', 'link': 1, 'count': 1, 'explained': False, ...}")
+    return "\n".join(lines) or "(no violation and no run condition)"
 
 
 TIMEOUT = 20.0  # seconds: what a virtual ring may take to answer, on a loaded machine

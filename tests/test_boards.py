@@ -75,7 +75,7 @@ def test_compare_on_the_boards_flashes_them_for_its_protocol(board_ring, capsys)
     result = json.loads(out) if out.strip() else None
     assert result is not None, err
     (row,), (run,) = result["rows"], result["runs"]
-    assert status == 0, (err, why_not_ok(run))  # (under load once: status 1, and no word why)
+    assert status == 0, err + "\n" + why_not_ok(run)  # (under load once: status 1, and no word why)
     assert row["protocol"] == "toy" and result["latency_unit"] == "µs"
     assert (row["logical_per_request"], row["hop_frames_per_request"]) == (2, 2 * n - 1)
     sim = simulate("toy", n, "adversarial", requests=k, seed=3)
