@@ -237,6 +237,20 @@ class VirtualBoard:
         self._held.clear()
         self.hold_until = None
 
+    def _forget_unread(self, port):
+        """Like a tty's last close: what the board wrote and no host read is gone (the ring's USB
+        thread, on a host's hang-up of `port`)."""
+        if port is not self._host:
+            return  # usb_path leads to another pty now
+        try:
+            fd = os.open(self.usb_path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            flush_input(fd)
+        finally:
+            os.close(fd)
+
     def usb_present(self):
         return self._host is not None
 

@@ -64,7 +64,7 @@ import weakref
 from pathlib import Path
 
 from .board import (TAIL, VirtualBoard, VirtualBoardError, find_micropython,
-                    flush_input, host_has_it_open, read_all, read_some, write_some)
+                    host_has_it_open, read_all, read_some, write_some)
 from .wire import FaultPlan, Wire
 
 _HOUSEKEEPING_S = 0.02      # how often to look for a host opening a USB port and for exited boards
@@ -542,8 +542,7 @@ class VirtualRing:
         last_look = 0.0
         while not self._stopping:
             self._close_retired()
-            ports = [(b, b._host) for b in self.boards]
-            ports = [(b, p) for b, p in ports if p is not None and not p.retired]
+            ports = [(b, b._host) for b in self.boards if b._host is not None and not b._host.retired]
             for b, p in ports:
                 if p.drain:
                     p.drain = False
@@ -560,7 +559,7 @@ class VirtualRing:
                     continue
                 except OSError:  # EIO: the last user of usb_path closed it
                     p.opened = False
-                    self._forget_unread(b, p)
+                    b._forget_unread(p)
                     self._usb_event("hungup", b, p)
                     continue
                 self._usb_event("data", b, p, data)
@@ -576,20 +575,6 @@ class VirtualRing:
     def _usb_event(self, kind, board, port, *rest):
         self._usb_events.put((kind, board, port) + rest)
         self._wake()
-
-    @staticmethod
-    def _forget_unread(b, port):
-        """Like a tty's last close: what the board wrote and no host read is gone."""
-        if port is not b._host:
-            return  # usb_path leads to another pty now
-        try:
-            fd = os.open(b.usb_path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-        except OSError:
-            return
-        try:
-            flush_input(fd)
-        finally:
-            os.close(fd)
 
     def _retire(self, port):
         """Hand a HostPort no longer in use to the USB thread, which closes it (HostPort)."""
