@@ -24,7 +24,7 @@ class HarnessError(RuntimeError):
 # A command's reply, on a real Pico: it answers within milliseconds; this is how long a silent
 # board is waited for. Not 3 s, nor 10: a virtual board's USB link is a pty, and a pty's bytes
 # wait for the kernel's tty worker; under two busy loops 3084 state queries took 1 ms median,
-# 8 ms at the 99th percentile and 7.9 s at most (/work/exp/latdist.py), and 10.7 s was seen
+# 8 ms at the 99th percentile and 7.9 s at most (a 60 s loop of !status on a ring of 4), and 10.7 s was seen
 # at load 9. A board that says something else instead (a REPL's echo and prompt, a traceback) is
 # given up on sooner, after REPLY_NOT_FIRMWARE_S: it is not running the firmware. (A boot banner
 # is not such a sign: an emulated Pico under load took over 10 s from it to its hello.)
