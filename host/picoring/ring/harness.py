@@ -19,8 +19,12 @@ no token is in flight then), the token exists only once every board is up, so ea
 board's token (and request) frames since its hello line form a history with no
 half-messages. (Start-up claims do not: see PAIRED_FROM_BOOT.) The events up to the board's reply to the run's first !flush pair
 the links but are not part of the run (the ring's forming, S's circulating token).
-A receive the merger still has to place without its send (events lost) is reported
-(causal_forced, a run condition), never a silent fallback to clock estimates.
+A receive whose send has not come waits for it, however late: every event a board
+makes is numbered, so a send can be missing for good only when its board's event
+stream showed a gap (or the board restarted). Only then, or at the run's end, is a
+receive placed without its send; it is reported (causal_forced, a run condition),
+never a silent fallback to clock estimates. No clock estimate decides that a send
+is lost (CausalMerger.lossy).
 A board that restarts mid-run starts a new clock: its events wait for a clock
 sample of the new incarnation before they are placed.
 """
@@ -104,7 +108,6 @@ class RingRun:
         self.restarts = [0] * self.n
         self.link_restarted = [False] * self.n  # per link: its sender restarted, no frame of it received since
         self.send_lseq = [0] * self.n  # per board: the link sequence byte of its next send (_number_send)
-        self.pongs_due = [[] for _ in range(self.n)]  # per board: (event number, time) of pongs not yet heard
         self.unsent = {}  # reason -> requests that never left the host
         self.outstanding = [0] * self.n  # per board: requests injected, not yet through (run())
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
@@ -328,7 +331,6 @@ class RingRun:
                         if item.word == "pong":
                             self._clock_sample(b, t_rx, item, ping_sent)
                             answered(b, item)
-                            self._heard(b, item, ping_sent)
                             continue
                         if item.word == "hello":
                             lossy = True
@@ -576,6 +578,7 @@ class RingRun:
         there. Its links wait for the state query that follows (LinkTally: how many of them
         were sends and receives), or, when the board cannot say, are paired by time from now on."""
         self._notice(b, t, "events lost", "%s: %d events were lost while its USB link was down" % (self.ports[b], k))
+        self.merger.events_lost(b)
         if self.link_tallies[b].since is None:
             self._unpair(b)
 
@@ -614,7 +617,7 @@ class RingRun:
         self.link_tallies[b] = LinkTally()  # counts from its boot: no !zero
         self.merger.unhold(b)
         self.link_restarted[b] = True
-        self.pongs_due[b] = []  # (the old incarnation's event numbers)
+        self.merger.events_lost(b)  # the old incarnation's events not yet flushed died with it
         self._place_unplaced(b)  # the previous incarnation's, before its clock is forgotten
         self.links[b].board_restarted(t_rx)
         self.restarts[b] += 1
@@ -688,12 +691,12 @@ class RingRun:
 
     def _arrived(self, b, e):
         """What every event of board b does as it reaches the host, in the run loop or after
-        it: counted for its links (LinkTally), a send numbered (_number_send), and the pongs
-        waiting for it heard (_heard)."""
+        it: counted for its links (LinkTally), a send numbered (_number_send), and a gap
+        before it told to the merger (a send of this board's may never come: CausalMerger.lossy)."""
         self.link_tallies[b].event(e)
         self._number_send(b, e)
-        if self.pongs_due[b]:
-            self._hear_pongs(b)
+        if self.links[b].parser.missing and not self.merger.lossy[b]:
+            self.merger.events_lost(b)
 
     def _number_send(self, b, e):
         """A board numbers the frames it sends from its start (link sequence bytes, 0 first):
@@ -755,30 +758,6 @@ class RingRun:
             link.offset = tick - (t_sent + t_rx) // 2
             if self.unplaced[b]:
                 self._place_unplaced(b)
-
-    def _heard(self, b, reply, ping_sent):
-        """A pong says its board had made every event it would make before the pong's tick: once
-        those events have all come (the pong names the next event's number; they may be behind
-        it, waiting in the board's log), the merger may take a send missing before it for lost.
-        (Taking the pong at once forced, under load on emulated Picos, receives whose sends were
-        only still in their board's log.)"""
-        parts = reply.text.split()
-        link = self.links[b]
-        if (len(parts) not in (2, 3) or not all(p.isdigit() for p in parts) or link.offset is None
-                or ping_sent.get(int(parts[0]), -1) < link.booted_at):
-            return  # (a pong of an earlier incarnation: its tick is of another clock)
-        t = link.host_time(int(parts[1])) - self.t0
-        if len(parts) == 2:
-            self.merger.hear(b, t)  # (firmware before 0.6.0: no event number)
-        else:
-            self.pongs_due[b].append((int(parts[2]), t))
-            self._hear_pongs(b)
-
-    def _hear_pongs(self, b):
-        """The pongs of board b whose earlier events have all come: heard (see _heard)."""
-        due = self.pongs_due[b]
-        while due and self.links[b].parser.has_events_before(due[0][0]):
-            self.merger.hear(b, due.pop(0)[1])
 
     def _holder(self, tokens, last_token_recv, ask=False):
         """The board holding the token at rest, from the token balance of the events seen;
