@@ -563,3 +563,36 @@ def test_a_boot_banner_is_not_taken_for_a_board_without_the_firmware(monkeypatch
     finally:
         link.close()
     assert reply.word == "hello"
+
+
+def test_close_returns_only_once_a_slow_read_has_let_go_of_the_port():
+    # Under two busy loops a read of a virtual board's pty waited seconds for the kernel's tty
+    # worker; close() gave up on the reader after 1 s, and the port's exclusive lock, held until
+    # that read returned, made discover's next open of it fail as "port busy".
+    import threading
+
+    class SlowPort:
+        write_timeout = None
+        in_waiting = 0
+
+        def __init__(self):
+            self.reading = threading.Event()
+            self.in_read = False
+
+        def read(self, k):
+            self.in_read = True
+            self.reading.set()
+            time.sleep(2.0)  # a read the kernel holds up
+            self.in_read = False
+            return b""
+
+        def close(self):
+            pass
+
+    port = SlowPort()
+    link = BoardLink(0, "fake", queue.Queue())
+    link._open_port = lambda: port
+    link.open()
+    assert port.reading.wait(5)
+    link.close()
+    assert not port.in_read and not link._thread.is_alive()

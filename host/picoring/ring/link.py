@@ -73,6 +73,12 @@ def now_us():
 
 
 RECONNECT_S = 0.2  # how often a link whose port went away tries to open it again
+# close() waits this long for the reader thread to end. A read of a pty can wait seconds for the
+# kernel's tty worker on a loaded machine, and the port's lock (opened exclusive) is held until
+# that read returns, whoever closes the port meanwhile: a close() that gave up after 1 s let the
+# next open of the same port fail as "port busy" (discover's reopen after its flash, under two
+# busy loops). The reader sees the stop within one read.
+CLOSE_WAIT_S = 30.0
 
 
 class LinkNotice:
@@ -345,9 +351,10 @@ class BoardLink:
                 "writes_dropped": self.writes_dropped, "bytes_dropped": self.bytes_dropped}
 
     def close(self):
+        """Stop the reader and close the port; returns once the port is free for the next user."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(1.0)
+            self._thread.join(CLOSE_WAIT_S)
         with self._lock:
             ser, self.serial = self.serial, None
             self.connected = False
