@@ -344,12 +344,6 @@ class LineParser:
         self.events += len(events)
         return events
 
-    def has_events_before(self, seq):
-        """True when every event numbered before seq has come (or was counted missing)."""
-        if self._next_seq is None:
-            return seq == 0
-        return (self._next_seq - seq) % SEQ_PERIOD < SEQ_PERIOD // 2
-
     def expect_next(self, seq):
         """The board says the next event it sends will be number seq (its eseq less its
         pending records): a shortfall here is events that never arrived and that no later

@@ -28,7 +28,7 @@ class CausalMerger:
         # (one board's USB output held back while the next board's came through), and its
         # board's clock estimate is no guide: an emulated Pico's clock lags its estimate under
         # load by more than any window, and a receive forced because its sender's later events
-        # were stamped past it made 1 to 3 unexplained "order" conditions in 3 of 4 runs.
+        # were stamped past it made 1 to 3 unexplained "order" conditions in 3 of 5 runs.
         self.lossy = [False] * n
         self.give_up_us = 15 * stall_us  # a board whose link counts are awaited (hold) for this long: unpaired
         self.held = {}  # board -> since when its link counts are awaited: nothing is released meanwhile (hold)
