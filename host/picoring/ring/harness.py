@@ -47,6 +47,7 @@ from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, run_report
 STALL_STEP_S = 0.05
 PING_GIVE_UP_S = 30.0  # a ping round unanswered this long is forgotten (its answer was lost)
 FROZEN_LIMIT = 12  # a run with no progress for this many stall limits of wall time is given up
+HOLD_LIMIT_US = 30_000_000  # a board whose link counts the merger awaits (CausalMerger.hold) this long: unpaired
 
 # The frames whose start-up history pairs the links (module doc). A ring forms by claim
 # frames while its boards restart one after another, and a board that is stopped or
@@ -403,7 +404,7 @@ class RingRun:
                         last_event = now
                         self._place(b, t_rx, e)
                 for b, since in list(self.merger.held.items()):
-                    if now - since > self.merger.give_up_us:
+                    if now - since > HOLD_LIMIT_US:
                         self._unpair(b)  # it never told its counts: the merge must go on
                 for b in sorted(resync_due):
                     if b not in self.resync:  # (one in flight answers for this one too)
@@ -695,7 +696,7 @@ class RingRun:
         before it told to the merger (a send of this board's may never come: CausalMerger.lossy)."""
         self.link_tallies[b].event(e)
         self._number_send(b, e)
-        if self.links[b].parser.missing and not self.merger.lossy[b]:
+        if self.links[b].parser.missing:
             self.merger.events_lost(b)
 
     def _number_send(self, b, e):

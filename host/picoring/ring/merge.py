@@ -30,7 +30,6 @@ class CausalMerger:
         # load by more than any window, and a receive forced because its sender's later events
         # were stamped past it made 1 to 3 unexplained "order" conditions in 3 of 5 runs.
         self.lossy = [False] * n
-        self.give_up_us = 15 * stall_us  # a board whose link counts are awaited (hold) for this long: unpaired
         self.held = {}  # board -> since when its link counts are awaited: nothing is released meanwhile (hold)
         self.lost_frames = [0] * n  # per link: frames its receiver counted lost (gap events)
         # per link: (count index, link sequence byte) of its released sends not yet received,
