@@ -61,11 +61,14 @@ def test_a_receive_waits_for_its_send_however_late_while_its_sender_lost_no_even
     assert merger.forced == 0
     merger.push(0, 500, BoardEvent(0, 1, 0, "send", link=0, kind="token"))  # it was only late
     assert [e.ev for _, e in merger.release(5_100_000)] == ["send", "recv"] and merger.forced == 0
-    # board 0's stream showed a gap: a send of it may never come; placed by time after 2 s
+    # Board 0 restarted (its stream lost events): a send of it may never come, or come late
+    # (a restarted board's events wait for its clock offset: under load for seconds, and
+    # receives forced meanwhile made 5 false safety violations). Still nothing is guessed:
+    # the receive waits for board 0's next send, or for the final release.
     merger.push(1, 2_000_000, BoardEvent(1, 1, 0, "recv", link=0, kind="token"))
-    assert merger.release(5_200_000) == [] and merger.forced == 0
     merger.events_lost(0)
-    assert [e.ev for _, e in merger.release(5_300_000)] == ["recv"] and merger.forced == 1
+    assert merger.release(60_000_000) == [] and merger.forced == 0
+    assert [e.ev for _, e in merger.release(60_100_000, final=True)] == ["recv"] and merger.forced == 1
 
 
 def test_a_sender_whose_later_events_are_stamped_past_a_receive_does_not_force_it():
@@ -331,20 +334,26 @@ def test_a_receive_waits_for_a_send_behind_a_receive_beyond_the_horizon():
 
 
 def test_the_receive_forced_is_the_one_whose_send_never_came():
-    # Board 1's send into board 2 was lost (its event stream showed a gap); board 2's send into board 0 is there, behind the
-    # receive that waits for it. The receive placed without its send is board 2's (link 1),
-    # not board 0's, which then pairs with its own send.
+    # Board 1's send into board 2 was lost (its event stream showed a gap). The token went on
+    # round the ring: board 2 sent it to board 0, board 0 to board 1, and board 1 sent it again.
+    # By the link counts every receive now waits for a send queued behind its own board's
+    # waiting receive: a cycle, which only a lost send explains. The receive placed without its
+    # send is board 2's (link 1, out of the board that lost events), though board 0's is
+    # older by the clocks; the others then pair with their own sends.
     from picoring.ring.merge import CausalMerger
     from picoring.ring.hostlink import BoardEvent
 
-    merger = CausalMerger(3, window_us=1000, stall_us=10_000)
+    merger = CausalMerger(3, window_us=1000)
     merger.push(2, 100, BoardEvent(2, 0, 0, "recv", link=1, kind="token"))
     merger.push(2, 120, BoardEvent(2, 1, 0, "send", link=2, kind="token"))
     merger.push(0, 50, BoardEvent(0, 0, 0, "recv", link=2, kind="token"))
-    assert merger.release(100_000) == []  # no gap in board 1's events: its send is only late
     merger.events_lost(1)
+    assert merger.release(100_000) == []  # board 1's send may yet come (late, or sent again)
+    merger.push(0, 60, BoardEvent(0, 1, 0, "send", link=0, kind="token"))
+    merger.push(1, 200, BoardEvent(1, 0, 0, "recv", link=0, kind="token"))
+    merger.push(1, 210, BoardEvent(1, 1, 0, "send", link=1, kind="token"))
     order = [(e.board, e.ev) for _, e in merger.release(110_000)]
-    assert order == [(2, "recv"), (2, "send"), (0, "recv")]
+    assert order == [(2, "recv"), (2, "send"), (0, "recv"), (0, "send"), (1, "recv"), (1, "send")]
     assert merger.forced == 1 and merger.forced_links == [0, 1, 0]
 
 

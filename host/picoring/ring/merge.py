@@ -9,10 +9,9 @@ from .hostlink import SEQ_PERIOD, TickUnwrapper
 class CausalMerger:
     """Merges per-board event streams into one order (see harness.py's module doc)."""
 
-    def __init__(self, n, window_us=150_000, stall_us=2_000_000):
+    def __init__(self, n, window_us=150_000):
         self.n = n
         self.window_us = window_us
-        self.stall_us = stall_us
         self.queues = [deque() for _ in range(n)]
         self.sent = [0] * n  # released sends per link (link i: node i -> i+1)
         self.received = [0] * n
@@ -22,13 +21,13 @@ class CausalMerger:
         # links whose sender lost send events of unknown number (its USB link was down): their
         # counts no longer pair, so their receives are placed by time (and counted as forced)
         self.unpaired = [False] * n
-        # per board: its event stream showed a gap (events lost on the way: events_lost). Only
-        # then may a receive's send never come. Otherwise the send is late, never lost: every
-        # event a board makes is numbered, so a lost one shows. Late by seconds, on a busy machine
-        # (one board's USB output held back while the next board's came through), and its
-        # board's clock estimate is no guide: an emulated Pico's clock lags its estimate under
-        # load by more than any window, and a receive forced because its sender's later events
-        # were stamped past it made 1 to 3 unexplained "order" conditions in 3 of 5 runs.
+        # per board: its event stream showed a gap, or it restarted (events_lost). A send of
+        # its may then never come: a receive in a cycle of waiting receives (_unblock) on its
+        # link out is the one placed without its send. Never a clock estimate: a send that has
+        # not come is late as far as any estimate can tell (an emulated Pico's clock lags its
+        # estimate under load by more than any window; receives forced so made 1 to 3
+        # unexplained "order" conditions in 3 of 5 runs, and a restarted board's receives
+        # forced after 2 s, while its clock offset was awaited, made 5 false safety violations).
         self.lossy = [False] * n
         self.held = {}  # board -> since when its link counts are awaited: nothing is released meanwhile (hold)
         self.lost_frames = [0] * n  # per link: frames its receiver counted lost (gap events)
@@ -99,27 +98,35 @@ class CausalMerger:
         # Picos under D forced receives so, 4 runs in 5): go up the ring to the first board
         # that can move.
         t, waiting = blocked
+        cycle = []  # (t, board) of each receive waiting on a board whose send is queued behind it
         for _ in range(self.n):
             up = (waiting - 1) % self.n
             q = self.queues[up]
             if not q or not any(e.ev == "send" for _, e, _ in q):
-                break  # up's send has not come: the receive waiting for it is the one to place
+                # up's send has not come. It is late, or lost with events of up's that never
+                # came; either way up sends again before long (it goes on running, or it
+                # restarted and rejoins), and a lost one then shows as the cycle below. Until
+                # then, or the run's final release, the receive waits: no clock estimate can
+                # tell late from lost (a restarted board's first events wait for its clock
+                # offset; a pty held a board's output back 8 s under load).
+                if not final:
+                    return None
+                break
             if self._ready(up, q[0][1]):
                 return q[0][0], up, False
+            cycle.append((t, waiting))
             t, waiting = q[0][0], up  # up's first event waits in turn
-        else:  # waits round the whole ring: only lost events explain a cycle
-            t, waiting = blocked
+        else:
+            # Every board waits for a send queued behind its own waiting receive: by the link
+            # counts, each receive's send came after it. Only a lost send explains that (counts
+            # shifted by one), and no event to come can undo it: the receive on a link out of a
+            # board that lost events is placed by time, else the oldest.
+            lossy = [c for c in cycle if self.lossy[(c[1] - 1) % self.n]]
+            t, waiting = min(lossy or cycle)
             up = (waiting - 1) % self.n
-        # A receive whose send has not come: it waits (lossy) until the run's final release, at
-        # the latest (after every board's final flush: a send of a board with no gap is in by
-        # then), unless its sender lost events; then it is placed by time after stall_us.
-        # (No wall-time give-up: t is the receiver's clock estimate, and an emulated Pico at a
-        # crawl lagged it by more than the 30 s that the give-up waited: 4 receives forced.)
-        if final or (horizon is not None and t < now - self.stall_us and self.lossy[up]):
-            self.forced += 1
-            self.forced_links[up] += 1
-            return t, waiting, True
-        return None
+        self.forced += 1
+        self.forced_links[up] += 1
+        return t, waiting, True
 
     def _count(self, b, e, forced):
         """The link counts after board b's event e is released (forced: without its send)."""
