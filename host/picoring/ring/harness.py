@@ -19,12 +19,12 @@ no token is in flight then), the token exists only once every board is up, so ea
 board's token (and request) frames since its hello line form a history with no
 half-messages. (Start-up claims do not: see PAIRED_FROM_BOOT.) The events up to the board's reply to the run's first !flush pair
 the links but are not part of the run (the ring's forming, S's circulating token).
-A receive whose send has not come waits for it, however late: every event a board
-makes is numbered, so a send can be missing for good only when its board's event
-stream showed a gap (or the board restarted). Only then, or at the run's end, is a
-receive placed without its send; it is reported (causal_forced, a run condition),
-never a silent fallback to clock estimates. No clock estimate decides that a send
-is lost (CausalMerger.lossy).
+A receive whose send has not come waits for it, however late: no clock estimate
+decides that a send is lost. A lost one (its board's event stream showed a gap, or
+the board restarted) shows once its board sends again, as a cycle of receives each
+waiting for a send queued behind its own board's; only then, or at the run's end, is
+a receive placed without its send (CausalMerger._unblock). It is reported
+(causal_forced, a run condition), never a silent fallback to clock estimates.
 A board that restarts mid-run starts a new clock: its events wait for a clock
 sample of the new incarnation before they are placed.
 """
