@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import serial
@@ -514,3 +515,29 @@ def test_a_board_that_outlives_its_sigkill_for_a_while_does_not_stop_the_reset(t
     finally:
         b._close_fds()
     assert "board 1 (pid 4242) still exiting 0.0 s after SIGKILL" in capsys.readouterr().err
+
+
+def test_a_host_that_reads_late_loses_none_of_the_boards_output(tmp_path):
+    # On a loaded machine the kernel's tty worker, which moves what the relay writes into a
+    # board's pty on to the host's side, did not run for seconds ("workqueue lockup" in the
+    # kernel log); the relay found the pty full and dropped the board's output: 3,022 events
+    # of an S run lost, a run with false safety violations. A host that takes its time, with
+    # the port open, is the same to the relay: the output waits for it, whatever its size.
+    lines = 20000  # 220 kB: several times what a pty holds
+    with VirtualRing(2, workdir=tmp_path / "ring") as ring:
+        b = ring.boards[0]
+        Path(b.fs_dir, "main.py").write_text(
+            "import time\nfor i in range(%d):\n    print('line %%05d' %% i)\ntime.sleep(3600)\n" % lines)
+        with serial.Serial(b.usb_path, timeout=TIMEOUT) as usb:
+            wait_for(lambda: b.host_attached, what="the ring to see the port open")
+            dropped = b.usb_dropped
+            ring.reset(0)
+            expected = b"".join(b"line %05d\n" % i for i in range(lines))
+            wait_for(lambda: b.usb_from_board >= len(expected), what="the board to print every line")
+            got = b""
+            while not got.endswith(b"line %05d\n" % (lines - 1)):
+                chunk = usb.read(usb.in_waiting or 1)
+                assert chunk, "the board's output stopped after %d bytes" % len(got)
+                got += chunk
+            assert got[got.index(b"line 00000"):] == expected
+            assert b.usb_dropped == dropped

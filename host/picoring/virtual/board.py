@@ -167,7 +167,7 @@ class VirtualBoard:
         self.started_at = 0.0
         self.usb_to_board = 0     # bytes the host sent
         self.usb_from_board = 0   # bytes the board wrote to USB
-        self.usb_dropped = 0      # board output with no host attached (or host not reading)
+        self.usb_dropped = 0      # board output with no host attached
         self.host_attached = False
         self.discard_host = False  # reset: what the host sent before is dropped until drained
         self.run_main = True
@@ -181,6 +181,9 @@ class VirtualBoard:
         # says first (its hello) is kept for it, at most TAIL bytes for _POWER_ON_HOLD_S (boards.py).
         self.hold_until = None
         self._held = bytearray()
+        # What the board wrote for the host that the host's pty has not taken yet (boards.py,
+        # _HOST_BACKLOG): kept, not dropped, while the host has the port open.
+        self._to_host = bytearray()
         self._tail = bytearray()
         self._tail_cond = threading.Condition()
         self._generation = 0      # bumped at every (re)start, so waiters see only fresh output
@@ -217,6 +220,7 @@ class VirtualBoard:
         self._host = port
         self.host_attached = False
         self.discard_host = False  # a reset's drain was of the old port: the new one is empty
+        self._drop_to_host()
         return old
 
     def _usb_unplug(self):
@@ -230,12 +234,19 @@ class VirtualBoard:
         self.host_attached = False
         self.discard_host = False
         self._drop_held()
+        self._drop_to_host()
         return old
 
     def _drop_held(self):
         self.usb_dropped += len(self._held)
         self._held.clear()
         self.hold_until = None
+
+    def _drop_to_host(self):
+        """The host let go of the port (closed it, or it was unplugged): what it had not
+        taken yet goes nowhere, as a Pico's USB output with no host."""
+        self.usb_dropped += len(self._to_host)
+        self._to_host.clear()
 
     def _forget_unread(self, port):
         """Like a tty's last close: what the board wrote and no host read is gone (the ring's USB

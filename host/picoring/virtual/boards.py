@@ -17,7 +17,9 @@ thread of its own, the USB thread, which alone reads and closes its master: on
 a loaded machine a read or poll there can wait seconds for the kernel's tty
 worker, and the relay thread, which carries the wires, must never wait with it.
 What the host writes goes from the USB thread to the relay as events; what the
-board writes the relay writes to the pty (a write never waits for the worker).
+board writes the relay writes to the pty (a write never waits for the worker:
+what the pty does not take is queued, and a board whose queue is full waits in
+its own write, _HOST_BACKLOG).
 With a relay, the ring keeps the board's end open for the board's whole life,
 the host side can come and go (board output is dropped while nothing has it
 open, as a Pico drops USB output with no host), and usb_path stays the same
@@ -72,6 +74,13 @@ _WAKE_GRANULARITY_S = 1e-4  # a wire byte may arrive up to this late; saves waki
 _WIRE_BACKLOG = 4096        # stop reading a board's TX while this much is on its wire
 _RESTART_MIN_S = 1.0        # a board that keeps exiting is restarted at most once a second
 _POWER_ON_HOLD_S = 2.0      # a power-cycled board's first USB output waits this long for a host
+# A board's output the host's pty has not taken yet is queued, up to this much; beyond it the
+# relay stops reading the board's USB pipe, and the board waits in its write (a Pico's USB
+# write waits for a host that does not read, too). Under load the kernel's tty worker, which
+# moves bytes from a pty's master to its slave, did not run for 5 to 140 s (the kernel said
+# "workqueue lockup"); a full pty then dropped 3,022 events of an S run: a wrong verdict
+# from a machine that was only slow.
+_HOST_BACKLOG = 1 << 20
 
 
 _live_rings = weakref.WeakSet()
@@ -460,8 +469,12 @@ class VirtualRing:
                 self._board_timers(now)
                 next_board_timer = self._next_board_timer()
             readers = {self._wake_r: None}
+            writers = {}
             for b in boards:
-                readers[b._usb_tx_relay] = ("usb_out", b)
+                if len(b._to_host) < _HOST_BACKLOG:
+                    readers[b._usb_tx_relay] = ("usb_out", b)
+                if b._to_host and b._host is not None:
+                    writers[b._host.fd] = b
             for i, b in enumerate(boards):
                 if wires[i].queued() < _WIRE_BACKLOG:
                     readers[b._tx_relay] = ("tx", i)
@@ -473,8 +486,10 @@ class VirtualRing:
             timeout = max(0.0, wake_at - time.monotonic())
             if timeout and wake_at < min(next_housekeeping, next_board_timer):
                 timeout += _WAKE_GRANULARITY_S
-            ready, _, _ = select.select(list(readers), [], [], timeout)
+            ready, writable, _ = select.select(list(readers), list(writers), [], timeout)
             now = time.monotonic()
+            for fd in writable:
+                self._flush_to_host(writers[fd])
             for fd in ready:
                 what = readers[fd]
                 if what is None:
@@ -513,15 +528,22 @@ class VirtualRing:
             else:
                 b.usb_dropped += len(data)
             return
-        sent = write_some(b._host.fd, data)
-        b.usb_dropped += len(data) - sent
+        b._to_host += data
+        self._flush_to_host(b)
+
+    @staticmethod
+    def _flush_to_host(b):
+        """As much of the board's queued output as the host's pty takes now."""
+        sent = write_some(b._host.fd, b._to_host)
+        if sent:
+            del b._to_host[:sent]
 
     def _attach_host(self, b):
         b.host_attached = True
         if b._held:
-            sent = write_some(b._host.fd, bytes(b._held))
-            b.usb_dropped += len(b._held) - sent
+            b._to_host += b._held
             b._held.clear()
+            self._flush_to_host(b)
         b.hold_until = None
 
     # -- USB thread: the host ports' reader (module doc) ---------------------------
@@ -609,6 +631,7 @@ class VirtualRing:
                 self._attach_host(b)
             elif kind == "hungup":
                 b.host_attached = False
+                b._drop_to_host()
             elif kind == "drained":
                 b.usb_dropped += rest[0]
                 b.discard_host = False
