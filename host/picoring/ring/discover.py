@@ -156,6 +156,20 @@ SILENT = "silent"  # current_firmware: nothing at all came back
 SILENT_GRACE_S = 10.0
 
 
+def _judge_hello(target, link, fw, deadline, waited_s):
+    """None if the board says hello with the current firmware and a usable config before
+    deadline, else why not (waited_s: the seconds it has had since its restart, for the text)."""
+    try:
+        hello = flashmod.wait_hello(link, max(0.2, deadline - time.monotonic()))
+    except HarnessError:
+        return "no picoring firmware answered within %gs" % waited_s
+    if hello.get("fw") != fw:
+        return "it runs picoring firmware %s, not %s" % (hello.get("fw"), fw)
+    if target.virtual and hello.get("board") != "virtual":
+        return "its config is not a virtual board's"
+    return None
+
+
 def current_firmware(targets, links, fw, timeout):
     """Restart every board; for each, None if it comes up with the current firmware and a
     usable config (its !hello), else why not (a few words)."""
@@ -169,27 +183,18 @@ def current_firmware(targets, links, fw, timeout):
         restarted.append(i)
     deadline = time.monotonic() + timeout  # one wait for all: a board without firmware never says hello
     for i in restarted:
-        try:
-            hello = flashmod.wait_hello(links[i], max(0.2, deadline - time.monotonic()))
-        except HarnessError:
-            why[i] = "no picoring firmware answered within %gs" % timeout
-            continue
-        if hello.get("fw") != fw:
-            why[i] = "it runs picoring firmware %s, not %s" % (hello.get("fw"), fw)
-        elif targets[i].virtual and hello.get("board") != "virtual":
-            why[i] = "its config is not a virtual board's"
-        else:
-            why[i] = None
+        why[i] = _judge_hello(targets[i], links[i], fw, deadline, timeout)
     # A board without the firmware still says something at a restart (its REPL's banner or
-    # prompt); a port with no board says nothing at all. Silent ones get SILENT_GRACE_S more
-    # (a loaded machine), then are SILENT; a virtual board is there by construction.
-    quiet = [i for i in restarted if why[i] is not None and not links[i].parser.received and not targets[i].virtual]
+    # prompt); one that has said nothing at all is not judged yet: a port with no board, or a
+    # machine too busy to pass its words on (under load a virtual board's pty was silent for
+    # more than the 6 s and discover reflashed boards that ran the firmware). Silent ones get
+    # SILENT_GRACE_S more, then are SILENT; a virtual board is there by construction.
     grace_end = time.monotonic() + SILENT_GRACE_S
-    while quiet and time.monotonic() < grace_end:
-        time.sleep(0.05)
-        quiet = [i for i in quiet if not links[i].parser.received]
-    for i in quiet:
-        why[i] = SILENT
+    for i in restarted:
+        if why[i] is not None and not links[i].parser.received:
+            why[i] = _judge_hello(targets[i], links[i], fw, grace_end, timeout + SILENT_GRACE_S)
+            if why[i] is not None and not links[i].parser.received and not targets[i].virtual:
+                why[i] = SILENT
     return why
 
 
