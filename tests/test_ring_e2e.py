@@ -101,7 +101,8 @@ def test_an_s_run_starts_from_a_consistent_cut(ring):
     # (causal_forced was 60 to 90 here). From the boards' boot on there are no half messages.
     report = ring.run("s", "poisson", 50, seed=5)
     assert report["ok"], why_not_ok(report)
-    assert report["causal_forced"] == 0 and report["run_conditions"] == []
+    # (a loaded machine may add an explained condition, "slow": never one of order)
+    assert report["causal_forced"] == 0 and [c for c in report["run_conditions"] if c["kind"] == "order"] == []
 
 
 def test_start_up_claims_do_not_pair_the_links(ring):
@@ -114,7 +115,9 @@ def test_start_up_claims_do_not_pair_the_links(ring):
     report = ring.run("q", "adversarial", 6, seed=3)
     assert report["ok"], why_not_ok(report)
     assert report["quiescent"] is True
-    assert report["unreceived_sends"] == [0] * ring.n and report["run_conditions"] == []
+    assert report["unreceived_sends"] == [0] * ring.n and report["causal_forced"] == 0
+    # (a loaded machine may add an explained condition: the boards' pings answered late, "slow")
+    assert [c for c in report["run_conditions"] if c["kind"] == "order"] == []
 
 
 def test_a_receive_placed_without_its_send_is_a_run_condition():
