@@ -177,3 +177,18 @@ def test_copy_firmware_to_a_board_that_loads_mpy(compiler, tmp_path):
         assert sorted(back["copied"]) == sorted(m + ".py" for m in MODULES)
         assert sorted(back["removed"]) == sorted(m + ".mpy" for m in MODULES)
         assert sorted(os.listdir(b.fs_dir)) == sorted([p.name for p in deploy.FIRMWARE_FILES] + ["picoring.json"])
+
+
+def test_mpy_cross_is_stopped_by_the_cpu_it_used_not_by_the_time_it_waited():
+    # Under load a compile of 0.03 s waited 26 s for a CPU, and a 60 s wall-time limit once
+    # cut one that had not run yet (the emulated-Pico test then found hostlink.py copied as
+    # source). A child that only waits is let finish; one that computes past the limit is stopped.
+    import subprocess
+    import sys
+
+    from picoring.ring.mpy import run_cpu_limited
+
+    done = run_cpu_limited([sys.executable, "-c", "import time; time.sleep(1.5); print('done')"], 0.5, poll_s=0.1)
+    assert done.returncode == 0 and done.stdout.strip() == b"done"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_cpu_limited([sys.executable, "-c", "while True: pass"], 0.5, poll_s=0.1)

