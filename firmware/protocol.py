@@ -546,6 +546,8 @@ REGISTRY = {
     "nt": ("proto_nt", "NodeNT"),
     "dag": ("proto_dag", "NodeDAG"),
     "bs": ("proto_bs", "NodeBS"),
+    "wt": ("proto_wt", "NodeWT"),
+    "random": ("proto_random", "NodeRandom"),
 }
 # The paper's protocols (the host's commands offer these; the rest are in REGISTRY).
 PAPER = ("s", "q", "d", "d-literal")
