@@ -248,3 +248,28 @@ def test_figures_wt_writes_the_plots_and_the_table(tmp_path, capsys):
     assert names == ["wt_figure2.png", "wt_figure3.png", "wt_figure4.png", "wt_table.csv", "wt_table.md"]
     text = (tmp_path / "wt_table.md").read_text()
     assert "| 30 | benchmark |" in text and "| 30 | wandering token |" in text and "Figure 4" in text
+
+
+# -- on a ring of boards (virtual by default; --ring-ports for Picos) ------------------------
+
+
+def test_on_a_ring_of_boards_the_checker_measures_it_from_the_trace(ring, tmp_path):
+    """N = the board count, Table 1's constants scaled (Delta_min = 1.5 * Delta_op * N), time in
+    milliseconds: every request served, the soft measures computed from the trace (in us)."""
+    from picoring.sim.workload import make_workload as wl
+
+    n, k = ring.n, 16
+    op_ms = 20
+    spec = "wt:skip=2,op=%d,seed=2" % op_ms  # min = 1.5 * 20 * n ms, max = 3 * min
+    ring.flash(spec, op_ms * 1000)
+    run = ring.make_run(ring.ports, spec, wl("periodic", n, k, seed=2, period=15 * n), trace=str(tmp_path / "wt.jsonl"),
+                        seed=2)
+    try:
+        run.connect()
+        report = run.run()
+    finally:
+        run.close()
+    assert report["ok"], (report["violations"], report.get("run_conditions"))
+    soft = report["soft"]
+    assert report["served"] == k and soft["exclusion"] == "soft" and soft["time"] > 0
+    assert soft["intervals"]["count"] >= k - n and soft["intervals"]["p50"] >= 1.5 * op_ms * n * 1000
