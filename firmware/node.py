@@ -203,6 +203,13 @@ class NodeLoop:
         # critical section (virtual boards: a shared counter, read-modify-write).
         self.audit = audit
         self.nonce = nonce  # this boot's incarnation number (protocol.Node.boot)
+        # A clocked protocol (the wandering token, protocol.py's header) reads the time from
+        # node.now, in milliseconds since the loop started (30 bits), set before each of its
+        # handlers, and gets on_wake() once node.wake_at has come (looked at with the timeouts).
+        self._clocked = node.clocked
+        self._clk_us = 0
+        self._clk_rem = 0
+        self._ms = 0
         self._commands = {
             "r": self._cmd_request,
             "req": self._cmd_request,
@@ -232,6 +239,9 @@ class NodeLoop:
         self.link.greet = True
         self.log.record(EV_BOOT, 0, n.index, n.n, 0, 0)
         t = self.ticks_us()
+        self._clk_us = t
+        if self._clocked:
+            n.now = 0
         if give_token:
             self._act(n.give_token(), t)
         elif boot:
@@ -428,6 +438,8 @@ class NodeLoop:
             return
         if dst == node.index:
             record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+            if self._clocked:
+                self._tick(t)
             self._act(node.on_message(mk, src, self._draw), t)
             return
         if src == node.index:
@@ -445,6 +457,8 @@ class NodeLoop:
         record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
         record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, self.ticks_us())
         if dst == _BROADCAST:
+            if self._clocked:
+                self._tick(t)
             self._act(node.on_message(mk, src, self._draw), t)
 
     def _bad_msg(self, t):
@@ -469,12 +483,31 @@ class NodeLoop:
             return False
         if self.audit is not None:
             self.audit[1]()
+        if self._clocked:
+            self._tick(t)
         self._act(self.node.exit_cs(), t, EV_EXIT)
         return True
+
+    def _tick(self, t):
+        """node.now: the milliseconds since start, from the microsecond ticks (which wrap:
+        only differences are taken, the remainder carried)."""
+        d = self.ticks_diff(t, self._clk_us) + self._clk_rem
+        self._clk_us = t
+        self._clk_rem = d % 1000
+        self._ms = (self._ms + d // 1000) & _COUNT_MASK
+        self.node.now = self._ms
 
     def _housekeeping(self):
         """The timeouts and the host link; True when it did any work."""
         busy = False
+        if self._clocked:
+            node = self.node
+            t = self.ticks_us()
+            self._tick(t)
+            w = node.wake_at
+            if w >= 0 and ((node.now - w) & _COUNT_MASK) < 0x20000000:
+                self._act(node.on_wake(), t)
+                busy = True
         if self._watch and self.regen_us:
             t = self.ticks_us()
             node = self.node
@@ -510,6 +543,8 @@ class NodeLoop:
             if k == _MSG:
                 self._on_msg(t)
                 return
+        if self._clocked:
+            self._tick(t)
         if k == _CLAIM:
             a = node.on_claim(st[_F_EPOCH], st[_F_ORIGIN], st[_F_JOIN], st[_F_SEQ], st[_F_NONCE])
             self._act(a, t, EV_RECV, _CLAIM)
@@ -560,6 +595,8 @@ class NodeLoop:
                 log.record(EV_RECV, _AGAIN, 0, st[_F_ORIGIN], 0, 0, t)
             else:
                 log.record(ev, kind, 0, 0, 0, 0, t)
+        if a & _DISCARDED and not (ev == EV_RECV and kind == _TOKEN):
+            log.record(EV_DISCARD, _TOKEN, 0, 0, node.seq, node.epoch, t)  # a token message removed
         if a & _REGENERATED:
             self._wait_since = t
             # Each token this board makes makes it slower to make another (x1.5,
@@ -626,6 +663,8 @@ class NodeLoop:
             return
         self.requests = (self.requests + 1) & _COUNT_MASK
         self._wait_since = t
+        if self._clocked:
+            self._tick(t)
         self._act(node.request(), t, EV_REQ)
 
     # -- commands --------------------------------------------------------

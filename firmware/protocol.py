@@ -30,6 +30,7 @@
 #                              broadcast of another node); its payload is
 #                              buf[PAYLOAD_AT:PAYLOAD_AT + its declared size]
 #             exit_cs()        the local critical section has finished
+#             on_wake()        a clocked protocol's wake-up time (wake_at) has come
 #           Recovery on a lossy ring (docs/recovery.md; not in the paper):
 #             boot()           the board has just started and knows nothing
 #             on_timeout()     no token seen for the regeneration timeout
@@ -47,6 +48,12 @@
 #             DISCARDED        (for the log) a token of an old epoch was dropped here
 #             SEND_MSG         send the message in out_kind, out_dst, out[0:out_len]
 #                              (set by send(); one message per handler call)
+#
+# Time (clocked protocols: the wandering token). A protocol whose class sets clocked = True
+# reads the time from self.now, which the caller (node loop, simulator) sets before every
+# handler call (the run's unit: hop times in the simulator, milliseconds on a board; 30 bits,
+# wrapping at SEQ_MASK), and wants on_wake() called once now reaches self.wake_at (-1: never).
+# The protocol itself reads no clock: the same code then runs in simulated and in real time.
 #
 # "p has T" in the paper means the token is at p: resting there or held in p's
 # critical section. A token that only passes through p is never "had" between
@@ -163,6 +170,9 @@ class Node:
 
     name = ""
     uses_requests = True
+    clocked = False  # True: the caller sets now and calls on_wake at wake_at (header)
+    now = 0
+    wake_at = -1
     # The descriptor the host reads (docs/adding-a-protocol.md): each protocol sets
     # its own. Bounds are expressions in n (protocol.bound(expr, n)); None: none proven.
     about = {}
@@ -286,6 +296,10 @@ class Node:
         """A message arrived for this node (see the header); a protocol that sends
         messages overrides it."""
         self.errors = (self.errors + 1) & SEQ_MASK
+        return 0
+
+    def on_wake(self):
+        """wake_at has come (a clocked protocol, see the header); the others never ask."""
         return 0
 
     def busy(self):
@@ -532,6 +546,8 @@ REGISTRY = {
     "nt": ("proto_nt", "NodeNT"),
     "dag": ("proto_dag", "NodeDAG"),
     "bs": ("proto_bs", "NodeBS"),
+    "wt": ("proto_wt", "NodeWT"),
+    "random": ("proto_random", "NodeRandom"),
 }
 # The paper's protocols (the host's commands offer these; the rest are in REGISTRY).
 PAPER = ("s", "q", "d", "d-literal")

@@ -185,3 +185,17 @@ def test_a_run_that_is_not_ok_with_its_checks_passed_says_so(tmp_path):
     assert compare.not_ok_lines(report) == ["run condition: 2 frame(s) received on link 2 were placed without their send"]
     svg = plots.write_compare([row], str(tmp_path / "x.svg"), "t", "µs")
     assert open(svg).read().count(">not OK<") == 2  # under both panels
+
+
+def test_compare_rows_the_wandering_token_against_random_access_on_concurrency_and_intervals(capsys):
+    """Soft mutual exclusion (Ciuffoletti): the periodic workload (period Delta_min = 1.5 * cs * n,
+    the default of both), the wandering token against random access: less time with two operations
+    or more running; hard protocols show none."""
+    status, out = _json(capsys, ["compare", "-p", "wt,random,q", "-n", "20", "-w", "periodic", "-k", "400",
+                                 "--cs-time", "4"])
+    assert status == 0
+    rows = {r["protocol"]: r for r in out["rows"]}
+    assert rows["q"]["over_one_running"] is None and rows["q"]["interval_p50"] is None
+    assert 0 <= rows["wt"]["over_one_running"] < rows["random"]["over_one_running"]
+    assert rows["random"]["interval_p50"] >= 120 and rows["wt"]["interval_p50"] >= 120
+    assert rows["random"]["logical_per_request"] == rows["random"]["hop_frames_per_request"] == 0

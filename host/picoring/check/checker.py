@@ -27,6 +27,14 @@ Bounds checked (docs/bounds.md has the counterexamples and the arguments):
 The paper's printed bounds are reported next to the checked ones, with the
 number of requests that exceeded them.
 
+Soft mutual exclusion (a descriptor's "exclusion": "soft", the wandering token, or "none",
+its random-access benchmark): two nodes in their critical sections at once are not a
+violation. The checker measures instead, as Ciuffoletti's paper does, the time spent with k
+operations running (k = 0, 1, 2, ...; the fraction with k >= 2), the intervals between two
+successive operations of one node, and the time spent with k tokens alive (from the
+regenerated and discarded tokens, and the losses a simulator injects). Entry numbers are
+not checked there (several tokens count entries independently).
+
 On a lossy ring (docs/recovery.md) the bounds are the fault-free ones and do
 not apply once recovery has acted (a timeout, a discarded or regenerated
 token, a failed request): from then on they are reported, not checked. What
@@ -126,6 +134,18 @@ class Checker:
         self.crashed_in_cs = 0  # critical sections ended by their board's restart
         self.entry_numbers_reused = 0  # after the board that held them restarted
         self.events_lost_at = []  # (t, node): the host lost node's events there (USB link down)
+        # soft mutual exclusion (module doc)
+        self.exclusion = registry.about(protocol).get("exclusion", "hard")
+        self.soft = self.exclusion != "hard"
+        self.running = set()  # nodes in their critical sections (soft)
+        self.concurrency_time = {}  # k -> time spent with k critical sections running
+        self._k_since = None
+        self.intervals = array("d")  # between two successive entries of one node (soft)
+        self._last_entry = {}  # node -> its last entry time
+        self.tokens_alive = 1  # soft: the first token, + regenerated - discarded - lost
+        self.tokens_time = {}  # k -> time spent with k tokens alive
+        self._tok_since = None
+        self.tokens_lost = 0
 
     # -- counters ---------------------------------------------------------
     @property
@@ -179,9 +199,13 @@ class Checker:
             self._regenerated(event)
             self._token_sign(event.t)
             self._faults(event.t)
+            if self.soft:
+                self._tokens_to(event.t, self.tokens_alive + 1)
         elif ev == "discard":
             self.discarded += 1
             self._faults(event.t)
+            if self.soft:
+                self._tokens_to(event.t, self.tokens_alive - 1)
         elif ev == "timeout":
             self.timeouts += 1
             extra = event.extra or {}
@@ -212,6 +236,8 @@ class Checker:
     def request(self, t, node):
         self.requests += 1
         rid = self.requests
+        if self.soft:
+            self.start(t)
         if node in self.pending or self.in_cs == node:
             self._violate("workload", rid, node, t, "node %d requested again before its request was served" % node)
         self.pending[node] = (rid, t, self.total, self.logical, self.entries)
@@ -262,7 +288,110 @@ class Checker:
         self._seq_ref += d
         return self._seq_ref
 
+    # -- soft mutual exclusion (module doc) -------------------------------------
+
+    def _concurrency_to(self, t, k):
+        if self._k_since is not None and t is not None:
+            k0 = len(self.running)
+            self.concurrency_time[k0] = self.concurrency_time.get(k0, 0) + (t - self._k_since)
+        self._k_since = t
+
+    def _tokens_to(self, t, k):
+        if self._tok_since is not None and t is not None:
+            k0 = self.tokens_alive
+            self.tokens_time[k0] = self.tokens_time.get(k0, 0) + (t - self._tok_since)
+        self._tok_since = t
+        self.tokens_alive = k
+
+    def tokens(self, t, node, a):
+        """The simulator's note that a handler regenerated or discarded a token (action bits)."""
+        from ..firmware.protocol import DISCARDED, REGENERATED
+
+        if a & REGENERATED:
+            self.regenerations.append({"t": t, "node": node})
+            self._tokens_to(t, self.tokens_alive + 1)
+        if a & DISCARDED:
+            self.discarded += 1
+            self._tokens_to(t, self.tokens_alive - 1)
+
+    def lost(self, t, node=None):
+        """A token was lost on a wire (a simulator's injected loss)."""
+        self.tokens_lost += 1
+        self._tokens_to(t, self.tokens_alive - 1)
+
+    def start(self, t):
+        """The run begins at t (the time the measures of soft exclusion count from)."""
+        if self._k_since is None:
+            self._k_since = t
+        if self._tok_since is None:
+            self._tok_since = t
+
+    def _enter_soft(self, t, node):
+        self.start(t)
+        self._concurrency_to(t, None)
+        self.running.add(node)
+        last = self._last_entry.get(node)
+        if last is not None and t is not None:
+            self.intervals.append(t - last)
+        self._last_entry[node] = t
+        self.entries += 1
+        self._by_one.pop(node, None)
+        req = self.pending.pop(node, None)
+        if req is None:
+            self.safety_violations += 1
+            self._violate("safety", None, node, t, "node %d entered the critical section with no pending request" % node)
+            return
+        rid, t_req, msgs_at_req, logical_at_req, entries_at_req = req
+        self.served += 1
+        service = self.total - msgs_at_req
+        self.max_service_logical = max(self.max_service_logical, self.logical - logical_at_req)
+        if service > self.max_service:
+            self.max_service = service
+            self.max_service_request = (rid, node, t_req)
+        latency = t - t_req
+        self.latency_sum += latency
+        self.latencies.append(latency)
+        if latency > self.latency_max:
+            self.latency_max = latency
+
+    def _exit_soft(self, t, node):
+        if node not in self.running:
+            self.safety_violations += 1
+            self._violate("safety", None, node, t, "node %d left a critical section it was not in" % node)
+            return
+        self._concurrency_to(t, None)
+        self.running.discard(node)
+        self._last_exit = t
+
+    def soft_report(self):
+        """The measures of soft mutual exclusion so far (module doc)."""
+        conc = dict(self.concurrency_time)
+        if self._k_since is not None and self.last_t is not None and self.last_t > self._k_since:
+            k = len(self.running)
+            conc[k] = conc.get(k, 0) + (self.last_t - self._k_since)
+        toks = dict(self.tokens_time)
+        if self._tok_since is not None and self.last_t is not None and self.last_t > self._tok_since:
+            toks[self.tokens_alive] = toks.get(self.tokens_alive, 0) + (self.last_t - self._tok_since)
+        total = sum(conc.values())
+        over = sum(v for k, v in conc.items() if k >= 2)
+        iv = sorted(self.intervals)
+        return {
+            "exclusion": self.exclusion,
+            "time": total,
+            "time_with_k_running": {k: conc[k] for k in sorted(conc)},
+            "over_one_fraction": (over / total) if total else 0.0,
+            "max_running": max((k for k, v in conc.items() if v > 0), default=0),
+            "intervals": {"count": len(iv), "mean": (sum(iv) / len(iv)) if iv else 0.0,
+                          "p50": nearest_rank(iv, 0.5) if iv else None, "p99": nearest_rank(iv, 0.99) if iv else None,
+                          "max": iv[-1] if iv else None},
+            "time_with_k_tokens": {k: toks[k] for k in sorted(toks)},
+            "tokens_lost": self.tokens_lost,
+        }
+
     def enter(self, t, node, seq=None):
+        if self.soft:
+            self._enter_soft(t, node)
+            return
         if self.in_cs is not None:
             if self.faults_at is not None:
                 # On a lossy ring the board in its critical section may have died in it
@@ -342,6 +471,10 @@ class Checker:
             self.latency_max = latency
 
     def exit(self, t, node):
+        if self.soft:
+            self._exit_soft(t, node)
+            self._check_total(self.requests)
+            return
         if self.in_cs != node:
             overlapped = [x for x in self._suspect_overlaps if x[1] == node]
             if overlapped:
@@ -493,6 +626,7 @@ class Checker:
                 "events_lost_at": list(self.events_lost_at),
             },
             "quiescent": self.quiescent,
+            **({"soft": self.soft_report()} if self.soft else {}),
             "violations": list(self.violations),
             "ok": not self.violations,
         }

@@ -12,7 +12,7 @@ import io
 
 FIELDS = ("protocol", "n", "requests", "served", "logical_per_request", "hop_frames_per_request",
           "latency_p50", "latency_p99", "responsiveness", "max_service_traffic", "max_service_logical", "max_overtaken",
-          "checks", "ok")
+          "over_one_running", "interval_p50", "interval_p99", "checks", "ok")
 
 
 def checks(report):
@@ -37,6 +37,7 @@ def checks(report):
 def row(report):
     """The compared figures of one run's report (a dict with FIELDS)."""
     q = report.get("latency_quantiles") or {}
+    soft = report.get("soft")
     return {
         "protocol": report["protocol"], "n": report["n"], "requests": report["requests"], "served": report["served"],
         "logical_per_request": round(report["logical_per_request"], 3),
@@ -47,6 +48,12 @@ def row(report):
         "responsiveness": round((report.get("responsiveness") or {}).get("mean", 0.0), 3),
         "max_service_traffic": report["max_service_traffic"], "max_service_logical": report["max_service_logical"],
         "max_overtaken": report["max_overtaken"],
+        # soft mutual exclusion (the wandering token, random access): the fraction of the time with
+        # two operations or more running, and the intervals between two operations of one node;
+        # None for a protocol with hard mutual exclusion (always 0 running at once beyond one)
+        "over_one_running": round(soft["over_one_fraction"], 6) if soft else None,
+        "interval_p50": soft["intervals"]["p50"] if soft else None,
+        "interval_p99": soft["intervals"]["p99"] if soft else None,
         "checks": [{"check": c, "value": v, "bound": bd, "ok": ok} for c, v, bd, ok in checks(report)],
         "ok": report["ok"],
     }
@@ -96,8 +103,10 @@ def print_table(rows, title, console=None):
     console = console or Console()
     table = Table(title=title, header_style="bold", caption="logical: the textbook's messages; hops: frames on the wires; "
                   "resp: mean responsiveness (a node waiting, nobody in the critical section, to the next entry); "
-                  "svc: largest service traffic (hops/logical); fair: most entries by others while a request waited")
-    for col in ("protocol", "logical/req", "hops/req", "p50", "p99", "resp", "svc", "fair", "checks"):
+                  "svc: largest service traffic (hops/logical); fair: most entries by others while a request waited; "
+                  ">1 run: time with two operations or more running (soft exclusion); gap: an operation's interval "
+                  "since the same node's last, p50/p99")
+    for col in ("protocol", "logical/req", "hops/req", "p50", "p99", "resp", "svc", "fair", ">1 run", "gap", "checks"):
         table.add_column(col, justify="left" if col in ("protocol", "checks") else "right", no_wrap=col != "checks")
 
     def num(x):
@@ -114,6 +123,8 @@ def print_table(rows, title, console=None):
             num(r["latency_p50"]), num(r["latency_p99"]), "%.2f" % r["responsiveness"],
             _within(r["max_service_traffic"], by["service"]["bound"], "%d/" + str(r["max_service_logical"])),
             str(r["max_overtaken"]),
+            "-" if r.get("over_one_running") is None else "%.2f%%" % (100 * r["over_one_running"]),
+            "-" if r.get("interval_p50") is None else "%s/%s" % (num(r["interval_p50"]), num(r["interval_p99"])),
             ("[red]FAILED: %s[/]" % ", ".join(failed) if failed else "[green]%d ok[/]" % len(r["checks"]) if r["ok"]
              else "[red]run not OK[/]"),  # its checks passed, the run itself failed: why is printed below
         )

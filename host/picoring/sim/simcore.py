@@ -14,14 +14,19 @@
 # is passed on, then delivered, at every other node, and taken off back at its sender
 # (n hop frames). Each message sent is one logical message however many hops it takes.
 #
+# Clocked protocols (protocol.py: the wandering token): before each of its handlers a node's
+# `now` is set to the simulated time, and a node's wake-up (`wake_at`) is an event of its own,
+# handled after the exits and before the frames of its time unit (step 1b).
+#
 # This file runs under MicroPython too (no deque, no dataclasses), so the tests
 # can run the very same loop and protocol code on the real `micropython`
 # binary and compare traces with CPython.
 
 try:
-    from picoring.firmware.protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST
+    from picoring.firmware.protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST, REGENERATED, DISCARDED
 except ImportError:  # MicroPython test runner: files side by side
-    from protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST
+    from protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST, REGENERATED, DISCARDED
+from heapq import heappush, heappop
 
 _MSG = 7  # the message frame's kind (firmware/frame.py MSG): a delivered buffer starts as the frame
 
@@ -31,7 +36,7 @@ class BusyNodeError(ValueError):
 
 
 def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce_horizon=None,
-        starve_horizon=None, progress=None, holder=0, complete=False):
+        starve_horizon=None, progress=None, holder=0, complete=False, until=None, drop=None, stop_when=None):
     """Run until the ring is quiescent (or cannot become so). Returns a dict.
 
     complete: the network of Englert, Rudolph and Shvartsman's simulations (a complete
@@ -40,6 +45,11 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
 
     observer: count_to(token_msgs, request_msgs, msg_frames, msg_logical), request(t, node),
               enter(t, node), exit(t, node)   (the Checker)
+    until:    stop at this time (a protocol whose token never rests, under a workload that never ends)
+    drop:     optional drop(t, node, dst, mkind): True loses the message frame node puts on its wire
+              now (counted as sent, never delivered): the wandering token's injected losses
+    stop_when: optional callable, asked every few thousand steps: True ends the run ("stopped")
+    The observer may also have tokens(t, node, a): a handler returned REGENERATED or DISCARDED.
     tracer:   optional; frame(t, ev, node, is_token, payload) for every token and
               request send and recv, message(t, ev, node, (mkind, src, dst, payload,
               hop, fwd)) for every message frame's, event(t, ev, node) for req/enter/exit
@@ -79,6 +89,33 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
     rests = nodes[0].about.get("rests", True)  # the descriptor: S's token never rests
     steps = 0
     defer_busy = workload.defer_busy
+    renew = getattr(workload, "renew", None)  # renew(i): node i asks again as its critical section ends
+    clocked = nodes[0].clocked
+    wakes = []  # heap of (time, node): clocked nodes' wake-ups (stale ones skipped)
+    armed = [-1] * n  # the wake_at each node was last pushed with
+    on_tokens = getattr(observer, "tokens", None)
+
+    def arm(i):
+        w = nodes[i].wake_at
+        if w != armed[i]:
+            armed[i] = w
+            if w >= 0:
+                heappush(wakes, (w, i))
+
+    def next_wake():
+        while wakes and armed[wakes[0][1]] != wakes[0][0]:
+            heappop(wakes)
+        return wakes[0][0] if wakes else None
+
+    def done_by(i, a, t):
+        # After a clocked node's handler: its wake-up, the recovery actions, then the actions.
+        arm(i)
+        if a & (REGENERATED | DISCARDED) and on_tokens is not None:
+            on_tokens(t, i, a)
+        if a & ENTER_CS:
+            enter(i, t)
+        elif a:
+            send(i, a, t)
 
     def post(i, m, t, fwd):
         # Node i puts message frame m = (.., src, dst, mkind, payload, hop) on its wire.
@@ -86,8 +123,12 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         j = i + 1
         if complete and m[2] != bcast:
             j = m[2]  # straight to its destination (the complete graph)
-        mnxt.append((0 if j == n else j, m[1], m[2], m[3], m[4], m[5]))
         mf += 1
+        if drop is not None and drop(t, i, m[2], m[3]):
+            if tracer:
+                tracer.message(t, "send", i, (m[3], m[1], m[2], m[4], m[5], fwd))
+            return
+        mnxt.append((0 if j == n else j, m[1], m[2], m[3], m[4], m[5]))
         if tracer:
             tracer.message(t, "send", i, (m[3], m[1], m[2], m[4], m[5], fwd))
 
@@ -106,6 +147,13 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             return
         node = nodes[j]
         buf = bytearray((_MSG, 0, kind, src & 0xFF, dst & 0xFF)) + payload  # a frame's u8 (n > 255: sim only)
+        if clocked:
+            node.now = t
+            a = node.on_message(kind, src, buf)
+            if node.has_token:
+                holder = j
+            done_by(j, a, t)
+            return
         a = node.on_message(kind, src, buf)
         if node.has_token:
             holder = j
@@ -161,14 +209,20 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         if tracer:
             tracer.event(t, "exit", i)
         pending -= 1
-        a = nodes[i].exit_cs()
-        if a:
-            send(i, a, t)
+        if clocked:
+            nodes[i].now = t
+            done_by(i, nodes[i].exit_cs(), t)
+        else:
+            a = nodes[i].exit_cs()
+            if a:
+                send(i, a, t)
         if deferred[i]:
             # made in step 3 of this unit, like any request, so that the
             # realized schedule replays the run exactly as a file workload
             deferred[i] -= 1
             n_deferred -= 1
+            ready.append(i)
+        elif renew is not None and renew(i):
             ready.append(i)
         if pending == 0:
             t_quiet = t
@@ -185,6 +239,10 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         observer.request(t, i)
         if tracer:
             tracer.event(t, "req", i)
+        if clocked:
+            nodes[i].now = t
+            done_by(i, nodes[i].request(), t)
+            return
         a = nodes[i].request()
         if a & ENTER_CS:
             enter(i, t)
@@ -192,17 +250,38 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             send(i, a, t)
 
     nt = workload.next_time()
-    a = nodes[holder].give_token()
-    if a:
-        send(holder, a, 0)
+    if clocked:
+        for node in nodes:
+            node.now = 0
+        for i in range(n):
+            arm(i)
+        done_by(holder, nodes[holder].give_token(), 0)
+    else:
+        a = nodes[holder].give_token()
+        if a:
+            send(holder, a, 0)
     t = 0
     quiescent = None
     reason = "done"
     cur = []  # frames arriving now
     while True:
+        if until is not None and t >= until:
+            t = until  # a jump over it (nothing was due in between) ends the run at it
+            reason = "time limit"
+            break
         # 1. critical-section exits
         while exits and exits[0][0] <= t:
             leave(exits.pop(0)[1], t)
+        # 1b. wake-ups of clocked nodes
+        if clocked:
+            while True:
+                w = next_wake()
+                if w is None or w > t:
+                    break
+                i = heappop(wakes)[1]
+                armed[i] = -1
+                nodes[i].now = t
+                done_by(i, nodes[i].on_wake(), t)
         # 2a. fast path: a lone frame, and nothing else can happen while it
         # travels: run it hop by hop here, without the per-time-unit steps.
         if len(cur) == 1 and not nxt and not mcur and not mnxt and not ready and rests and tracer is None:
@@ -353,11 +432,15 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             reason = ("%d request(s) pending; the oldest (node %d, made at t=%d) is still waiting at t=%d, "
                       "past the starvation horizon of %d time units" % (pending, first[1], first[0], t, starve_horizon))
             break
-        if progress is not None:
+        if progress is not None or stop_when is not None:
             steps += 1
             if steps >= 4096:  # loop steps, or hops of the fast path: a few milliseconds
                 steps = 0
-                progress(t, workload.issued, pending, tok + req + mf)
+                if progress is not None:
+                    progress(t, workload.issued, pending, tok + req + mf)
+                if stop_when is not None and stop_when():
+                    reason = "stopped"
+                    break
         # next time: frames sent during this unit arrive in the next one
         if nxt or mnxt:
             t += 1
@@ -369,6 +452,8 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             cur = []
             mcur = []
             candidates = []
+            if clocked and next_wake() is not None:
+                candidates.append(next_wake())
             if exits:
                 candidates.append(exits[0][0])
             if nt is not None:

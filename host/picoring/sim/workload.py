@@ -300,7 +300,61 @@ class Adversarial(Workload):
         return (holder - 1) % self.n
 
 
-WORKLOADS = ("poisson", "burst", "sequential", "adversarial", "file:PATH")
+class Periodic(_OpenLoop):
+    """Every node asks periodically: the next request `period` plus a bias drawn uniformly from
+    [0, period/2] after its previous one, the first one at a random time in [0, 1.5 * period).
+    The benchmark of the wandering token paper, section 2 ("random access"), with period =
+    Delta_min. Default period: Table 1's Delta_min, 1.5 * cs_time * n."""
+
+    name = "periodic"
+
+    def __init__(self, n, total, seed=0, period=None, cs_time=1):
+        _OpenLoop.__init__(self, n, total, seed)
+        self.period = period if period is not None else max(1, (3 * max(cs_time, 1) * n) // 2)
+        if self.period < 1:
+            raise WorkloadError("periodic: the period must be at least 1 time unit")
+        rng = self.rng
+        p = self.period
+        heap = [(rng.randrange(p + p // 2 + 1), i) for i in range(n)]
+        heap.sort()
+        import heapq
+
+        for _ in range(total):
+            t, i = heapq.heappop(heap)
+            self._items.append((t, i, None))
+            heapq.heappush(heap, (t + p + rng.randrange(p // 2 + 1), i))
+
+    def describe(self):
+        return "periodic(period=%d)" % self.period
+
+
+class Saturated(Workload):
+    """Every node asks at time 0 and again as soon as each of its critical sections ends, until
+    `total` requests: the wandering token paper's components, which always want the operation."""
+
+    name = "saturated"
+
+    def __init__(self, n, total, seed=0):
+        Workload.__init__(self, n, total, seed)
+        self._started = False
+
+    def next_time(self):
+        return None if self._started else 0
+
+    def due(self, t):
+        self._started = True
+        k = min(self.n, self.total)
+        self.issued += k
+        return [(i, None) for i in range(k)]
+
+    def renew(self, i):
+        if self.issued >= self.total:
+            return False
+        self.issued += 1
+        return True
+
+
+WORKLOADS = ("poisson", "burst", "periodic", "saturated", "sequential", "adversarial", "file:PATH")
 
 
 def make_workload(spec, n, total, seed=0, cs_time=1, rate=None, period=None):
@@ -314,6 +368,10 @@ def make_workload(spec, n, total, seed=0, cs_time=1, rate=None, period=None):
         return Poisson(n, total, seed, rate=rate)
     if spec == "burst":
         return Burst(n, total, seed, period=period, cs_time=cs_time)
+    if spec == "periodic":
+        return Periodic(n, total, seed, period=period, cs_time=cs_time)
+    if spec == "saturated":
+        return Saturated(n, total, seed)
     if spec == "sequential":
         return Sequential(n, total, seed)
     if spec == "adversarial":

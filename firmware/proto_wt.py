@@ -1,0 +1,341 @@
+# Ciuffoletti's wandering token, "The Wandering Token: Congestion Avoidance of a Shared
+# Resource", Figure 1, sections 3, 4, 4.1 and Table 1 (seeds/ciuffoletti-wandering-token.md):
+# soft mutual exclusion by one token that walks at random over a full mesh; a component
+# performs the protected operation A when the token visits it and its last A was more than
+# Delta_min ago; a component that sees no token for Delta_gen makes a new one; of two tokens
+# that meet (one enabled a component less than Delta_min ago, the other arrives) the later
+# one is removed. The rules are quoted where they happen.
+#
+# Time and chance come from outside (docs/adding-a-protocol.md: the handlers are pure). The
+# caller (the node loop, the simulator) sets self.now, the time in the run's unit (time units
+# in the simulator, milliseconds on a board; 30 bits, wrapping), before every handler call, and
+# calls on_wake() once now reaches self.wake_at (-1: no wake wanted). The random walk draws
+# from a Lehmer generator whose seed is the option `seed` (with the node's index): the same
+# seed, the same walk, on a board, a virtual board or the host.
+#
+# On the ring's message layer: the token is a TOKEN message to a node drawn at random among
+# the n - 1 others (the paper's full mesh, section 3); on picoring's ring a message to a node
+# d ahead is d hop frames and one logical message (the simulator and the checker count both).
+# The protected operation A is the layer's critical section: it lasts what the caller makes
+# it last (cs_time, cs_us), which the runs set to Delta_op.
+#
+# How Figure 1 is read here (the deviations are marked where they happen):
+#   lasttoken      the token this component kept last (its identity: generation timestamp and
+#                  generator id) and the time this component was last enabled (performed A,
+#                  or made a token): "performing the protected operation only in case the
+#                  component performed the protected operation more than Delta_min time units
+#                  ago" (section 4).
+#   Delta_per      Figure 1 compares with Delta_per, which the paper never defines; the text
+#                  says Delta_min for both the operation rule and the removal rule ("discards a
+#                  token t when it has been enabled from less than Delta_min time units").
+#                  Decided: Delta_per = Delta_min (the option `per`, default min, lets a run
+#                  widen or narrow the removal window alone; tests/test_wt.py holds the edges).
+#
+# Message: TOKEN, kind 0, to one node: seq u32 (30 bits), epoch u16 (the layer's token header),
+#          ts u32 (30 bits: the generation timestamp), gen u16 (the generator's index).
+
+try:
+    from . import protocol  # the host: picoring.firmware.proto_*
+except ImportError:
+    import protocol  # a board: firmware modules side by side
+
+Node = protocol.Node
+AT = protocol.PAYLOAD_AT
+SEQ_MASK = protocol.SEQ_MASK
+get30 = protocol.get30
+put30 = protocol.put30
+
+TOKEN = 0
+_HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
+_T_TS = 6
+_T_GEN = 10
+_T_SIZE = 12
+_HALF = 0x20000000  # times are 30-bit serial numbers: a later one is less than half a period on
+_NEVER = -1  # last_at before this component was ever enabled (Figure 1: id = NULL)
+_HOLD_NONE = 0
+_HOLD_SKIP = 1  # the token stays Delta_skip (no operation)
+_HOLD_OP = 2  # the token stays while A runs (the critical section)
+# The random walk's generator: Lehmer, x <- A*x mod M, by Schrage's method so that no
+# intermediate passes 2**30 (a heap int on the rp2 port). M is the largest prime below 2**30,
+# A a primitive root of it with M mod A < M div A.
+_M = 1073741789
+_A = 20001
+_Q = 53684  # M // A
+_R = 8105  # M % A
+_GEN_CAP = 0x8000000  # Delta_gen stops growing here (2**27 units: 37 hours in ms)
+
+
+def _int_opt(opts, key, default):
+    v = opts.get(key)
+    return default if v is None else int(v)
+
+
+class NodeWT(Node):
+    """The wandering token: a random walk, the generation and removal rules, the adaptive Delta_gen."""
+
+    name = "wt"
+    about = {
+        "name": "wt",
+        "title": "the wandering token: soft mutual exclusion by a token on a random walk (Ciuffoletti)",
+        "citation": ("Ciuffoletti: The Wandering Token: Congestion Avoidance of a Shared Resource, "
+                     "Figure 1, sections 4 and 4.1, Table 1; seeds/ciuffoletti-wandering-token.md"),
+        "exclusion": "soft",  # "with high probability, there is just one component enabled" (Requirement 1)
+        "rests": False,  # the token wanders for ever: runs stop at an idle horizon or a time limit
+        "clocked": True,  # the caller sets now and calls on_wake (header)
+        "view": {},
+        "options": {
+            "skip": "Delta_skip, the least time a token stays (default 1)",
+            "op": "Delta_op, the protected operation's length, for the defaults below (default 4)",
+            "min": "Delta_min, the least time between two operations of a component "
+                   "(default Table 1's 1.5 * op * n)",
+            "max": "Delta_max, the base token generation timeout (default Table 1's 3 * min)",
+            "per": "Figure 1's Delta_per, the removal window (default min: the text's)",
+            "seed": "the random walk's seed (default 1); each node mixes in its index",
+        },
+        # A visit that finds no operation due still waits Delta_skip units, and a node not visited
+        # for Delta_max makes a token: a request can wait that long.
+        "starve_horizon": "64 * n * (n + cs + 1) + 16",
+        "messages": {"token": {"kind": TOKEN, "to": "a node drawn at random (a full mesh over the ring)",
+                               "payload": "seq u32, epoch u16, ts u32, gen u16"}},
+        "bounds": {
+            # A random walk: no bound on the messages a request costs (the cover time, [8]).
+            "messages_per_request": {"paper": None, "checked": None, "where": "a random walk: unbounded"},
+            "service_traffic": {"paper": None, "checked": None, "where": "a random walk: unbounded"},
+        },
+    }
+    clocked = True
+    uses_requests = False  # the walk reaches every node: nothing to re-announce
+
+    def message_sizes(self, n):
+        return {TOKEN: _T_SIZE}
+
+    def __init__(self, index, n):
+        Node.__init__(self, index, n)
+        o = self.opts
+        # Table 1 (time units, or milliseconds on a board): Delta_skip 1, Delta_op 4,
+        # Delta_min = 1.5 * (Delta_op * N), Delta_max = 3 * Delta_min.
+        self.d_skip = _int_opt(o, "skip", 1)
+        op = _int_opt(o, "op", 4)
+        self.d_min = _int_opt(o, "min", (3 * op * n) // 2)
+        self.d_max = _int_opt(o, "max", 3 * self.d_min)
+        self.d_per = _int_opt(o, "per", self.d_min)
+        if not (0 <= self.d_skip and 0 < self.d_min and 0 < self.d_max <= _GEN_CAP and 0 <= self.d_per):
+            raise ValueError("wt: skip >= 0, min > 0, 0 < max <= %d, per >= 0" % _GEN_CAP)
+        # Figure 1: "Delta_gen = Delta_max".
+        self.d_gen = self.d_max
+        # Figure 1: "lasttoken = {timestamp = 0, id = NULL}" (header: the identity of the token
+        # kept last, and when this component was last enabled).
+        self.last_ts = 0
+        self.last_gen = -1
+        self.last_at = _NEVER
+        # The token while it is here (its identity; seq and epoch are Node's), how it is held.
+        self.tok_ts = 0
+        self.tok_gen = 0
+        self.hold = _HOLD_NONE
+        self.since = 0  # the select's start: the last token received, passed or made here
+        self.now = 0
+        self.wake_at = -1
+        self.generated = 0  # tokens made here (the generation rule)
+        self.removed = 0  # tokens removed here (the removal rule)
+        self.ops = 0  # operations A performed here
+        x = (_int_opt(o, "seed", 1) * 7919 + index * 104729 + 1) % (_M - 1)
+        self.rng = x + 1  # 1..M-1
+        self._arm()  # Figure 1's first select: a token within Delta_gen, or one is made
+
+    # -- chance and time ------------------------------------------------------------
+
+    def _draw(self):
+        """The next number of the walk's generator, 1..M-1 (Schrage: no big int on a Pico)."""
+        x = self.rng
+        x = _A * (x % _Q) - _R * (x // _Q)
+        if x <= 0:
+            x += _M
+        self.rng = x
+        return x
+
+    def _elapsed(self, since):
+        return (self.now - since) & SEQ_MASK
+
+    def _arm(self):
+        """wake_at: the end of a Delta_skip hold, else the generation timeout (Figure 1's select)."""
+        if self.hold == _HOLD_SKIP:
+            self.wake_at = (self.since + self.d_skip) & SEQ_MASK
+        elif self.hold == _HOLD_OP:
+            self.wake_at = -1  # the critical section's end passes the token (exit_cs)
+        else:
+            self.wake_at = (self.since + self.d_gen) & SEQ_MASK
+
+    def _precedes(self, ts, gen, ts2, gen2):
+        """Token (ts, gen) precedes token (ts2, gen2): "Precedence is based firstly on the timestamp
+        included in the token, and next on the generator identifier" (section 4)."""
+        if ts != ts2:
+            d = (ts2 - ts) & SEQ_MASK
+            return d < _HALF
+        return gen < gen2
+
+    # -- the layer's events ---------------------------------------------------------
+
+    def give_token(self):
+        # The ring's first token, made here at the start: as a generated token would be, but
+        # without the timeout (it is not a replacement) and with a visit of its own.
+        self._make_token()
+        return self._visit()
+
+    def waiting(self):
+        return False  # the layer's recovery never runs: the generation rule is this protocol's own
+
+    def request(self):
+        # The application wants A: performed at the token's next visit that finds Delta_min past.
+        # In the paper every component always wants it (the runs renew each request at its exit).
+        self.pending = True
+        return 0
+
+    def on_message(self, kind, src, buf):
+        if kind != TOKEN:
+            self.errors = (self.errors + 1) & SEQ_MASK
+            return 0
+        epoch = self.token_gate(buf)  # the layer's epoch gate (boot on a board)
+        if epoch < 0:
+            return protocol.DISCARDED
+        # Figure 1: "select(receive(token), Delta_gen); if (defined(token)) then
+        # Delta_gen = Delta_gen - K2_loss (Delta_gen - Delta_max)", K2_loss = 0.05.
+        # Deviation: in integers, the 5% rounded up, so that Delta_gen reaches Delta_max.
+        d = self.d_gen - self.d_max
+        if d > 0:
+            self.d_gen -= (d + 19) // 20
+        ts = get30(buf, AT + _T_TS)
+        gen = buf[AT + _T_GEN] | (buf[AT + _T_GEN + 1] << 8)
+        if self.has_token:
+            # Deviation: Figure 1 receives a second token only after sending the one it holds.
+            # Here it is judged at once by the removal rule and, if kept, passed on at once (its
+            # Delta_skip is not waited: a visit of a second token during a hold of at most
+            # Delta_op is rare, and this node holds one token at a time).
+            if self._removes(ts, gen):
+                return self._remove()
+            return self._forward(buf)
+        self.since = self.now
+        self.seq = get30(buf, AT)
+        self.epoch = epoch
+        self.tok_ts = ts
+        self.tok_gen = gen
+        self.has_token = True
+        if self._removes(ts, gen):
+            self.has_token = False
+            return self._remove()
+        return self._visit()
+
+    def _in_window(self, width):
+        return self.last_at != _NEVER and self._elapsed(self.last_at) <= width
+
+    def _removes(self, ts, gen):
+        """The token removal rule: "the component discards a token t when it has been enabled from
+        less than Delta_min time units by another token preceding t" (section 4; Figure 1's
+        "if token.timestamp - lasttoken.timestamp <= Delta_per ... if token.id != lasttoken.id
+        then next"), with Delta_per = Delta_min (header)."""
+        if not self._in_window(self.d_per):
+            return False
+        if ts == self.last_ts and gen == self.last_gen:
+            return False  # the same token
+        # Deviation from Figure 1, which removes any other token in the window: the text removes
+        # only a token that the one it met precedes, so the older of two always survives.
+        return self._precedes(self.last_ts, self.last_gen, ts, gen)
+
+    def _remove(self):
+        self.removed = (self.removed + 1) & SEQ_MASK
+        self._arm()
+        return protocol.DISCARDED  # Figure 1's "next": lasttoken stays as it was
+
+    def _visit(self):
+        """The token is here and kept: A, or a Delta_skip stay."""
+        # Figure 1: "lasttoken = token" for a token kept (the identity; the enabling time is
+        # last_at, set below when A is performed).
+        self.last_ts = self.tok_ts
+        self.last_gen = self.tok_gen
+        if self.pending and not self._in_window(self.d_min):
+            # "performing the protected operation only in case the component performed the
+            # protected operation more than Delta_min time units ago" (section 4); Figure 1:
+            # "execute(A); send(token)": the token stays while A runs.
+            self.last_at = self.now
+            self.ops = (self.ops + 1) & SEQ_MASK
+            self.hold = _HOLD_OP
+            self._arm()
+            return self._enter()
+        # Figure 1: "sleep(Delta_skip); send(token)".
+        self.hold = _HOLD_SKIP
+        self._arm()
+        if self.d_skip == 0:
+            return self._pass()
+        return 0
+
+    def on_wake(self):
+        if self.fresh or self.starting:
+            # A board still joining the ring (the layer's boot): no token to miss yet.
+            self.since = self.now
+            self._arm()
+            return 0
+        if self.hold == _HOLD_SKIP:
+            if self._elapsed(self.since) < self.d_skip:
+                self._arm()
+                return 0
+            return self._pass()
+        if self.has_token or self.hold != _HOLD_NONE or self._elapsed(self.since) < self.d_gen:
+            self._arm()
+            return 0
+        # The token generation rule: "generating a new token when a component does not receive one
+        # within a timeout Delta_max from the last token" (section 4); Figure 1: "Delta_gen =
+        # Delta_gen * K1_loss; token = {timestamp = localclock, id = newid()}; send(token)",
+        # K1_loss = 1.5 (section 4.1: "incrementing Delta_gen at a constant rate (50%)").
+        g = self.d_gen + self.d_gen // 2
+        self.d_gen = g if g < _GEN_CAP else _GEN_CAP
+        self.generated = (self.generated + 1) & SEQ_MASK
+        self.regenerated = (self.regenerated + 1) & SEQ_MASK
+        self._make_token()
+        # Figure 1: "lasttoken = token": the generator counts as enabled by it now.
+        self.last_ts = self.tok_ts
+        self.last_gen = self.tok_gen
+        self.last_at = self.now
+        return self._pass() | protocol.REGENERATED
+
+    def exit_cs(self):
+        # A is over: "send(token)".
+        self.in_cs = False
+        if self.hold == _HOLD_OP and self.has_token:
+            return self._pass()
+        return 0
+
+    def _make_token(self):
+        self.has_token = True
+        self.tok_ts = self.now & SEQ_MASK
+        self.tok_gen = self.index
+        self.since = self.now
+
+    def _next(self):
+        """A random node among the n - 1 others: the random walk over the full mesh (section 3)."""
+        r = self._draw() % (self.n - 1)
+        return r + 1 if r >= self.index else r
+
+    def _pass(self):
+        self.has_token = False
+        self.hold = _HOLD_NONE
+        self.since = self.now
+        self._arm()
+        self.put_token_header()
+        out = self.out
+        put30(out, _T_TS, self.tok_ts)
+        out[_T_GEN] = self.tok_gen & 0xFF
+        out[_T_GEN + 1] = self.tok_gen >> 8
+        return self.send(TOKEN, self._next())
+
+    def _forward(self, buf):
+        """A second token, kept: on to a random node as it came (Deviation in on_message)."""
+        out = self.out
+        for k in range(_T_SIZE):
+            out[k] = buf[AT + k]
+        return self.send(TOKEN, self._next())
+
+    # -- recovery (protocol.Node; docs/adding-a-protocol.md section 4) ---------------
+
+    def _regenerate(self):
+        # The layer's first token on a board (boot: a claim round) starts the walk here.
+        self._make_token()
+        return self._visit()

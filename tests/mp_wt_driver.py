@@ -1,0 +1,96 @@
+# The wandering token (firmware/proto_wt.py) through the node loop: a ring of node loops in one
+# process, wired by in-memory links, one shared clock that advances a fixed step per pass, every
+# node always wanting the operation (the paper's components). Runs under MicroPython (unix port)
+# and CPython; prints one JSON line, which tests/test_wt.py compares between the two and checks.
+# Usage: <python> mp_wt_driver.py FIRMWARE_DIR N PASSES [SPEC [LOSE_AT]]: from pass LOSE_AT on,
+# the first frame found on a wire is lost (the token: the generation rule must make another).
+import sys
+
+sys.path.insert(0, sys.argv[1])
+import json
+
+import node
+import protocol
+
+
+class Wire:
+    def __init__(self):
+        self.pending = bytearray()
+        self.peer = None
+        self.writes = 0
+
+    def write(self, data):
+        self.peer.pending.extend(data)
+        self.writes += 1
+        return len(data)
+
+    def readinto(self, buf):
+        n = min(len(buf), len(self.pending))
+        for i in range(n):
+            buf[i] = self.pending[i]
+        self.pending = self.pending[n:]
+        return n
+
+
+class Host:
+    def __init__(self):
+        self.out = bytearray()
+
+    def read_byte(self):
+        return -1
+
+    def write(self, data):
+        self.out.extend(data)
+
+
+def main():
+    n = int(sys.argv[2])
+    passes = int(sys.argv[3])
+    spec = sys.argv[4] if len(sys.argv) > 4 else "wt:skip=2,op=8,min=60,max=180,seed=3"
+    wires = [Wire() for _ in range(n)]
+    for i in range(n):
+        wires[i].peer = wires[(i + 1) % n]
+    clock = [0]
+
+    def ticks():
+        return clock[0]
+
+    lose_at = int(sys.argv[5]) if len(sys.argv) > 5 else -1
+    lost_at = -1
+    op_ms = int(protocol.parse_spec(spec)[1].get("op", "4"))
+    loops = [node.NodeLoop(protocol.make_node(spec, i, n), wires[i], Host(), ticks, lambda a, b: a - b,
+                           cs_us=op_ms * 1000) for i in range(n)]
+    for i, lp in enumerate(loops):
+        lp.start(give_token=i == 0)
+    running = 0
+    most = 0
+    ops_after = 0
+    for p in range(passes):
+        if 0 <= lose_at <= p and lost_at < 0:
+            for w in wires:
+                if w.peer.pending:
+                    w.peer.pending = bytearray()
+                    lost_at = p
+                    ops_after = -sum(lp.node.ops for lp in loops)
+                    break
+        for lp in loops:
+            if not lp.node.busy():
+                lp.request()  # always wanting A
+            lp.step()
+        clock[0] += 250  # a quarter of a millisecond per pass
+        k = 0
+        for lp in loops:
+            if lp.node.in_cs:
+                k += 1
+        running += k
+        most = k if k > most else most
+    nodes = [lp.node for lp in loops]
+    print(json.dumps({"impl": sys.implementation.name, "ms": loops[0]._ms,
+                      "ops": [nd.ops for nd in nodes], "generated": [nd.generated for nd in nodes],
+                      "removed": [nd.removed for nd in nodes], "tx": [w.writes for w in wires],
+                      "errors": [nd.errors for nd in nodes], "bad": [lp.dec.bad for lp in loops],
+                      "d_gen": [nd.d_gen for nd in nodes], "most_running": most, "running_passes": running,
+                      "lost_at": lost_at, "ops_after_loss": ops_after + sum(nd.ops for nd in nodes) if lost_at >= 0 else 0}))
+
+
+main()

@@ -1,0 +1,275 @@
+"""The wandering token (firmware/proto_wt.py) and its benchmark, random access
+(firmware/proto_random.py): Figure 1's rules step by step, Delta_per decided as Delta_min, the
+soft checker, the paper's claims at small scale in the simulator, the node loop under MicroPython,
+`picoring figures wt` with small parameters."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from picoring.check.checker import Checker
+from picoring.firmware import proto_wt
+from picoring.firmware.protocol import DISCARDED, ENTER_CS, REGENERATED, SEND_MSG, make_node, put30
+from picoring.sim import figures_wt, simcore
+from picoring.sim.workload import make_workload
+
+SPEC = "wt:skip=1,op=4,min=60,max=180"
+
+
+def token(ts, gen, seq=0):
+    """A delivered TOKEN message buffer (frame head, then the payload)."""
+    buf = bytearray(5 + 12)
+    buf[2] = proto_wt.TOKEN
+    put30(buf, 5, seq)
+    put30(buf, 5 + 6, ts)
+    buf[5 + 10] = gen & 0xFF
+    buf[5 + 11] = gen >> 8
+    return buf
+
+
+def at(node, t, handler, *args):
+    node.now = t
+    return getattr(node, handler)(*args)
+
+
+def out_token(node):
+    o = node.out
+    return (o[6] | o[7] << 8 | o[8] << 16 | (o[9] & 0x3F) << 24, o[10] | o[11] << 8)
+
+
+# -- Figure 1, rule by rule -----------------------------------------------------------
+
+
+def test_table_1_defaults_scale_with_n():
+    node = make_node("wt", 0, 100)
+    assert (node.d_skip, node.d_min, node.d_max, node.d_per, node.d_gen) == (1, 600, 1800, 600, 1800)
+    node = make_node("wt:op=4", 1, 150)  # Table 1's formula at N = 150 is 900, not the printed 600
+    assert node.d_min == 900 and node.d_max == 2700
+
+
+def test_an_operation_when_the_token_finds_delta_min_past_then_the_token_goes_on_at_its_end():
+    node = make_node(SPEC, 2, 5)
+    at(node, 0, "request")
+    assert at(node, 10, "on_message", proto_wt.TOKEN, 1, token(0, 0)) == ENTER_CS  # never enabled yet
+    assert node.in_cs and node.has_token and node.wake_at == -1  # "execute(A)": the token stays
+    a = at(node, 14, "exit_cs")
+    assert a == SEND_MSG and not node.has_token and node.out_dst != 2 and out_token(node) == (0, 0)
+    assert node.wake_at == 14 + 180  # the select again: a token within Delta_gen, or a new one
+
+
+def test_the_operation_rule_waits_more_than_delta_min_then_a_visit_only_skips():
+    node = make_node(SPEC, 2, 5)
+    at(node, 0, "request")
+    at(node, 100, "on_message", proto_wt.TOKEN, 1, token(0, 0))
+    at(node, 104, "exit_cs")
+    at(node, 104, "request")
+    # the same token back exactly Delta_min after the operation: not "more than Delta_min ago"
+    assert at(node, 160, "on_message", proto_wt.TOKEN, 1, token(0, 0)) == 0 and node.has_token
+    assert node.wake_at == 161  # "sleep(Delta_skip); send(token)"
+    assert at(node, 161, "on_wake") == SEND_MSG and not node.in_cs
+    assert at(node, 161, "on_message", proto_wt.TOKEN, 1, token(0, 0)) == ENTER_CS  # 61 > 60
+
+
+def test_delta_per_is_delta_min_the_removal_window_edges():
+    """Figure 1 compares with Delta_per, the text says Delta_min: decided Delta_per = Delta_min. A token
+    preceded by the one that enabled this node is removed up to Delta_min after, kept after."""
+    for t, removed in ((160, True), (161, False)):
+        node = make_node(SPEC, 2, 5)
+        at(node, 0, "request")
+        at(node, 100, "on_message", proto_wt.TOKEN, 1, token(0, 0))  # enabled by (0, 0)
+        at(node, 104, "exit_cs")
+        a = at(node, t, "on_message", proto_wt.TOKEN, 3, token(50, 3))  # a later token
+        assert (a == DISCARDED) == removed and node.removed == removed
+        assert node.has_token != removed
+
+
+def test_the_removal_rule_keeps_a_token_that_precedes_the_one_met():
+    """"discards a token t when it has been enabled ... by another token preceding t": an older
+    token is kept (skipped on), so the oldest of two always survives (a deviation from Figure 1's
+    literal test, which removes any other)."""
+    node = make_node(SPEC, 2, 5)
+    at(node, 0, "request")
+    at(node, 100, "on_message", proto_wt.TOKEN, 1, token(50, 3))
+    at(node, 104, "exit_cs")
+    assert at(node, 110, "on_message", proto_wt.TOKEN, 1, token(40, 4)) == 0 and node.has_token  # older: kept
+    assert (node.last_ts, node.last_gen) == (40, 4)  # Figure 1: lasttoken = token
+    at(node, 111, "on_wake")
+    assert at(node, 112, "on_message", proto_wt.TOKEN, 1, token(50, 3)) == DISCARDED  # now preceded
+
+
+def test_precedence_is_the_timestamp_then_the_generator_id():
+    node = make_node(SPEC, 0, 5)
+    assert node._precedes(10, 4, 11, 0) and not node._precedes(11, 0, 10, 4)
+    assert node._precedes(10, 1, 10, 2) and not node._precedes(10, 2, 10, 1)
+    assert node._precedes(proto_wt.SEQ_MASK, 0, 3, 0)  # 30-bit timestamps wrap: serial order
+
+
+def test_a_narrower_delta_per_narrows_only_the_removal_window():
+    node = make_node(SPEC + ",per=5", 2, 5)
+    at(node, 0, "request")
+    at(node, 100, "on_message", proto_wt.TOKEN, 1, token(0, 0))
+    at(node, 104, "exit_cs")
+    at(node, 104, "request")
+    assert at(node, 130, "on_message", proto_wt.TOKEN, 3, token(50, 3)) == 0  # kept, and skipped:
+    assert not node.in_cs  # Delta_min still governs the operation
+
+
+def test_the_generation_rule_and_the_adaptive_delta_gen():
+    node = make_node(SPEC, 3, 5)
+    assert node.wake_at == 180  # Figure 1's first select
+    assert at(node, 100, "on_wake") == 0  # early: nothing
+    a = at(node, 180, "on_wake")
+    assert a == SEND_MSG | REGENERATED and out_token(node) == (180, 3) and node.generated == 1
+    assert node.d_gen == 270  # x K1_loss = 1.5
+    assert node.last_at == 180  # Figure 1: lasttoken = token: the generator counts as enabled
+    a = at(node, 180 + 270, "on_wake")
+    assert a & REGENERATED and node.d_gen == 405
+    gens = []
+    for k in range(100):  # each token received: back 5% of the excess (rounded up) towards Delta_max
+        at(node, 1000 + 10 * k, "on_message", proto_wt.TOKEN, 1, token(990 + 10 * k, 0))
+        at(node, 1001 + 10 * k, "on_wake")
+        gens.append(node.d_gen)
+    assert gens[0] == 405 - 12 and gens[-1] == 180 and gens == sorted(gens, reverse=True)
+
+
+def test_the_random_walk_visits_every_other_node_and_is_the_seeds():
+    def walk(seed, n=7, k=700):
+        node = make_node(SPEC + ",seed=%d" % seed, 3, n)
+        return [node._next() for _ in range(k)]
+
+    w = walk(1)
+    counts = [w.count(j) for j in range(7)]
+    assert counts[3] == 0 and min(c for j, c in enumerate(counts) if j != 3) > 70  # about 117 each
+    assert walk(1) == w and walk(2) != w
+    node = make_node(SPEC, 0, 2)
+    assert all(node._next() == 1 for _ in range(20))
+    assert max(node._draw() for _ in range(10000)) < 1 << 30  # a small int on the rp2 port
+
+
+# -- the checker in soft mode; the simulator ------------------------------------------
+
+
+def sim_wt(n, until, spec=SPEC, drop=None, complete=True):
+    nodes = [make_node(spec, i, n) for i in range(n)]
+    c = Checker(spec, n)
+    out = simcore.run(nodes, make_workload("saturated", n, 1 << 40), 4, c, complete=complete, until=until,
+                      starve_horizon=1 << 40, drop=drop)
+    c.last_t = out["end_time"]
+    return c.finish(), nodes, out
+
+
+def test_soft_exclusion_overlaps_are_measured_not_violations():
+    rep, _, _ = figures_wt.run_benchmark(20, 3000, scale=1)
+    soft = rep["soft"]
+    assert rep["ok"] and rep["safety_violations"] == 0 and soft["exclusion"] == "none"
+    assert soft["time"] == 3000 and sum(soft["time_with_k_running"].values()) == 3000
+    assert soft["over_one_fraction"] > 0 and soft["max_running"] >= 2  # overlaps happened
+    iv = soft["intervals"]
+    assert 600 <= iv["p50"] <= 900  # Delta_min plus a bias in [0, Delta_min / 2]
+
+
+def test_the_wandering_token_serves_every_node_about_every_delta_min():
+    rep, nodes, out = sim_wt(8, 3000)
+    soft = rep["soft"]
+    assert rep["safety_violations"] == 0 and soft["exclusion"] == "soft" and out["reason"] == "time limit"
+    assert all(nd.ops >= 20 for nd in nodes)  # 3000 units, Delta_min = 60
+    assert soft["intervals"]["p50"] > 60 and soft["intervals"]["count"] == rep["served"] - 8
+    assert rep["logical_messages"] == rep["hop_frames"] > 0  # the full mesh: one hop a message
+
+
+def test_on_picorings_ring_a_hop_to_a_random_node_costs_its_distance():
+    rep, _, _ = sim_wt(8, 2000, complete=False)
+    logical, hops = rep["logical_messages"], rep["hop_frames"]
+    assert logical < hops <= 7 * logical and 3 < hops / logical < 5  # about n / 2 on average
+
+
+def test_the_claims_at_small_scale_the_token_beats_random_access():
+    """Section 5 at N = 40 (k_load = 4 * 40 / 600 < 1): far less time with more than one operation
+    under the wandering token than under random access, intervals near Delta_min for both."""
+    wt, _, _ = figures_wt.run_wt(40, 20_000, scale=10)
+    bench, _, _ = figures_wt.run_benchmark(40, 20_000, scale=10)
+    assert wt["soft"]["over_one_fraction"] * 5 < bench["soft"]["over_one_fraction"]
+    assert wt["soft"]["max_running"] < bench["soft"]["max_running"]
+
+
+def test_removal_keeps_one_token_and_a_collision_window_of_zero_does_not():
+    """The claim behind Delta_per = Delta_min ("the probability of collision is augmented by widening
+    the collision window", section 1): a spurious token soon meets a node that an older token
+    enabled less than Delta_min ago, and is removed. With per=0 only tokens that meet at the same
+    instant collide (Israeli and Jalfon's exact collision): two tokens live on most of the time."""
+    rep, nodes, _ = sim_wt(30, 30_000, spec="wt:skip=1,op=4,min=180,max=400")
+    gen, rem = sum(nd.generated for nd in nodes), sum(nd.removed for nd in nodes)
+    assert gen > 20 and gen - rem <= 1
+    toks = rep["soft"]["time_with_k_tokens"]
+    assert toks[1] > 0.97 * sum(toks.values())
+    rep0, _, _ = sim_wt(30, 30_000, spec="wt:skip=1,op=4,min=180,max=400,per=0")
+    toks0 = rep0["soft"]["time_with_k_tokens"]
+    assert sum(v for k, v in toks0.items() if k >= 2) > 0.5 * sum(toks0.values())
+    assert rep0["soft"]["over_one_fraction"] > 10 * rep["soft"]["over_one_fraction"]
+
+
+def test_a_lost_token_is_made_again_and_the_transient_ends():
+    rep, c, nodes = figures_wt.run_wt(20, 200_000, scale=10, transients=3)
+    assert len(c.stabilisation) == 3 and c.tokens_lost == 3
+    assert all(s > 0 for s in c.stabilisation) and sum(nd.generated for nd in nodes) >= 3
+
+
+# -- the node loop under MicroPython ----------------------------------------------------
+
+
+def test_the_node_loop_runs_it_alike_under_micropython_and_cpython_with_a_loss(micropython):
+    from conftest import FIRMWARE, ROOT, run_micropython
+
+    driver = str(ROOT / "tests" / "mp_wt_driver.py")
+    args = [str(FIRMWARE), "4", "5000", "wt:skip=2,op=8,min=60,max=180,seed=3", "1000"]
+    mp = json.loads(run_micropython(micropython, driver, *args, timeout=120))
+    cp = json.loads(subprocess.run([sys.executable, driver, *args], capture_output=True, text=True, check=True,
+                                   timeout=120).stdout)
+    assert mp.pop("impl") == "micropython" and cp.pop("impl") == "cpython"
+    assert mp == cp
+    assert mp["errors"] == [0] * 4 and mp["bad"] == [0] * 4
+    assert mp["lost_at"] >= 1000 and sum(mp["generated"]) >= 1 and mp["ops_after_loss"] > 20
+    assert min(mp["ops"]) >= 15  # 1.25 s, Delta_min = 60 ms: a node about every 60-120 ms
+    assert mp["d_gen"] == [180] * 4  # back to Delta_max once the token wanders again
+
+
+# -- picoring figures wt -------------------------------------------------------------------
+
+
+def test_figures_wt_writes_the_plots_and_the_table(tmp_path, capsys):
+    from picoring.cli.main import main
+
+    status = main(["figures", "wt", "-o", str(tmp_path), "-n", "30", "--time", "5000", "--transients", "2",
+                   "--scale", "10"])
+    assert status == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["wt_figure2.png", "wt_figure3.png", "wt_figure4.png", "wt_table.csv", "wt_table.md"]
+    text = (tmp_path / "wt_table.md").read_text()
+    assert "| 30 | benchmark |" in text and "| 30 | wandering token |" in text and "Figure 4" in text
+
+
+# -- on a ring of boards (virtual by default; --ring-ports for Picos) ------------------------
+
+
+def test_on_a_ring_of_boards_the_checker_measures_it_from_the_trace(ring, tmp_path):
+    """N = the board count, Table 1's constants scaled (Delta_min = 1.5 * Delta_op * N), time in
+    milliseconds: every request served, the soft measures computed from the trace (in us)."""
+    from picoring.sim.workload import make_workload as wl
+
+    n, k = ring.n, 16
+    op_ms = 20
+    spec = "wt:skip=2,op=%d,seed=2" % op_ms  # min = 1.5 * 20 * n ms, max = 3 * min
+    ring.flash(spec, op_ms * 1000)
+    run = ring.make_run(ring.ports, spec, wl("periodic", n, k, seed=2, period=15 * n), trace=str(tmp_path / "wt.jsonl"),
+                        seed=2)
+    try:
+        run.connect()
+        report = run.run()
+    finally:
+        run.close()
+    assert report["ok"], (report["violations"], report.get("run_conditions"))
+    soft = report["soft"]
+    assert report["served"] == k and soft["exclusion"] == "soft" and soft["time"] > 0
+    assert soft["intervals"]["count"] >= k - n and soft["intervals"]["p50"] >= 1.5 * op_ms * n * 1000
