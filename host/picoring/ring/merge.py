@@ -204,9 +204,12 @@ class LinkTally:
     instead of by clock estimates for the rest of the run, which once ordered an entry
     before the one it followed."""
 
-    def __init__(self):
+    def __init__(self, from_boot=False):
+        """from_boot: the board has just restarted, so its counters and its event numbers both
+        start at 0 (no !zero needed)."""
         self.unwrap = TickUnwrapper(SEQ_PERIOD)
-        self.since = None  # event number (unwrapped) of the !zero; None: not known (restarted, old firmware)
+        # event number (unwrapped) of the !zero, or the boot's (0); None: not known (old firmware)
+        self.since = self.unwrap(0) if from_boot else None
         self.counts = {"send": 0, "recv": 0}  # events numbered since then
         self.recent = {"send": deque(maxlen=4096), "recv": deque(maxlen=4096)}  # their numbers, the latest ones
 
