@@ -11,36 +11,7 @@ import json
 
 import node
 import protocol
-
-
-class Wire:
-    def __init__(self):
-        self.pending = bytearray()
-        self.peer = None
-        self.writes = 0
-
-    def write(self, data):
-        self.peer.pending.extend(data)
-        self.writes += 1
-        return len(data)
-
-    def readinto(self, buf):
-        n = min(len(buf), len(self.pending))
-        for i in range(n):
-            buf[i] = self.pending[i]
-        self.pending = self.pending[n:]
-        return n
-
-
-class Host:
-    def __init__(self):
-        self.out = bytearray()
-
-    def read_byte(self):
-        return -1
-
-    def write(self, data):
-        self.out.extend(data)
+from mp_links import Host, Wire
 
 
 def main():
