@@ -336,13 +336,23 @@ class Checker:
         self._last_entry[node] = t
         self.entries += 1
         self._by_one.pop(node, None)
+        req = self._take_request(t, node)
+        if req is not None:
+            self._measure_service(t, node, req)
+
+    def _take_request(self, t, node):
+        """The pending request that node's entry serves, or None: it had none (a violation)."""
         req = self.pending.pop(node, None)
         if req is None:
             self.safety_violations += 1
             self._violate("safety", None, node, t, "node %d entered the critical section with no pending request" % node)
-            return
-        rid, t_req, msgs_at_req, logical_at_req, entries_at_req = req
+            return None
         self.served += 1
+        return req
+
+    def _measure_service(self, t, node, req):
+        """A served request's service traffic (returned) and latency, into the run's maxima."""
+        rid, t_req, msgs_at_req, logical_at_req, _ = req
         service = self.total - msgs_at_req
         self.max_service_logical = max(self.max_service_logical, self.logical - logical_at_req)
         if service > self.max_service:
@@ -353,6 +363,7 @@ class Checker:
         self.latencies.append(latency)
         if latency > self.latency_max:
             self.latency_max = latency
+        return service
 
     def _exit_soft(self, t, node):
         if node not in self.running:
@@ -437,13 +448,10 @@ class Checker:
             counts[node] = counts.get(node, 0) + 1
         self.in_cs = node
         self.entries += 1
-        req = self.pending.pop(node, None)
+        req = self._take_request(t, node)
         if req is None:
-            self.safety_violations += 1
-            self._violate("safety", None, node, t, "node %d entered the critical section with no pending request" % node)
             return
-        rid, t_req, msgs_at_req, logical_at_req, entries_at_req = req
-        self.served += 1
+        rid, t_req, _, _, entries_at_req = req
         overtaken = self.entries - 1 - entries_at_req
         self.max_overtaken = max(self.max_overtaken, overtaken)
         by_one = max(by_one.values()) if by_one else 0
@@ -452,11 +460,7 @@ class Checker:
             self.over_paper["overtaken"] = self.over_paper.get("overtaken", 0) + 1
         if self.paper_by_one is not None and by_one > self.paper_by_one:
             self.over_paper["overtaken_by_one"] = self.over_paper.get("overtaken_by_one", 0) + 1
-        service = self.total - msgs_at_req
-        self.max_service_logical = max(self.max_service_logical, self.logical - logical_at_req)
-        if service > self.max_service:
-            self.max_service = service
-            self.max_service_request = (rid, node, t_req)
+        service = self._measure_service(t, node, req)
         if self.paper_service is not None and service > self.paper_service:
             self.over_paper_service += 1
         if self.bound_service is not None and service > self.bound_service:
@@ -464,11 +468,6 @@ class Checker:
                 "bound", rid, node, t_req,
                 "request #%d (node %d, t=%s): service traffic %d > bound %d" % (rid, node, t_req, service, self.bound_service),
             )
-        latency = t - t_req
-        self.latency_sum += latency
-        self.latencies.append(latency)
-        if latency > self.latency_max:
-            self.latency_max = latency
 
     def exit(self, t, node):
         if self.soft:
