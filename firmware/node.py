@@ -207,6 +207,8 @@ class NodeLoop:
         # node.now, in milliseconds since the loop started (30 bits), set before each of its
         # handlers, and gets on_wake() once node.wake_at has come (looked at with the timeouts).
         self._clocked = node.clocked
+        if node.clocked:
+            self._housekeeping = self._housekeeping_clocked
         self._clk_us = 0
         self._clk_rem = 0
         self._ms = 0
@@ -497,17 +499,22 @@ class NodeLoop:
         self._ms = (self._ms + d // 1000) & _COUNT_MASK
         self.node.now = self._ms
 
+    def _housekeeping_clocked(self):
+        """_housekeeping for a clocked protocol: its wake-up time first (set as the instance's
+        _housekeeping at start, so that the others' loop pays nothing for it)."""
+        node = self.node
+        t = self.ticks_us()
+        self._tick(t)
+        w = node.wake_at
+        if w >= 0 and ((node.now - w) & _COUNT_MASK) < 0x20000000:
+            self._act(node.on_wake(), t)
+            NodeLoop._housekeeping(self)
+            return True
+        return NodeLoop._housekeeping(self)
+
     def _housekeeping(self):
         """The timeouts and the host link; True when it did any work."""
         busy = False
-        if self._clocked:
-            node = self.node
-            t = self.ticks_us()
-            self._tick(t)
-            w = node.wake_at
-            if w >= 0 and ((node.now - w) & _COUNT_MASK) < 0x20000000:
-                self._act(node.on_wake(), t)
-                busy = True
         if self._watch and self.regen_us:
             t = self.ticks_us()
             node = self.node
