@@ -233,17 +233,54 @@ def test_a_frame_lost_on_a_link_does_not_put_its_pairing_off():
     from picoring.ring.merge import CausalMerger
     from picoring.ring.hostlink import BoardEvent
 
+    def send(seq, t, lseq):  # numbered as the host numbers them (RingRun._number_send)
+        e = BoardEvent(0, seq, 0, "send", link=0, kind="token")
+        e.lseq = lseq
+        merger.push(0, t, e)
+
     merger = CausalMerger(2)
-    merger.push(0, 100, BoardEvent(0, 0, 0, "send", link=0, kind="token"))  # lost on the wire
+    send(0, 100, 0)  # lost on the wire
     merger.push(0, 300, BoardEvent(0, 1, 0, "enter", payload={"seq": 5}))  # (its regenerated token)
-    merger.push(0, 400, BoardEvent(0, 2, 0, "send", link=0, kind="token"))
+    send(2, 400, 1)
     merger.push(1, 250, BoardEvent(1, 0, 0, "gap", link=0, aux={"lost": 1, "lseq": 1}))
     merger.push(1, 250, BoardEvent(1, 1, 0, "recv", link=0, kind="token"))
     merger.push(1, 260, BoardEvent(1, 2, 0, "enter", payload={"seq": 6}))
-    order = [(e.board, e.ev, (e.payload or {}).get("seq")) for _, e in merger.release(10_000, final=True)]
-    assert order == [(0, "send", None), (1, "gap", None), (0, "enter", 5), (0, "send", None), (1, "recv", None),
+    order = [(e.board, e.ev, (e.payload or {}).get("seq")) for _, e in merger.release(1_000_000)]
+    assert order == [(0, "send", None), (0, "enter", 5), (0, "send", None), (1, "gap", None), (1, "recv", None),
                      (1, "enter", 6)]
     assert merger.forced == 0 and merger.lost_frames == [1, 0]
+
+
+def test_a_senders_first_frame_after_its_restart_pairs_with_its_own_send():
+    # Board 0 was power-cycled: its new incarnation numbers its frames from 0 again, and
+    # board 1 took the first of them for a frame after 216 lost ones (a gap event). Counted
+    # so, board 1's receives waited for sends that never came, each one forced (85 to 116 in
+    # loaded runs of the power-cycle test; 76 false safety violations). The gap's link
+    # sequence byte names the send: the frames lost are the old incarnation's unreceived ones.
+    from picoring.ring.merge import CausalMerger
+    from picoring.ring.hostlink import BoardEvent
+
+    def send(seq, t, lseq):
+        e = BoardEvent(0, seq, 0, "send", link=0, kind="token")
+        e.lseq = lseq
+        merger.push(0, t, e)
+
+    merger = CausalMerger(2)
+    for k in range(40):  # the old incarnation: 40 sends, the last 2 lost at its power cycle
+        send(k, 100 * k, k)
+    for k in range(38):
+        merger.push(1, 100 * k + 50, BoardEvent(1, k, 0, "recv", link=0, kind="token"))
+    merger.push(1, 9_000, BoardEvent(1, 38, 0, "gap", link=0, aux={"lost": 216, "lseq": 0}))
+    merger.push(1, 9_000, BoardEvent(1, 39, 0, "recv", link=0, kind="token"))
+    merger.push(1, 9_010, BoardEvent(1, 40, 0, "enter", payload={"seq": 7}))
+    merger.events_lost(0)  # (it restarted)
+    merger.push(0, 8_000, BoardEvent(0, 0, 0, "boot"))  # its new clock: earlier than board 1's gap
+    send(1, 8_500, 0)
+    merger.push(0, 8_600, BoardEvent(0, 2, 0, "recv", link=1, kind="token"))  # board 1's next frame
+    merger.push(1, 9_500, BoardEvent(1, 41, 0, "send", link=1, kind="token"))
+    out = merger.release(1_000_000)
+    assert [e.ev for _, e in out][-6:] == ["send", "gap", "recv", "enter", "send", "recv"]
+    assert merger.forced == 0 and merger.lost_frames == [2, 0] and merger.received == [41, 1]
 
 
 def test_a_second_usb_outage_repairs_only_what_it_lost():
