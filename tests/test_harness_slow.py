@@ -233,20 +233,15 @@ def test_a_frame_lost_on_a_link_does_not_put_its_pairing_off():
     from picoring.ring.merge import CausalMerger
     from picoring.ring.hostlink import BoardEvent
 
-    def send(seq, t, lseq):  # numbered as the host numbers them (RingRun._number_send)
-        e = BoardEvent(0, seq, 0, "send", link=0, kind="token")
-        e.lseq = lseq
-        merger.push(0, t, e)
-
     merger = CausalMerger(2)
-    send(0, 100, 0)  # lost on the wire
+    merger.push(0, 100, BoardEvent(0, 0, 0, "send", link=0, kind="token"))  # lost on the wire
     merger.push(0, 300, BoardEvent(0, 1, 0, "enter", payload={"seq": 5}))  # (its regenerated token)
-    send(2, 400, 1)
+    merger.push(0, 400, BoardEvent(0, 2, 0, "send", link=0, kind="token"))
     merger.push(1, 250, BoardEvent(1, 0, 0, "gap", link=0, aux={"lost": 1, "lseq": 1}))
     merger.push(1, 250, BoardEvent(1, 1, 0, "recv", link=0, kind="token"))
     merger.push(1, 260, BoardEvent(1, 2, 0, "enter", payload={"seq": 6}))
-    order = [(e.board, e.ev, (e.payload or {}).get("seq")) for _, e in merger.release(1_000_000)]
-    assert order == [(0, "send", None), (0, "enter", 5), (0, "send", None), (1, "gap", None), (1, "recv", None),
+    order = [(e.board, e.ev, (e.payload or {}).get("seq")) for _, e in merger.release(10_000, final=True)]
+    assert order == [(0, "send", None), (1, "gap", None), (0, "enter", 5), (0, "send", None), (1, "recv", None),
                      (1, "enter", 6)]
     assert merger.forced == 0 and merger.lost_frames == [1, 0]
 
@@ -273,7 +268,8 @@ def test_a_senders_first_frame_after_its_restart_pairs_with_its_own_send():
     merger.push(1, 9_000, BoardEvent(1, 38, 0, "gap", link=0, aux={"lost": 216, "lseq": 0}))
     merger.push(1, 9_000, BoardEvent(1, 39, 0, "recv", link=0, kind="token"))
     merger.push(1, 9_010, BoardEvent(1, 40, 0, "enter", payload={"seq": 7}))
-    merger.events_lost(0)  # (it restarted)
+    merger.events_lost(0)  # it restarted (RingRun._restarted, at its hello)
+    merger.sender_restarted(0)
     merger.push(0, 8_000, BoardEvent(0, 0, 0, "boot"))  # its new clock: earlier than board 1's gap
     send(1, 8_500, 0)
     merger.push(0, 8_600, BoardEvent(0, 2, 0, "recv", link=1, kind="token"))  # board 1's next frame
@@ -524,7 +520,7 @@ def test_a_board_that_restarts_as_the_run_ends_is_reported_restarted():
     run.outstanding[1] = 1
     run.inbox.put((1, now_us(), Reply(1, "hello", "fw=0.6.0 proto=d pos=1 n=3 inc=77 rep=1")))
     run._take_last([True] * 3)
-    assert run.restarts == [0, 1, 0] and run.outstanding == [0, 0, 0] and run.link_restarted[1]
+    assert run.restarts == [0, 1, 0] and run.outstanding == [0, 0, 0] and run.merger.restarted_sender[1]
     assert any("p1: the board restarted" in text and "reported failed" in text for text in run.notices)
 
 

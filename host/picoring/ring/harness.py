@@ -107,7 +107,6 @@ class RingRun:
         self.stalled = None
         self.reconnect_wait_s = 3.0  # at the end, for a board whose USB link is down
         self.restarts = [0] * self.n
-        self.link_restarted = [False] * self.n  # per link: its sender restarted, no frame of it received since
         self.send_lseq = [0] * self.n  # per board: the link sequence byte of its next send (_number_send)
         self.unsent = {}  # reason -> requests that never left the host
         self.outstanding = [0] * self.n  # per board: requests injected, not yet through (run())
@@ -352,14 +351,6 @@ class RingRun:
                         self._events_lost(b, now - t0, e.lost_in_outage)
                         lossy = True
                         resync_due.add(b)
-                    if e.ev in ("recv", "gap") and self.link_restarted[(b - 1) % n]:
-                        # The first frame from the new incarnation of the board before: its link
-                        # sequence bytes start again at 0, so the frames of it that were lost
-                        # are the ones before this frame's (the receiver's count is against
-                        # the old incarnation's).
-                        self.link_restarted[(b - 1) % n] = False
-                        if e.ev == "gap":
-                            e.aux["lost"] = e.aux["lseq"]
                     if e.ev == "send":
                         sends += 1
                         if e.kind == "token":
@@ -622,7 +613,7 @@ class RingRun:
         # forced, 82 and 89 false safety violations in two loaded suite runs.)
         self.link_tallies[b] = LinkTally(from_boot=True)
         self.merger.unhold(b)
-        self.link_restarted[b] = True
+        self.merger.sender_restarted(b)  # its link sequence bytes start again at 0
         self.merger.events_lost(b)  # the old incarnation's events not yet flushed died with it
         self._place_unplaced(b)  # the previous incarnation's, before its clock is forgotten
         self.links[b].board_restarted(t_rx)

@@ -34,6 +34,18 @@ class CausalMerger:
         # per link: (count index, link sequence byte) of its released sends not yet received,
         # for a receiver's first frame after a restart (gap events with "first")
         self.unreceived = [deque(maxlen=1024) for _ in range(n)]
+        self.restarted_sender = [False] * n  # per link: its sender restarted, no gap on it since (sender_restarted)
+
+    def sender_restarted(self, board):
+        """Board `board` restarted: it numbers the frames it sends from 0 again, so the next
+        gap on its link out counts link sequence bytes skipped against the old incarnation's.
+        That gap pairs with the send that carried its frame's byte instead. (When the gap
+        reached the host before the restarted board's hello, under load, it counted 216
+        frames lost, the link's receives then waited for sends that never came and were
+        forced one by one: 85 to 116 in loaded runs of the power-cycle test, 76 false safety
+        violations.) A receive clears nothing: the next board's receives of the old
+        incarnation's frames may still come before the gap."""
+        self.restarted_sender[board] = True
 
     def unpair(self, link):
         self.unpaired[link] = True
@@ -69,15 +81,13 @@ class CausalMerger:
         if event.ev == "recv":
             link = (board - 1) % self.n
             return self.unpaired[link] or self.sent[link] > self.received[link]
-        if event.ev == "gap":
-            # Frames lost on the link: the send of the frame the gap came with (its link sequence
-            # byte) comes first, and so do the lost frames' sends, sent before it. Not by the
-            # gap's count: that counts link sequence bytes skipped, and a sender that restarted
-            # numbers its frames from 0 again (the first frame of its new incarnation showed
-            # 216 frames lost, and the link's receives waited for sends that never came: 85 to
-            # 116 forced in loaded runs of the power-cycle test, 76 false safety violations).
+        if event.ev == "gap":  # the lost frames' sends come first: they were sent before
             link = (board - 1) % self.n
-            return self.unpaired[link] or self._send_with_lseq(link, event.aux["lseq"]) is not None
+            if self.unpaired[link]:
+                return True
+            if event.aux.get("first") or self.restarted_sender[link]:
+                return self._send_with_lseq(link, event.aux["lseq"]) is not None
+            return self.sent[link] >= self.received[link] + event.aux["lost"]
         return True
 
     def _send_with_lseq(self, link, lseq):
@@ -138,12 +148,16 @@ class CausalMerger:
                 self.unreceived[b].append((self.sent[b], e.lseq))
             self.sent[b] += 1
         elif e.ev == "gap":
-            # Frames the board never received (bad, or lost whole; or, its first frame since it
-            # started, sent while it was off or booting): as received, so that the link's next
-            # receive pairs with its own send, the one that carried the gap's link sequence byte.
-            i = None if self.unpaired[link] else self._send_with_lseq(link, e.aux["lseq"])
-            if i is None and not e.aux.get("first"):  # (unpaired, or forced: by the count)
+            # Frames the board never received (bad, or lost whole): as received, so that the
+            # link's next receive pairs with its own send. Counted from the link sequence bytes
+            # skipped, or, when they do not count (the receiver's first frame since it started,
+            # or the sender's since it did), up to the send that carried the frame's byte.
+            i = None
+            if (e.aux.get("first") or self.restarted_sender[link]) and not self.unpaired[link]:
+                i = self._send_with_lseq(link, e.aux["lseq"])
+            elif not e.aux.get("first"):
                 i = self.received[link] + e.aux["lost"]
+            self.restarted_sender[link] = False
             if i is not None:
                 self.lost_frames[link] += i - self.received[link]
                 self.received[link] = i
