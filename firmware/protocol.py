@@ -54,6 +54,8 @@
 # handler call (the run's unit: hop times in the simulator, milliseconds on a board; 30 bits,
 # wrapping at SEQ_MASK), and wants on_wake() called once now reaches self.wake_at (-1: never).
 # The protocol itself reads no clock: the same code then runs in simulated and in real time.
+# Callers ask getattr(node, "clocked", False): Node itself has none of these names (each name
+# in its class dictionary is in the way of the lookups of a board's every hop).
 #
 # "p has T" in the paper means the token is at p: resting there or held in p's
 # critical section. A token that only passes through p is never "had" between
@@ -170,9 +172,6 @@ class Node:
 
     name = ""
     uses_requests = True
-    clocked = False  # True: the caller sets now and calls on_wake at wake_at (header)
-    now = 0
-    wake_at = -1
     # The descriptor the host reads (docs/adding-a-protocol.md): each protocol sets
     # its own. Bounds are expressions in n (protocol.bound(expr, n)); None: none proven.
     about = {}
@@ -296,10 +295,6 @@ class Node:
         """A message arrived for this node (see the header); a protocol that sends
         messages overrides it."""
         self.errors = (self.errors + 1) & SEQ_MASK
-        return 0
-
-    def on_wake(self):
-        """wake_at has come (a clocked protocol, see the header); the others never ask."""
         return 0
 
     def busy(self):

@@ -90,7 +90,7 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
     steps = 0
     defer_busy = workload.defer_busy
     renew = getattr(workload, "renew", None)  # renew(i): node i asks again as its critical section ends
-    clocked = nodes[0].clocked
+    clocked = getattr(nodes[0], "clocked", False)  # (protocol.py's header: Time)
     wakes = []  # heap of (time, node): clocked nodes' wake-ups (stale ones skipped)
     armed = [-1] * n  # the wake_at each node was last pushed with
     on_tokens = getattr(observer, "tokens", None)
