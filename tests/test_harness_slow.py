@@ -661,3 +661,69 @@ def test_events_lost_right_after_a_restart_are_counted_not_guessed():
         tally.event(BoardEvent(1, seq, 0, ev, link=1))
     # its status: 4 frames sent and 2 received since boot, 8 events made
     assert tally.settle({"tx_frames": 4, "rx_frames": 2, "eseq": 8}) == (2, 1)
+
+
+def test_the_tty_stall_clock_counts_what_its_canary_waited_beyond_late():
+    # The canary's byte goes through a path the test holds for 0.8 s (a tty worker standing
+    # still on a loaded machine): that, less `late`, is stalled time, counted while it lasts.
+    import os
+    import threading
+    from picoring.ring.ttystall import TtyStallClock
+
+    to_relay_r, to_relay_w = os.pipe()
+    from_relay_r, from_relay_w = os.pipe()
+    held = threading.Event()
+
+    def relay():  # the first byte held 0.8 s, the rest passed at once
+        first = True
+        while True:
+            b = os.read(to_relay_r, 64)
+            if not b:
+                return
+            if first:
+                held.set()
+                time.sleep(0.8)
+                first = False
+            os.write(from_relay_w, b)
+
+    threading.Thread(target=relay, daemon=True).start()
+    canary = TtyStallClock(probe_every=0.01, late=0.1, fds=(to_relay_w, from_relay_r))
+    try:
+        held.wait(5)
+        time.sleep(0.5)
+        during = canary.stalled()
+        assert during >= 0.5 - 0.1  # the probe still in flight counts already
+        time.sleep(0.6)
+        after = canary.stalled()
+        assert after >= 0.8 - 0.1 and after >= during
+    finally:
+        canary.close()
+        os.close(to_relay_w)
+
+
+def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for(monkeypatch):
+    # Beside two busy loops a pty delivered a byte 7.7 s late while every process ran on time:
+    # a board that answered at once looked dead to a 1 s wait by the wall clock. The wait
+    # counts only time in which the ports delivered (ttystall): here the reply comes 0.6 s
+    # late, all of it stalled, and a 0.3 s wait takes it. (Without: "no 'log' reply".)
+    from picoring.ring import ttystall
+
+    t0 = time.monotonic()
+    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 0.6))
+    port = _TalkingPort([], 0.6, last=b"!log 0\n")
+    link = _talking_link(port)
+    try:
+        t, reply = link.wait_reply("log", timeout=0.3)
+    finally:
+        link.close()
+    assert reply.word == "log"
+    # and a board that does not answer still fails, saying what was not counted
+    t0 = time.monotonic()
+    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
+    link = _talking_link(_TalkingPort([], 100))
+    try:
+        with pytest.raises(HarnessError, match=r"no 'log' reply within 0\.\d s \(and \d+\.\d s more in which this "
+                                               r"machine's serial ports delivered nothing: not counted\)"):
+            link.wait_reply("log", timeout=0.3)
+    finally:
+        link.close()

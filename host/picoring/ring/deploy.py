@@ -25,6 +25,8 @@ import time
 import types
 from pathlib import Path
 
+from . import ttystall
+
 DEFAULT_TIMEOUT = 30.0
 CONFIG_NAME = "picoring.json"
 
@@ -87,8 +89,8 @@ def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote"):
     cmd = [sys.executable, "-m", "mpremote", "connect", device, "resume", *args]
     proc = _run_watched(cmd, timeout)
     if proc.timed_out:
-        raise DeployError("%s on %s: no answer within %.1fs%s (is it a MicroPython board, and does its firmware "
-                          "stop on Ctrl-C?)" % (what, port, timeout,
+        raise DeployError("%s on %s: no answer within %.1fs%s%s (is it a MicroPython board, and does its firmware "
+                          "stop on Ctrl-C?)" % (what, port, timeout, proc.not_counted,
                                                 " (after %.1f s of progress)" % proc.progress_s if proc.progress_s >= 1 else ""),
                           proc.stdout)
     if proc.returncode == 0:
@@ -108,6 +110,10 @@ def _run_watched(cmd, quiet_timeout):
     """Run cmd to its end; kill it once it has printed nothing for quiet_timeout s. Returns its
     returncode, stdout, stderr, timed_out, and progress_s (how long it went on printing)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")  # its progress lines as they happen, not at exit
+    # Quiet: time in which the serial ports delivered (ttystall), so that a board that is only
+    # held up by a loaded machine's tty worker (mpremote silent for 30 s under two busy loops,
+    # the copy going on afterwards) is not taken for one that does not answer.
+    quiet = ttystall.Deadline(quiet_timeout)
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out, err = bytearray(), bytearray()
     heard = [time.monotonic()]
@@ -116,6 +122,7 @@ def _run_watched(cmd, quiet_timeout):
         for chunk in iter(lambda: stream.read1(4096), b""):
             into += chunk
             heard[0] = time.monotonic()
+            quiet.restart()
 
     pumps = [threading.Thread(target=pump, args=a, daemon=True) for a in ((proc.stdout, out), (proc.stderr, err))]
     for t in pumps:
@@ -124,10 +131,10 @@ def _run_watched(cmd, quiet_timeout):
     timed_out = False
     while True:
         try:
-            proc.wait(timeout=max(0.01, min(0.5, heard[0] + quiet_timeout - time.monotonic())))
+            proc.wait(timeout=max(0.01, min(0.5, quiet.left())))
             break
         except subprocess.TimeoutExpired:
-            if time.monotonic() - heard[0] >= quiet_timeout:
+            if quiet.expired():
                 proc.kill()
                 proc.wait()
                 timed_out = True
@@ -135,7 +142,7 @@ def _run_watched(cmd, quiet_timeout):
     for t in pumps:
         t.join(5.0)
     return types.SimpleNamespace(returncode=proc.returncode, stdout=bytes(out), stderr=bytes(err),
-                                 timed_out=timed_out, progress_s=heard[0] - start)
+                                 timed_out=timed_out, progress_s=heard[0] - start, not_counted=quiet.not_counted())
 
 
 def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT, before=None, after=None):

@@ -16,6 +16,7 @@ import time
 
 from . import boarddefs
 from . import flash as flashmod
+from . import ttystall
 from .link import HarnessError, drain
 from .hostlink import encode_command
 from .ports import write_ring_file
@@ -36,10 +37,10 @@ def successors(links, timeout=5.0):
     drain(inbox)
     for i, link in enumerate(links):
         link.write(encode_command("probe", i + 1))
-    deadline = time.monotonic() + timeout
+    deadline = ttystall.now() + timeout  # (time in which the serial ports delivered)
     acked = set()
     got = 0
-    while time.monotonic() < deadline and (got < n or len(acked) < n):
+    while ttystall.now() < deadline and (got < n or len(acked) < n):
         try:
             b, _, item = inbox.get(timeout=0.05)
         except queue.Empty:
@@ -160,7 +161,7 @@ def _judge_hello(target, link, fw, deadline, waited_s):
     """None if the board says hello with the current firmware and a usable config before
     deadline, else why not (waited_s: the seconds it has had since its restart, for the text)."""
     try:
-        hello = flashmod.wait_hello(link, max(0.2, deadline - time.monotonic()))
+        hello = flashmod.wait_hello(link, max(0.2, deadline - ttystall.now()))
     except HarnessError:
         return "no picoring firmware answered within %gs" % waited_s
     if hello.get("fw") != fw:
@@ -181,7 +182,7 @@ def current_firmware(targets, links, fw, timeout):
         except Exception:
             continue
         restarted.append(i)
-    deadline = time.monotonic() + timeout  # one wait for all: a board without firmware never says hello
+    deadline = ttystall.now() + timeout  # one wait for all: a board without firmware never says hello
     for i in restarted:
         why[i] = _judge_hello(targets[i], links[i], fw, deadline, timeout)
     # A board without the firmware still says something at a restart (its REPL's banner or
@@ -189,7 +190,7 @@ def current_firmware(targets, links, fw, timeout):
     # machine too busy to pass its words on (under load a virtual board's pty was silent for
     # more than the 6 s and discover reflashed boards that ran the firmware). Silent ones get
     # SILENT_GRACE_S more, then are SILENT; a virtual board is there by construction.
-    grace_end = time.monotonic() + SILENT_GRACE_S
+    grace_end = ttystall.now() + SILENT_GRACE_S
     for i in restarted:
         if why[i] is not None and not links[i].parser.received:
             why[i] = _judge_hello(targets[i], links[i], fw, grace_end, timeout + SILENT_GRACE_S)

@@ -9,6 +9,7 @@ zeroes the counters would be counted as the run's traffic.
 import time
 
 from ..check import registry
+from . import ttystall
 from .link import HarnessError
 from .runreport import PING_GRACE_S
 
@@ -25,7 +26,7 @@ def wait_formed(links, protocol, settle_us, slowness, timeout=15.0):
     for settle_us (board time). A busy machine can make the start-up take more rounds than
     one (a claim retried while the first was still going round: a newer epoch): what is
     still moving when the run zeroes the counters would be counted as the run's traffic."""
-    deadline = time.monotonic() + timeout
+    deadline = ttystall.now() + timeout  # (time in which the serial ports delivered)
     settle_s = settle_us * slowness / 1e6
     prompt_s = PING_GRACE_S * slowness
     rests = registry.rests(protocol)
@@ -40,7 +41,7 @@ def wait_formed(links, protocol, settle_us, slowness, timeout=15.0):
         waiting = [(link, f) for link, f in zip(links, statuses) if f.get("fresh") or f.get("starting")]
         if not waiting and not rests:
             return
-        now = time.monotonic()
+        now = ttystall.now()
         holders = sum(1 for f in statuses if f.get("tok"))
         if not waiting:
             seen = [(f.get("tok"), f.get("rx_frames"), f.get("tx_frames")) for f in statuses]

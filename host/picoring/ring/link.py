@@ -8,6 +8,7 @@ import queue
 import threading
 import time
 
+from . import ttystall
 from .hostlink import REPL_REASONS, LineParser, Reply, TickUnwrapper, encode_command
 from .ports import busy_message, is_lock_error
 
@@ -128,7 +129,7 @@ class BoardLink:
         self.writes_dropped = 0  # writes while the port was gone (bytes: bytes_dropped)
         self.bytes_dropped = 0
         self.tap = None  # tap(index, "rx"|"tx", bytes): a copy of the traffic (the pytest plugin's log)
-        self.last_rx = 0.0  # time.monotonic() of the last bytes read: a reply may queue behind them
+        self.last_rx = 0.0  # ttystall.now() of the last bytes read: a reply may queue behind them
         self.slowness = 1.0  # wall time per board time (slowness()): scales the default reply timeout
 
     def _open_port(self):
@@ -178,7 +179,7 @@ class BoardLink:
                 continue
             if not data:
                 continue
-            self.last_rx = time.monotonic()
+            self.last_rx = ttystall.now()
             t = now_us()
             if self.tap is not None:
                 self.tap(self.index, "rx", data)
@@ -261,13 +262,16 @@ class BoardLink:
         if timeout is None:
             timeout = REPLY_TIMEOUT_S * self.slowness
         not_firmware = min(timeout, REPLY_NOT_FIRMWARE_S * self.slowness)
-        start = time.monotonic()
+        # Measured in time in which the serial ports delivered (ttystall): a loaded machine's
+        # tty worker once held a board's prompt answer back for 7.7 s.
+        start = ttystall.now()
+        stalled0 = ttystall.stalled()
         cap = start + max(timeout, not_firmware * REPLY_BACKLOG_FACTOR)
         garbage_before = sum(self.parser.garbage.values())  # what it said earlier is not the answer
         noise_before = self._noise()
         events_before = self.parser.events
         while True:
-            now = time.monotonic()
+            now = ttystall.now()
             limit = not_firmware if self._noise() > noise_before else timeout
             deadline = min(cap, max(start, self.last_rx) + limit)
             left = deadline - now
@@ -279,7 +283,7 @@ class BoardLink:
                 # start once made a board that was merely slow look as if it had left the firmware.
                 new = min(sum(self.parser.garbage.values()) - garbage_before, 3)
                 seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-new:]) if new > 0 else ""
-                how = "within %.1f s" % (now - start)
+                how = "within %.1f s%s" % (now - start, ttystall.not_counted(ttystall.stalled() - stalled0))
                 if deadline >= cap:
                     how += ", while it kept sending (%d events)" % (self.parser.events - events_before)
                 elif now - start > limit + 1:

@@ -1,0 +1,146 @@
+"""How long this machine's serial ports delivered nothing: waits on a board that do not count it.
+
+Every serial port of a Linux host (a Pico's USB serial, /dev/ttyACM*, and a virtual board's
+pty alike) hands what arrives to its reader through the kernel's tty buffers, pushed by a
+shared kernel worker. On a loaded machine that worker can stand still for seconds (measured
+on the 2-core test machine beside two busy loops: a pty took up to 7.7 s to deliver one byte,
+while processes sleeping 10 ms never woke more than 0.3 s late; the kernel logged workqueue
+lockups of up to 141 s). A board that answers within a second then looks dead to a host that
+waits for it by the wall clock, and a timeout of 30 s failed runs and tests that were fine.
+
+So the host keeps a canary: a pty pair of its own, a byte through it every PROBE_EVERY_S.
+Whatever the canary waits beyond LATE_S for its byte counts as stalled: no port delivered
+meanwhile, and a wait on a board (Deadline, Quiet) does not count it. The canary runs in a
+daemon thread, started at the first question; where there are no ptys, nothing counts as
+stalled and waits are by the wall clock.
+"""
+
+import os
+import select
+import threading
+import time
+
+PROBE_EVERY_S = 0.05
+LATE_S = 0.25  # a byte this late through the canary: the ports stand still from here on
+
+
+class TtyStallClock:
+    """Seconds the canary pty stood still (stalled()), counted since it started."""
+
+    def __init__(self, probe_every=PROBE_EVERY_S, late=LATE_S, fds=None):
+        """fds: (write end, read end) of the canary's path (tests); default a pty pair of its own."""
+        self.probe_every = probe_every
+        self.late = late
+        self._lock = threading.Lock()
+        self._done = 0.0  # stalled seconds of the probes that came through
+        self._waiting_since = None  # monotonic time of the probe in flight, if any
+        self._stop = False
+        self.pid = os.getpid()
+        self.works = False
+        if fds is None:
+            try:
+                fds = os.openpty()
+            except (AttributeError, OSError):
+                return
+            try:
+                import tty
+
+                tty.setraw(fds[1])  # the byte as it is: no line discipline waiting for a newline
+            except (ImportError, OSError):
+                pass
+        self._master, self._slave = fds
+        self.works = True
+        self._thread = threading.Thread(target=self._run, name="tty stall canary", daemon=True)
+        self._thread.start()
+
+    def stalled(self):
+        """Seconds so far, the probe in flight included: it never goes down."""
+        now = time.monotonic()
+        with self._lock:
+            since = self._waiting_since
+            return self._done + (max(0.0, now - since - self.late) if since is not None else 0.0)
+
+    def _run(self):
+        while not self._stop:
+            sent = time.monotonic()
+            with self._lock:
+                self._waiting_since = sent
+            try:
+                os.write(self._master, b"x")
+                while not select.select([self._slave], [], [], 1.0)[0]:
+                    if self._stop:
+                        return
+                os.read(self._slave, 64)
+            except OSError:
+                with self._lock:
+                    self._waiting_since = None
+                return  # (closed): nothing more is counted
+            took = time.monotonic() - sent
+            with self._lock:
+                self._done += max(0.0, took - self.late)
+                self._waiting_since = None
+            time.sleep(self.probe_every)
+
+    def close(self):
+        self._stop = True
+
+
+_clock = None
+_clock_lock = threading.Lock()
+
+
+def clock():
+    """The process's canary, started at the first call (and again in a forked child, which has
+    the parent's clock but not its thread)."""
+    global _clock
+    with _clock_lock:
+        if _clock is None or _clock.pid != os.getpid():
+            _clock = TtyStallClock()
+        return _clock
+
+
+def stalled():
+    return clock().stalled()
+
+
+def now():
+    """time.monotonic() less the seconds the serial ports stood still so far: the clock that
+    waits on a board are measured by."""
+    return time.monotonic() - stalled()
+
+
+def not_counted(stalled_s):
+    """For a message about a wait: ' (and N s more ...)', or '' when the ports never stood still."""
+    if stalled_s < 0.1:
+        return ""
+    return " (and %.1f s more in which this machine's serial ports delivered nothing: not counted)" % stalled_s
+
+
+class Deadline:
+    """seconds of time in which the serial ports delivered (now()), from now: expired() once
+    they are over, left() what remains of them."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.restart()
+
+    def restart(self):
+        """From now again (a quiet timeout: the board said something)."""
+        self.start = time.monotonic()
+        self._stalled0 = stalled()
+
+    def stalled_s(self):
+        """The wall time since the start not counted."""
+        return stalled() - self._stalled0
+
+    def elapsed(self):
+        return time.monotonic() - self.start - self.stalled_s()
+
+    def left(self):
+        return self.seconds - self.elapsed()
+
+    def expired(self):
+        return self.left() <= 0
+
+    def not_counted(self):
+        return not_counted(self.stalled_s())
