@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from picoring.ring import ttystall
+
 ROOT = Path(__file__).resolve().parent.parent
 FIRMWARE = ROOT / "firmware"
 
@@ -51,9 +53,11 @@ TIMEOUT = 20.0  # seconds: what a virtual ring may take to answer, on a loaded m
 
 
 def wait_for(condition, timeout=TIMEOUT, what="condition"):
-    """Poll condition() until it is true; an AssertionError naming `what` after timeout."""
-    deadline = time.monotonic() + timeout
+    """Poll condition() until it is true; an AssertionError naming `what` after timeout s of
+    time in which the serial ports delivered (ttystall: a loaded machine's ptys stood still for
+    seconds while every process ran on time)."""
+    deadline = ttystall.Deadline(timeout)
     while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        if deadline.expired():
+            raise AssertionError("timed out after %.1fs%s waiting for %s" % (timeout, deadline.not_counted(), what))
         time.sleep(0.01)

@@ -20,7 +20,7 @@ import pytest
 import serial
 import serial.rfc2217
 
-from conftest import FIRMWARE, ROOT, run_micropython
+from conftest import FIRMWARE, ROOT, run_micropython, wait_for
 from picoring.ring import boarddefs
 from picoring.ring import deploy
 from picoring.ring import discover
@@ -37,14 +37,6 @@ pytest_plugins = ["pytester"]
 TIMEOUT = 30.0
 sys.path.insert(0, str(FIRMWARE))
 import frame  # noqa: E402  (the firmware's own codec)
-
-
-def wait_for(cond, timeout=TIMEOUT, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
-        time.sleep(0.01)
 
 
 # -- board files ---------------------------------------------------------------
@@ -293,7 +285,8 @@ def test_a_board_that_drops_out_mid_flash(vring):
     def unplug():
         # As soon as the first firmware file lands on board 1, kill it, and keep killing
         # every restart: the board is gone, like a USB cable pulled during the copy.
-        wait_for(lambda: stop.is_set() or os.path.exists(os.path.join(victim.fs_dir, "frame.py")), what="the copy to start")
+        wait_for(lambda: stop.is_set() or os.path.exists(os.path.join(victim.fs_dir, "frame.py")), timeout=TIMEOUT,
+                 what="the copy to start")
         while not stop.is_set():
             pid = victim.pid
             if pid and victim.alive():

@@ -14,6 +14,7 @@ import time
 import pytest
 import serial
 
+from picoring.ring import ttystall
 from picoring.ring.link import BoardLink, HarnessError, LinkNotice
 from picoring.virtual import boards
 from picoring.ring.hostlink import LineParser, Reply
@@ -228,12 +229,15 @@ def test_restart_and_unplug_from_the_fault_spec(ring):
 def notices(inbox, until, timeout=TIMEOUT):
     """Inbox items up to and including the first that satisfies until(item)."""
     got = []
-    deadline = time.monotonic() + timeout
+    deadline = ttystall.Deadline(timeout)  # (time in which the serial ports delivered)
     while True:
         try:
-            _, _, item = inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+            _, _, item = inbox.get(timeout=max(0.01, min(0.5, deadline.left())))
         except queue.Empty:
-            raise AssertionError("inbox: nothing matching within %.1fs; got %r" % (timeout, got[-10:]))
+            if not deadline.expired():
+                continue
+            raise AssertionError("inbox: nothing matching within %.1fs%s; got %r"
+                                 % (timeout, deadline.not_counted(), got[-10:]))
         got.append(item)
         if until(item):
             return got
