@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from picoring.ring import ttystall
+from picoring import ttystall
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRMWARE = ROOT / "firmware"

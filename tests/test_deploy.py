@@ -29,7 +29,7 @@ def test_a_copy_silent_while_the_serial_ports_stood_still_is_not_cut_off(monkeyp
     # does not answer. The silence counted is the time in which the serial ports delivered
     # (ttystall): here 0.9 s of silence (and the start of a Python), all of it stalled, against
     # a budget of 0.5 s.
-    from picoring.ring import ttystall
+    from picoring import ttystall
 
     t0 = time.monotonic()
     monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 5.0))

@@ -668,7 +668,7 @@ def test_the_tty_stall_clock_counts_what_its_canary_waited_beyond_late():
     # still on a loaded machine): that, less `late`, is stalled time, counted while it lasts.
     import os
     import threading
-    from picoring.ring.ttystall import TtyStallClock
+    from picoring.ttystall import TtyStallClock
 
     to_relay_r, to_relay_w = os.pipe()
     from_relay_r, from_relay_w = os.pipe()
@@ -706,7 +706,7 @@ def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for(monkeypatc
     # a board that answered at once looked dead to a 1 s wait by the wall clock. The wait
     # counts only time in which the ports delivered (ttystall): here the reply comes 0.6 s
     # late, all of it stalled, and a 0.3 s wait takes it. (Without: "no 'log' reply".)
-    from picoring.ring import ttystall
+    from picoring import ttystall
 
     t0 = time.monotonic()
     monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 0.6))

@@ -541,3 +541,41 @@ def test_a_host_that_reads_late_loses_none_of_the_boards_output(tmp_path):
                 got += chunk
             assert got[got.index(b"line 00000"):] == expected
             assert b.usb_dropped == dropped
+
+
+def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_path, monkeypatch):
+    # A supervisor busy with its boards' ptys answered after 15 s in a loaded suite run (the
+    # machine's tty worker stood still): the wait counts only time in which the serial ports
+    # delivered (ttystall). Here a supervisor that answers after 0.8 s, all of it stalled, and
+    # a 0.3 s wait; then one that never answers still fails, saying what was not counted.
+    import socket
+    import threading
+    from picoring import ttystall
+
+    held = supervisor._lock(tmp_path)  # "a supervisor holds the lock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / supervisor.SOCKET))
+    server.listen(2)
+
+    def serve(answer):
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(4096)
+            if answer:
+                time.sleep(0.8)
+                conn.sendall(b'{"ok": true, "said": "late"}\n')
+            else:
+                time.sleep(3)
+
+    t0 = time.monotonic()
+    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
+    threading.Thread(target=serve, args=(True,), daemon=True).start()
+    try:
+        assert supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3)["said"] == "late"
+        threading.Thread(target=serve, args=(False,), daemon=True).start()
+        t0 = time.monotonic()
+        with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
+            supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3)
+    finally:
+        server.close()
+        os.close(held)

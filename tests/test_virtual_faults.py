@@ -14,7 +14,7 @@ import time
 import pytest
 import serial
 
-from picoring.ring import ttystall
+from picoring import ttystall
 from picoring.ring.link import BoardLink, HarnessError, LinkNotice
 from picoring.virtual import boards
 from picoring.ring.hostlink import LineParser, Reply

@@ -25,7 +25,7 @@ import time
 import types
 from pathlib import Path
 
-from . import ttystall
+from .. import ttystall
 
 DEFAULT_TIMEOUT = 30.0
 CONFIG_NAME = "picoring.json"

@@ -16,7 +16,7 @@ import time
 
 from . import boarddefs
 from . import flash as flashmod
-from . import ttystall
+from .. import ttystall
 from .link import HarnessError, drain
 from .hostlink import encode_command
 from .ports import write_ring_file

@@ -9,7 +9,7 @@ zeroes the counters would be counted as the run's traffic.
 import time
 
 from ..check import registry
-from . import ttystall
+from .. import ttystall
 from .link import HarnessError
 from .runreport import PING_GRACE_S
 

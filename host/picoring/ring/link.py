@@ -8,7 +8,7 @@ import queue
 import threading
 import time
 
-from . import ttystall
+from .. import ttystall
 from .hostlink import REPL_REASONS, LineParser, Reply, TickUnwrapper, encode_command
 from .ports import busy_message, is_lock_error
 

@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import ttystall
 from .boards import VirtualBoardError, VirtualRing, find_micropython, write_state
 
 STATE = "state.json"
@@ -214,14 +215,29 @@ def request(state_dir, message, timeout=15.0):
     sock_path = Path(state_dir) / SOCKET
     if not is_up(state_dir):
         raise NoRingError("no virtual ring is up in %s (start one with: picoring virtual up -n N)" % state_dir)
+    # Its answer may wait on its boards' ptys: the wait counts only time in which the machine's
+    # serial ports delivered (ttystall; 'did not answer within 15.0 s' in a loaded suite run).
+    deadline = ttystall.Deadline(timeout)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
+        s.settimeout(min(timeout, 0.5))
         try:
             s.connect(str(sock_path))
             s.sendall(json.dumps(message).encode() + b"\n")
-            line = _read_line(s)
+            line = b""
+            while not line.endswith(b"\n"):
+                try:
+                    chunk = s.recv(4096)
+                except socket.timeout:
+                    if deadline.expired():
+                        raise
+                    continue
+                if not chunk:
+                    break
+                line += chunk
+            line = line.decode()
         except socket.timeout:
-            raise VirtualBoardError("the virtual ring supervisor (%s) did not answer within %.1fs" % (sock_path, timeout))
+            raise VirtualBoardError("the virtual ring supervisor (%s) did not answer within %.1fs%s"
+                                    % (sock_path, timeout, deadline.not_counted()))
         except OSError as e:
             raise VirtualBoardError("cannot reach the virtual ring supervisor at %s: %s" % (sock_path, e))
     if not line:
