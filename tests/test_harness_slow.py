@@ -246,6 +246,15 @@ def test_a_frame_lost_on_a_link_does_not_put_its_pairing_off():
     assert merger.forced == 0 and merger.lost_frames == [1, 0]
 
 
+def _send_numbered(merger, seq, t, lseq):
+    """Board 0's token send, numbered as the host numbers them (RingRun._number_send)."""
+    from picoring.ring.hostlink import BoardEvent
+
+    e = BoardEvent(0, seq, 0, "send", link=0, kind="token")
+    e.lseq = lseq
+    merger.push(0, t, e)
+
+
 def test_a_senders_first_frame_after_its_restart_pairs_with_its_own_send():
     # Board 0 was power-cycled: its new incarnation numbers its frames from 0 again, and
     # board 1 took the first of them for a frame after 216 lost ones (a gap event). Counted
@@ -255,14 +264,9 @@ def test_a_senders_first_frame_after_its_restart_pairs_with_its_own_send():
     from picoring.ring.merge import CausalMerger
     from picoring.ring.hostlink import BoardEvent
 
-    def send(seq, t, lseq):
-        e = BoardEvent(0, seq, 0, "send", link=0, kind="token")
-        e.lseq = lseq
-        merger.push(0, t, e)
-
     merger = CausalMerger(2)
     for k in range(40):  # the old incarnation: 40 sends, the last 2 lost at its power cycle
-        send(k, 100 * k, k)
+        _send_numbered(merger, k, 100 * k, k)
     for k in range(38):
         merger.push(1, 100 * k + 50, BoardEvent(1, k, 0, "recv", link=0, kind="token"))
     merger.push(1, 9_000, BoardEvent(1, 38, 0, "gap", link=0, aux={"lost": 216, "lseq": 0}))
@@ -271,7 +275,7 @@ def test_a_senders_first_frame_after_its_restart_pairs_with_its_own_send():
     merger.events_lost(0)  # it restarted (RingRun._restarted, at its hello)
     merger.sender_restarted(0)
     merger.push(0, 8_000, BoardEvent(0, 0, 0, "boot"))  # its new clock: earlier than board 1's gap
-    send(1, 8_500, 0)
+    _send_numbered(merger, 1, 8_500, 0)
     merger.push(0, 8_600, BoardEvent(0, 2, 0, "recv", link=1, kind="token"))  # board 1's next frame
     merger.push(1, 9_500, BoardEvent(1, 41, 0, "send", link=1, kind="token"))
     out = merger.release(1_000_000)
@@ -309,16 +313,11 @@ def test_frames_sent_to_a_board_while_it_restarted_do_not_put_its_link_off():
     from picoring.ring.merge import CausalMerger
     from picoring.ring.hostlink import BoardEvent
 
-    def send(seq, t, lseq):
-        e = BoardEvent(0, seq, 0, "send", link=0, kind="token")
-        e.lseq = lseq
-        merger.push(0, t, e)
-
     merger = CausalMerger(2)
-    send(0, 100, 7)  # while board 1 was off
-    send(1, 200, 8)
+    _send_numbered(merger, 0, 100, 7)  # while board 1 was off
+    _send_numbered(merger, 1, 200, 8)
     merger.push(0, 300, BoardEvent(0, 2, 0, "enter", payload={"seq": 5}))
-    send(3, 400, 9)
+    _send_numbered(merger, 3, 400, 9)
     merger.push(1, 250, BoardEvent(1, 0, 0, "gap", link=0, aux={"lost": 0, "lseq": 9, "first": True}))
     merger.push(1, 250, BoardEvent(1, 1, 0, "recv", link=0, kind="token"))
     merger.push(1, 260, BoardEvent(1, 2, 0, "enter", payload={"seq": 6}))
