@@ -64,6 +64,30 @@ def test_without_the_distribution_flash_says_what_to_install(monkeypatch):
         flash.flash([Target("/dev/null-a"), Target("/dev/null-b")], "q", resource="fram")
 
 
+def test_flash_copies_the_package_into_lib_as_mpy_and_the_board_imports_it(tmp_path):
+    # flash's copy for a board that is not virtual (copy_firmware), on a unix-port board that
+    # loads .mpy: lib/ and lib/adafruit_bus_device/ are made, the package goes there compiled,
+    # and the board imports I2CDevice from it; a second copy finds every file up to date.
+    from picoring.ring import mpy
+    from picoring.virtual.boards import VirtualRing
+
+    compiler, why = mpy.find_compiler()
+    assert compiler is not None, why
+    cfg = {"position": 0, "resource": "fram"}
+    with VirtualRing(2, workdir=tmp_path / "ring") as ring:
+        b = ring.boards[0]
+        ring.reset(0, run_main=False)
+        b.wait_output(b">>> ", 30)
+        summary, ident, sel = flash.copy_firmware(b.usb_path, cfg, None, compiler, cache=tmp_path / "c")
+        on_board = sorted(os.listdir(os.path.join(b.fs_dir, "lib", "adafruit_bus_device")))
+        assert on_board == ["__init__.mpy", "i2c_device.mpy", "spi_device.mpy"]
+        out = deploy.exec_code(b.usb_path, "import sys\nsys.path.append('lib')\n"
+                               "from adafruit_bus_device import i2c_device\nprint('@@', i2c_device.__file__)")
+        assert out.decode().split("@@", 1)[1].split() == ["lib/adafruit_bus_device/i2c_device.mpy"]
+        again, _, _ = flash.copy_firmware(b.usb_path, cfg, None, compiler, cache=tmp_path / "c")
+        assert again["copied"] == [] and "lib/adafruit_bus_device/i2c_device.mpy" in again["up_to_date"]
+
+
 def test_adapter_bus_device_and_fram_counter_under_micropython(micropython, board_lib, tmp_path):
     image = tmp_path / "fram.img"
     image.write_bytes(bytes(32768))

@@ -239,7 +239,7 @@ def select(files, board_tag, compiler, cache=None, board_version=None, no_compil
         if mpy is not None:
             out["files"].append(mpy)
             out["names"].append(stem + ".mpy")
-            out["remove"].append(f.name)
+            out["remove"].append(name)
             out["compiled"].append(stem)
         else:
             out["files"].append(f)
