@@ -177,6 +177,9 @@ def argparse_wiring(sub):
     p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names(),
                    help="board type, for its pin numbers (boards/*.toml; default %s)" % boarddefs.DEFAULT_BOARD)
     p.add_argument("--svg", metavar="FILE", help="also write the drawing as SVG to FILE")
+    p.add_argument("--fram", action="store_true",
+                   help="also the I2C bus of --resource fram: every board's SDA and SCL to one FRAM breakout, its "
+                        "power, the pull-ups (docs/fram.md)")
 
 
 def do_wiring(args, out=None):
@@ -185,10 +188,10 @@ def do_wiring(args, out=None):
     out = out or sys.stdout
     if args.n < 2:
         raise ValueError("-n must be at least 2")
-    out.write(wiring.render(args.n, args.board))
+    out.write(wiring.render(args.n, args.board, fram=args.fram))
     if args.svg:
         with open(args.svg, "w") as f:
-            f.write(wiring.svg(args.n, boarddefs.load(args.board)))
+            f.write(wiring.svg(args.n, boarddefs.load(args.board), fram=args.fram))
         print("SVG written to %s" % args.svg, file=sys.stderr)
     return 0
 
