@@ -197,7 +197,11 @@ def main():
     except Exception as e:  # a wrong pin or a missing pty must reach the host as text
         _say("err hal: %s: %s" % (type(e).__name__, e))
         return 1
-    loop = build(cfg, board)
+    try:
+        loop = build(cfg, board)
+    except Exception as e:  # e.g. a resource whose package is not in lib/: said as text, not a traceback
+        _say("err build: %s: %s" % (type(e).__name__, e))
+        return 1
     try:
         loop.run(boot=True, idle=getattr(board, "idle", None))
     except KeyboardInterrupt:
