@@ -494,9 +494,7 @@ class NodeLoop:
         if self.ticks_diff(t, self._cs_start) < self.cs_us:
             return False
         if self.audit is not None:
-            r = self.audit.leave()
-            if r is not None:
-                self._log_res(RES_WRITE, r)
+            self._log_res(RES_WRITE, self.audit.leave())
         if self._clocked:
             self._tick(t)
         self._act(self.node.exit_cs(), t, EV_EXIT)
@@ -583,7 +581,6 @@ class NodeLoop:
         node = self.node
         st = self._dst
         uart = self.uart
-        res = None
         if a & _SEND_MSG:
             encode_message(self._eraw, self._mout, node, self._mfields)
             uart.write(self._mviews[node.out_kind])
@@ -599,8 +596,6 @@ class NodeLoop:
                                       node.claim_nonce))
         if a & _ENTER_CS:
             self._cs_start = t
-            if self.audit is not None:
-                res = self.audit.enter()
         log = self.log
         if ev:
             if ev == EV_RECV and kind == _TOKEN:
@@ -641,8 +636,10 @@ class NodeLoop:
                 log.record(EV_SEND, _CLAIM, node.claim_join, node.claim_origin, node.claim_seq, node.claim_epoch)
         if a & _ENTER_CS:
             log.record(EV_ENTER, 0, 0, 0, node.seq, node.epoch, t)
-            if res is not None:
-                self._log_res(RES_READ, res)
+            if self.audit is not None:
+                # the shared counter, read once the frames this entry sent are on their way
+                # (no new local here: this method's frame stays as small as it was)
+                self._log_res(RES_READ, self.audit.enter())
         # node.waiting(), inline
         self._watch = node.fresh or node.starting or (node.pending and not node.has_token)
         if a or ev == EV_EXIT:
@@ -702,21 +699,19 @@ class NodeLoop:
         log.record(EV_REQ, 0, 0, 0, 0, 0, t)
         log.record(EV_ENTER, 0, 0, 0, node.seq, node.epoch, t)
         if self.audit is not None:
-            r = self.audit.enter()
-            if r is not None:
-                self._log_res(RES_READ, r)
+            self._log_res(RES_READ, self.audit.enter())
         while self.ticks_diff(self.ticks_us(), t) < self.cs_us:
             pass
         if self.audit is not None:
-            r = self.audit.leave()
-            if r is not None:
-                self._log_res(RES_WRITE, r)
+            self._log_res(RES_WRITE, self.audit.leave())
         log.record(EV_EXIT, 0, 0, 0, 0, 0)
 
     def _log_res(self, op, r):
         """A res event: op (hostlink.RES_*), the counter value, or the errno of a failed access
-        (r < 0). Values are logged mod 2**30 (the record's seq field; the host's !res reply has
-        them whole)."""
+        (r < 0); nothing for None (an audit that logs nothing, or no write after a failed read).
+        Values are logged mod 2**30 (the record's seq field; the host's !res reply has them whole)."""
+        if r is None:
+            return
         if r < 0:
             self.log.record(EV_RES, 0, op, -r, 0, 0)
         else:
