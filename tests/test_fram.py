@@ -117,6 +117,74 @@ def test_adapter_bus_device_and_fram_counter_under_micropython(micropython, boar
     assert r["absent"] == [-5, None, -5, -5] and r["absent_transactions"] == 3
 
 
+HAL_RP2_I2C_SCRIPT = r'''
+import sys, json
+sys.path.insert(0, %(fw)r)
+sys.path.insert(0, %(tests)r)
+sys.path.insert(0, %(lib)r)
+import fake_machine
+sys.modules["machine"] = fake_machine
+import hal, hal_rp2, fram
+L = fake_machine.lines
+
+
+def bus(name, stuck=0, other=False):
+    L.stuck, L.other_master = stuck, other
+    L.clocks = L.starts = L.stops = 0
+    clocks = hal_rp2.recover_bus(4, 5)
+    print(name, json.dumps([clocks, L.stuck, L.clocks, L.starts, L.stops, sorted(L.low)]))
+
+
+bus("free")
+bus("stuck3", stuck=3)
+bus("never", stuck=50)
+bus("busy", stuck=5, other=True)
+L.stuck, L.other_master = 0, False
+cfg = json.loads(%(cfg)r)
+b = hal.open_board(cfg)
+print("board", json.dumps([type(b.i2c).__name__, b.i2c_clocks]))
+c = fram.FramCounter(b.i2c, hold_us=10)
+print("fram", json.dumps([c.write(41), c.enter(), c.leave(), c.read(), list(fake_machine.FRAM[:4])]))
+print("calls", json.dumps([list(x) if not isinstance(x[2], bytes) else [x[0], x[1], list(x[2]), x[3]]
+                           for x in fake_machine.calls if x[0].startswith("I2C")]))
+cfg["i2c"]["sda"] = 5
+try:
+    hal.open_board(cfg)
+except ValueError as e:
+    print("badpin", json.dumps(str(e)))
+'''
+
+
+def test_the_pico_path_frees_a_stuck_bus_then_opens_i2c0_and_reaches_the_fram(micropython, board_lib, tmp_path):
+    # hal_rp2 on the unix port over a stand-in machine module (tests/fake_machine.py) whose SDA
+    # and SCL behave as open-drain lines with a slave that may hold SDA low, and whose I2C
+    # checks pins as the rp2 port does and takes positional arguments only.
+    from conftest import run_micropython
+
+    cfg = {"position": 0, "size": 2, "protocol": "q", "baud": 115200, "resource": "fram"}
+    cfg.update(boarddefs.config_for(boarddefs.load("pico")), i2c=boarddefs.i2c_config(boarddefs.load("pico")))
+    script = tmp_path / "t.py"
+    script.write_text(HAL_RP2_I2C_SCRIPT % {"fw": str(FIRMWARE), "tests": str(ROOT / "tests"), "lib": str(board_lib),
+                                            "cfg": json.dumps(cfg)})
+    out = dict(line.split(" ", 1) for line in run_micropython(micropython, str(script)).splitlines())
+    got = {k: json.loads(v) for k, v in out.items()}
+    # [clocks returned, slave's clocks still owed, clocks given, STARTs made, STOPs made, lines held low]
+    assert got["free"] == [0, 0, 0, 0, 0, []]  # SDA high: nothing to free, the bus untouched
+    assert got["stuck3"] == [3, 0, 4, 0, 1, []]  # three clocks free SDA; the STOP's own clock; no START
+    # nine at most (a byte and its ACK), then the STOP's clock; a line still held is no slave
+    # mid-byte but a fault, left to fail the transfers (reported as OSError)
+    assert got["never"] == [9, 40, 10, 0, 0, []]
+    assert got["busy"] == [0, 5, 0, 0, 0, []]  # another master clocks SCL: left alone
+    assert got["board"] == ["I2C", 0]
+    assert got["fram"] == [41, 41, 42, 42, [0, 0, 0, 42]]
+    assert got["calls"] == [["I2C", 0, 100000, 5, 4],
+                            ["I2C.writeto", 0x50, [0, 0, 0, 0, 0, 41], True],
+                            ["I2C.writeto", 0x50, [0, 0], False], ["I2C.readfrom_into", 0x50, 4, True],
+                            ["I2C.writeto", 0x50, [0, 0, 0, 0, 0, 42], True],
+                            ["I2C.writeto", 0x50, [0, 0], False], ["I2C.readfrom_into", 0x50, 4, True]]
+    assert got["badpin"] == "bad SDA pin"
+
+
 # -- the host: the audit of the counter ---------------------------------------------------------
 
 def _events(lines):
