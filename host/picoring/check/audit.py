@@ -1,4 +1,5 @@
-"""The shared-counter audit of a virtual ring (docs/recovery.md).
+"""The shared-counter audits: a virtual ring's counter file (docs/recovery.md) and, with
+--resource fram, the I2C FRAM counter on real or virtual boards (FramAudit, docs/fram.md).
 
 Every board increments one counter file across its critical section: read at entry,
 written at exit (firmware/main.py, SharedCounterFile). Critical sections that overlap
