@@ -315,6 +315,8 @@ def test_resource_options_are_checked_before_anything_starts(capsys):
     assert "--cs-hold-us holds a shared resource: give --resource fram" in capsys.readouterr().err
     assert main(["run", "--virtual", "3", "--resource", "fram", "--cs-hold-us", "-1"]) == 2
     assert "--cs-hold-us must be >= 0" in capsys.readouterr().err
+    assert main(["run", "--ports", "a,b", "--resource", "fram", "--cs-hold-us", "100"]) == 2
+    assert "flash them with picoring flash --resource fram --cs-hold-us 100" in capsys.readouterr().err
     assert main(["virtual", "up", "-n", "3", "--faults", "rogue=1", "--dir", "/nonexistent/x"]) == 2
     assert "rogue=B is a firmware setting" in capsys.readouterr().err
 

@@ -55,6 +55,9 @@ def do_dash(args):
     if args.sim:
         return _dash_sim(args, console, speed)
     if args.ports is not None or args.ring_file is not None:
+        if args.cs_hold_us:
+            raise CommandError("--cs-hold-us is in the boards' picoring.json: flash them with picoring flash --resource "
+                               "fram --cs-hold-us %d" % args.cs_hold_us)
         ports, resetter = run_ports(args)
         return _dash_ring(args, console, ports, resetter, None, workload_args(args, len(ports)))
     return _dash_virtual(args, console)

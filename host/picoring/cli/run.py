@@ -62,6 +62,9 @@ def do_run(args):
     from ..virtual.wire import FaultPlan
 
     resource, hold = resource_args(args)
+    if hold and args.virtual is None:
+        raise CommandError("--cs-hold-us is in the boards' picoring.json: flash them with picoring flash --resource fram "
+                           "--cs-hold-us %d (run --ports only sets and reads the counter)" % hold)
     faults = None
     if args.faults is not None:
         if args.virtual is None:
