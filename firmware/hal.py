@@ -11,6 +11,9 @@
 #   led                -> object with value(0/1), or None
 #   ticks_us, ticks_diff: the clock (time.ticks_us / time.ticks_diff)
 #   idle               -> callable or None: wait briefly for input when idle
+#   i2c                -> the I2C bus of the shared resource (machine.I2C on a Pico, a stand-in
+#                         on a virtual board), or None when the config names no resource;
+#   i2c_clocks         -> the clocks sent at boot to free that bus (hal_rp2.recover_bus)
 # Nothing here touches hardware at import time; the node loop gets these passed in.
 
 import sys
@@ -21,6 +24,8 @@ import time
 class Board:
     def __init__(self, uart, host, led=None, name="", idle=None):
         self.uart = uart
+        self.i2c = None
+        self.i2c_clocks = 0
         self.host = host
         self.led = led
         self.name = name

@@ -3,7 +3,9 @@
 # pipes of a virtual ring (host/picoring/virtual/board.py), whose relay moves the
 # bytes between boards; or "virtual": {"uart": "/dev/ttyUSB0"}: a serial device
 # (or pty) path, TX and RX. The USB serial is this process's stdin/stdout (a pty
-# made by the virtual ring, or pipes).
+# made by the virtual ring, or pipes). "virtual": {"i2c": PATH} gives the board an I2C bus
+# with one FRAM on it (FramImageI2C), backed by the image file that every board of the
+# ring shares (--resource fram, docs/fram.md).
 
 import select
 import termios
@@ -72,8 +74,78 @@ class Idle:
             break
 
 
+class FramImageI2C:
+    """A stand-in for machine.I2C with one FRAM on the bus (MB85RC256V, 32 KB): the memory
+    is an image file that every board of the ring opens, as every Pico shares one chip.
+
+    As machine.I2C: positional arguments only, a stop flag, writeto returns the ACKs
+    received, an address nobody answers raises OSError(EIO) (the rp2 port's NACK). As the
+    chip: a write's first two bytes set the memory address (15 bits, big-endian), the rest
+    are written there; a read reads from the address, which moves on by what was read or
+    written. The address is this board's alone: on the real bus a write without a STOP
+    followed by a read after a repeated START keeps the bus, so nobody moves it in between.
+
+    One file read or write per transaction, and no lock across transactions: a read and a
+    later write by one board leave a gap in which another board's transactions run, so two
+    critical sections that overlap really lose an update, as on the chip."""
+
+    SIZE = 32768
+
+    def __init__(self, path, address=0x50):
+        self.path = path
+        self.address = address
+        self._f = open(path, "r+b")  # MicroPython's files are unbuffered: each call is one syscall
+        self._at = 0
+        self.transactions = 0
+
+    def _nack(self, address):
+        if address != self.address:
+            raise OSError(5)  # EIO: no device answers at that address
+
+    def writeto(self, address, buf, stop=True):
+        self.transactions += 1  # (attempts: a NACKed one counts)
+        self._nack(address)
+        n = len(buf)
+        if n >= 2:
+            self._at = ((buf[0] << 8) | buf[1]) & (self.SIZE - 1)
+        if n > 2:
+            data = buf[2:]
+            if self._at + len(data) > self.SIZE:
+                raise OSError(5)  # (the chip wraps to 0; the counter never comes near the end)
+            self._f.seek(self._at)
+            self._f.write(data)
+            self._at = (self._at + len(data)) & (self.SIZE - 1)
+        return n
+
+    def readfrom_into(self, address, buf, stop=True):
+        self.transactions += 1  # (attempts: a NACKed one counts)
+        self._nack(address)
+        self._f.seek(self._at)
+        got = self._f.readinto(buf)
+        if got != len(buf):
+            raise OSError(5)  # an image shorter than the chip: made wrong
+        self._at = (self._at + got) & (self.SIZE - 1)
+
+    def close(self):
+        self._f.close()
+
+
+def open_i2c(cfg):
+    """The board's I2C bus for --resource fram: the ring's FRAM image (cfg["virtual"]["i2c"]).
+    The board's filesystem is its working directory; a Pico looks for packages in /lib
+    (adafruit_bus_device, copied there by the deploy), so lib goes on the path here too."""
+    import sys
+
+    if "lib" not in sys.path:
+        sys.path.append("lib")
+    return FramImageI2C(cfg["virtual"]["i2c"])
+
+
 def open_board(cfg):
     u = cfg["virtual"]["uart"]  # checked by main.load_config
     uart = PtyUart(u) if isinstance(u, str) else PipeUart(u[0], u[1])
     rx, tx = hal.stdio_streams()
-    return hal.Board(uart, hal.StreamHost(rx, tx), None, "unix", Idle(uart, rx))
+    board = hal.Board(uart, hal.StreamHost(rx, tx), None, "unix", Idle(uart, rx))
+    if cfg.get("resource"):
+        board.i2c = open_i2c(cfg)
+    return board

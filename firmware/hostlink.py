@@ -39,6 +39,13 @@ EV_DISCARD = const(11)  # a received token was dropped: old epoch (aux 0) or fre
 EV_TIMEOUT = const(12)  # no token for the timeout (aux = what was done, count = the timeout that fired, ms)
 EV_HOSTERR = const(13)  # a host line was refused (aux = why, node.HOSTERR_*)
 EV_GAP = const(14)  # frames lost on the link into this board (count = how many, mod 256; aux = lseq of the frame after them)
+EV_RES = const(15)  # the shared resource (FRAM counter) accessed: aux = RES_*, count = errno (0: done), seq = value
+
+# aux of an EV_RES event: what was done to the shared counter
+RES_READ = const(1)  # read at critical-section entry
+RES_WRITE = const(2)  # written at critical-section exit (what was read, plus one)
+RES_COUNT = const(3)  # read for the host (!res)
+RES_SET = const(4)  # set by the host (!res set V)
 
 RECORD_SIZE = const(16)
 # Record layout, little-endian: event seq u16, tick_us u32 (ticks_us mod 2**30),

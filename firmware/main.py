@@ -72,6 +72,17 @@ def check_config(cfg, path=CONFIG):
     audit = cfg.get("audit_file")
     if audit is not None and not isinstance(audit, str):
         raise ConfigError("%s: audit_file must be a path, not %r" % (path, audit))
+    resource = cfg.get("resource")
+    if resource not in (None, "fram"):
+        raise ConfigError('%s: resource must be "fram" (an I2C FRAM, docs/fram.md) or absent, not %r' % (path, resource))
+    hold = cfg.get("cs_hold_us", 0)
+    if not isinstance(hold, int) or hold < 0:
+        raise ConfigError("%s: cs_hold_us must be an integer >= 0, not %r" % (path, hold))
+    fcfg = cfg.get("fram", {})
+    if not isinstance(fcfg, dict) or not all(isinstance(fcfg.get(k, 0), int) for k in ("address", "cell")):
+        raise ConfigError('%s: "fram" must be like {"address": 80, "cell": 0}, not %r' % (path, fcfg))
+    if not isinstance(cfg.get("rogue", False), bool):
+        raise ConfigError("%s: rogue must be true or false, not %r" % (path, cfg["rogue"]))
     if "virtual" in cfg:
         v = cfg["virtual"]
         u = v.get("uart") if isinstance(v, dict) else None
@@ -79,8 +90,13 @@ def check_config(cfg, path=CONFIG):
         if not (fds or isinstance(u, str)):
             raise ConfigError('%s: "virtual" must be {"uart": [rx_fd, tx_fd]} (a virtual ring\'s pipes) or '
                               '{"uart": "/dev/ttyX"} (a serial device), not %r' % (path, v))
+        if resource and not isinstance(v.get("i2c"), str):
+            raise ConfigError('%s: a virtual board with a resource needs "virtual": {"i2c": PATH}, the ring\'s '
+                              'FRAM image' % path)
     elif "uart" in cfg and not isinstance(cfg["uart"], dict):
         raise ConfigError('%s: "uart" must be an object like {"id": 0, "tx": 0, "rx": 1}' % path)
+    elif "i2c" in cfg and not isinstance(cfg["i2c"], dict):
+        raise ConfigError('%s: "i2c" must be an object like {"id": 0, "sda": 4, "scl": 5, "freq": 100000}' % path)
     return cfg
 
 
@@ -101,9 +117,26 @@ def build(cfg, board):
         info={"board": cfg.get("board", board.name), "baud": cfg.get("baud", 115200)},
         log_capacity=cfg.get("log_capacity", 64),
         regen_us=cfg.get("regen_ms", 500) * 1000,
-        audit=shared_counter(cfg["audit_file"]) if cfg.get("audit_file") else None,
+        audit=make_audit(cfg, board),
         nonce=boot_nonce(),
+        rogue=cfg.get("rogue", False),
     )
+
+
+def make_audit(cfg, board):
+    """The shared counter the critical sections increment, or None: the I2C FRAM of
+    --resource fram (docs/fram.md), else a virtual ring's counter file (docs/recovery.md)."""
+    if cfg.get("resource") == "fram":
+        import fram
+
+        f = cfg.get("fram", {})
+        counter = fram.FramCounter(board.i2c, f.get("address", fram.ADDRESS), f.get("cell", 0),
+                                   cfg.get("cs_hold_us", 0))
+        counter.bus_clocks = board.i2c_clocks
+        return counter
+    if cfg.get("audit_file"):
+        return SharedCounterFile(cfg["audit_file"])
+    return None
 
 
 def boot_nonce():
@@ -121,31 +154,33 @@ def boot_nonce():
         return time.ticks_us() & 0xFFFF
 
 
-def shared_counter(path):
+class SharedCounterFile:
     """The safety audit of virtual boards (docs/recovery.md): every board of the
     ring shares one counter file and increments it across its critical
     section, read at entry and written at exit. Two critical sections that
-    overlap lose an increment, whatever the protocol claims."""
-    box = [0]
+    overlap lose an increment, whatever the protocol claims. Nothing is logged
+    (enter and leave return None): the host reads the file itself."""
 
-    def enter():
+    def __init__(self, path):
+        self.path = path
+        self.value = 0
+
+    def enter(self):
         try:
-            with open(path) as f:
-                box[0] = int(f.read() or 0)
+            with open(self.path) as f:
+                self.value = int(f.read() or 0)
         except OSError:
-            box[0] = 0
+            self.value = 0
 
-    def leave():
+    def leave(self):
         # Written whole or not at all: a board killed between truncating the file
         # and writing it (a power cycle of the fault injector) must not leave an
         # empty counter for the next board to read as 0. rename() is atomic.
         import os
 
-        with open(path + ".new", "w") as f:
-            f.write(str(box[0] + 1))
-        os.rename(path + ".new", path)
-
-    return enter, leave
+        with open(self.path + ".new", "w") as f:
+            f.write(str(self.value + 1))
+        os.rename(self.path + ".new", self.path)
 
 
 def main():
@@ -162,7 +197,11 @@ def main():
     except Exception as e:  # a wrong pin or a missing pty must reach the host as text
         _say("err hal: %s: %s" % (type(e).__name__, e))
         return 1
-    loop = build(cfg, board)
+    try:
+        loop = build(cfg, board)
+    except Exception as e:  # e.g. a resource whose package is not in lib/: said as text, not a traceback
+        _say("err build: %s: %s" % (type(e).__name__, e))
+        return 1
     try:
         loop.run(boot=True, idle=getattr(board, "idle", None))
     except KeyboardInterrupt:

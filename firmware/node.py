@@ -13,7 +13,8 @@ from frame import scan, token as encode_token, message as encode_message, seal
 from hostlink import record_fields, record_token
 from array import array
 from hostlink import EV_REQ, EV_SEND, EV_RECV, EV_ENTER, EV_EXIT, EV_BAD, EV_REJECT, EV_BOOT
-from hostlink import EV_REGEN, EV_DISCARD, EV_TIMEOUT, EV_HOSTERR, EV_GAP
+from hostlink import EV_REGEN, EV_DISCARD, EV_TIMEOUT, EV_HOSTERR, EV_GAP, EV_RES
+from hostlink import RES_READ, RES_WRITE, RES_COUNT, RES_SET
 
 try:
     from micropython import const
@@ -139,7 +140,7 @@ class NodeLoop:
     _clocked = False  # a clocked protocol's loop (protocol.py's header: Time) sets its own
 
     def __init__(self, node, uart, host, ticks_us, ticks_diff, cs_us=0, led=None, info=None, log_capacity=64, rxbuf=64,
-                 regen_us=500_000, retry_us=None, audit=None, nonce=0):
+                 regen_us=500_000, retry_us=None, audit=None, nonce=0, rogue=False):
         self.node = node
         self.uart = uart
         self.link = hostlink.HostLink(host)
@@ -201,9 +202,17 @@ class NodeLoop:
         self._watch = False  # node.waiting(), cached after every event
         self._wait_since = 0
         self.timeouts = 0
-        # audit: optional (enter, exit) callables run at the edges of every
-        # critical section (virtual boards: a shared counter, read-modify-write).
+        # audit: optional object whose enter() and leave() run at the edges of every critical
+        # section: a shared counter, read at entry and written at exit (main.SharedCounterFile
+        # on virtual boards, fram.FramCounter on an I2C FRAM). What they return, a counter
+        # value or -errno, is logged as a res event (None: nothing to log). One with read()
+        # and write(v) also answers the host's !res command.
         self.audit = audit
+        # rogue: the deliberately unsafe mode (fault rogue=B, docs/faults.md): a request is
+        # served at once, without the token. Bound here, so the loop pays nothing for it.
+        self.rogue = rogue
+        if rogue:
+            self.request = self._request_rogue
         self.nonce = nonce  # this boot's incarnation number (protocol.Node.boot)
         # A clocked protocol (the wandering token, protocol.py's header) reads the time from
         # node.now, in milliseconds since the loop started (30 bits), set before each of its
@@ -228,6 +237,7 @@ class NodeLoop:
             "cs": self._cmd_cs,
             "stop": self._cmd_stop,
             "probe": self._cmd_probe,
+            "res": self._cmd_res,
         }
 
     # -- the loop --------------------------------------------------------
@@ -488,7 +498,7 @@ class NodeLoop:
         if self.ticks_diff(t, self._cs_start) < self.cs_us:
             return False
         if self.audit is not None:
-            self.audit[1]()
+            self._log_res(RES_WRITE, self.audit.leave())
         if self._clocked:
             self._tick(t)
         self._act(self.node.exit_cs(), t, EV_EXIT)
@@ -590,8 +600,6 @@ class NodeLoop:
                                       node.claim_nonce))
         if a & _ENTER_CS:
             self._cs_start = t
-            if self.audit is not None:
-                self.audit[0]()
         log = self.log
         if ev == EV_RECV and kind == _TOKEN:  # (the hop: first, and tested once)
             log.record(EV_RECV, _TOKEN, st[_F_STATE], st[_F_COUNT], st[_F_SEQ], st[_F_EPOCH], t)
@@ -632,6 +640,10 @@ class NodeLoop:
                 log.record(EV_SEND, _CLAIM, node.claim_join, node.claim_origin, node.claim_seq, node.claim_epoch)
         if a & _ENTER_CS:
             log.record(EV_ENTER, 0, 0, 0, node.seq, node.epoch, t)
+            if self.audit is not None:
+                # the shared counter, read once the frames this entry sent are on their way
+                # (no new local here: this method's frame stays as small as it was)
+                self._log_res(RES_READ, self.audit.enter())
         # node.waiting(), inline
         self._watch = node.fresh or node.starting or (node.pending and not node.has_token)
         if a or ev == EV_EXIT:
@@ -677,6 +689,37 @@ class NodeLoop:
         if self._clocked:
             self._tick(t)
         self._act(node.request(), t, EV_REQ)
+
+    def _request_rogue(self):
+        """request() of a rogue board (fault rogue=B): the critical section is entered at once,
+        without the token and without telling the protocol, and left after cs_us (a busy wait:
+        the board does nothing else meanwhile). Its entry carries the entry number of the last
+        token the board saw, which the token never gave it: the checker, and the shared counter
+        where there is one, must both catch it."""
+        t = self.ticks_us()
+        node = self.node
+        log = self.log
+        self.requests = (self.requests + 1) & _COUNT_MASK
+        log.record(EV_REQ, 0, 0, 0, 0, 0, t)
+        log.record(EV_ENTER, 0, 0, 0, node.seq, node.epoch, t)
+        if self.audit is not None:
+            self._log_res(RES_READ, self.audit.enter())
+        while self.ticks_diff(self.ticks_us(), t) < self.cs_us:
+            pass
+        if self.audit is not None:
+            self._log_res(RES_WRITE, self.audit.leave())
+        log.record(EV_EXIT, 0, 0, 0, 0, 0)
+
+    def _log_res(self, op, r):
+        """A res event: op (hostlink.RES_*), the counter value, or the errno of a failed access
+        (r < 0); nothing for None (an audit that logs nothing, or no write after a failed read).
+        Values are logged mod 2**30 (the record's seq field; the host's !res reply has them whole)."""
+        if r is None:
+            return
+        if r < 0:
+            self.log.record(EV_RES, 0, op, -r, 0, 0)
+        else:
+            self.log.record(EV_RES, 0, op, 0, r & _COUNT_MASK, 0)
 
     # -- commands --------------------------------------------------------
 
@@ -832,6 +875,27 @@ class NodeLoop:
             raise ValueError("probe id must be 0..65535")
         self.uart.write(self.enc.probe(pid))
         self.link.reply("probe %d" % pid)
+
+    def _cmd_res(self, args):
+        # "!res": read the shared counter; "!res set V": write it (the host, before a run; never
+        # while a critical section is in progress). Reply: "!res value=V errno=E" (V -1 when E).
+        a = self.audit
+        if a is None or not hasattr(a, "read"):
+            raise ValueError("no shared resource on this board (picoring.json names none: flash with --resource fram)")
+        if args and args[0] == "set":
+            v = int(args[1])
+            if not 0 <= v <= 0xFFFFFFFF:
+                raise ValueError("the counter is 4 bytes: 0..4294967295")
+            r = a.write(v)
+            op = RES_SET
+        elif args:
+            raise ValueError("usage: !res, or !res set VALUE")
+        else:
+            r = a.read()
+            op = RES_COUNT
+        self._log_res(op, r)
+        self.link.reply("res value=%d errno=%d clocks=%d" % (r if r >= 0 else -1, -r if r < 0 else 0,
+                                                             getattr(a, "bus_clocks", 0)))
 
     def _cmd_stop(self, args):
         self.running = False

@@ -641,7 +641,11 @@ def _host_names(name):
     raise AttributeError(name)
 
 
-try:
-    import micropython as _mp  # noqa: F401
-except ImportError:  # CPython only: a board's module has no __getattr__ (measured: a
-    __getattr__ = _host_names  # module that has one costs a Pico's ring ~2% of its hop rate)
+import sys as _sys
+
+# CPython only: a board's module has no __getattr__ (measured: a module that has one costs a
+# Pico's ring ~2% of its hop rate). Told by the implementation, not by whether a module named
+# micropython imports: Adafruit Blinka (which adafruit-circuitpython-busdevice requires, for
+# --resource fram) installs one on CPython, with const() and native() as no-ops.
+if _sys.implementation.name != "micropython":
+    __getattr__ = _host_names

@@ -259,6 +259,28 @@ def test_bad_config_is_reported_as_text(micropython, tmp_path):
     assert out.startswith('!err config: picoring.json: "virtual" must be {"uart": [rx_fd, tx_fd]}')
 
 
+
+def test_a_resource_the_board_cannot_use_is_reported_as_text(micropython, tmp_path):
+    # --resource fram (docs/fram.md): a virtual board without the ring's FRAM image, a bad
+    # resource, and one whose lib/ lacks adafruit_bus_device each say why, as an !err line.
+    um, us = pty.openpty()  # the board's UART: a pty it can put in raw mode
+
+    def run(cfg):
+        (tmp_path / "picoring.json").write_text(json.dumps(dict(
+            {"position": 0, "size": 2, "protocol": "q", "virtual": {"uart": os.ttyname(us)}}, **cfg)))
+        return subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout
+
+    assert run({"resource": "eeprom"}).startswith('!err config: picoring.json: resource must be "fram"')
+    assert run({"resource": "fram"}).startswith('!err config: picoring.json: a virtual board with a resource needs '
+                                                '"virtual": {"i2c": PATH}')
+    (tmp_path / "fram.img").write_bytes(bytes(32768))
+    out = run({"resource": "fram", "virtual": {"uart": os.ttyname(us), "i2c": str(tmp_path / "fram.img")}})
+    os.close(um)
+    os.close(us)
+    assert out.startswith("!err build: ImportError: ") and "adafruit_bus_device" in out, out
+
+
 def test_hot_path_allocates_nothing(micropython):
     """Receive, decode, protocol, encode, write and record for thousands of hops
     under micropython.heap_lock(): any allocation would raise MemoryError."""

@@ -369,3 +369,24 @@ def test_dash_on_ports_that_are_not_there_is_a_clear_error(capsys):
     status = main(["dash", "--ports", "/dev/nonexistent-picoring0,/dev/nonexistent-picoring1", "-k", "1", "--exit"])
     assert status == 2
     assert "/dev/nonexistent-picoring0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_fram_counter_is_shown_against_the_entries(width):
+    # --resource fram (docs/fram.md): the counter's set, each section's read and write, the count
+    def cs(t, node, read, wrote):
+        return [Event(t, "req", node), Event(t + 1, "enter", node, payload={"seq": read + 1, "epoch": 1}),
+                Event(t + 2, "res", node, extra={"op": "read", "value": read}),
+                Event(t + 3, "res", node, extra={"op": "write", "value": wrote}), Event(t + 4, "exit", node)]
+
+    meta = header("q", 3, "ring", "us", resource="fram")
+    good = [Event(0, "res", 0, extra={"op": "set", "value": 0})] + cs(10, 1, 0, 1) + cs(20, 2, 1, 2)
+    for events, want in ((good, "FRAM        counter 2 / entries 2 (last written)"),
+                         (good + [Event(30, "res", 0, extra={"op": "count", "value": 2})], "counter 2 / entries 2"),
+                         (good + cs(40, 0, 1, 2) + [Event(50, "res", 0, extra={"op": "count", "value": 2})],
+                          "counter 2 / entries 3  lost 1")):
+        console = recording_console(width, 30)
+        Dashboard(console, events, meta, speed=None).run()
+        text = console.export_text()
+        assert re.search(r"FRAM\s+" + re.escape(want.split("FRAM", 1)[-1].strip()), text), text
+    assert "FRAM write 2" in text and "(last written)" not in text

@@ -42,7 +42,7 @@ def test_spec_parses_and_round_trips():
 
 @pytest.mark.parametrize("spec, message", [
     ("corupt=0.01", "faults: 'corupt' is not a fault (known: corrupt, corruptframe, drop, dropbyte, delay, cut, "
-                    "restart, unplug, seed)"),
+                    "restart, unplug, rogue, seed)"),
     ("corruptframe=2%x", "'2%x' in 'corruptframe=2%x' is not a probability"),
     ("restart=1", "'restart=1': restart needs BOARD@TIME, e.g. restart=1@3s"),
     ("restart=@1s", "restart needs BOARD@TIME"),

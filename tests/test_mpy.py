@@ -67,6 +67,19 @@ def test_a_pico_gets_every_module_but_main_as_mpy_and_loses_the_sources(compiler
         assert mpy.loads(h, mpy.decode_tag(PICO)) is None
 
 
+def test_a_package_for_lib_keeps_its_folder_in_the_names_and_the_stale_sources(compiler, tmp_path):
+    # --resource fram: adafruit_bus_device goes into lib/ (deploy.bus_device_files), compiled
+    # like the firmware; its stale .py, which a board would import before the .mpy, is deleted
+    # from that folder, not from the root.
+    paths, names = deploy.bus_device_files()
+    sel = mpy.select(paths, PICO, compiler, cache=tmp_path, names=names)
+    assert sel["names"] == [n[:-3] + ".mpy" for n in names]
+    assert sel["remove"] == names and "lib/adafruit_bus_device/i2c_device.py" in names
+    assert all(header(f)["version"] == 6 for f in sel["files"])
+    sources = mpy.select(paths, PICO_V118, compiler, cache=tmp_path, names=names)
+    assert sources["names"] == names and sources["remove"] == [n[:-3] + ".mpy" for n in names]
+
+
 def test_a_pico2_gets_armv7emsp_native_code(compiler, tmp_path):
     sel = mpy.select(deploy.FIRMWARE_FILES, PICO2, compiler, cache=tmp_path)
     assert sorted(sel["compiled"]) == MODULES

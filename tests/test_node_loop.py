@@ -51,14 +51,15 @@ class Host:
 
 
 class Ring:
-    def __init__(self, proto, n, cs_us=0):
+    def __init__(self, proto, n, cs_us=0, audits=None, rogue=()):
         self.t = 0
         self.wires = [Wire() for _ in range(n)]
         for i in range(n):
             self.wires[i].peer = self.wires[(i + 1) % n]
         self.hosts = [Host() for _ in range(n)]
         self.loops = [fw_node.NodeLoop(protocol.make_node(proto, i, n), self.wires[i], self.hosts[i],
-                                       self.ticks, lambda a, b: a - b, cs_us=cs_us) for i in range(n)]
+                                       self.ticks, lambda a, b: a - b, cs_us=cs_us,
+                                       audit=audits[i] if audits else None, rogue=i in rogue) for i in range(n)]
         self.parsers = [hl.LineParser(board=i, size=n) for i in range(n)]
         for i, lp in enumerate(self.loops):
             lp.start(give_token=i == 0)
@@ -358,3 +359,93 @@ def test_the_first_host_line_gets_the_hello_again():
     fresh = hl.LineParser(board=0, size=2)
     fresh.inc = 1
     assert [r.word for r in fresh.feed(b"!hello fw=x inc=4242\n")] == ["hello"]
+
+
+class SharedCell:
+    """A shared counter as fram.FramCounter behaves (read at entry, the value read plus one
+    written at exit, -errno for a failed access), over one cell that every board shares."""
+
+    def __init__(self, cell, fail=None):
+        self.cell = cell
+        self.fail = fail  # "read" or "write": that access fails with EIO
+        self.got = -1
+
+    def read(self):
+        return -5 if self.fail == "read" else self.cell[0]
+
+    def write(self, v):
+        if self.fail == "write":
+            return -5
+        self.cell[0] = v
+        return v
+
+    def enter(self):
+        self.got = self.read()
+        return self.got
+
+    def leave(self):
+        v, self.got = self.got, -1
+        return None if v < 0 else self.write(v + 1)
+
+
+def res_events(events):
+    return [(e.ev, e.aux) if e.ev == "res" else (e.ev,) for e in events if e.ev in ("enter", "exit", "res")]
+
+
+def test_the_shared_counter_is_read_at_entry_and_written_at_exit_each_a_res_event():
+    cell = [41]
+    ring = Ring("q", 3, audits=[SharedCell(cell) for _ in range(3)])
+    ring.run()
+    for i in range(3):
+        ring.events(i)
+    ring.command(1, hl.REQUEST)
+    ring.run()
+    ring.command(2, hl.REQUEST)
+    ring.run()
+    assert res_events(ring.events(1)) == [("enter",), ("res", {"op": "read", "value": 41}),
+                                          ("res", {"op": "write", "value": 42}), ("exit",)]
+    assert res_events(ring.events(2)) == [("enter",), ("res", {"op": "read", "value": 42}),
+                                          ("res", {"op": "write", "value": 43}), ("exit",)]
+    assert cell == [43]
+
+
+def test_a_failed_access_is_logged_with_its_errno_and_nothing_is_written_after_a_failed_read():
+    for fail, want in (("read", [("enter",), ("res", {"op": "read", "errno": 5}), ("exit",)]),
+                       ("write", [("enter",), ("res", {"op": "read", "value": 0}), ("res", {"op": "write", "errno": 5}),
+                                  ("exit",)])):
+        ring = Ring("q", 2, audits=[SharedCell([0], fail) for _ in range(2)])
+        ring.command(0, hl.REQUEST)
+        ring.run()
+        assert res_events(ring.events(0)) == want, fail
+        assert not ring.loops[0].node.in_cs  # the critical section went on and ended
+
+
+def test_the_res_command_sets_and_reads_the_counter():
+    cell = [7]
+    ring = Ring("q", 2, audits=[SharedCell(cell), None])
+    ring.command(0, b"!res\n!res set 0\n!res\n!res nope\n")
+    ring.command(1, b"!res\n")
+    ring.run(100)
+    items = ring.items(0)
+    assert [r.text for r in items if isinstance(r, hl.Reply) and r.word == "res"] == [
+        "value=7 errno=0 clocks=0", "value=0 errno=0 clocks=0", "value=0 errno=0 clocks=0"]
+    assert [e.aux for e in items if isinstance(e, hl.BoardEvent) and e.ev == "res"] == [
+        {"op": "count", "value": 7}, {"op": "set", "value": 0}, {"op": "count", "value": 0}]
+    assert [r.text for r in items if isinstance(r, hl.Reply) and r.word == "err"] == ["res: usage: !res, or !res set VALUE"]
+    assert [r.text for r in ring.items(1) if isinstance(r, hl.Reply) and r.word == "err"] == [
+        "res: no shared resource on this board (picoring.json names none: flash with --resource fram)"]
+
+
+def test_a_rogue_board_enters_at_once_without_the_token():
+    cell = [0]
+    ring = Ring("q", 3, audits=[SharedCell(cell) for _ in range(3)], rogue=(2,))
+    ring.run()
+    for i in range(3):
+        ring.events(i)
+    ring.command(2, hl.REQUEST)
+    ring.run()
+    evs = ring.events(2)
+    assert [e.ev for e in evs] == ["req", "enter", "res", "res", "exit"]  # no request message, no token
+    assert evs[1].payload == {"seq": 0, "epoch": 0}  # the last token number it saw: none
+    assert ring.frames() == 0 and ring.loops[0].node.has_token and not ring.loops[2].node.pending
+    assert cell == [1]

@@ -195,3 +195,92 @@ def test_a_boards_heap_after_start_grows_little_with_the_ring(tmp_path):
     grow = mem[32]["heap_used"] - mem[16]["heap_used"]
     assert 0 < grow < 2000, mem
     assert mem[32]["heap_free"] > 100_000 and 0 < mem[16]["loop_bytes"] < mem[32]["loop_bytes"], mem
+
+
+FRAM_SCRIPT = r'''
+import os, sys, binascii
+for d in ("lib", "lib/adafruit_bus_device"):
+    try:
+        os.mkdir(d)
+    except OSError:
+        pass
+for name, text in PACKAGE.items():  # as flash copies it: the installed distribution's files
+    with open(name, "w") as f:
+        f.write(text)
+import hal_rp2, fram, node, protocol
+
+i2c, clocks = hal_rp2.open_i2c({"i2c": {"id": 0, "sda": 4, "scl": 5, "freq": 100000}})
+print("bus", repr(i2c), clocks)
+counter = fram.FramCounter(i2c, hold_us=200)
+print("access", counter.enter(), counter.leave(), counter.read(), counter.write(1))
+
+
+class Wire:
+    def __init__(self):
+        self.pending = bytearray()
+        self.peer = None
+
+    def write(self, data):
+        self.peer.pending.extend(data)
+        return len(data)
+
+    def readinto(self, buf):
+        n = min(len(buf), len(self.pending))
+        buf[:n] = self.pending[:n]
+        self.pending = self.pending[n:]
+        return n
+
+
+class Host:
+    def __init__(self):
+        self.out = bytearray()
+
+    def read_byte(self):
+        return -1
+
+    def write(self, data):
+        self.out.extend(data)
+
+
+import time
+wires = [Wire(), Wire()]
+wires[0].peer, wires[1].peer = wires[1], wires[0]
+hosts = [Host(), Host()]
+loops = [node.NodeLoop(protocol.make_node("q", i, 2), wires[i], hosts[i], time.ticks_us, time.ticks_diff,
+                       audit=fram.FramCounter(i2c) if i == 0 else None) for i in range(2)]
+for i, lp in enumerate(loops):
+    lp.start(give_token=i == 0)
+loops[0].request()
+for _ in range(50):
+    for lp in loops:
+        lp.step()
+loops[0].log.flush_one(hosts[0].write)
+while loops[0].log.flush_one(hosts[0].write):
+    pass
+print("host", binascii.hexlify(hosts[0].out).decode())
+'''
+
+
+def test_fram_adapter_and_bus_recovery_run_on_a_pico_and_an_i2c_error_in_the_cs_is_reported(tmp_path):
+    """--resource fram on the rp2 port (docs/fram.md): adafruit_bus_device from the installed
+    distribution imports and runs unchanged; the bus recovery and machine.I2C(0, GP4, GP5,
+    100 kHz) run; the adapter calls machine.I2C's methods as the rp2 port takes them
+    (positional: a keyword would raise TypeError, not OSError). The emulated Pico has no device
+    on its bus, so every access fails: FramCounter returns -errno once (EIO for a NACK,
+    ETIMEDOUT for a bus that never finishes), and a node loop entering its critical section
+    logs the failed read as a res event with its errno, writes nothing, and leaves the
+    critical section as usual."""
+    from picoring.ring import deploy, hostlink as hl
+
+    paths, names = deploy.bus_device_files()
+    package = {name: path.read_text() for path, name in zip(paths, names)}
+    status, out, err = run_on_pico(tmp_path, "PACKAGE = %r\n" % package + FRAM_SCRIPT)
+    assert status == 0, (out, err[-2000:])
+    lines = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in out.splitlines() if " " in ln}
+    assert lines["bus"].startswith("I2C(0, freq=100000, scl=5, sda=4")
+    read, leave, again, write = lines["access"].split()
+    assert int(read) in (-5, -110) and leave == "None" and int(again) in (-5, -110) and int(write) in (-5, -110)
+    events = [e for e in hl.LineParser(board=0, size=2).feed(bytes.fromhex(lines["host"])) if isinstance(e, hl.BoardEvent)]
+    cs = [(e.ev, e.aux) if e.ev == "res" else e.ev for e in events if e.ev in ("req", "enter", "exit", "res")]
+    assert cs[0] == "req" and cs[1] == "enter" and cs[-1] == "exit" and len(cs) == 4, cs
+    assert cs[2][0] == "res" and cs[2][1]["op"] == "read" and cs[2][1]["errno"] in (5, 110), cs

@@ -183,3 +183,83 @@ def test_the_wiring_guide_shows_what_the_command_draws(capsys):
     guide = (ROOT / "wiring" / "README.md").read_text()
     assert "```\n" + drawn + "```\n" in guide
     assert (ROOT / "wiring" / "ring-4.svg").read_text() == wiring.svg(4, boarddefs.load("pico"))
+
+
+# -- the I2C bus of --resource fram (issue 17, item 3) -------------------------------------------
+
+_PIN_LABEL = re.compile(r"^(?:GP\d+ (RX|TX|SDA|SCL)|(GND|3V3|VCC|SDA|SCL|WP|A0|A1|A2)\b)")
+
+
+def pins_of_every_box(lines):
+    """pins_of for the boards and the FRAM breakout: {(board or "FRAM", pin): (x, y)}, boxes."""
+    pins, boxes = {}, []
+    for y, line in enumerate(lines):
+        m = re.search(r"\| (?:USB   board (\d+) |(FRAM) breakout)", line)
+        if not m:
+            continue
+        owner = int(m.group(1)) if m.group(1) else "FRAM"
+        top = lines[y - 1]
+        x0 = top.index("+-")
+        x1 = top.index("-+", x0) + 1
+        bottom = next(b for b in range(y + 1, len(lines)) if lines[b][x0:x0 + 2] == "+-")
+        boxes.append((x0, y - 1, x1, bottom))
+        for row in range(y + 1, bottom):
+            label = _PIN_LABEL.match(lines[row][x0 + 2:x1].strip())
+            if label:
+                pins[(owner, label.group(1) or label.group(2))] = (x1 + 1, row)
+    return pins, boxes
+
+
+@pytest.mark.parametrize("board", ["pico", "picow", "pico2"])
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_the_fram_drawing_puts_every_sda_and_scl_on_one_bus_with_the_fram(n, board, capsys):
+    assert main(["wiring", "-n", str(n), "--board", board, "--fram"]) == 0
+    out = capsys.readouterr().out
+    lines = text_drawing(out)
+    pins, boxes = pins_of_every_box(lines)
+    frams = {("FRAM", p) for p in wiring.FRAM_PINS}
+    assert set(pins) == {(i, p) for i in range(n) for p in ("TX", "RX", "GND", "SDA", "SCL")} | {(n - 1, "3V3")} | frams
+    grounds = {(i, "GND") for i in range(n)} | {("FRAM", p) for p in ("GND", "WP", "A0", "A1", "A2")}
+    for i in range(n):
+        assert connections(lines, pins[(i, "TX")], pins, boxes) == {((i + 1) % n, "RX")}
+        for bus in ("SDA", "SCL"):  # the pull-up is a resistor: the reader stops at it
+            want = {(k, bus) for k in range(n) if k != i} | {("FRAM", bus)}
+            assert connections(lines, pins[(i, bus)], pins, boxes) == want, (i, bus)
+        assert connections(lines, pins[(i, "GND")], pins, boxes) == grounds - {(i, "GND")}
+    assert connections(lines, pins[(n - 1, "3V3")], pins, boxes) == {("FRAM", "VCC")}
+    assert [line for line in lines if wiring.PULLUP_TEXT in line] == [
+        line for line in lines if re.match(r"\s+\| (SDA|SCL) ", line)]  # one pull-up on each bus wire, at the FRAM
+    i2c = boarddefs.load(board)["i2c"]
+    assert (i2c["sda"], i2c["scl"], i2c["freq"]) == (4, 5, 100000)
+    assert "sharing one I2C FRAM on I2C0 at 100 kHz" in out
+    for i in range(n):
+        assert re.search(r"^SDA %d +board %d GP4 SDA \(pin 6\) +the SDA bus wire, to the FRAM's SDA$" % (i, i), out, re.M)
+        assert re.search(r"^SCL %d +board %d GP5 SCL \(pin 7\) +the SCL bus wire, to the FRAM's SCL$" % (i, i), out, re.M)
+    assert re.search(r"^3V3 +board %d 3V3\(OUT\) \(pin 36\), one board only +the FRAM's VCC and both pull-ups$" % (n - 1),
+                     out, re.M)
+    assert re.search(r"^FRAM WP,A0-A2 +the FRAM's WP, A0, A1, A2 +GND: writes allowed, I2C address 0x50$", out, re.M)
+
+
+def test_the_fram_svg_joins_the_bus_and_keeps_the_pull_ups_apart():
+    doc = xml.dom.minidom.parseString(wiring.svg(3, boarddefs.load("pico"), fram=True))
+    d = wiring.Drawing(3, boarddefs.load("pico"), fram=True)
+    lines = [tuple(float(el.getAttribute(k)) for k in ("x1", "y1", "x2", "y2")) for el in doc.getElementsByTagName("line")]
+    assert len(lines) == len(d.segments)
+    rects = doc.getElementsByTagName("rect")
+    resistors = [r for r in rects if r.getAttribute("fill") == "white" and r.getAttribute("stroke")]
+    assert len(resistors) == len(d.resistors) == 2  # the two pull-ups
+    # no wire runs through a resistor: one ends at each side of it
+    for x0, x1, y in d.resistors:
+        on_row = [(min(a, c), max(a, c)) for a, b, c, e, _ in d.segments if b == e == y]
+        assert not any(lo < x1 and hi > x0 for lo, hi in on_row)
+        assert any(hi == x0 for lo, hi in on_row) and any(lo == x1 for lo, hi in on_row)
+
+
+def test_the_wiring_guide_shows_the_fram_drawing(capsys):
+    from conftest import ROOT
+
+    assert main(["wiring", "-n", "4", "--fram"]) == 0
+    drawn = capsys.readouterr().out
+    guide = (ROOT / "wiring" / "README.md").read_text()
+    assert "```\n" + drawn + "```\n" in guide
+    assert (ROOT / "wiring" / "ring-4-fram.svg").read_text() == wiring.svg(4, boarddefs.load("pico"), fram=True)

@@ -134,6 +134,9 @@ class Checker:
         self.crashed_in_cs = 0  # critical sections ended by their board's restart
         self.entry_numbers_reused = 0  # after the board that held them restarted
         self.events_lost_at = []  # (t, node): the host lost node's events there (USB link down)
+        # The shared resource's counter (--resource fram), audited from the first res event on
+        # (check/audit.py FramAudit); None: the run had none.
+        self.resource = None
         # soft mutual exclusion (module doc)
         self.exclusion = registry.about(protocol).get("exclusion", "hard")
         self.soft = self.exclusion != "hard"
@@ -169,6 +172,13 @@ class Checker:
     def feed(self, event):
         """Consume one trace Event."""
         ev = event.ev
+        if self.resource is not None:
+            self.resource.feed(event)
+        elif ev == "res":
+            from .audit import FramAudit
+
+            self.resource = FramAudit()
+            self.resource.feed(event)
         if ev == "send":
             kind = event.kind
             if kind == "token":
@@ -566,7 +576,17 @@ class Checker:
                           % (self.logical, self.requests, self.bound_logical))
         if self.quiescent is False:
             self._violate("quiescence", None, None, self.last_t, "the ring did not become quiescent: %s" % (self.stop_reason or "token still moving"))
-        return self.report()
+        resource = None
+        if self.resource is not None:
+            resource, violations = self.resource.result(events_lost=bool(self.restarts or self.events_lost_at))
+            self.safety_violations += sum(1 for v in violations if v["kind"] == "safety")
+            # first: the shared device's verdict does not rest on the boards' own reports
+            self.violations[:0] = violations
+            del self.violations[self._max_violations:]
+        report = self.report()
+        if resource is not None:
+            report["resource"] = resource
+        return report
 
     def quantiles(self):
         """{"p50", "p99"} of the latencies so far (nearest rank), None before any service."""

@@ -43,6 +43,8 @@ def print_report(report, console=None):
     audit = report.get("audit")
     if audit:
         table.add_row("audit: shared counter / entries", "%s / %d" % (audit["counter"], audit["entries"]), "equal")
+    for label, value, bound in resource_rows(report.get("resource")):
+        table.add_row(label, value, bound)
     rec = report.get("recovery") or {}
     if rec.get("faults_at") is not None:
         msgs = rec.get("messages") or {}
@@ -77,6 +79,23 @@ def print_report(report, console=None):
     if report.get("schedule_file"):
         console.print("schedule that led there: %s (replay with --workload file:%s)" % (report["schedule_file"], report["schedule_file"]))
     console.print("[bold green]OK[/]" if report["ok"] else "[bold red]CHECK FAILED[/]")
+
+
+def resource_rows(res):
+    """(measure, value, bound) rows of the shared FRAM counter against the entries (docs/fram.md)."""
+    if not res:
+        return []
+    counter = "-" if res.get("counter") is None else str(res["counter"])
+    start = res.get("start") or 0
+    rows = [("FRAM counter / entries", "%s / %d" % (counter if not start else "%s - %d" % (counter, start), res["entries"]),
+             "equal")]
+    if res["updates"] != res["entries"]:
+        rows.append(("  updates written", str(res["updates"]), ""))
+    if res.get("lost_updates"):
+        rows.append(("  lost updates (overlaps)", str(res["lost_updates"]), "0"))
+    if res.get("errors"):
+        rows.append(("  FRAM accesses failed (OSError)", str(res["errors"]), "0"))
+    return rows
 
 
 def print_summary(reports, console=None):

@@ -12,9 +12,13 @@ read it.
 import json
 
 TRACE_VERSION = 2
-READS_VERSIONS = (1, 2)  # version 2 adds the recovery events and frame kinds; 1 is a subset
+# Version 3: a run with a shared resource (--resource fram, docs/fram.md) adds res events and
+# says so in its header ("resource"); a trace without one is written as version 2, which it is.
+RESOURCE_TRACE_VERSION = 3
+READS_VERSIONS = (1, 2, 3)  # version 2 adds the recovery events and frame kinds; 1 is a subset; 3 res
 EVENT_KINDS = ("req", "send", "recv", "enter", "exit", "end",
-               "regen", "discard", "timeout", "fail", "notice")  # the last five: version 2
+               "regen", "discard", "timeout", "fail", "notice",  # these five: version 2
+               "res")  # version 3
 FRAME_KINDS = ("token", "request", "claim", "again", "msg")  # msg: a protocol layer message (docs/frames.md)
 
 
@@ -66,8 +70,9 @@ _CORE_KEYS = frozenset(("t", "ev", "node", "link", "kind", "payload"))
 
 
 def header(protocol, n, source, time_unit, **info):
-    """The meta record that starts every trace."""
-    d = {"v": TRACE_VERSION, "ev": "meta", "protocol": protocol, "n": n, "source": source, "time_unit": time_unit}
+    """The meta record that starts every trace (version 3 when info names a resource)."""
+    v = RESOURCE_TRACE_VERSION if info.get("resource") else TRACE_VERSION
+    d = {"v": v, "ev": "meta", "protocol": protocol, "n": n, "source": source, "time_unit": time_unit}
     d.update(info)
     return d
 

@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..ring import boarddefs
-from .common import add_protocol_arg, user_errors
+from .common import add_protocol_arg, add_resource_args, resource_args, user_errors
 
 
 def _common(p, ring_file=True):
@@ -56,6 +56,7 @@ def argparse_flash(sub):
     p.add_argument("--baud", type=int, help="UART baud of the ring (default: the board file's, 115200)")
     p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names(), help="board type (boards/*.toml)")
     p.add_argument("--cs-us", type=int, default=0, help="critical-section length on the boards, in us")
+    add_resource_args(p, "the boards get its I2C pins from --board's file and adafruit_bus_device in their lib/")
     p.add_argument("--regen-ms", type=int, help="base token-regeneration timeout on the boards (default 500; "
                                                 "docs/recovery.md): above the longest legitimate wait for the token")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per board for the copy (default 60)")
@@ -87,8 +88,9 @@ def do_flash(args, out=None):
         say("flashing %d board(s) from %s: protocol %s, board %s" % (len(targets), where, args.protocol, args.board))
     if args.regen_ms is not None and args.regen_ms < 0:
         raise ValueError("--regen-ms must be >= 0 (0: no recovery timeouts)")
+    resource, hold = resource_args(args)
     results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us, regen_ms=args.regen_ms,
-                    copy_timeout=args.timeout, log=say, mpy=not args.no_mpy)
+                    copy_timeout=args.timeout, log=say, mpy=not args.no_mpy, resource=resource, cs_hold_us=hold)
     if not args.no_ring_check:
         _check_ring(targets, say)
     elapsed = time.monotonic() - t0
@@ -175,6 +177,9 @@ def argparse_wiring(sub):
     p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names(),
                    help="board type, for its pin numbers (boards/*.toml; default %s)" % boarddefs.DEFAULT_BOARD)
     p.add_argument("--svg", metavar="FILE", help="also write the drawing as SVG to FILE")
+    p.add_argument("--fram", action="store_true",
+                   help="also the I2C bus of --resource fram: every board's SDA and SCL to one FRAM breakout, its "
+                        "power, the pull-ups (docs/fram.md)")
 
 
 def do_wiring(args, out=None):
@@ -183,10 +188,10 @@ def do_wiring(args, out=None):
     out = out or sys.stdout
     if args.n < 2:
         raise ValueError("-n must be at least 2")
-    out.write(wiring.render(args.n, args.board))
+    out.write(wiring.render(args.n, args.board, fram=args.fram))
     if args.svg:
         with open(args.svg, "w") as f:
-            f.write(wiring.svg(args.n, boarddefs.load(args.board)))
+            f.write(wiring.svg(args.n, boarddefs.load(args.board), fram=args.fram))
         print("SVG written to %s" % args.svg, file=sys.stderr)
     return 0
 

@@ -111,6 +111,30 @@ def run_ports(args):
 
 # -- workload arguments, checked before anything starts ------------------------
 
+RESOURCES = ("fram",)
+
+
+def add_resource_args(p, what):
+    """--resource fram and --cs-hold-us: the shared device the critical sections increment a
+    counter in (docs/fram.md)."""
+    p.add_argument("--resource", choices=RESOURCES,
+                   help="fram: the critical sections increment a 4-byte counter in one I2C FRAM shared by every "
+                        "board (read at entry, written at exit, through adafruit_bus_device), and the counter must "
+                        "equal the entries (docs/fram.md); %s" % what)
+    p.add_argument("--cs-hold-us", type=int, default=0, metavar="US",
+                   help="--resource: hold the FRAM this long after each read, the board doing nothing else (widens "
+                        "the window in which an overlap loses an update; default 0)")
+
+
+def resource_args(args):
+    """The checked --resource and --cs-hold-us: (resource or None, hold)."""
+    if args.cs_hold_us < 0:
+        raise CommandError("--cs-hold-us must be >= 0")
+    if args.cs_hold_us and args.resource is None:
+        raise CommandError("--cs-hold-us holds a shared resource: give --resource fram")
+    return args.resource, args.cs_hold_us
+
+
 def add_workload_args(p, requests_default):
     """--workload/-w and --requests/-k; -k's default is applied by workload_args, so a
     `file:` workload (whose file says how many requests) can tell a -k given from none."""

@@ -7,7 +7,8 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 
 import threading
 
-from .common import CommandError, add_protocol_arg, add_workload_args, ring_size, run_ports, workload_args
+from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, resource_args, ring_size,
+                     run_ports, workload_args)
 
 # -- dash --------------------------------------------------------------------
 
@@ -32,6 +33,8 @@ def argparse_dash(sub):
     p.add_argument("--baud", type=int, default=115200, help="--virtual: UART baud")
     p.add_argument("--unit-ms", type=float, default=2.0, help="--virtual: real time of one workload time unit")
     p.add_argument("--cs-us", type=int, default=0, help="--virtual: critical-section length on the boards, in us")
+    add_resource_args(p, "--virtual, --ports: the dashboard shows the counter against the entries (a replayed trace "
+                         "shows it whenever it has one)")
     p.add_argument("--trace", metavar="FILE", help="--sim/--virtual: also write the trace here")
     p.add_argument("--refresh", type=float, default=12, help="screen refreshes per second (default 12)")
     p.add_argument("--exit", action="store_true", help="quit at the end instead of waiting for q")
@@ -44,6 +47,7 @@ def do_dash(args):
         raise CommandError("--speed must be >= 0 (0: as fast as possible), not %g" % args.speed)
     if not args.refresh > 0:
         raise CommandError("--refresh must be > 0 screens per second, not %g" % args.refresh)
+    resource_args(args)
     console = Console()
     speed = args.speed if args.speed > 0 else None
     if args.replay is not None:
@@ -51,6 +55,9 @@ def do_dash(args):
     if args.sim:
         return _dash_sim(args, console, speed)
     if args.ports is not None or args.ring_file is not None:
+        if args.cs_hold_us:
+            raise CommandError("--cs-hold-us is in the boards' picoring.json: flash them with picoring flash --resource "
+                               "fram --cs-hold-us %d" % args.cs_hold_us)
         ports, resetter = run_ports(args)
         return _dash_ring(args, console, ports, resetter, None, workload_args(args, len(ports)))
     return _dash_virtual(args, console)
@@ -140,7 +147,8 @@ def _dash_virtual(args, console):
     if n < 2:
         raise CommandError("--virtual needs at least 2 boards")
     workload = workload_args(args, n)  # before any board starts
-    ring = start_virtual(n, args.protocol, args.baud, args.cs_us, console)
+    ring = start_virtual(n, args.protocol, args.baud, args.cs_us, console, resource=args.resource,
+                         cs_hold_us=args.cs_hold_us)
     return _dash_ring(args, console, [b.usb_path for b in ring.boards], ring.reset, ring, workload)
 
 
@@ -158,7 +166,7 @@ def _dash_ring(args, console, ports, resetter, ring, workload):
     run = thread = None
     try:
         run = RingRun(ports, args.protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
-                          listener=feed, resetter=resetter, seed=args.seed)
+                      listener=feed, resetter=resetter, seed=args.seed, resource=args.resource)
 
         def stats():
             return frame_counters([link.parser for link in run.links], run.bad_events)
@@ -174,7 +182,8 @@ def _dash_ring(args, console, ports, resetter, ring, workload):
                 feed.finish()
 
         console.print("connecting to %d boards and restarting them..." % n)
-        meta = header(args.protocol, n, "ring", "us", workload=workload.describe(), ports=ports)
+        meta = header(args.protocol, n, "ring", "us", workload=workload.describe(), ports=ports,
+                      **({"resource": args.resource} if args.resource else {}))
         thread = threading.Thread(target=work, name="dash-ring", daemon=True)
         thread.start()
         dash = _dashboard(args, console, feed, meta, None, stats=stats)

@@ -53,6 +53,12 @@ def _run(args, out=None, err=None):
             raise ValueError("-n must be at least 2: a ring of boards (the firmware takes size >= 2)")
         if args.baud <= 0:
             raise ValueError("--baud must be positive")
+        if args.faults:
+            from ..virtual.wire import FaultPlan
+
+            if FaultPlan.parse(args.faults).rogues:
+                raise ValueError("faults: rogue=B is a firmware setting, made when the boards are deployed: "
+                                 "picoring run --virtual N --faults rogue=B")
         state = supervisor.up(state_dir, args.n, args.baud, args.heapsize, faults=args.faults)
         for b in state["boards"]:
             print(b["usb"], file=out)

@@ -559,6 +559,8 @@ class Dashboard:
                 ("latency", lat), ("safety", safety)]
         if frames is not None:
             rows.append(("frames", frames))
+        if c.resource is not None:
+            rows.append(("FRAM", _fram_text(c.resource)))
         if wide:
             half = (len(rows) + 1) // 2
             for left, right in zip(rows[:half], rows[half:] + [("", "")]):
@@ -566,8 +568,7 @@ class Dashboard:
         else:
             # two figures per line where both fit in 80 columns
             pairs = [(rows[0], rows[5]), (rows[1], None), (rows[2], None), (rows[3], None), (rows[4], None)]
-            if frames is not None:
-                pairs.append((rows[6], None))
+            pairs += [(row, None) for row in rows[6:]]  # the frame counters, the FRAM counter
             grid = Table.grid(padding=(0, 1))
             grid.add_column(style="dim", no_wrap=True, min_width=11)
             grid.add_column(no_wrap=True, overflow="ellipsis")
@@ -600,7 +601,7 @@ class Dashboard:
         if kf in ("token", "request"):
             return self.model.role(event) == kf  # token and request frames, or the messages that carry them
         if kf == "cs":
-            return event.ev in ("enter", "exit")
+            return event.ev in ("enter", "exit", "res")  # and what the section did to the FRAM
         return event.ev == kf
 
     def _log(self, width, lines):
@@ -662,8 +663,33 @@ def _format_event(event, model):
             if fields:
                 text.append(" " + " ".join(fields), style="dim")
             text.append(" seq=%d" % p.get("seq", 0), style="dim")
+    elif ev == "res":  # the FRAM counter (docs/fram.md)
+        x = event.extra or {}
+        text.append("FRAM %s " % x.get("op"), style="cyan")
+        text.append("errno %s" % x["errno"] if x.get("errno") else str(x.get("value")),
+                    style="bold red" if x.get("errno") else "")
     else:
         text.append({"req": "request", "enter": "enter CS", "exit": "exit CS"}.get(ev, ev), style=style)
+    return text
+
+
+def _fram_text(audit):
+    """The FRAM counter against the entries (check/audit.py FramAudit): while the run goes on,
+    the last value written back; once the host has read the counter, that value. Red when it
+    falls short of the entries (lost updates) or an access failed."""
+    live = audit.live()
+    start = audit.start or 0
+    counter = audit.final if audit.final is not None else live["last"]
+    counted = None if counter is None else counter - start
+    short = live["lost"] or live["errors"] or (counted is not None and counted != live["entries"])
+    text = Text("counter %s / entries %s" % (_num(counted), _num(live["entries"])),
+                style="bold red" if short else "bold green")
+    if audit.final is None:
+        text.append(" (last written)", style="dim")
+    if live["lost"]:
+        text.append("  lost %s" % _num(live["lost"]), style="bold red")
+    if live["errors"]:
+        text.append("  I2C errors %s" % _num(live["errors"]), style="bold red")
     return text
 
 

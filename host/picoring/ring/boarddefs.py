@@ -46,6 +46,9 @@ def load(name, folder=None):
     for key in ("id", "tx", "rx", "rxbuf", "txbuf"):
         if not isinstance(d["uart"].get(key), int):
             raise BoardDefError("%s: uart.%s must be an integer" % (path, key))
+    for key in ("id", "sda", "scl", "freq"):
+        if "i2c" in d and not isinstance(d["i2c"].get(key), int):
+            raise BoardDefError("%s: i2c.%s must be an integer" % (path, key))
     d.setdefault("id", name)
     return d
 
@@ -65,3 +68,11 @@ def config_for(board):
     u = board["uart"]
     return {"board": board["id"], "led": board["led"],
             "uart": {"id": u["id"], "tx": u["tx"], "rx": u["rx"], "rxbuf": u["rxbuf"], "txbuf": u["txbuf"]}}
+
+
+def i2c_config(board):
+    """The "i2c" key of picoring.json for a board with --resource fram (firmware/hal_rp2.py open_i2c)."""
+    if "i2c" not in board:
+        raise BoardDefError("board %r has no [i2c] in its file: it cannot reach a shared FRAM" % board.get("id"))
+    i = board["i2c"]
+    return {"id": i["id"], "sda": i["sda"], "scl": i["scl"], "freq": i["freq"]}

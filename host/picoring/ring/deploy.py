@@ -15,6 +15,7 @@ running firmware must turn byte 0x03 into KeyboardInterrupt (ours does).
 """
 
 import ast
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -56,6 +57,51 @@ def firmware_files(folder=None, protocol=None):
 
 
 FIRMWARE_FILES = firmware_files()
+
+# The PyPI distribution whose adafruit_bus_device package a board with --resource fram needs in
+# its lib/ (firmware/fram.py). Copied from the installed files as they are: it runs unchanged
+# on MicroPython (docs/fram.md); no copy of it lives in this repository.
+BUS_DEVICE_DIST = "adafruit-circuitpython-busdevice"
+BUS_DEVICE_PACKAGE = "adafruit_bus_device"
+
+
+def bus_device_files():
+    """(local paths, names on the board) of the adafruit_bus_device package's modules, found
+    through the installed distribution's file list (importing it on the host would import
+    Blinka's busio). Raises DeployError when it is not installed."""
+    try:
+        dist = importlib.metadata.distribution(BUS_DEVICE_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        raise DeployError("--resource fram: the boards need the %s package from the PyPI distribution %s, which is "
+                          "not installed here (pip install 'picoring[fram]')" % (BUS_DEVICE_PACKAGE, BUS_DEVICE_DIST))
+    found = sorted((f for f in dist.files or () if f.parts[0] == BUS_DEVICE_PACKAGE and f.suffix == ".py"),
+                   key=lambda f: f.parts)
+    paths = [Path(dist.locate_file(f)) for f in found]
+    if not any(f.name == "i2c_device.py" for f in found) or not all(p.is_file() for p in paths):
+        raise DeployError("%s %s is installed but its %s/i2c_device.py is not there: reinstall it"
+                          % (BUS_DEVICE_DIST, dist.version, BUS_DEVICE_PACKAGE))
+    return paths, ["lib/" + "/".join(f.parts) for f in found]
+
+
+def resource_files(config):
+    """(local paths, names on the board) of what the config's shared resource needs besides the
+    firmware: adafruit_bus_device in lib/ for "resource": "fram", else nothing."""
+    if (config or {}).get("resource") == "fram":
+        return bus_device_files()
+    return [], []
+
+
+def make_dirs_code(names):
+    """Code that makes the folders the names on the board need (lib/, lib/PACKAGE/) where they
+    are missing: mpremote's cp does not make them."""
+    dirs = []
+    for name in names:
+        parts = name.split("/")[:-1]
+        for k in range(1, len(parts) + 1):
+            d = "/".join(parts[:k])
+            if d not in dirs:
+                dirs.append(d)
+    return "import os\nfor d in %r:\n try:\n  os.mkdir(d)\n except OSError:\n  pass\n" % (dirs,) if dirs else ""
 
 
 class DeployError(RuntimeError):
@@ -214,11 +260,19 @@ exec = exec_code  # noqa: A001 - the brief's name, as deploy.exec(port, code)
 
 
 def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=None, names=None, after=None):
-    """Copy the firmware (default FIRMWARE_FILES; names: their names on the board, default their
-    own) and, if given, the config dict as picoring.json, in one mpremote session. The board runs
-    it after its next reset. Returns copy_files' summary."""
-    files = list(FIRMWARE_FILES if files is None else files)
+    """Copy the firmware (default FIRMWARE_FILES and what the config's resource needs,
+    resource_files; names: their names on the board, default their own) and, if given, the
+    config dict as picoring.json, in one mpremote session. The board runs it after its next
+    reset. Returns copy_files' summary."""
+    if files is None:
+        extra, extra_names = resource_files(config)
+        files = list(FIRMWARE_FILES) + extra
+        names = [f.name for f in FIRMWARE_FILES] + extra_names
+    files = list(files)
     names = [Path(f).name for f in files] if names is None else list(names)
+    dirs = make_dirs_code(names)
+    if dirs:
+        before = ["exec", dirs] + (["+"] + list(before) if before else [])
     with tempfile.TemporaryDirectory(prefix="picoring-deploy-") as tmp:
         if config is not None:
             cfg = Path(tmp) / CONFIG_NAME
@@ -228,14 +282,17 @@ def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=
         return copy_files(port, files, names, timeout, before=before, after=after)
 
 
-def board_config(config, index, uart, n, baud):
+def board_config(config, index, uart, n, baud, i2c=None):
     """The config for virtual board `index` of n: `config` (a dict for every board, or a list
-    with one per board) with {"virtual": {"uart": uart}} added, and the ring's own facts
-    (firmware/main.py's "position", "size", "baud") filled in where the caller left them out."""
+    with one per board) with {"virtual": {"uart": uart}} added (and "i2c": the ring's FRAM
+    image, for a config with a resource), and the ring's own facts (firmware/main.py's
+    "position", "size", "baud") filled in where the caller left them out."""
     if isinstance(config, (list, tuple)):
         config = config[index]
     cfg = json.loads(json.dumps(config or {}))  # a deep copy that is certainly JSON
     cfg.setdefault("virtual", {})["uart"] = uart
+    if cfg.get("resource") and i2c is not None:
+        cfg["virtual"]["i2c"] = str(i2c)
     cfg.setdefault("position", index)
     cfg.setdefault("size", n)
     cfg.setdefault("baud", baud)
@@ -253,6 +310,13 @@ def start_order(n, protocol=None):
     return [i for i in range(n) if i != first] + [first]
 
 
+def _protocol_of(config):
+    """The protocol of a config for every board, or of a list of one per board."""
+    if isinstance(config, (list, tuple)):
+        config = config[0] if config else None
+    return (config or {}).get("protocol")
+
+
 def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     """The real deploy path, end to end, on an in-process VirtualRing: every board is reset
     into its REPL (so deploy does not depend on the old firmware), gets the firmware and its
@@ -263,8 +327,9 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
         ring.reset(b.index, run_main=False)
     for b in ring.boards:
         b.wait_output(b">>> ", timeout)
-        deploy_board(b.usb_path, board_config(config, b.index, b.uart, ring.n, ring.baud), files, timeout)
-    for i in start_order(ring.n, (config or {}).get("protocol")):
+        deploy_board(b.usb_path, board_config(config, b.index, b.uart, ring.n, ring.baud, ring.fram_image), files,
+                     timeout)
+    for i in start_order(ring.n, _protocol_of(config)):
         ring.reset(i)
         if files is None:
             ring.boards[i].wait_output(b"!hello", timeout)
@@ -273,6 +338,7 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
 def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     """As deploy_virtual, for the ring that `picoring virtual up` started in state_dir."""
     from ..virtual import supervisor
+    from .ports import fram_image
 
     state = supervisor.read_state(state_dir)
     if state is None or not supervisor.is_up(state_dir):
@@ -280,16 +346,21 @@ def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEO
     for b in state["boards"]:
         supervisor.reset(state_dir, b["index"], repl=True)
     for b in state["boards"]:
-        deploy_board(b["usb"], board_config(config, b["index"], b["uart"], state["n"], state["baud"]), files, timeout)
-    for i in start_order(state["n"], (config or {}).get("protocol")):
+        deploy_board(b["usb"], board_config(config, b["index"], b["uart"], state["n"], state["baud"],
+                                            fram_image(state_dir)), files, timeout)
+    for i in start_order(state["n"], _protocol_of(config)):
         supervisor.reset(state_dir, i)
     return state
 
 
-def start_virtual(n, protocol, baud=115200, cs_us=0, console=None, regen_ms=None, audit=False):
+def start_virtual(n, protocol, baud=115200, cs_us=0, console=None, regen_ms=None, audit=False, resource=None,
+                  cs_hold_us=0, rogue=()):
     """A fresh VirtualRing of n boards with the firmware deployed through mpremote (the
     real deploy path), configured for protocol. audit: the boards share the counter
-    file of picoring.check.audit, incremented across every critical section."""
+    file of picoring.check.audit, incremented across every critical section. resource
+    "fram": they share the ring's FRAM instead, through adafruit_bus_device (docs/fram.md),
+    holding it cs_hold_us after each read. rogue: the boards that enter their critical
+    section without the token (the fault rogue=B: the deliberately unsafe mode)."""
     from ..check import audit as audit_file
     from ..virtual.boards import VirtualRing
 
@@ -301,9 +372,11 @@ def start_virtual(n, protocol, baud=115200, cs_us=0, console=None, regen_ms=None
         config = {"protocol": protocol, "cs_us": cs_us}
         if regen_ms is not None:
             config["regen_ms"] = regen_ms
-        if audit:
+        if resource is not None:
+            config.update(resource=resource, cs_hold_us=cs_hold_us)
+        elif audit:
             config["audit_file"] = audit_file.path(ring)
-        deploy_virtual(ring, config)
+        deploy_virtual(ring, [dict(config, rogue=True) if i in rogue else config for i in range(n)])
     except BaseException:
         ring.stop()
         raise

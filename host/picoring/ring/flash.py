@@ -24,6 +24,7 @@ import concurrent.futures
 import queue
 import re
 import time
+from pathlib import Path
 
 from ..check import registry
 from . import boarddefs
@@ -103,14 +104,22 @@ def check_port(target):
     s.close()
 
 
-def make_config(target, position, n, protocol, board, baud=None, cs_us=0, regen_ms=None):
-    """The picoring.json of one board (firmware/main.py's keys)."""
+def make_config(target, position, n, protocol, board, baud=None, cs_us=0, regen_ms=None, resource=None,
+                cs_hold_us=0):
+    """The picoring.json of one board (firmware/main.py's keys). resource "fram": the
+    critical sections share the I2C FRAM on the bus of the board file's [i2c] (docs/fram.md)."""
     cfg = {"position": position, "size": n, "protocol": protocol, "baud": baud or board["baud"], "cs_us": cs_us}
     if regen_ms is not None:
         cfg["regen_ms"] = regen_ms  # base token-regeneration timeout (docs/recovery.md)
     cfg.update(boarddefs.config_for(board))
+    if resource is not None:
+        cfg.update(resource=resource, cs_hold_us=cs_hold_us)
+        if not target.virtual:
+            cfg["i2c"] = boarddefs.i2c_config(board)
     if target.virtual:
         cfg["virtual"] = {"uart": target.virtual_uart}
+        if resource is not None:
+            cfg["virtual"]["i2c"] = target.virtual_i2c
         cfg["board"] = "virtual"
     return cfg
 
@@ -200,8 +209,11 @@ def _state_text(states):
 
 
 def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions=None, cs_us=0, files=None, regen_ms=None,
-          copy_timeout=COPY_TIMEOUT, confirm_timeout=CONFIRM_TIMEOUT, tap=None, log=None, mpy=True, mpy_cache=None):
+          copy_timeout=COPY_TIMEOUT, confirm_timeout=CONFIRM_TIMEOUT, tap=None, log=None, mpy=True, mpy_cache=None,
+          resource=None, cs_hold_us=0):
     """Flash and configure targets (positions[i] is targets[i]'s ring position, default i).
+    resource "fram": the boards share an I2C FRAM (docs/fram.md); each also gets the
+    adafruit_bus_device package in its lib/, from the installed PyPI distribution.
 
     Returns one dict per board: port, serial, position, config, copied, up_to_date,
     removed (stale files deleted), compiled (modules sent as .mpy), notes (why a module went
@@ -217,6 +229,13 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     if files is None:
         files = deploy.firmware_files(protocol=protocol)  # only its own protocol module
     positions = plan(targets, positions)
+    if resource is not None:
+        try:
+            deploy.resource_files({"resource": resource})  # not installed: said before any board is touched
+            if any(not t.virtual for t in targets):
+                boarddefs.i2c_config(bdef)
+        except (deploy.DeployError, boarddefs.BoardDefError) as e:
+            raise FlashError(str(e)) from None
     for t in targets:
         check_port(t)
     fw = firmware_version()
@@ -245,13 +264,15 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     def copy_one(i):
         """Board i's firmware and config; its state and result set. Raises _CopyFailed."""
         t = targets[i]
-        cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms)
+        cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms, resource, cs_hold_us)
         t0 = time.monotonic()
         ident, sel = None, None
         try:
             if t.virtual:  # the unix port: sources, identified in the copy's session
                 log("%s: copying the firmware and picoring.json (position %d)" % (t.label(), positions[i]))
-                summary = deploy.deploy_board(t.port, cfg, files, copy_timeout, before=["exec", ID_CODE])
+                extra, extra_names = deploy.resource_files(cfg)
+                summary = deploy.deploy_board(t.port, cfg, list(files) + extra, copy_timeout, before=["exec", ID_CODE],
+                                              names=[Path(f).name for f in files] + extra_names)
             else:
                 summary, ident, sel = copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout, mpy_cache,
                                                     log=lambda text: log("%s: %s" % (t.label(), text)),
@@ -333,8 +354,10 @@ def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeou
         return None, ident, None
     tag = ident.get("mpy") if ident else None
     tag = int(tag) if tag and tag.isdigit() else None
-    sel = mpymod.select(deploy.FIRMWARE_FILES if files is None else files, tag, compiler, cache,
-                        board_version=ident["version"] if ident else None, no_compiler=no_compiler)
+    files = list(deploy.FIRMWARE_FILES if files is None else files)
+    extra, extra_names = deploy.resource_files(cfg)  # adafruit_bus_device in lib/ for --resource fram
+    sel = mpymod.select(files + extra, tag, compiler, cache, board_version=ident["version"] if ident else None,
+                        no_compiler=no_compiler, names=[Path(f).name for f in files] + extra_names)
     for note in sel["notes"]:
         log(note)
     form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpymod.tag_text(mpymod.decode_tag(tag)))

@@ -36,6 +36,7 @@ from ..check import registry
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
 from . import forming
+from . import resource as shared_resource
 from .deploy import start_order
 from .hostlink import CTRL_C, REQUEST, BoardEvent, Reply, encode_command
 from .link import REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness
@@ -62,7 +63,7 @@ HOLD_LIMIT_US = 30_000_000  # a board whose link counts the merger awaits (Causa
 PAIRED_FROM_BOOT = ("token", "request", "msg")
 
 # Board events that go through the causal merger (the rest are handled as they come).
-MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout", "gap")
+MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout", "gap", "res")
 
 
 class RingRun:
@@ -71,11 +72,13 @@ class RingRun:
     ports: USB ports in ring order (ports[i] is the board at position i).
     resetter: optional callable(i) that restarts board i (virtual ring); else
     the boards are restarted through their USB serial (stop, then Ctrl-D).
+    resource: "fram" when the boards' critical sections share an I2C FRAM counter (flashed
+    with --resource fram): board 0 sets it to 0 before the run and reads it after (resource.py).
     """
 
     def __init__(self, ports, protocol, workload, unit_us=2000, trace=None, listener=None, resetter=None,
                  settle_us=60_000, quiesce_timeout_s=5.0, idle_horizon=None, progress=None, seed=0, tap=None,
-                 stall_timeout_s=5.0):
+                 stall_timeout_s=5.0, resource=None):
         self.ports = list(ports)
         self.n = len(self.ports)
         if self.n < 2:
@@ -125,6 +128,8 @@ class RingRun:
         self.host_lagged = []  # the host could not get an answer in time: run conditions
         self.host_slow = []  # answers that came late but came: explained run conditions
         self.frozen_s = 0.0  # run time in which the boards did not answer pings (or the host loop did not run)
+        self.resource = resource
+        self.resource_count = None  # board 0's !res reply after the run
 
     # -- setup --
     def connect(self):
@@ -139,6 +144,8 @@ class RingRun:
             link.slowness = self.slowness
         self.restart_ring(timeout=self.restart_timeout_s * self.slowness)
         self.check_ring()
+        if self.resource is not None:
+            shared_resource.set_counter(self.links[0])  # (its res event opens the trace's count)
         for link in self.links:
             link.align()
 
@@ -224,7 +231,7 @@ class RingRun:
         pending_pings = {}
         if self.trace_path is not None:
             meta = header(self.protocol, n, "ring", "us", seed=self.seed, workload=wl.describe(), ports=self.ports,
-                          unit_us=self.unit_us)
+                          unit_us=self.unit_us, **({"resource": self.resource} if self.resource else {}))
             self.writer = TraceWriter(self.trace_path, meta)
         ping_sent = {}
         lossy = False  # a frame went bad or missing, or recovery acted: frames may never arrive
@@ -295,7 +302,9 @@ class RingRun:
                             for e in since_boot[b]:
                                 if e.ev in ("send", "recv") and e.kind not in PAIRED_FROM_BOOT or e.ev == "gap":
                                     continue  # (a gap before the run: start-up claims a booting board missed)
-                                self._place(b, t_rx, e, counted=False)
+                                # (a res event before the run is the host setting the FRAM counter: the
+                                # run's count starts there, so it is part of the trace)
+                                self._place(b, t_rx, e, counted=e.ev == "res")
                             since_boot[b] = []
                         continue
                     if isinstance(item, LinkNotice):
@@ -527,6 +536,8 @@ class RingRun:
             deadline = time.monotonic() + self.reconnect_wait_s
             while not all(link.connected for link in self.links) and time.monotonic() < deadline:
                 time.sleep(0.05)
+            if self.resource is not None:  # (before the flush: its res event comes with it)
+                self.resource_count = shared_resource.read_counter(self.links[0], self.notices)
             for link in self.links:
                 drain(link.replies)  # an earlier flush reply must not stand for this one
                 try:

@@ -24,19 +24,21 @@ TICK_PERIOD = 1 << 30  # board ticks are ticks_us() mod 2**30 (the Pico's own pe
 SEQ_PERIOD = 1 << 16
 
 EV_NAMES = {1: "req", 2: "send", 3: "recv", 4: "enter", 5: "exit", 6: "bad", 7: "drop", 8: "reject", 9: "boot",
-            10: "regen", 11: "discard", 12: "timeout", 13: "hosterr", 14: "gap"}
+            10: "regen", 11: "discard", 12: "timeout", 13: "hosterr", 14: "gap", 15: "res"}
 KIND_NAMES = {0: None, 1: "token", 2: "request", 5: "claim", 6: "again", 7: "msg", 8: "msg"}
 MSG_FORWARDED = 8  # kind nibble of a send record: a hop frame of a message sent elsewhere
 BAD_REASONS = ("crc", "len", "cobs", "kind")
 # aux of a timeout event (firmware node.TIMEOUT_*) and of a hosterr event (node.HOSTERR_*)
 TIMEOUT_REASONS = {1: "join", 2: "claim", 3: "again"}
 HOSTERR_REASONS = {1: "not a command", 2: "too long", 3: "not text", 4: "unknown command", 5: "bad arguments"}
+# aux of a res event (firmware hostlink.RES_*): what was done to the shared counter (docs/fram.md)
+RES_OPS = {1: "read", 2: "write", 3: "count", 4: "set"}
 # Ring events that go into the trace (the rest are about one board and its links).
-TRACE_EVENTS = ("req", "send", "recv", "enter", "exit", "regen", "discard", "timeout",
+TRACE_EVENTS = ("req", "send", "recv", "enter", "exit", "regen", "discard", "timeout", "res",
                 "fail", "notice")  # the last two are the host's: a request failed, a board restarted, ...
 
 # Commands a board understands (the first word after "!").
-COMMANDS = ("r", "req", "status", "ping", "log", "ver", "zero", "flush", "cs", "stop", "probe")
+COMMANDS = ("r", "req", "status", "ping", "log", "ver", "zero", "flush", "cs", "stop", "probe", "res")
 
 _MAX_LINE = 1024
 # What MicroPython's REPL prints when a board (re)starts: not picoring lines, but no fault
@@ -79,7 +81,7 @@ class BoardEvent:
         """The trace.Event of this event at host time t (None for board-only events)."""
         if self.ev not in TRACE_EVENTS:
             return None
-        extra = self.aux if self.ev in ("discard", "timeout", "fail", "notice") else None
+        extra = self.aux if self.ev in ("discard", "timeout", "res", "fail", "notice") else None
         return Event(t, self.ev, self.board, self.link if self.ev in ("send", "recv") else None, self.kind,
                      self.payload, extra)
 
@@ -162,6 +164,13 @@ def decode_records(board, data, size=None):
             extra = {"why": TIMEOUT_REASONS.get(aux, aux), "gen_ms": count, "epoch": epoch}
         elif ev == "hosterr":
             extra = HOSTERR_REASONS.get(aux, aux)
+        elif ev == "res":
+            # the counter's value (mod 2**30), or the errno of an access that failed
+            extra = {"op": RES_OPS.get(aux, aux)}
+            if count:
+                extra["errno"] = count
+            else:
+                extra["value"] = seq
         elif ev == "bad":
             extra = BAD_REASONS[aux] if aux < len(BAD_REASONS) else aux
         elif ev == "drop":

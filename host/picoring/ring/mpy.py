@@ -191,14 +191,17 @@ def find_compiler(path=None):
     return Compiler(str(path), text, emits), None
 
 
-def select(files, board_tag, compiler, cache=None, board_version=None, no_compiler="no mpy-cross"):
+def select(files, board_tag, compiler, cache=None, board_version=None, no_compiler="no mpy-cross", names=None):
     """Which files a board gets, given its sys.implementation._mpy (None: it did not say).
+    names: each file's path on the board (default its own name, in the board's root; a
+    package in lib/ goes as lib/PACKAGE/MODULE.py).
 
     Returns {"files": [local Paths], "names": [names on the board], "remove": [stale names to
     delete from the board], "compiled": [module names sent as .mpy], "sources": [module names
     sent as .py that could have been .mpy], "notes": [why not, one line each]}. Every module
     goes as exactly one of NAME.py or NAME.mpy, and the other is in "remove"."""
     files = [Path(f) for f in files]
+    names = [f.name for f in files] if names is None else list(names)
     out = {"files": [], "names": [], "remove": [], "compiled": [], "sources": [], "notes": []}
     why_all = None
     board = None
@@ -212,12 +215,12 @@ def select(files, board_tag, compiler, cache=None, board_version=None, no_compil
             why_all = ("board's MicroPython%s takes .mpy %s; %s"
                        % (" v" + board_version if board_version else "", tag_text(board), compiler.describe()))
     reasons = {}
-    for f in files:
-        if f.suffix != ".py" or f.name in KEEP_SOURCE:
+    for f, name in zip(files, names):
+        if f.suffix != ".py" or name in KEEP_SOURCE:
             out["files"].append(f)
-            out["names"].append(f.name)
+            out["names"].append(name)
             continue
-        stem = f.stem
+        stem = name[:-len(".py")]
         mpy = None
         if why_all is None:
             try:
@@ -231,16 +234,16 @@ def select(files, board_tag, compiler, cache=None, board_version=None, no_compil
             if why is not None:
                 why = "board's MicroPython%s takes .mpy %s; %s: %s" % (
                     " v" + board_version if board_version else "", tag_text(board), compiler.describe(), why)
-                reasons.setdefault(why, []).append(f.name)
+                reasons.setdefault(why, []).append(name)
                 mpy = None
         if mpy is not None:
             out["files"].append(mpy)
             out["names"].append(stem + ".mpy")
-            out["remove"].append(f.name)
+            out["remove"].append(name)
             out["compiled"].append(stem)
         else:
             out["files"].append(f)
-            out["names"].append(f.name)
+            out["names"].append(name)
             out["remove"].append(stem + ".mpy")
             out["sources"].append(stem)
     if why_all and out["sources"]:

@@ -41,6 +41,7 @@ class Target:
     virtual_uart: Optional[list] = None        # a virtual board's UART: its fds [RX, TX] (virtual/board.py)
     resetter: Optional[Callable] = field(default=None, repr=False)  # resetter(run_main=True)
     spec: str = ""                             # what the user wrote
+    virtual_i2c: Optional[str] = None          # a virtual board's ring's FRAM image (--resource fram)
 
     @property
     def virtual(self):
@@ -180,8 +181,16 @@ def virtual_targets(state_dir=None):
         def reset(run_main=True, _i=b["index"]):
             supervisor.reset(state_dir, _i, repl=not run_main)
         out.append(Target(b["usb"], None, None, "virtual board %d (pid %s, %s)" % (b["index"], b["pid"], state_dir),
-                          b["uart"], reset, spec=b["usb"]))
+                          b["uart"], reset, spec=b["usb"], virtual_i2c=str(fram_image(state_dir))))
     return out
+
+
+def fram_image(state_dir):
+    """The FRAM image of the ring `picoring virtual up` keeps in state_dir (the ring makes it
+    when it starts: virtual/boards.py)."""
+    from ..virtual.boards import FRAM_IMAGE
+
+    return Path(state_dir) / FRAM_IMAGE
 
 
 def ring_targets(ring):
@@ -190,7 +199,8 @@ def ring_targets(ring):
     for b in ring.boards:
         def reset(run_main=True, _i=b.index):
             ring.reset(_i, run_main=run_main)
-        out.append(Target(b.usb_path, None, None, "virtual board %d" % b.index, b.uart, reset, spec=b.usb_path))
+        out.append(Target(b.usb_path, None, None, "virtual board %d" % b.index, b.uart, reset, spec=b.usb_path,
+                          virtual_i2c=str(ring.fram_image)))
     return out
 
 

@@ -11,6 +11,11 @@ A board's RX and TX pins sit on adjacent rows, so the wire arriving at its RX
 and the wire leaving its TX must not turn in the same column: in text their two
 corners would be one `+` above another, which reads as one wire joining every TX
 and RX. The links down the ring therefore alternate between two columns.
+
+With fram (--resource fram, docs/fram.md) every board's I2C SDA and SCL join two bus
+wires that end at a FRAM breakout below the last board; the last board's 3V3(OUT)
+powers the FRAM and the bus's one pair of pull-up resistors (drawn `[4k7]`: a
+resistor, not a wire), and the FRAM's GND is on the common ground.
 """
 
 from xml.sax.saxutils import escape
@@ -20,24 +25,48 @@ from . import boarddefs
 _HUB_X, _BOX_X0, _BOX_X1, _GND_X, _WRAP_X = 2, 6, 34, 46, 50
 _CHAIN_X = (38, 42)  # board i's TX goes down to board i+1's RX in column _CHAIN_X[i % 2]
 _ROWS = 7  # per board: top, USB, RX, TX, GND, bottom, gap
+_SDA_X, _SCL_X, _V3_X = 54, 58, 66  # the I2C bus's two wires and the 3V3 rail (fram)
+_PULLUP = (59, 65)  # a pull-up resistor between these columns, from a bus wire to the rail
+PULLUP_TEXT = "[4k7]"
+FRAM_PINS = ("VCC", "GND", "SDA", "SCL", "WP", "A0", "A1", "A2")  # the breakout's pins, as drawn
 
 
 class Drawing:
-    def __init__(self, n, board):
+    def __init__(self, n, board, fram=False):
         if n < 2:
             raise ValueError("a ring needs at least 2 boards, got %d" % n)
+        if fram and "i2c" not in board:
+            raise ValueError("board %r has no [i2c] in its file: it cannot reach a shared FRAM" % board.get("id"))
         self.n = n
         self.board = board
-        self.segments = []  # (x1, y1, x2, y2, kind) with kind usb | signal | gnd
+        self.fram = fram
+        self.segments = []  # (x1, y1, x2, y2, kind) with kind usb | signal | gnd | i2c | power
         self.junctions = []  # (x, y, kind)
         self.arrows = []  # (x, y): arrow into a board's RX, pointing left
         self.boxes = []  # (x0, y0, x1, y1, title)
         self.labels = []  # (x, y, text)
+        self.resistors = []  # (x0, x1, y): a pull-up between columns x0 and x1 on row y
         self._build()
 
     def rows(self, i):
-        top = 2 + _ROWS * i
-        return {"top": top, "usb": top + 1, "rx": top + 2, "tx": top + 3, "gnd": top + 4, "bottom": top + 5}
+        """Board i's rows (the last board's also has "v3" with fram)."""
+        per = _ROWS + 2 if self.fram else _ROWS
+        top = 2 + per * i
+        r = {"top": top, "usb": top + 1, "rx": top + 2, "tx": top + 3, "gnd": top + 4, "bottom": top + 5}
+        if self.fram:
+            r.update(sda=top + 5, scl=top + 6, bottom=top + 7)
+            if i == self.n - 1:
+                r.update(v3=top + 7, bottom=top + 8)
+        return r
+
+    def fram_rows(self):
+        """The FRAM breakout's rows, below the last board."""
+        top = self.rows(self.n - 1)["bottom"] + 2
+        r = {"top": top, "title": top + 1}
+        for k, pin in enumerate(FRAM_PINS):
+            r[pin] = top + 2 + k
+        r["bottom"] = top + 2 + len(FRAM_PINS)
+        return r
 
     def _build(self):
         n, b = self.n, self.board
@@ -66,16 +95,61 @@ class Drawing:
                 self.segments.append((dst, r["tx"], dst, self.rows(i + 1)["rx"], "signal"))
             self.segments.append((_BOX_X1 + 1, r["gnd"], _GND_X, r["gnd"], "gnd"))
             self.junctions.append((_GND_X, r["gnd"], "gnd"))
-        self.segments.append((_GND_X, self.rows(0)["gnd"], _GND_X, last["gnd"], "gnd"))
+        gnd_end = last["gnd"]
+        if self.fram:
+            gnd_end = self._build_fram()
+        self.segments.append((_GND_X, self.rows(0)["gnd"], _GND_X, gnd_end, "gnd"))
         self.segments.append((_WRAP_X, self.rows(0)["rx"], _WRAP_X, last["tx"], "signal"))
         self.labels.append((_WRAP_X + 2, self.rows(0)["rx"], "<- from board %d TX" % (n - 1)))
-        self.height = last["bottom"] + 1
+        self.height = (self.fram_rows()["bottom"] if self.fram else last["bottom"]) + 1
         self.width = _WRAP_X + 28
 
+    def _build_fram(self):
+        """Every board's SDA and SCL onto the bus wires, down to the FRAM; the last board's
+        3V3 to the FRAM's VCC and to the pull-ups; the FRAM's WP and A0-A2 to GND. Returns
+        the row where the ground wire ends (the FRAM's GND)."""
+        n, i2c, p = self.n, self.board["i2c"], self.board.get("pins", {})
+        for i in range(n):
+            r = self.rows(i)
+            self.labels.append((_BOX_X0 + 2, r["sda"], "GP%d SDA (pin %s)" % (i2c["sda"], p.get("sda", "?"))))
+            self.labels.append((_BOX_X0 + 2, r["scl"], "GP%d SCL (pin %s)" % (i2c["scl"], p.get("scl", "?"))))
+            for pin, x in (("sda", _SDA_X), ("scl", _SCL_X)):
+                self.segments.append((_BOX_X1 + 1, r[pin], x, r[pin], "i2c"))
+                self.junctions.append((x, r[pin], "i2c"))
+        last = self.rows(n - 1)
+        self.labels.append((_BOX_X0 + 2, last["v3"], "3V3 OUT (pin %s)" % p.get("v3", "?")))
+        self.segments.append((_BOX_X1 + 1, last["v3"], _V3_X, last["v3"], "power"))
+        self.junctions.append((_V3_X, last["v3"], "power"))
+        f = self.fram_rows()
+        self.boxes.append((_BOX_X0, f["top"], _BOX_X1, f["bottom"], "FRAM"))
+        self.labels.append((_BOX_X0 + 2, f["title"], "FRAM breakout MB85RC256V"))
+        ties = {"VCC": "", "GND": "", "SDA": "", "SCL": "", "WP": " -> GND", "A0": " -> GND", "A1": " -> GND",
+                "A2": " -> GND"}
+        for pin in FRAM_PINS:
+            self.labels.append((_BOX_X0 + 2, f[pin], "%-3s%s" % (pin, ties[pin])))
+        # the bus wires, from board 0 down to the FRAM's pins
+        for pin, x in (("SDA", _SDA_X), ("SCL", _SCL_X)):
+            self.segments.append((x, self.rows(0)[pin.lower()], x, f[pin], "i2c"))
+            self.segments.append((_BOX_X1 + 1, f[pin], x, f[pin], "i2c"))
+            self.junctions.append((x, f[pin], "i2c"))
+            # its pull-up: from the bus wire, through the resistor, to the 3V3 rail
+            self.segments.append((x, f[pin], _PULLUP[0], f[pin], "i2c"))
+            self.resistors.append((_PULLUP[0], _PULLUP[1], f[pin]))
+            self.segments.append((_PULLUP[1], f[pin], _V3_X, f[pin], "power"))
+            self.junctions.append((_V3_X, f[pin], "power"))
+        self.segments.append((_V3_X, last["v3"], _V3_X, f["SCL"], "power"))
+        self.segments.append((_BOX_X1 + 1, f["VCC"], _V3_X, f["VCC"], "power"))
+        self.junctions.append((_V3_X, f["VCC"], "power"))
+        # GND, WP and A0-A2 on the common ground (WP low: writes allowed; A2-A0 low: address 0x50)
+        for pin in ("GND", "WP", "A0", "A1", "A2"):
+            self.segments.append((_BOX_X1 + 1, f[pin], _GND_X, f[pin], "gnd"))
+            self.junctions.append((_GND_X, f[pin], "gnd"))
+        return f["A2"]
 
-def text(n, board):
+
+def text(n, board, fram=False):
     """The ring as a text diagram (a list of lines)."""
-    d = Drawing(n, board)
+    d = Drawing(n, board, fram)
     grid = [[" "] * d.width for _ in range(d.height)]
 
     def put(x, y, ch):
@@ -97,6 +171,10 @@ def text(n, board):
         put(x, y, "+")
     for x, y in d.arrows:
         put(x, y, "<")
+    for x0, x1, y in d.resistors:  # not a wire: the reader stops at its brackets
+        t = PULLUP_TEXT.center(x1 - x0 + 1, "-")
+        for k, ch in enumerate(t):
+            put(x0 + k, y, ch)
     for x0, y0, x1, y1, _ in d.boxes:
         for x in range(x0, x1 + 1):
             put(x, y0, "-")
@@ -109,10 +187,10 @@ def text(n, board):
     return ["".join(row).rstrip() for row in grid]
 
 
-def svg(n, board, cell_w=9, cell_h=16):
+def svg(n, board, cell_w=9, cell_h=16, fram=False):
     """The same drawing as an SVG document (a string)."""
-    d = Drawing(n, board)
-    colors = {"usb": "#1f5fbf", "signal": "#1a8f3a", "gnd": "#222222"}
+    d = Drawing(n, board, fram)
+    colors = {"usb": "#1f5fbf", "signal": "#1a8f3a", "gnd": "#222222", "i2c": "#b5651d", "power": "#c0392b"}
     W, H = (d.width + 2) * cell_w, (d.height + 1) * cell_h
 
     def X(x):
@@ -123,7 +201,8 @@ def svg(n, board, cell_w=9, cell_h=16):
 
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
            'font-family="monospace" font-size="%d">' % (W, H, W, H, cell_h - 4),
-           '<title>picoring: %d x %s in a UART ring</title>' % (n, escape(board["name"])),
+           '<title>picoring: %d x %s in a UART ring%s</title>' % (n, escape(board["name"]),
+                                                                   " sharing an I2C FRAM" if fram else ""),
            '<rect width="100%" height="100%" fill="white"/>']
     for x0, y0, x1, y1, title in d.boxes:
         out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="6" fill="#f4f1e8" stroke="#555"/>'
@@ -135,13 +214,18 @@ def svg(n, board, cell_w=9, cell_h=16):
         out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (X(x), Y(y), colors[kind]))
     for x, y in d.arrows:
         out.append('<path d="M %.1f %.1f l 9 -5 l 0 10 z" fill="%s"/>' % (X(x) - 4, Y(y), colors["signal"]))
+    for x0, x1, y in d.resistors:  # a resistor symbol between its two wires' ends (no line through it)
+        out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="white" stroke="#555"/>'
+                   % (X(x0), Y(y) - 4, X(x1) - X(x0), 8))
+        out.append('<text x="%.1f" y="%.1f" font-size="%d" text-anchor="middle" dominant-baseline="middle">4.7k</text>'
+                   % ((X(x0) + X(x1)) / 2, Y(y) - 10, cell_h - 7))
     for x, y, t in d.labels:
         out.append('<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>' % (x * cell_w + 2, Y(y), escape(t)))
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
-def pin_table(n, board):
+def pin_table(n, board, fram=False):
     """One row per wire: from (board, pin) to (board, pin)."""
     u, p = board["uart"], board.get("pins", {})
     rows = [("wire", "from", "to")]
@@ -151,18 +235,39 @@ def pin_table(n, board):
                      "board %d GP%d RX (pin %s)" % (j, u["rx"], p.get("rx", "?"))))
     rows.append(("ground", "every board's GND (pin %s)" % p.get("gnd", "?"), "one common ground wire"))
     rows.append(("power+host", "every board's micro-USB", "a powered USB hub on the host"))
+    if fram:
+        i2c = board["i2c"]
+        for pin in ("sda", "scl"):
+            for i in range(n):
+                rows.append(("%s %d" % (pin.upper(), i), "board %d GP%d %s (pin %s)" % (i, i2c[pin], pin.upper(),
+                                                                                       p.get(pin, "?")),
+                             "the %s bus wire, to the FRAM's %s" % (pin.upper(), pin.upper())))
+        rows.append(("3V3", "board %d 3V3(OUT) (pin %s), one board only" % (n - 1, p.get("v3", "?")),
+                     "the FRAM's VCC and both pull-ups"))
+        for pin in ("SDA", "SCL"):
+            rows.append(("pull-up", "the %s bus wire" % pin, "3V3 through 4.7 kOhm (one pair for the whole bus)"))
+        rows.append(("FRAM GND", "the FRAM's GND", "the common ground"))
+        rows.append(("FRAM WP,A0-A2", "the FRAM's WP, A0, A1, A2", "GND: writes allowed, I2C address 0x50"))
     return rows
 
 
-def render(n, board_name=boarddefs.DEFAULT_BOARD):
+def render(n, board_name=boarddefs.DEFAULT_BOARD, fram=False):
     board = boarddefs.load(board_name)
     lines = ["%d x %s in a ring on UART%d at %d baud (board i TX -> board i+1 RX; the last back to board 0)"
-             % (n, board["name"], board["uart"]["id"], board["baud"]), ""]
-    lines += text(n, board)
+             % (n, board["name"], board["uart"]["id"], board["baud"])]
+    if fram:
+        lines.append("sharing one I2C FRAM on I2C%d at %d kHz (--resource fram: every SDA on one wire, every SCL on "
+                     "another)" % (board["i2c"]["id"], board["i2c"]["freq"] // 1000))
+    lines.append("")
+    lines += text(n, board, fram)
     lines += ["", "+ joins wires; a wire crossing another without + is not connected to it. The wire joining",
               "every GND pin is the common ground; the wire on the far right takes the last board's TX back to",
-              "board 0's RX.", ""]
-    rows = pin_table(n, board)
+              "board 0's RX."]
+    if fram:
+        lines += ["%s is a 4.7 kOhm pull-up resistor from a bus wire to the 3V3 rail: the bus's only pair (a" % PULLUP_TEXT,
+                  "breakout with pull-ups of its own already has them: then leave these out)."]
+    lines.append("")
+    rows = pin_table(n, board, fram)
     w = [max(len(r[k]) for r in rows) for k in range(3)]
     for k, r in enumerate(rows):
         lines.append("  ".join(c.ljust(w[m]) for m, c in enumerate(r)).rstrip())

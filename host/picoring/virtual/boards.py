@@ -81,6 +81,10 @@ _POWER_ON_HOLD_S = 2.0      # a power-cycled board's first USB output waits this
 # "workqueue lockup"); a full pty then dropped 3,022 events of an S run: a wrong verdict
 # from a machine that was only slow.
 _HOST_BACKLOG = 1 << 20
+# The ring's one I2C FRAM (--resource fram, docs/fram.md): an image of its 32 KB in the work
+# directory, which every board's stand-in for machine.I2C opens (firmware/hal_unix.py).
+FRAM_IMAGE = "fram.img"
+FRAM_SIZE = 32768
 
 
 _live_rings = weakref.WeakSet()
@@ -134,6 +138,11 @@ class VirtualRing:
         self._lock = threading.Lock()
         self._board_faults = []  # the plan's timed board faults not yet due: [(monotonic time, kind, board, s)]
 
+    @property
+    def fram_image(self):
+        """The path of the ring's FRAM image (the boards' shared I2C FRAM)."""
+        return self.workdir / FRAM_IMAGE
+
     # -- lifecycle -----------------------------------------------------------
 
     def __enter__(self):
@@ -150,6 +159,7 @@ class VirtualRing:
         try:
             if self.workdir is None:
                 self.workdir = Path(tempfile.mkdtemp(prefix="picoring-virtual-"))
+            make_fram_image(self.workdir)
             for i in range(self.n):
                 fs_dir = self.workdir / ("board%d" % i)
                 fs_dir.mkdir(parents=True, exist_ok=True)
@@ -681,3 +691,13 @@ def write_state(path, data):
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     os.replace(tmp, path)
+
+
+def make_fram_image(workdir):
+    """The ring's FRAM image in workdir, zeros, unless it is there: a chip keeps its memory
+    (the host sets the counter before each run anyway)."""
+    path = Path(workdir) / FRAM_IMAGE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.stat().st_size != FRAM_SIZE:
+        path.write_bytes(bytes(FRAM_SIZE))
+    return path

@@ -187,7 +187,11 @@ class Wire:
 
 FAULT_KINDS = ("corrupt", "corruptframe", "drop", "dropbyte", "delay", "cut")  # per wire
 BOARD_FAULTS = ("restart", "unplug")  # timed, per board; the VirtualRing carries them out
-_SPEC_KEYS = FAULT_KINDS + BOARD_FAULTS + ("seed",)
+# rogue=B: board B enters its critical section without the token (the deliberately unsafe mode
+# that shows the audits catch an overlap, docs/fram.md). Firmware, not wire: set in the board's
+# config when it is deployed (picoring run --virtual), not carried out by the ring.
+DEPLOY_FAULTS = ("rogue",)
+_SPEC_KEYS = FAULT_KINDS + BOARD_FAULTS + DEPLOY_FAULTS + ("seed",)
 _UNITS = (("us", 1e-6), ("ms", 1e-3), ("s", 1.0))
 
 
@@ -259,6 +263,7 @@ class FaultPlan:
     cuts: timed cuts [(wire or None for every wire, at seconds, for seconds)].
     restarts: [(board, at seconds, seconds off)]: power cycles.
     unplugs: [(board, at seconds, for seconds)]: USB links pulled.
+    rogues: [board]: boards deployed to enter their critical sections without the token.
     """
 
     def __init__(self, seed=0):
@@ -267,6 +272,7 @@ class FaultPlan:
         self.cuts = []
         self.restarts = []
         self.unplugs = []
+        self.rogues = []
 
     @classmethod
     def coerce(cls, faults):
@@ -300,13 +306,20 @@ class FaultPlan:
                 wire = int(head[4:])
                 if key == "seed":
                     _fail("%r: the seed is for the whole ring, not one wire" % item)
-                if key in BOARD_FAULTS:
-                    _fail("%r: %s is a fault of a board, not of a wire (%s=B@TIME...: B is the board)" % (item, key, key))
+                if key in BOARD_FAULTS + DEPLOY_FAULTS:
+                    _fail("%r: %s is a fault of a board, not of a wire (%s=B...: B is the board)" % (item, key, key))
             if key not in _SPEC_KEYS:
                 _fail("%r is not a fault (known: %s)" % (key, ", ".join(_SPEC_KEYS)))
             if key == "restart":
                 board, at, off = _board_at(value, item, key)
                 plan.restarts.append((board, at, _duration(off, item) if off is not None else 0.0))
+                continue
+            if key == "rogue":
+                if not value.strip().isdigit():
+                    _fail("%r: rogue needs a board number, e.g. rogue=2" % item)
+                if int(value) in plan.rogues:
+                    _fail("%r is given twice" % item)
+                plan.rogues.append(int(value))
                 continue
             if key == "unplug":
                 board, at, length = _board_at(value, item, key)
@@ -360,7 +373,7 @@ class FaultPlan:
         return plan
 
     def active(self):
-        return (bool(self.cuts or self.restarts or self.unplugs)
+        return (bool(self.cuts or self.restarts or self.unplugs or self.rogues)
                 or any(v for s in self.settings.values() for v in s.values()))
 
     def check(self, n):
@@ -374,6 +387,9 @@ class FaultPlan:
             for b, _, _ in events:
                 if not 0 <= b < n:
                     _fail("%s=%d@...: board %d does not exist: a ring of %d has boards 0..%d" % (key, b, b, n, n - 1))
+        for b in self.rogues:
+            if not 0 <= b < n:
+                _fail("rogue=%d: board %d does not exist: a ring of %d has boards 0..%d" % (b, b, n, n - 1))
         return self
 
     def board_events(self):
@@ -411,6 +427,8 @@ class FaultPlan:
             parts.append("restart=%d@%s%s" % (b, _fmt_duration(at), ":" + _fmt_duration(off) if off else ""))
         for b, at, length in self.unplugs:
             parts.append("unplug=%d@%s:%s" % (b, _fmt_duration(at), _fmt_duration(length)))
+        for b in self.rogues:
+            parts.append("rogue=%d" % b)
         parts.append("seed=%d" % self.seed)
         return ",".join(parts)
 
