@@ -210,7 +210,6 @@ class NodeLoop:
         self.audit = audit
         # rogue: the deliberately unsafe mode (fault rogue=B, docs/faults.md): a request is
         # served at once, without the token. Bound here, so the loop pays nothing for it.
-        self.rogue = rogue
         if rogue:
             self.request = self._request_rogue
         self.nonce = nonce  # this boot's incarnation number (protocol.Node.boot)
