@@ -211,7 +211,7 @@ class NodeLoop:
         # rogue: the deliberately unsafe mode (fault rogue=B, docs/faults.md): a request is
         # served at once, without the token. Bound here, so the loop pays nothing for it.
         if rogue:
-            self.request = self._request_rogue
+            self.request = lambda: _request_rogue(self)  # (a function of the module: no name more in the class)
         self.nonce = nonce  # this boot's incarnation number (protocol.Node.boot)
         # A clocked protocol (the wandering token, protocol.py's header) reads the time from
         # node.now, in milliseconds since the loop started (30 bits), set before each of its
@@ -236,7 +236,7 @@ class NodeLoop:
             "cs": self._cmd_cs,
             "stop": self._cmd_stop,
             "probe": self._cmd_probe,
-            "res": self._cmd_res,
+            "res": lambda args: _cmd_res(self, args),
         }
 
     # -- the loop --------------------------------------------------------
@@ -497,7 +497,7 @@ class NodeLoop:
         if self.ticks_diff(t, self._cs_start) < self.cs_us:
             return False
         if self.audit is not None:
-            self._log_res(RES_WRITE, self.audit.leave())
+            _log_res(self.log, RES_WRITE, self.audit.leave())
         if self._clocked:
             self._tick(t)
         self._act(self.node.exit_cs(), t, EV_EXIT)
@@ -642,7 +642,7 @@ class NodeLoop:
             if self.audit is not None:
                 # the shared counter, read once the frames this entry sent are on their way
                 # (no new local here: this method's frame stays as small as it was)
-                self._log_res(RES_READ, self.audit.enter())
+                _log_res(self.log, RES_READ, self.audit.enter())
         # node.waiting(), inline
         self._watch = node.fresh or node.starting or (node.pending and not node.has_token)
         if a or ev == EV_EXIT:
@@ -688,37 +688,6 @@ class NodeLoop:
         if self._clocked:
             self._tick(t)
         self._act(node.request(), t, EV_REQ)
-
-    def _request_rogue(self):
-        """request() of a rogue board (fault rogue=B): the critical section is entered at once,
-        without the token and without telling the protocol, and left after cs_us (a busy wait:
-        the board does nothing else meanwhile). Its entry carries the entry number of the last
-        token the board saw, which the token never gave it: the checker, and the shared counter
-        where there is one, must both catch it."""
-        t = self.ticks_us()
-        node = self.node
-        log = self.log
-        self.requests = (self.requests + 1) & _COUNT_MASK
-        log.record(EV_REQ, 0, 0, 0, 0, 0, t)
-        log.record(EV_ENTER, 0, 0, 0, node.seq, node.epoch, t)
-        if self.audit is not None:
-            self._log_res(RES_READ, self.audit.enter())
-        while self.ticks_diff(self.ticks_us(), t) < self.cs_us:
-            pass
-        if self.audit is not None:
-            self._log_res(RES_WRITE, self.audit.leave())
-        log.record(EV_EXIT, 0, 0, 0, 0, 0)
-
-    def _log_res(self, op, r):
-        """A res event: op (hostlink.RES_*), the counter value, or the errno of a failed access
-        (r < 0); nothing for None (an audit that logs nothing, or no write after a failed read).
-        Values are logged mod 2**30 (the record's seq field; the host's !res reply has them whole)."""
-        if r is None:
-            return
-        if r < 0:
-            self.log.record(EV_RES, 0, op, -r, 0, 0)
-        else:
-            self.log.record(EV_RES, 0, op, 0, r & _COUNT_MASK, 0)
 
     # -- commands --------------------------------------------------------
 
@@ -875,26 +844,63 @@ class NodeLoop:
         self.uart.write(self.enc.probe(pid))
         self.link.reply("probe %d" % pid)
 
-    def _cmd_res(self, args):
-        # "!res": read the shared counter; "!res set V": write it (the host, before a run; never
-        # while a critical section is in progress). Reply: "!res value=V errno=E" (V -1 when E).
-        a = self.audit
-        if a is None or not hasattr(a, "read"):
-            raise ValueError("no shared resource on this board (picoring.json names none: flash with --resource fram)")
-        if args and args[0] == "set":
-            v = int(args[1])
-            if not 0 <= v <= 0xFFFFFFFF:
-                raise ValueError("the counter is 4 bytes: 0..4294967295")
-            r = a.write(v)
-            op = RES_SET
-        elif args:
-            raise ValueError("usage: !res, or !res set VALUE")
-        else:
-            r = a.read()
-            op = RES_COUNT
-        self._log_res(op, r)
-        self.link.reply("res value=%d errno=%d clocks=%d" % (r if r >= 0 else -1, -r if r < 0 else 0,
-                                                             getattr(a, "bus_clocks", 0)))
-
     def _cmd_stop(self, args):
         self.running = False
+
+
+# The shared resource's code, out of NodeLoop's class table (each name there is in the way
+# of the lookups of every hop).
+
+def _log_res(log, op, r):
+    """A res event: op (hostlink.RES_*), the counter value, or the errno of a failed access
+    (r < 0); nothing for None (an audit that logs nothing, or no write after a failed read).
+    Values are logged mod 2**30 (the record's seq field; the host's !res reply has them whole)."""
+    if r is None:
+        return
+    if r < 0:
+        log.record(EV_RES, 0, op, -r, 0, 0)
+    else:
+        log.record(EV_RES, 0, op, 0, r & _COUNT_MASK, 0)
+
+
+def _request_rogue(self):
+    """request() of a rogue board (fault rogue=B): the critical section is entered at once,
+    without the token and without telling the protocol, and left after cs_us (a busy wait:
+    the board does nothing else meanwhile). Its entry carries the entry number of the last
+    token the board saw, which the token never gave it: the checker, and the shared counter
+    where there is one, must both catch it."""
+    t = self.ticks_us()
+    node = self.node
+    log = self.log
+    self.requests = (self.requests + 1) & _COUNT_MASK
+    log.record(EV_REQ, 0, 0, 0, 0, 0, t)
+    log.record(EV_ENTER, 0, 0, 0, node.seq, node.epoch, t)
+    if self.audit is not None:
+        _log_res(self.log, RES_READ, self.audit.enter())
+    while self.ticks_diff(self.ticks_us(), t) < self.cs_us:
+        pass
+    if self.audit is not None:
+        _log_res(self.log, RES_WRITE, self.audit.leave())
+    log.record(EV_EXIT, 0, 0, 0, 0, 0)
+
+
+def _cmd_res(self, args):
+    # "!res": read the shared counter; "!res set V": write it (the host, before a run; never
+    # while a critical section is in progress). Reply: "!res value=V errno=E" (V -1 when E).
+    a = self.audit
+    if a is None or not hasattr(a, "read"):
+        raise ValueError("no shared resource on this board (picoring.json names none: flash with --resource fram)")
+    if args and args[0] == "set":
+        v = int(args[1])
+        if not 0 <= v <= 0xFFFFFFFF:
+            raise ValueError("the counter is 4 bytes: 0..4294967295")
+        r = a.write(v)
+        op = RES_SET
+    elif args:
+        raise ValueError("usage: !res, or !res set VALUE")
+    else:
+        r = a.read()
+        op = RES_COUNT
+    _log_res(self.log, op, r)
+    self.link.reply("res value=%d errno=%d clocks=%d" % (r if r >= 0 else -1, -r if r < 0 else 0,
+                                                         getattr(a, "bus_clocks", 0)))
