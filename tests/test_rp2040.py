@@ -214,33 +214,7 @@ print("bus", repr(i2c), clocks)
 counter = fram.FramCounter(i2c, hold_us=200)
 print("access", counter.enter(), counter.leave(), counter.read(), counter.write(1))
 
-
-class Wire:
-    def __init__(self):
-        self.pending = bytearray()
-        self.peer = None
-
-    def write(self, data):
-        self.peer.pending.extend(data)
-        return len(data)
-
-    def readinto(self, buf):
-        n = min(len(buf), len(self.pending))
-        buf[:n] = self.pending[:n]
-        self.pending = self.pending[n:]
-        return n
-
-
-class Host:
-    def __init__(self):
-        self.out = bytearray()
-
-    def read_byte(self):
-        return -1
-
-    def write(self, data):
-        self.out.extend(data)
-
+# MP_LINKS
 
 import time
 wires = [Wire(), Wire()]
@@ -274,7 +248,8 @@ def test_fram_adapter_and_bus_recovery_run_on_a_pico_and_an_i2c_error_in_the_cs_
 
     paths, names = deploy.bus_device_files()
     package = {name: path.read_text() for path, name in zip(paths, names)}
-    status, out, err = run_on_pico(tmp_path, "PACKAGE = %r\n" % package + FRAM_SCRIPT)
+    links = (ROOT / "tests" / "mp_links.py").read_text()  # Wire and Host: the in-memory wires of the drivers
+    status, out, err = run_on_pico(tmp_path, "PACKAGE = %r\n" % package + FRAM_SCRIPT.replace("# MP_LINKS\n", links))
     assert status == 0, (out, err[-2000:])
     lines = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in out.splitlines() if " " in ln}
     assert lines["bus"].startswith("I2C(0, freq=100000, scl=5, sda=4")
