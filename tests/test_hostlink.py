@@ -133,6 +133,19 @@ def test_first_line_after_a_repl_prompt_is_read():
     assert p.board == 1 and p.size == 3
 
 
+def test_a_repl_prompt_is_counted_when_it_comes_whole():
+    # A board at its REPL answers Ctrl-C with a new prompt and no line (RingRun.restart_ring)
+    p = hl.LineParser()
+    p.feed(b"\r\n>>")
+    assert p.prompts == 0
+    p.feed(b"> ")
+    assert p.prompts == 1
+    p.feed(b"\r\n>>> ")
+    assert p.prompts == 2
+    p.feed(b"!hello fw=0.1.0 proto=q pos=1 n=3\n")  # what it says next is not another prompt
+    assert p.prompts == 2
+
+
 def test_bad_event_code_is_garbage():
     import base64
     rec = bytes(16)  # event code 0: unknown

@@ -14,7 +14,7 @@ from picoring.ring.harness import RingRun
 from picoring.ring.link import HarnessError
 from picoring.sim.simulate import simulate
 from picoring.sim.workload import make_workload
-from conftest import why_not_ok
+from conftest import wait_for, why_not_ok
 
 
 @pytest.mark.parametrize("protocol", ["q", "d"])
@@ -171,3 +171,74 @@ def test_a_link_whose_sender_lost_sends_is_placed_by_time_not_by_a_wrong_pairing
     out = merger.release(1_000_000)
     assert [(t, e.ev) for t, e in out] == [(10, "recv"), (11, "enter"), (50, "send")]
     assert merger.forced_links == [1, 0, 0]  # reported: its order is a clock estimate
+
+
+class _HeldWrites:
+    """What the host writes to one board held back for `seconds`, then passed on in order: the
+    kernel's tty worker standing still on that board's USB input."""
+
+    def __init__(self, link, seconds):
+        import threading
+
+        self.write = link.write
+        self.lock = threading.Lock()
+        self.held = []
+        self.released = False
+        link.write = self
+        threading.Timer(seconds, self.release).start()
+
+    def __call__(self, data):
+        with self.lock:
+            if self.released:
+                self.write(data)
+            else:
+                self.held.append(data)
+
+    def release(self):
+        with self.lock:
+            for data in self.held:
+                self.write(data)
+            self.released = True
+
+
+def test_a_board_whose_ctrl_c_comes_late_is_stopped_before_the_others_start(ring):
+    # Loaded suite at 29de4bf: one board's USB input stood still for seconds, and its Ctrl-C
+    # reached it after the other boards had restarted. Still running, it answered their join
+    # rounds with the old ring's epoch, so the restarted position 0 took the token for alive
+    # and made none; the old token had died with the old boards ("the ring formed but did not
+    # come to rest: 0 board(s) hold the token"). A ring restart starts no board before every
+    # board has said it stopped.
+    ring.flash("q")
+    run = ring.make_run(ring.ports, "q", make_workload("adversarial", ring.n, 3, seed=1), resetter=None)
+    try:
+        run.connect()
+        _HeldWrites(run.links[0], 3.0)
+        run.restart_ring(timeout=run.restart_timeout_s * run.slowness)
+        for link in run.links:
+            link.align()
+        report = run.run()
+    finally:
+        run.close()
+    assert report["ok"], why_not_ok(report)
+    assert report["served"] == 3
+
+
+def test_a_board_left_at_its_repl_is_restarted_into_the_firmware(ring):
+    # Stopped by hand (Ctrl-C in a terminal): at its REPL a board says no "!stopped" when the
+    # next run stops the ring; its fresh prompt tells the harness it is not running.
+    import queue
+
+    from picoring.ring.link import BoardLink
+
+    ring.flash("q")
+    link = BoardLink(0, ring.ports[0], queue.Queue()).open()
+    try:
+        sent = link.parser.prompts
+        link.write(b"\x03")
+        link.wait_reply("stopped")
+        wait_for(lambda: link.parser.prompts > sent, what="the REPL's prompt")
+    finally:
+        link.close()
+    report = ring.run("q", "adversarial", 3, seed=1)
+    assert report["ok"], why_not_ok(report)
+    assert report["served"] == 3

@@ -150,12 +150,21 @@ class RingRun:
             link.align()
 
     def restart_ring(self, timeout=15.0):
-        """Stop every board, let the wires drain, start them again, and wait
+        """Stop every board (each says so), let the wires drain, start them again, and wait
         until the ring has formed: every board has joined (learnt the ring's
         epoch) and position 0, which starts last, has made the token by its
         claim (docs/recovery.md)."""
+        sent = now_us()
+        prompts = [link.parser.prompts for link in self.links]
         for link in self.links:
             link.write(CTRL_C)
+        for link, before in zip(self.links, prompts):
+            # No board starts before every board has stopped: a board's USB input can stand still
+            # for seconds on a loaded machine, and one still running answered the restarted
+            # boards' join rounds with the old ring's epoch; position 0 then made no token (the
+            # old one died with the old boards). A board at its REPL says no "!stopped": it
+            # prints a new prompt.
+            link.wait_reply("stopped", timeout, since=sent, done=lambda: link.parser.prompts > before)
         time.sleep(0.2)
         for i in start_order(self.n, self.protocol):
             link = self.links[i]

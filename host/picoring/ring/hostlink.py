@@ -233,6 +233,7 @@ class LineParser:
         self.inc = None  # the incarnation number of the board's last hello
         self._partial = b""
         self._traceback = None  # lines of a traceback whose last line has not come yet
+        self.prompts = 0  # REPL prompts seen: a board waiting at its REPL prints no line
 
     def _skip(self, reason, line):
         self.garbage[reason] = self.garbage.get(reason, 0) + 1
@@ -242,9 +243,10 @@ class LineParser:
     def feed(self, data):
         """Parse a chunk of bytes; keeps an unfinished line for the next call."""
         self.received += len(data)
-        data = self._partial + data
-        lines = data.split(b"\n")
+        lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()
+        if data and self._partial.endswith(b">>> "):
+            self.prompts += 1  # (it is left unfinished: the prompt has no line end)
         if len(self._partial) > _MAX_LINE:
             self._skip("too long", self._partial)
             self._partial = b""

@@ -255,10 +255,11 @@ class BoardLink:
         self.write(encode_command(word, *args))
         return self.wait_reply(expect, timeout, since=sent)
 
-    def wait_reply(self, word, timeout=None, since=None):
+    def wait_reply(self, word, timeout=None, since=None, done=None):
         """The next reply line `word`; timeout in seconds, by default REPLY_TIMEOUT_S of board time.
         since: host us; replies received before it are stale (the reader keeps every reply, and
-        the run loop sends commands whose replies it reads from the inbox instead)."""
+        the run loop sends commands whose replies it reads from the inbox instead).
+        done: a callable; once it is true the wait ends without a reply: (None, None)."""
         if timeout is None:
             timeout = REPLY_TIMEOUT_S * self.slowness
         not_firmware = min(timeout, REPLY_NOT_FIRMWARE_S * self.slowness)
@@ -271,6 +272,8 @@ class BoardLink:
         noise_before = self._noise()
         events_before = self.parser.events
         while True:
+            if done is not None and done():
+                return None, None
             now = ttystall.now()
             limit = not_firmware if self._noise() > noise_before else timeout
             deadline = min(cap, max(start, self.last_rx) + limit)
