@@ -730,3 +730,33 @@ def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for(monkeypatc
             link.wait_reply("log", timeout=0.3)
     finally:
         link.close()
+
+
+class _PingedClock:
+    """clock_sample() of a board whose clock runs at `rate` of the host's; the answers listed in
+    held_s (by ping number) were held up that long on their way back."""
+
+    def __init__(self, rate, held_s=None):
+        self.rate = rate
+        self.held = held_s or {}
+        self.pings = 0
+
+    def clock_sample(self):
+        t = now_us()
+        held = int(self.held.get(self.pings, 0) * 1e6)
+        self.pings += 1
+        return t + held // 2, int(self.rate * t), 2_000 + held  # (the host's midpoint is off by half)
+
+
+def test_a_held_up_ping_answer_does_not_make_a_board_look_slow():
+    # Loaded suite: a run asked to call a stall after 1.5 s without progress called it after
+    # 60.9 s. Its slowness came from two pings 0.1 s apart, one answer held up by the tty worker:
+    # the board's clock looked 40 times slower than it ran, and every wait grew with it.
+    from picoring.ring.link import clock_rates, slowness
+
+    boards = [_PingedClock(1.0, {1: 4.0}), _PingedClock(0.2), _PingedClock(0.5, {0: 2.0})]
+    rates = clock_rates(boards)
+    assert rates[0] == pytest.approx(1.0, rel=0.05) and rates[1] == pytest.approx(0.2, rel=0.05)
+    assert rates[2] == pytest.approx(0.5, rel=0.05)
+    assert slowness(rates) == pytest.approx(5.0, rel=0.05)
+    assert boards[1].pings == 2  # a clean pair is enough

@@ -43,19 +43,51 @@ WRITE_TIMEOUT_S = 30.0
 REPLY_BACKLOG_FACTOR = 6
 
 
-def clock_rates(links, span_s=0.1):
-    """How fast each board's clock runs against the host's (board us per host us), from two
-    pings span_s apart: about 1 on a real Pico; below 1 on an emulated one that this machine
-    cannot keep in real time (3 busy emulated Picos: 0.2 on an idle 2-core machine, 0.02 to
-    0.05 seen on a busy one). None for a board that does not answer pings."""
-    first = [link.clock_sample() for link in links]
-    time.sleep(span_s)
-    rates = []
-    for link, a in zip(links, first):
-        b = link.clock_sample() if a else None
-        ok = a and b and b[0] > a[0] and b[1] > a[1]
-        rates.append((b[1] - a[1]) / (b[0] - a[0]) if ok else None)
+RATE_WITHIN = 0.05  # a clock rate is taken once the pings' round trips leave it this unsure at most
+RATE_GIVE_UP_S = 3.0  # (of time in which the serial ports delivered) then the surest rate so far
+
+
+def clock_rates(links, span_s=0.1, within=RATE_WITHIN, give_up_s=RATE_GIVE_UP_S):
+    """How fast each board's clock runs against the host's (board us per host us): about 1 on
+    a real Pico; below 1 on an emulated one that this machine cannot keep in real time (3 busy
+    emulated Picos: 0.2 on an idle 2-core machine, 0.02 to 0.05 seen on a busy one). None for
+    a board that does not answer pings.
+
+    A ping's midpoint is its board tick's host time only to within half its round trip, and a
+    loaded machine's tty worker holds answers back for seconds: two pings 0.1 s apart, one of
+    them held up, once gave a rate 40 times too low, and the run's stall limit became 61 s
+    where 1.5 s was asked. So pings go on, span_s apart, until two of them give the rate to
+    within `within` (relative), or give_up_s has passed: then the surest pair's rate."""
+    samples = [[s] if s else None for s in (link.clock_sample() for link in links)]
+    rates = [None] * len(links)
+    deadline = ttystall.Deadline(give_up_s)
+    todo = [i for i, s in enumerate(samples) if s]
+    while todo:
+        time.sleep(span_s)
+        for i in list(todo):
+            s = links[i].clock_sample()
+            if s is not None:
+                samples[i].append(s)
+            best = surest_rate(samples[i])
+            if s is None or (best is not None and best[0] <= within) or deadline.expired():
+                rates[i] = best[1] if best is not None else None
+                todo.remove(i)
     return rates
+
+
+def surest_rate(samples):
+    """(relative uncertainty, rate) of the pair of clock samples (host us, board us, rtt us)
+    that gives the board's clock rate most surely, or None if no pair gives one."""
+    best = None
+    for k, (h1, b1, r1) in enumerate(samples):
+        for h2, b2, r2 in samples[k + 1:]:
+            span = h2 - h1
+            if span <= 0 or b2 <= b1:
+                continue
+            unsure = (r1 + r2) / 2 / span  # each midpoint is off by up to half its round trip
+            if best is None or unsure < best[0]:
+                best = (unsure, (b2 - b1) / span)
+    return best
 
 
 def slowness(rates):
@@ -331,12 +363,12 @@ class BoardLink:
         return best
 
     def clock_sample(self, timeout=3.0):
-        """(host us, board us) at one ping's midpoint; None if the board does not answer pings
-        (it is not running the firmware)."""
+        """(host us, board us, round trip us) at one ping's midpoint; None if the board does not
+        answer pings (it is not running the firmware)."""
         try:
             t0 = now_us()
             t1, reply = self.command("ping", 90, expect="pong", timeout=timeout)
-            return (t0 + t1) // 2, self.unwrap(int(reply.text.split()[1]))
+            return (t0 + t1) // 2, self.unwrap(int(reply.text.split()[1])), t1 - t0
         except (HarnessError, ValueError, IndexError):
             return None
 
