@@ -571,6 +571,37 @@ def test_answers_that_come_late_do_not_count_against_the_ring(monkeypatch):
         run.wait_formed(timeout=0.5)
 
 
+class _StalledStatus(_ScriptedStatus):
+    """Each answer takes `wall` seconds, all but `delivered` of them a stall of the serial ports."""
+
+    def __init__(self, port, answers, clock, wall, delivered):
+        super().__init__(port, answers)
+        self.clock, self.wall, self.delivered = clock, wall, delivered
+
+    def command(self, word, timeout=None):
+        time.sleep(self.wall)
+        self.clock[0] += self.delivered
+        return super().command(word, timeout)
+
+
+def test_a_stall_of_the_serial_ports_is_not_discounted_twice(monkeypatch):
+    # wait_formed's deadline is in ttystall time, which a stall does not advance; the answers'
+    # lateness, measured by the wall clock, extended it once more for the same stall.
+    from picoring import ttystall
+    from picoring.ring import forming, harness
+    from picoring.sim.workload import make_workload
+
+    clock = [0.0]
+    monkeypatch.setattr(ttystall, "now", lambda: clock[0])
+    monkeypatch.setattr(forming, "PING_GRACE_S", 0.01)
+    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000)
+    two_tokens = _status(1, 1, 1)
+    run.links = [_StalledStatus(p, [two_tokens], clock, 0.04, 0.004) for p in ("p0", "p1")]
+    with pytest.raises(HarnessError, match="did not come to rest"):
+        run.wait_formed(timeout=0.1)
+    assert run.links[0].asked <= 15  # 0.1 s of delivering time, 0.008 s a round (wall clock: 40)
+
+
 def test_a_board_at_its_repl_is_given_up_on_sooner_than_a_silent_one(monkeypatch):
     # A silent board may be a virtual one whose pty stood still (7.9 s seen under two busy
     # loops): it is waited for REPLY_TIMEOUT_S. One that answers with something that is not the

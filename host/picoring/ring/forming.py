@@ -35,9 +35,10 @@ def wait_formed(links, protocol, settle_us, slowness, timeout=15.0):
     while True:
         statuses = []
         for link in links:
-            asked = time.monotonic()
+            # (by the same clock as the deadline: a stall of the serial ports is in neither)
+            asked = ttystall.now()
             statuses.append(link.command("status")[1].fields)
-            late_s += max(0.0, time.monotonic() - asked - prompt_s)
+            late_s += max(0.0, ttystall.now() - asked - prompt_s)
         waiting = [(link, f) for link, f in zip(links, statuses) if f.get("fresh") or f.get("starting")]
         if not waiting and not rests:
             return
