@@ -88,7 +88,7 @@ def test_wire_paces_bytes_at_10_bits_per_byte():
     w = Wire(0, 115200)
     bt = 10 / 115200
     w.send(bytes(range(8)), now=1.0)
-    assert w.next_due() == pytest.approx(1.0 + bt)
+    assert w.next_due() == pytest.approx(1.0 + 8 * bt)  # no frame end in it: its last byte
     assert w.take_due(1.0 + bt * 0.99) == b""
     assert w.take_due(1.0 + 5.5 * bt) == bytes(range(5))
     w.send(b"\xaa\xbb", now=1.0 + 6 * bt)  # queued behind the first frame: the line is busy
@@ -97,6 +97,31 @@ def test_wire_paces_bytes_at_10_bits_per_byte():
     assert w.take_due(1.0 + 10 * bt) == b"\xbb"
     assert w.next_due() is None
     assert (w.bytes_in, w.queued()) == (10, 0)
+
+
+def test_the_relay_is_woken_when_a_frame_has_arrived_whole():
+    # A frame is 00 | COBS | 00: the relay wakes when its closing 00 is due, and delivers the
+    # frame then; the next frame's opening 00 does not count as an end
+    w = Wire(0, 1_000_000)
+    bt = 1e-5
+    w.send(b"\x00\x05\x01\x02\x03\x00" + b"\x00\x02\x07\x00", now=2.0)
+    assert w.next_due() == pytest.approx(2.0 + 6 * bt)
+    assert w.take_due(w.next_due()) == b"\x00\x05\x01\x02\x03\x00"
+    assert w.next_due() == pytest.approx(2.0 + 10 * bt)
+    assert w.take_due(w.next_due() - bt / 2) == b"\x00\x02\x07"  # never a byte before its time
+    assert w.take_due(w.next_due()) == b"\x00"
+
+
+def test_an_unpaced_wire_delivers_at_once_and_still_applies_its_faults():
+    w = Wire(0, 9600, paced=False)
+    w.send(b"\x00abc\x00", now=3.0)
+    assert w.next_due() == 3.0 and w.take_due(3.0) == b"\x00abc\x00"
+    w.delay = 0.5
+    w.send(b"xy", now=4.0)
+    assert w.take_due(4.49) == b"" and w.take_due(4.5) == b"xy"
+    w.send(b"lost", now=5.0)
+    assert w.sender_lost(4.9) == 4  # not yet on the line when the sender lost power
+    assert w.queued() == 0
 
 
 def test_wire_cut_loses_bytes_in_flight_and_while_cut():
@@ -174,6 +199,22 @@ def test_deploy_reset_and_paced_wire(tmp_path, test_main, monkeypatch):
         assert deploy.list_files(ring.boards[2].usb_path, timeout=TIMEOUT) == ["main.py", "picoring.json"]
         print("deploy of 2 files to 3 boards: %.2fs; %d bytes at %d baud: %.1f ms (wire %.1f ms)"
               % (deploy_s, count, baud, elapsed * 1e3, wire_time * 1e3))
+
+
+def test_an_unpaced_ring_does_not_hold_bytes_for_their_wire_time(tmp_path, test_main, monkeypatch):
+    # 200 bytes at 10 baud: 200 s on a paced wire
+    monkeypatch.setattr(boards, "_POWER_ON_HOLD_S", 0.0)
+    with VirtualRing(2, baud=10, workdir=tmp_path / "ring", paced=False) as ring:
+        deploy.deploy_virtual(ring, {"send": 200, "report": 200}, files=[test_main], timeout=TIMEOUT)
+        for b in ring.boards:
+            b.wait_output(b"ready\n", TIMEOUT)
+        wait_for(lambda: all(b.hold_until is None for b in ring.boards), what="the boards' held output dropped")
+        with serial.Serial(ring.boards[0].usb_path, timeout=60) as usb0, \
+                serial.Serial(ring.boards[1].usb_path, timeout=60) as usb1:
+            wait_for(lambda: ring.boards[1].host_attached, what="the ring to see usb1 open")
+            usb0.write(b"w")
+            assert usb1.readline() == b"rx 200 %d\n" % sum(range(200))
+        assert ring.status()["paced"] is False
 
 
 def test_cut_wire_delivers_nothing(tmp_path, test_main):

@@ -42,6 +42,8 @@ def pytest_addoption(parser):
                 help="N virtual boards (MicroPython unix-port processes); the default, with N=%d" % DEFAULT_VIRTUAL)
     g.addoption("--ring-board", default="pico", metavar="NAME", help="board type for flashing (default pico)")
     g.addoption("--ring-baud", type=int, metavar="B", help="UART baud of the ring (default: the board file's)")
+    g.addoption("--ring-unpaced", action="store_true",
+                help="virtual boards: wires without wire time, as fast as the processes go (faults still apply)")
     g.addoption("--ring-log-dir", metavar="DIR", help="save each test's serial traffic here")
     g.addoption("--ring-flashed", metavar="PROTOCOL",
                 help="the boards given by --ring-ports/--ring-file already run the firmware for PROTOCOL, flashed "
@@ -240,7 +242,7 @@ def boards(request):
 
     n = o.ring_virtual or DEFAULT_VIRTUAL
     baud = o.ring_baud or 115200
-    with VirtualRing(n, baud=baud) as vring:
+    with VirtualRing(n, baud=baud, paced=not o.ring_unpaced) as vring:
         request.config._picoring_virtual = vring
         yield ports.ring_targets(vring)
 

@@ -19,6 +19,9 @@ def argparse_virtual(sub):
     up = vsub.add_parser("up", parents=[common], help="start N boards wired into a ring; prints their USB device paths in ring order")
     up.add_argument("-n", type=int, required=True, help="number of boards")
     up.add_argument("--baud", type=int, default=115200, help="UART speed of every wire (default 115200)")
+    up.add_argument("--unpaced", action="store_true",
+                    help="wires without wire time: bytes arrive as soon as the relay passes them on (for tests; "
+                         "faults still apply)")
     up.add_argument("--heapsize", help="MicroPython heap per board, e.g. 192K (default: the unix port's 2M)")
     up.add_argument("--faults", metavar="SPEC",
                     help="inject faults, e.g. corrupt=0.01,drop=0.005,restart=1@10s,seed=7 (docs/faults.md)")
@@ -59,11 +62,12 @@ def _run(args, out=None, err=None):
             if FaultPlan.parse(args.faults).rogues:
                 raise ValueError("faults: rogue=B is a firmware setting, made when the boards are deployed: "
                                  "picoring run --virtual N --faults rogue=B")
-        state = supervisor.up(state_dir, args.n, args.baud, args.heapsize, faults=args.faults)
+        state = supervisor.up(state_dir, args.n, args.baud, args.heapsize, faults=args.faults, paced=not args.unpaced)
         for b in state["boards"]:
             print(b["usb"], file=out)
-        print("virtual ring of %d board(s) at %d baud is up (supervisor pid %d, state %s)"
-              % (state["n"], state["baud"], state["supervisor_pid"], state_dir), file=err)
+        print("virtual ring of %d board(s) at %s is up (supervisor pid %d, state %s)"
+              % (state["n"], "%d baud" % state["baud"] if state.get("paced", True) else "full speed (unpaced)",
+                 state["supervisor_pid"], state_dir), file=err)
         return 0
     if action == "status":
         status = supervisor.status(state_dir)

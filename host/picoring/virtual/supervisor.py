@@ -64,13 +64,13 @@ def _lock(state_dir):
 
 
 def _state_of(ring, started):
-    return {"supervisor_pid": os.getpid(), "baud": ring.baud, "n": ring.n, "started": started,
+    return {"supervisor_pid": os.getpid(), "baud": ring.baud, "paced": ring.paced, "n": ring.n, "started": started,
             "micropython": ring.micropython, "dir": str(ring.workdir),
             "boards": [{"index": b.index, "pid": b.pid, "usb": b.usb_path, "uart": b.uart,
                         "fs_dir": b.fs_dir} for b in ring.boards]}
 
 
-def supervise(state_dir, n, baud, heapsize=None, faults=None):
+def supervise(state_dir, n, baud, heapsize=None, faults=None, paced=True):
     """Run a ring until `down` or a signal. Exit status 0, or 3 if a ring is already up here."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -86,7 +86,7 @@ def supervise(state_dir, n, baud, heapsize=None, faults=None):
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
-    ring = VirtualRing(n, baud=baud, workdir=state_dir, heapsize=heapsize, faults=faults)
+    ring = VirtualRing(n, baud=baud, workdir=state_dir, heapsize=heapsize, faults=faults, paced=paced)
     server = None
     try:
         ring.start()
@@ -248,9 +248,10 @@ def request(state_dir, message, timeout=15.0):
     return reply
 
 
-def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None):
+def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, paced=True):
     """Start a detached supervisor with a ring of n boards; return its state once it is up.
-    faults: a fault SPEC for every wire (docs/faults.md), checked here before anything starts."""
+    faults: a fault SPEC for every wire (docs/faults.md), checked here before anything starts.
+    paced=False: wires without wire time (virtual.wire.Wire), for tests."""
     from .wire import FaultPlan
 
     state_dir = Path(state_dir)
@@ -275,6 +276,8 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None):
         cmd += ["--heapsize", str(heapsize)]
     if plan is not None:
         cmd += ["--faults", plan.describe()]
+    if not paced:
+        cmd += ["--unpaced"]
     with open(state_dir / LOG, "ab") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True, env=env)
@@ -434,9 +437,10 @@ def main(argv=None):
     p.add_argument("--baud", type=int, default=115200)
     p.add_argument("--heapsize")
     p.add_argument("--faults", help="fault SPEC for every wire (docs/faults.md)")
+    p.add_argument("--unpaced", action="store_true", help="wires without wire time")
     args = p.parse_args(argv)
     try:
-        return supervise(args.dir, args.n, args.baud, args.heapsize, args.faults)
+        return supervise(args.dir, args.n, args.baud, args.heapsize, args.faults, paced=not args.unpaced)
     except VirtualBoardError as e:
         print("supervisor: %s" % e, file=sys.stderr)
         return 1

@@ -7,8 +7,8 @@ board i+1 (`take_due`) and when the next one will be (`next_due`).
 
 Timing: a UART sends 10 bits per byte (start + 8 data + stop), back to back
 while it has data, so byte k of a burst that starts at t arrives at
-t + (k + 1) * 10 / baud. A byte never arrives early; the relay may release it
-up to its wake-up granularity late.
+t + (k + 1) * 10 / baud. A byte never arrives early; the relay releases it with
+the rest of its frame, when the frame's last byte arrives (next_due).
 
 Fault hooks (for the fault-injection issue): `cut` (implemented: bytes sent
 while cut, and bytes in flight when cut, are lost), `delay` (seconds of extra
@@ -36,12 +36,15 @@ class Wire:
                  "bytes_in", "bytes_out", "bytes_dropped", "bytes_overrun",
                  "_chunks", "_idle_at", "_queued")
 
-    def __init__(self, index, baud):
+    def __init__(self, index, baud, paced=True):
+        """paced=False: no wire time (byte_time 0), every byte arrives as soon as the relay
+        passes it on; faults, delays and cuts still apply. For tests that want a ring as fast
+        as the processes can make it, not a UART's timing."""
         if baud <= 0:
             raise ValueError("baud must be positive, got %r" % (baud,))
         self.index = index
         self.baud = baud
-        self.byte_time = BITS_PER_BYTE / baud
+        self.byte_time = BITS_PER_BYTE / baud if paced else 0.0
         self.cut = False
         self.delay = 0.0
         self.transform = None
@@ -74,7 +77,7 @@ class Wire:
         end = now
         for start, data, released, epoch in self._chunks:
             # byte k goes out at start + k * byte_time (a delayed frame has not started yet)
-            started = int((now - start) / self.byte_time + 1e-9) + 1 if now >= start else 0
+            started = self._bytes_by(now - start, len(data)) + 1 if now >= start else 0
             started = max(released, min(len(data), started))
             lost += len(data) - started
             if started > released:
@@ -120,11 +123,19 @@ class Wire:
             self._queued += len(data)
 
     def next_due(self):
-        """Arrival time of the next byte still on the wire, or None."""
+        """When the relay should next release bytes (take_due), or None: the arrival of the
+        byte that ends the next frame, else of the first chunk's last byte. A frame is
+        00 | COBS | 00 (docs/frames.md), and a board does nothing with a frame before its last
+        byte: waking for every byte (or every 100 us, as the relay did) delivered a frame's
+        end up to 110 us late, two thirds of a token frame's wire time at 1 Mbaud. The bytes
+        before it come with it, late; no byte ever comes before its time."""
         if not self._chunks:
             return None
-        start, _, released, _ = self._chunks[0]
-        return start + (released + 1) * self.byte_time + self.delay
+        start, data, released, _ = self._chunks[0]
+        end = data.find(b"\x00", released + 1)  # (from the byte after the next: it may be a frame's opening 00)
+        if end < 0:
+            end = len(data) - 1
+        return start + (end + 1) * self.byte_time + self.delay
 
     def take_due(self, now):
         """The bytes that have fully arrived at board i+1 by `now` (b"" if none)."""
@@ -143,7 +154,7 @@ class Wire:
         while chunks:
             chunk = chunks[0]
             start, data, released, _ = chunk
-            arrived = int((now - self.delay - start) / self.byte_time + 1e-9)
+            arrived = self._bytes_by(now - self.delay - start, len(data))
             if arrived <= released:
                 break
             if arrived >= len(data):
@@ -158,6 +169,12 @@ class Wire:
         got = b"".join(out)
         self._queued -= len(got)
         return got
+
+    def _bytes_by(self, elapsed, size):
+        """How many bytes of a chunk of `size` have fully arrived `elapsed` s after it started."""
+        if self.byte_time:
+            return int(elapsed / self.byte_time + 1e-9)
+        return size if elapsed >= 0 else 0
 
     def queued(self):
         """Bytes on the wire, not yet arrived."""
