@@ -791,3 +791,34 @@ def test_a_held_up_ping_answer_does_not_make_a_board_look_slow():
     assert rates[2] == pytest.approx(0.5, rel=0.05)
     assert slowness(rates) == pytest.approx(5.0, rel=0.05)
     assert boards[1].pings == 2  # a clean pair is enough
+
+
+class _BootedUnheardPort(_TalkingPort):
+    """A board restarted while its host's port was not yet seen open: its hello went nowhere, its
+    events come; its first host line gets the hello again (NodeLoop.start)."""
+
+    def __init__(self, events_line):
+        super().__init__([events_line] * 3, 0.3)
+        self.written = []
+
+    def write(self, data):
+        self.written.append(data)
+        self._script.append((0.0, b"!hello fw=0.6.0 proto=q pos=0 n=3 inc=9 rep=1\n!ver fw=0.6.0\n"))
+        return len(data)
+
+
+def test_a_hello_that_went_nowhere_is_asked_for_once_the_board_runs():
+    # Loaded suite at 29de4bf: flash waited 60 s for a virtual board's hello "while it kept
+    # sending (46 events)": the ring had not yet seen the host open the port when the board
+    # said it, so it went nowhere, as a Pico's does before the host opens its port.
+    from test_hostlink import flushed_lines, fw
+
+    log = fw.EventLog(lambda: 100, capacity=16)
+    log.record(fw.EV_BOOT, 0, 0, 3, 0, 0)
+    port = _BootedUnheardPort(flushed_lines(log)[0])
+    link = _talking_link(port)
+    try:
+        t, hello = link.wait_hello(timeout=10.0)
+    finally:
+        link.close()
+    assert hello.fields["inc"] == 9 and port.written == [b"!ver\n"]

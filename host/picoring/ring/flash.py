@@ -173,7 +173,7 @@ def restart(link, target):
 
 
 def wait_hello(link, timeout):
-    _, hello = link.wait_reply("hello", timeout)  # (the parser restarts event numbering on it)
+    _, hello = link.wait_hello(timeout)  # (the parser restarts event numbering on it)
     return hello.fields
 
 

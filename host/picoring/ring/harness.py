@@ -173,7 +173,7 @@ class RingRun:
                 self.resetter(i)
             else:
                 link.write(b"\x04")  # Ctrl-D at the REPL: soft reset, main.py runs again
-            t, hello = link.wait_reply("hello", timeout)
+            t, hello = link.wait_hello(timeout)
             link.board_restarted(t)
             self.board_info[i]["hello"] = hello.fields
         self.wait_formed(timeout)

@@ -43,6 +43,7 @@ WRITE_TIMEOUT_S = 30.0
 REPLY_BACKLOG_FACTOR = 6
 
 
+HELLO_PROMPT_S = 0.5  # events without a hello for this long: its hello went nowhere (wait_hello)
 RATE_WITHIN = 0.05  # a clock rate is taken once the pings' round trips leave it this unsure at most
 RATE_GIVE_UP_S = 3.0  # (of time in which the serial ports delivered) then the surest rate so far
 
@@ -336,6 +337,28 @@ class BoardLink:
                 return t, reply
             if reply.word == "err":
                 raise HarnessError("%s: board error: %s" % (self.port, reply.text))
+
+    def wait_hello(self, timeout=None):
+        """(host us, Reply) of the board's hello after a restart. What a board says before the
+        host has its port open goes nowhere (a Pico's USB serial; a virtual board whose ring has
+        not yet seen the host open it, seconds late under load: flash once waited 60 s while the
+        board sent 46 events and no hello). The firmware says hello again before it answers
+        its first host line (NodeLoop.start): once the board is seen running the firmware (its
+        events come) and no hello has come for HELLO_PROMPT_S, one command asks for it."""
+        events = self.parser.events
+        state = {"running_since": None, "asked": False}
+
+        def ask_once_running():
+            if not state["asked"] and self.parser.events > events:
+                now = ttystall.now()
+                if state["running_since"] is None:
+                    state["running_since"] = now
+                elif now - state["running_since"] >= HELLO_PROMPT_S:
+                    state["asked"] = True
+                    self.write(encode_command("ver"))
+            return False
+
+        return self.wait_reply("hello", timeout, done=ask_once_running)
 
     def _noise(self):
         """Lines so far that no board running the firmware prints, even restarting (a REPL's
