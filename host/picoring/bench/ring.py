@@ -564,9 +564,10 @@ def print_table(result, console=None):
                      _f(result["ratio_log_on"], "{:.3f}"), _f(result["ratio_vs_minimal_ring"], "{:.2f}")))
     head = result["rings"][-1]
     console.print("of the wire limit at %s baud: [bold]%s[/] log off, %s log on, %s the minimal ring"
-                  % ("{:,}".format(head["baud"]), _f(head["log_off_over_wire_limit"], "{:.0%}"),
-                     _f(head["log_on"]["hops_per_s"] / head["wire_limit_hops_per_s"], "{:.0%}"),
-                     _f(head["minimal_ring_over_wire_limit"], "{:.0%}")))
+                  % (("{:,}".format(head["baud"]),) + tuple(
+                      _f(hops / head["wire_limit_hops_per_s"] if hops is not None else None, "{:.0%}")
+                      for hops in (head["log_off"]["hops_per_s"], head["log_on"]["hops_per_s"],
+                                   head["minimal_ring"]["hops_per_s"]))))
     nl = result["node_loop"]
     if "skipped" in nl:
         console.print("node loop: skipped: %s" % nl["skipped"])
