@@ -622,3 +622,18 @@ def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_p
     finally:
         server.close()
         os.close(held)
+
+
+def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, monkeypatch):
+    # A loaded suite run: the relay sat 15 s in subprocess's fork and exec of a board, and the
+    # ring's start failed ("the virtual ring's relay did not answer within 15.0s"). Like the
+    # other waits on a board, a relay call's counts only time in which the serial ports
+    # delivered (ttystall); one that never ends still fails, saying what was not counted.
+    from picoring import ttystall
+
+    t0 = time.monotonic()
+    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
+    assert ring._call(lambda: time.sleep(0.8) or "late", timeout=0.3) == "late"
+    t0 = time.monotonic()
+    with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
+        ring._call(lambda: time.sleep(3), timeout=0.3)

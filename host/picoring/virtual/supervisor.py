@@ -281,7 +281,7 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, pace
     with open(state_dir / LOG, "ab") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True, env=env)
-    deadline = time.monotonic() + timeout
+    deadline = ttystall.Deadline(timeout)  # (a machine stalling its ttys stalls making processes too)
     while True:
         state = read_state(state_dir)
         if state and state.get("supervisor_pid") == proc.pid:
@@ -289,11 +289,11 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, pace
         if proc.poll() is not None:
             raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up; "
                                     "its log (%s) ends:\n%s" % (proc.returncode, state_dir / LOG, _log_tail(state_dir)))
-        if time.monotonic() > deadline:
+        if deadline.expired():
             stopped = _abort_showing_stacks(proc)
             where = _where_from_log(_log_tail(state_dir, 40)) if stopped else "it did not stop on SIGABRT (killed)"
-            raise VirtualBoardError("the virtual ring was not up after %.1fs (log: %s); %s"
-                                    % (timeout, state_dir / LOG, where))
+            raise VirtualBoardError("the virtual ring was not up after %.1fs%s (log: %s); %s"
+                                    % (timeout, deadline.not_counted(), state_dir / LOG, where))
         time.sleep(0.02)
 
 
