@@ -1,6 +1,7 @@
 """The harness on a slow or frozen machine: late answers, stale replies, lost events after a USB
 outage. No boards: the RingRun loop's pieces are driven directly."""
 
+import contextlib
 import queue
 import re
 import time
@@ -422,10 +423,16 @@ class _TalkingPort:
         pass
 
 
-def _talking_link(port):
+@contextlib.contextmanager
+def _talking(port):
+    """A BoardLink reading the fake port, closed afterwards."""
     link = BoardLink(0, "fake", queue.Queue())
     link._open_port = lambda: port
-    return link.open()
+    link.open()
+    try:
+        yield link
+    finally:
+        link.close()
 
 
 def test_a_reply_behind_a_long_backlog_is_waited_for():
@@ -434,23 +441,16 @@ def test_a_reply_behind_a_long_backlog_is_waited_for():
     # 10.0 s"). The timeout counts from the link going quiet: while lines keep coming, the
     # reply may still be behind them.
     port = _TalkingPort([b"!status busy=%d\n" % k for k in range(40)], 0.02, last=b"!log 0\n")
-    link = _talking_link(port)
-    try:
+    with _talking(port) as link:
         t, reply = link.wait_reply("log", timeout=0.3)  # the backlog takes 0.8 s
-    finally:
-        link.close()
     assert reply.word == "log"
 
 
 def test_a_board_that_talks_forever_but_never_answers_is_found():
     port = _TalkingPort([b"!status busy=%d\n" % k for k in range(10000)], 0.01)
-    link = _talking_link(port)
     t0 = time.monotonic()
-    try:
-        with pytest.raises(HarnessError, match="kept sending"):
-            link.wait_reply("log", timeout=0.1)
-    finally:
-        link.close()
+    with _talking(port) as link, pytest.raises(HarnessError, match="kept sending"):
+        link.wait_reply("log", timeout=0.1)
     assert time.monotonic() - t0 < 0.1 * REPLY_BACKLOG_FACTOR + 1.0
 
 
@@ -613,12 +613,8 @@ def test_a_board_at_its_repl_is_given_up_on_sooner_than_a_silent_one(monkeypatch
     repl = [b"\r\n", b"SyntaxError: invalid syntax\r\n", b">>> \r\n"]  # one line every 0.1 s, from t=0
     waited = {}
     for lines, limit, said in ((repl, 0.2, "it sent: "), ([], 1.0, "nothing readable")):
-        link = _talking_link(_TalkingPort(lines, 0.1))
-        try:
-            with pytest.raises(HarnessError, match=said) as e:
-                link.wait_reply("status")
-        finally:
-            link.close()
+        with _talking(_TalkingPort(lines, 0.1)) as link, pytest.raises(HarnessError, match=said) as e:
+            link.wait_reply("status")
         # (the wait as the link counts it, ttystall's: a stall of the machine's ttys is not in it)
         waited[limit] = float(re.search(r"within (\d+\.\d) s", str(e.value)).group(1))
         assert waited[limit] >= limit - 0.05
@@ -633,11 +629,8 @@ def test_a_boot_banner_is_not_taken_for_a_board_without_the_firmware(monkeypatch
     monkeypatch.setattr(link_module, "REPLY_NOT_FIRMWARE_S", 0.2)
     port = _TalkingPort([b"\r\n", b"MPY: soft reboot\r\n"], 0.1, last=b"!hello fw=0.6.0\n")
     port._script[-1] = (0.7, port._script[-1][1])  # the hello 0.6 s after the banner
-    link = _talking_link(port)
-    try:
+    with _talking(port) as link:
         t, reply = link.wait_reply("hello", timeout=2.0)
-    finally:
-        link.close()
     assert reply.word == "hello"
 
 
@@ -745,22 +738,16 @@ def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for(monkeypatc
     t0 = time.monotonic()
     monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 0.6))
     port = _TalkingPort([], 0.6, last=b"!log 0\n")
-    link = _talking_link(port)
-    try:
+    with _talking(port) as link:
         t, reply = link.wait_reply("log", timeout=0.3)
-    finally:
-        link.close()
     assert reply.word == "log"
     # and a board that does not answer still fails, saying what was not counted
     t0 = time.monotonic()
     monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
-    link = _talking_link(_TalkingPort([], 100))
-    try:
-        with pytest.raises(HarnessError, match=r"no 'log' reply within 0\.\d s \(and \d+\.\d s more in which this "
-                                               r"machine's serial ports delivered nothing: not counted\)"):
-            link.wait_reply("log", timeout=0.3)
-    finally:
-        link.close()
+    with _talking(_TalkingPort([], 100)) as link, pytest.raises(
+            HarnessError, match=r"no 'log' reply within 0\.\d s \(and \d+\.\d s more in which this "
+                                r"machine's serial ports delivered nothing: not counted\)"):
+        link.wait_reply("log", timeout=0.3)
 
 
 class _PingedClock:
@@ -816,9 +803,6 @@ def test_a_hello_that_went_nowhere_is_asked_for_once_the_board_runs():
     log = fw.EventLog(lambda: 100, capacity=16)
     log.record(fw.EV_BOOT, 0, 0, 3, 0, 0)
     port = _BootedUnheardPort(flushed_lines(log)[0])
-    link = _talking_link(port)
-    try:
+    with _talking(port) as link:
         t, hello = link.wait_hello(timeout=10.0)
-    finally:
-        link.close()
     assert hello.fields["inc"] == 9 and port.written == [b"!ver\n"]
