@@ -177,14 +177,21 @@ def _serve(conn, ring):
     return cmd
 
 
-def _read_line(conn, limit=65536):
+def _read_line(conn, limit=65536, deadline=None):
+    """One line from a socket (limit: bytes at most, None: any). deadline: a ttystall.Deadline;
+    a recv that times out before it has expired is waited through."""
     data = b""
     while not data.endswith(b"\n"):
-        chunk = conn.recv(4096)
+        try:
+            chunk = conn.recv(4096)
+        except socket.timeout:
+            if deadline is None or deadline.expired():
+                raise
+            continue
         if not chunk:
             break
         data += chunk
-        if len(data) > limit:
+        if limit is not None and len(data) > limit:
             raise ValueError("request too long")
     return data.decode()
 
@@ -223,18 +230,7 @@ def request(state_dir, message, timeout=15.0):
         try:
             s.connect(str(sock_path))
             s.sendall(json.dumps(message).encode() + b"\n")
-            line = b""
-            while not line.endswith(b"\n"):
-                try:
-                    chunk = s.recv(4096)
-                except socket.timeout:
-                    if deadline.expired():
-                        raise
-                    continue
-                if not chunk:
-                    break
-                line += chunk
-            line = line.decode()
+            line = _read_line(s, limit=None, deadline=deadline)
         except socket.timeout:
             raise VirtualBoardError("the virtual ring supervisor (%s) did not answer within %.1fs%s"
                                     % (sock_path, timeout, deadline.not_counted()))
