@@ -10,9 +10,9 @@ waits for it by the wall clock, and a timeout of 30 s failed runs and tests that
 
 So the host keeps a canary: a pty pair of its own, a byte through it every PROBE_EVERY_S.
 Whatever the canary waits beyond LATE_S for its byte counts as stalled: no port delivered
-meanwhile, and a wait on a board (Deadline, Quiet) does not count it. The canary runs in a
-daemon thread, started at the first question; where there are no ptys, nothing counts as
-stalled and waits are by the wall clock.
+meanwhile, and a wait on a board (Deadline, or a deadline in now()) does not count it. The
+canary runs in a daemon thread, started at the first question; where there are no ptys,
+nothing counts as stalled and waits are by the wall clock.
 """
 
 import os

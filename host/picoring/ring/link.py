@@ -346,15 +346,16 @@ class BoardLink:
         its first host line (NodeLoop.start): once the board is seen running the firmware (its
         events come) and no hello has come for HELLO_PROMPT_S, one command asks for it."""
         events = self.parser.events
-        state = {"running_since": None, "asked": False}
+        running_since, asked = None, False
 
         def ask_once_running():
-            if not state["asked"] and self.parser.events > events:
+            nonlocal running_since, asked
+            if not asked and self.parser.events > events:
                 now = ttystall.now()
-                if state["running_since"] is None:
-                    state["running_since"] = now
-                elif now - state["running_since"] >= HELLO_PROMPT_S:
-                    state["asked"] = True
+                if running_since is None:
+                    running_since = now
+                elif now - running_since >= HELLO_PROMPT_S:
+                    asked = True
                     self.write(encode_command("ver"))
             return False
 
