@@ -40,7 +40,7 @@ from . import resource as shared_resource
 from .deploy import start_order
 from .hostlink import CTRL_C, REQUEST, BoardEvent, Reply, encode_command
 from .link import REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness
-from .merge import CausalMerger, LinkTally
+from .merge import CausalMerger, LinkTally, insert_credit, lost_credit
 from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, run_report
 
 # The stall clock (RingRun.run) runs only while the boards answer pings (PING_GRACE_S, runreport.py),
@@ -337,11 +337,9 @@ class RingRun:
                             # every event the board made before the status is in now
                             del self.resync[b]
                             self._resync(b, query["status"], outstanding, now - t0, query["after"])
-                            tally = self.link_tallies[b]
-                            lost = tally.settle(query["status"])
+                            lost = self.link_tallies[b].settle(query["status"])
                             if lost is not None:
-                                self.merger.repair(b, *lost)
-                                self.send_lseq[b] = (self.send_lseq[b] + lost[0]) & 0xFF  # (the later ones')
+                                self._repair(b, lost, query["status"])
                             continue
                         if item.word == "zero":
                             self.link_tallies[b].zeroed(item)
@@ -594,6 +592,18 @@ class RingRun:
         if self.link_tallies[b].since is None:
             self._unpair(b)
 
+    def _repair(self, b, lost, status):
+        """Board b's frames sent and received whose events were lost before its status
+        (LinkTally.settle: lost = (sends, receives)): counted where it made them, among its
+        events (CausalMerger.repair), and its sends from now on numbered past them."""
+        eseq = status.get("eseq") if isinstance(status.get("eseq"), int) else None
+        if self.unplaced[b]:  # its events wait for its clock offset: the credit waits among them
+            self.merger.pair_again(b)
+            insert_credit(self.unplaced[b], (None, lost_credit(b, *lost), False, self.merger.last_t), eseq)
+        else:
+            self.merger.repair(b, *lost, eseq=eseq)
+        self.send_lseq[b] = (self.send_lseq[b] + lost[0]) & 0xFF
+
     def _unpair(self, b):
         """Board b's sends and receives can no longer be paired by counts: the receives on its
         link out (at the next board) and on its link in (its own) are placed by time from now
@@ -744,7 +754,7 @@ class RingRun:
                 self._take_last(in_run)
                 lost = self.link_tallies[i].settle(f)
                 if lost is not None:
-                    self.merger.repair(i, *lost)
+                    self._repair(i, lost, f)
                 else:
                     self._unpair(i)
             if isinstance(f.get("eseq"), int) and isinstance(f.get("pending"), int) and not f.get("dropped"):

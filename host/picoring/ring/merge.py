@@ -3,7 +3,10 @@ no receive before its send (the ordering rules are described in harness.py)."""
 
 from collections import deque
 
-from .hostlink import SEQ_PERIOD, TickUnwrapper
+from .hostlink import SEQ_PERIOD, BoardEvent, TickUnwrapper
+
+
+_COUNTED = object()  # _unblock counted a lost send (nothing to place): look again
 
 
 class CausalMerger:
@@ -50,12 +53,24 @@ class CausalMerger:
     def unpair(self, link):
         self.unpaired[link] = True
 
-    def repair(self, board, lost_sends, lost_receives):
+    def repair(self, board, lost_sends, lost_receives, eseq=None, t=None):
         """Board `board` says how many frames it sent and received whose events never came
-        (LinkTally): counted as released, and both its links pair by counts again."""
-        self.sent[board] += lost_sends
+        (LinkTally), made before its event numbered eseq (its status's): both its links pair
+        by counts again, with those frames counted where the board made them, by a credit in
+        its stream (lost_credit) after its events numbered before eseq. (Counted at once, as
+        they were, the next board's receives paired with them ahead of the board's own
+        earlier events, still held with its queue: a false "two tokens?" in every run of
+        `run --virtual 3 -p q ... --faults unplug=2@1s:600ms`.) eseq None: after everything
+        of it that came. t: the credit's time (default: the latest released; only its place in
+        the board's order matters, it is not in the output)."""
+        self.pair_again(board)
+        credit = lost_credit(board, lost_sends, lost_receives)
+        insert_credit(self.queues[board], (self.last_t if t is None else t, credit, False), eseq)
+
+    def pair_again(self, board):
+        """Both links of board `board` pair by counts again, and nothing waits for it (repair
+        without its credit: the caller puts that among the board's events not pushed yet)."""
         self.unpaired[board] = False
-        self.received[(board - 1) % self.n] += lost_receives
         self.unpaired[(board - 1) % self.n] = False
         self.held.pop(board, None)
 
@@ -88,6 +103,9 @@ class CausalMerger:
             if event.aux.get("first") or self.restarted_sender[link]:
                 return self._send_with_lseq(link, event.aux["lseq"]) is not None
             return self.sent[link] >= self.received[link] + event.aux["lost"]
+        if event.ev == "credit":  # a lost receive can be counted (its send is in), or only sends are left
+            link = (board - 1) % self.n
+            return not event.aux["receives"] or self.unpaired[link] or self.sent[link] > self.received[link]
         return True
 
     def _send_with_lseq(self, link, lseq):
@@ -114,7 +132,7 @@ class CausalMerger:
         for _ in range(self.n):
             up = (waiting - 1) % self.n
             q = self.queues[up]
-            if not q or not any(e.ev == "send" for _, e, _ in q):
+            if not q or not any(e.ev == "send" or e.ev == "credit" and e.aux["sends"] for _, e, _ in q):
                 # up's send has not come. It is late, or lost with events of up's that never
                 # came; either way up sends again before long (it goes on running, or it
                 # restarted and rejoins), and a lost one then shows as the cycle below. Until
@@ -133,6 +151,15 @@ class CausalMerger:
             # counts, each receive's send came after it. Only a lost send explains that (counts
             # shifted by one), and no event to come can undo it: the receive on a link out of a
             # board that lost events is placed by time, else the oldest.
+            for _, b in cycle:
+                credit = self.queues[b][0][1]
+                if credit.ev == "credit" and credit.aux["sends"]:
+                    # b's lost receives still to count wait for sends that came after a send
+                    # of b's lost ones: that send is counted first (_credit), and nothing is
+                    # placed without its send.
+                    credit.aux["sends"] -= 1
+                    self.sent[b] += 1
+                    return _COUNTED
             lossy = [c for c in cycle if self.lossy[(c[1] - 1) % self.n]]
             t, waiting = min(lossy or cycle)
             up = (waiting - 1) % self.n
@@ -162,13 +189,35 @@ class CausalMerger:
                 self.lost_frames[link] += i - self.received[link]
                 self.received[link] = i
         elif e.ev == "recv":
-            self.received[link] += 1
-            q = self.unreceived[link]
-            while q and q[0][0] < self.received[link]:
-                q.popleft()
+            self._count_receives(link, 1)
             if self.unpaired[link] and not forced:
                 self.forced += 1
                 self.forced_links[link] += 1
+
+    def _credit(self, b, e, forced=False):
+        """Board b's credit (lost_credit) at the head of its queue counts what it can: the lost
+        receives whose sends are in (forced: one without), then, with none left, the lost
+        sends; it leaves the queue when all is counted. The board's order of its lost sends
+        and receives is unknown: a send is counted before the receives still to come only
+        when a cycle shows it came first (_unblock), so that no receive at the next board
+        pairs with it ahead of a send it followed."""
+        link = (b - 1) % self.n
+        left = e.aux["receives"]
+        k = left if self.unpaired[link] else min(left, self.sent[link] - self.received[link])
+        if forced:
+            k = max(k, 1)
+        if k > 0:
+            e.aux["receives"] = left - k
+            self._count_receives(link, k)
+        if not e.aux["receives"]:
+            self.sent[b] += e.aux["sends"]
+            self.queues[b].popleft()
+
+    def _count_receives(self, link, k):
+        self.received[link] += k
+        q = self.unreceived[link]
+        while q and q[0][0] < self.received[link]:
+            q.popleft()
 
     def release(self, now, final=False):
         """Events that can be placed now, in order, as (t, BoardEvent)."""
@@ -196,9 +245,15 @@ class CausalMerger:
                 unblocked = self._unblock(blocked_oldest, now, horizon, final)
                 if unblocked is None:
                     return out
+                if unblocked is _COUNTED:
+                    continue
                 t, b, forced = unblocked
             else:
                 t, b = best
+            e = self.queues[b][0][1]
+            if e.ev == "credit":
+                self._credit(b, e, forced)
+                continue
             _, e, counted = self.queues[b].popleft()
             self._count(b, e, forced=forced)
             if not counted:
@@ -206,6 +261,33 @@ class CausalMerger:
             t = max(t, self.last_t)
             self.last_t = t
             out.append((t, e))
+
+
+def lost_credit(board, sends, receives):
+    """The merger's stand-in for the frames board `board` sent and received whose events were
+    lost: released in the board's order, it counts them for its links (never in the trace)."""
+    return BoardEvent(board, None, None, "credit", aux={"sends": sends, "receives": receives})
+
+
+def insert_credit(entries, entry, eseq):
+    """Inserts entry (whose [1] is a lost_credit) into a board's queued entries (each with its
+    BoardEvent at [1], in the board's order) before the first event numbered eseq or later: the
+    lost frames were made before the board's status (event eseq) and after every event of it
+    that reached the host before it. The sends after it carry link sequence bytes that many
+    frames on. eseq None: at the end."""
+    i = len(entries)
+    if eseq is not None:
+        for k, queued in enumerate(entries):
+            e = queued[1]
+            if e.seq is not None and (e.seq - eseq) % SEQ_PERIOD < SEQ_PERIOD // 2:
+                i = k
+                break
+    sends = entry[1].aux["sends"]
+    for k in range(i, len(entries)):
+        e = entries[k][1]
+        if e.ev == "send" and e.lseq is not None:
+            e.lseq = (e.lseq + sends) & 0xFF
+    entries.insert(i, entry)
 
 
 class LinkTally:
