@@ -280,6 +280,23 @@ def test_cli_explore(capsys):
     assert main(["explore", "-p", "d", "-n", "3", "-R", "2", "--max-states", "50"]) == 2
 
 
+def test_the_explorer_refuses_a_protocol_on_timers_or_without_hard_exclusion(capsys):
+    # It gave verdicts that meant nothing: the wandering token "FAIL: liveness" (no timer ever
+    # fires in its model, so the token never walks) and random access "FAIL: safety" (held to
+    # hard exclusion it never claims).
+    from picoring.cli.main import main
+
+    assert main(["explore", "-p", "wt", "-n", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "does not cover protocol wt" in err and "clock" in err and "soft" in err
+    assert main(["explore", "-p", "random", "-n", "2"]) == 2
+    assert "exclusion is none" in capsys.readouterr().err
+    assert main(["explore", "-p", "wt", "-n", "3", "--faults", "drop=1"]) == 2
+    assert "does not cover protocol wt" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="does not cover"):
+        replay("wt", 3, [])
+
+
 # -- finding: Q's corrected service bound (3n^2 - n)/2 is exceeded at n = 5 --------
 
 # Found by `picoring explore --protocol q -n 5 --requests-per-node 3` (1.6 M states):

@@ -190,8 +190,26 @@ def _protocol_class(protocol, start=None):
         if start is not None and start != cls.first:
             protocol = with_options(protocol, {"holder": str(start)})
             cls = _fw.load(protocol)
-        return cls, protocol
-    return protocol, getattr(protocol, "name", None) or protocol.__name__
+    else:
+        cls, protocol = protocol, getattr(protocol, "name", None) or protocol.__name__
+    _check_explorable(cls, protocol)
+    return cls, protocol
+
+
+def _check_explorable(cls, name):
+    """The explorer's model is untimed steps under hard mutual exclusion: a protocol moved by
+    its clock (its token walks on timers: on_wake) or with soft or no exclusion is refused,
+    not given verdicts that mean nothing (the wandering token came out "FAIL: liveness", no
+    timer ever firing, and random access "FAIL: safety", held to hard exclusion)."""
+    exclusion = cls.about.get("exclusion", "hard")
+    why = []
+    if getattr(cls, "clocked", False):
+        why.append("it is moved by its clock (timers), which the explorer does not model")
+    if exclusion != "hard":
+        why.append("its mutual exclusion is %s, and the explorer checks hard exclusion" % exclusion)
+    if why:
+        raise ValueError("the explorer does not cover protocol %s: %s; run it in the simulator "
+                         "(picoring sim, compare, figures) or on a ring" % (name, "; ".join(why)))
 
 
 def has_messages(cls, n):
