@@ -401,7 +401,9 @@ def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
     try:
         supervisor.up(d, 2)
         status, out, err = run_cli(capsys, "virtual", "deploy", "--config", str(cfg), "--dir", str(d))
-        assert status == 0, err
+        # (once, in a loaded suite run, mpremote heard nothing for 30 s: the boards' USB counters
+        # and recent output say where the bytes went)
+        assert status == 0, (err, status == 0 or supervisor.status(d))
         for i in range(2):
             with open(d / ("board%d" % i) / "picoring.json") as f:
                 assert json.load(f)["send"] == 10
