@@ -108,7 +108,10 @@ class NodeBS(Node):
         # lends to at most n - 1 traps, and a request is reached by the rotation within n visits.
         "starve_horizon": "n * (n * (n + cs + 1) + cs + 1) + 16",
         "messages": {"request": {"kind": GIMME, "to": "across the ring, then +-d/2 (binary search)",
-                                 "payload": "z u16, sn u8, h_z u32, lo u16, hi u16"},
+                                 "payload": "z u16, sn u8, h_z u32, lo u16, hi u16",
+                                 # the checker counts each request's forwards (Lemma 6): z and sn
+                                 # from the payload's first word w (little-endian)
+                                 "search": {"requester": "w & 0xFFFF", "number": "(w >> 16) & 0xFF"}},
                      "token": {"kind": TOKEN, "to": "the next node, or lent to a trapped requester",
                                "payload": "seq u32, epoch u16, R u32, lend u8, served[8] (u16, u8)"}},
         "bounds": {

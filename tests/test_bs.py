@@ -160,6 +160,48 @@ def test_lemma_6_the_search_reaches_a_token_that_does_not_move_within_ceil_log2_
         assert len(path) - 1 <= bound, (n, p, z, path)
 
 
+@pytest.mark.parametrize("n", [3, 8, 13, 17, 33])
+def test_the_checker_counts_each_requests_forwards_in_every_run(n, tmp_path):
+    """Lemma 6 per request, as the checker reads it from the gimmes (the descriptor's "search"):
+    at most ceil(log2 n) - 1 forwards after rule 5's gimme, whatever the token does meanwhile
+    (the search interval halves at each forward), reached; the trace's check counts the same."""
+    from picoring.check.checker import check_trace
+
+    bound = (n - 1).bit_length() - 1
+    worst = 0
+    for workload, kw in (("sequential", {}), ("poisson", {"rate": 0.5}), ("burst", {}), ("adversarial", {})):
+        trace = tmp_path / ("%s.jsonl" % workload)
+        r = simulate("bs", n, workload, requests=150, seed=2, trace=str(trace), **kw)
+        assert r["ok"] and r["max_forwards_per_request"] <= bound, r["violations"][:2]
+        assert "forwards_per_request" not in r["over_paper_fairness"]
+        assert check_trace(str(trace))[1]["max_forwards_per_request"] == r["max_forwards_per_request"]
+        worst = max(worst, r["max_forwards_per_request"])
+    assert worst == bound
+
+
+def test_a_search_forwarded_beyond_lemma_6_is_a_bound_violation():
+    from picoring.check.checker import Checker
+    from picoring.check.trace import Event
+
+    def gimme(t, src, z, sn):
+        return Event(t, "send", src, src, "msg", {"mkind": proto_bs.GIMME, "src": src, "dst": 0, "hop": 1,
+                                                  "seq": z | sn << 16, "epoch": 0, "fwd": False})
+
+    n = 8  # the bound: ceil(log2 8) - 1 = 2 forwards; the paper's: 3
+    c = Checker("bs", n)
+    c.feed(Event(0, "req", 1))
+    c.feed(gimme(0, 1, 1, 7))  # rule 5
+    c.feed(gimme(1, 4, 1, 6))  # an old request's gimme, still travelling: not this one's
+    for t, y in ((2, 5), (3, 6), (4, 7), (5, 0)):  # rule 6, four times
+        c.feed(gimme(t, y, 1, 7))
+    c.feed(Event(6, "enter", 1, payload={"seq": 1, "epoch": 0}))
+    c.feed(Event(7, "exit", 1))
+    r = c.finish()
+    assert r["max_forwards_per_request"] == 4 and r["over_paper_fairness"]["forwards_per_request"] == 1
+    assert [v["message"] for v in r["violations"]] == ["request #1 (node 1): its search was forwarded 4 times > bound 2"]
+    assert Checker("q", n).finish()["max_forwards_per_request"] is None  # no search declared
+
+
 WORKLOADS = [("sequential", {}), ("poisson", {}), ("burst", {}), ("adversarial", {})]
 
 

@@ -105,6 +105,16 @@ class Checker:
         self.over_paper = {}  # a per-request paper bound of the descriptor -> requests over it
         self.paper_overtaken = registry.bound(protocol, "overtaken", n, "paper")
         self.paper_by_one = registry.bound(protocol, "overtaken_by_one", n, "paper")
+        # A search for the token (BinarySearch's gimme, Lemma 6): how often each request's search
+        # message was sent on by another node, read from its payload (the descriptor's
+        # about["messages"]["request"]["search"]: the requester and its request's number as
+        # expressions in w, the payload's first word, the trace's "seq").
+        request = (registry.about(protocol).get("messages") or {}).get("request") if isinstance(protocol, str) else None
+        self._search = request if isinstance(request, dict) and request.get("search") else None
+        self._forwards = {}  # requester -> [its request's number, forwards so far]
+        self.max_forwards = 0
+        self.bound_forwards = registry.bound(protocol, "forwards_per_request", n)
+        self.paper_forwards = registry.bound(protocol, "forwards_per_request", n, "paper")
         self.over_bound_request = None  # first request after which the total went over
         self.safety_violations = 0
         self.violations = []
@@ -190,6 +200,8 @@ class Checker:
                 self.msg_frames += 1
                 if not (event.payload or {}).get("fwd"):
                     self.msg_logical += 1
+                    if self._search is not None:
+                        self._searched(event.payload)
             else:
                 self.recovery_msgs[kind] = self.recovery_msgs.get(kind, 0) + 1
                 if kind == "again":
@@ -254,6 +266,42 @@ class Checker:
         self._by_one[node] = {}
         self._check_total(rid)
 
+    @property
+    def wants_messages(self):
+        """The simulator calls message_sent for each new message (it feeds no Event per message)."""
+        return self._search is not None
+
+    def message_sent(self, src, mkind, first_word):
+        self._searched({"mkind": mkind, "src": src, "seq": first_word})
+
+    def _searched(self, payload):
+        """A new message (not a frame passed on): a search message of a pending request's, sent
+        by its requester (the first: rule 5) or on by another node (a forward: rule 6)."""
+        if payload.get("mkind") != self._search["kind"] or not isinstance(payload.get("seq"), int):
+            return
+        names = {"w": payload["seq"]}
+        search = self._search["search"]
+        z = registry.evaluate(search["requester"], self.n, names)
+        number = registry.evaluate(search["number"], self.n, names)
+        f = self._forwards.get(z)
+        if payload.get("src") == z:
+            if z in self.pending and (f is None or f[0] != number):
+                self._forwards[z] = [number, 0]
+        elif f is not None and f[0] == number:
+            f[1] += 1
+
+    def _count_forwards(self, t, node, rid):
+        """At node's entry: its request's forwards against the descriptor's bounds."""
+        f = self._forwards.pop(node, None)
+        if f is None:
+            return
+        self.max_forwards = max(self.max_forwards, f[1])
+        if self.paper_forwards is not None and f[1] > self.paper_forwards:
+            self.over_paper["forwards_per_request"] = self.over_paper.get("forwards_per_request", 0) + 1
+        if self.bound_forwards is not None and f[1] > self.bound_forwards:
+            self._violate("bound", rid, node, t, "request #%d (node %d): its search was forwarded %d times > bound %d"
+                          % (rid, node, f[1], self.bound_forwards))
+
     def _token_sign(self, t):
         self._token_seen_t = t
         self._waited = bool(self.pending)
@@ -282,6 +330,7 @@ class Checker:
         harness knows (the board restarted): reported, not a liveness violation."""
         self._faults(t)
         self._by_one.pop(node, None)
+        self._forwards.pop(node, None)
         if self.pending.pop(node, None) is not None:
             self.failed[reason] = self.failed.get(reason, 0) + 1
 
@@ -462,6 +511,7 @@ class Checker:
         if req is None:
             return
         rid, t_req, _, _, entries_at_req = req
+        self._count_forwards(t, node, rid)
         overtaken = self.entries - 1 - entries_at_req
         self.max_overtaken = max(self.max_overtaken, overtaken)
         by_one = max(by_one.values()) if by_one else 0
@@ -623,8 +673,10 @@ class Checker:
                 "mean": (sum(self.responsiveness) / len(self.responsiveness)) if self.responsiveness else 0.0,
                 "max": max(self.responsiveness) if self.responsiveness else 0},
             "over_paper_fairness": dict(self.over_paper),  # requests over the descriptor's fairness bounds
+            # (and forwards_per_request: over Lemma 6's printed bound)
+            "max_forwards_per_request": self.max_forwards if self._search is not None else None,
             "bounds": {"messages_per_request": self.bound_mpr, "service_traffic": self.bound_service,
-                       "logical_per_request": self.bound_logical},
+                       "logical_per_request": self.bound_logical, "forwards_per_request": self.bound_forwards},
             "paper_bounds": {"messages_per_request": self.paper_mpr, "service_traffic": self.paper_service},
             "over_paper_service_bound": self.over_paper_service,
             "over_paper_total_bound": bool(self.paper_mpr is not None and self.total > self.paper_mpr * self.requests),

@@ -27,6 +27,10 @@ def checks(report):
                 None if b["messages_per_request"] is None else report["messages_per_request"] <= b["messages_per_request"]))
     out.append(("service", report["max_service_traffic"], b["service_traffic"],
                 None if b["service_traffic"] is None else report["max_service_traffic"] <= b["service_traffic"]))
+    if report.get("max_forwards_per_request") is not None:  # a search's forwards (BinarySearch: Lemma 6)
+        bound = b.get("forwards_per_request")
+        out.append(("forwards", report["max_forwards_per_request"], bound,
+                    None if bound is None else report["max_forwards_per_request"] <= bound))
     out.append(("safety", report["safety_violations"], 0, report["safety_violations"] == 0))
     out.append(("served", report["served"], report["requests"], report["served"] == report["requests"]))
     if report.get("quiescent") is not None:

@@ -68,6 +68,11 @@ def horizon(protocol, n):
     return None if expr is None else _fw.bound(expr, n, cls.bound_names(n))
 
 
+def evaluate(expr, n, names=None):
+    """A descriptor's expression at ring size n, with names (e.g. w: a payload's first word)."""
+    return _fw.bound(expr, n, names)
+
+
 def first_holder(protocol):
     """Where the ring's first token starts: the holder option (protocol.Node.first), 0 by default."""
     return _fw.load(protocol).first

@@ -35,6 +35,13 @@ class BusyNodeError(ValueError):
     """An exact (file) workload asked a node that already has a request outstanding."""
 
 
+def first_word(payload):
+    """A message payload's first 4 bytes as the trace's "seq" (a token header's: u32 little-endian,
+    30 bits kept as a board keeps them; 0 for a shorter payload)."""
+    p = payload
+    return p[0] | p[1] << 8 | p[2] << 16 | (p[3] & 0x3F) << 24 if len(p) >= 4 else 0
+
+
 def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce_horizon=None,
         starve_horizon=None, progress=None, holder=0, complete=False, until=None, drop=None, stop_when=None):
     """Run until the ring is quiescent (or cannot become so). Returns a dict.
@@ -94,6 +101,9 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
     wakes = []  # heap of (time, node): clocked nodes' wake-ups (stale ones skipped)
     armed = [-1] * n  # the wake_at each node was last pushed with
     on_tokens = getattr(observer, "tokens", None)
+    # observer.message_sent(src, mkind, first_word) for each new message, when it asks (the
+    # Checker: a protocol whose searches it counts, BinarySearch's gimme)
+    on_message = observer.message_sent if getattr(observer, "wants_messages", False) else None
 
     def arm(i):
         w = nodes[i].wake_at
@@ -168,7 +178,10 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         if a & SEND_MSG:
             node = nodes[i]
             ml += 1
-            post(i, (i, i, node.out_dst, node.out_kind, bytes(node.out[:node.out_len]), 1), t, False)
+            payload = bytes(node.out[:node.out_len])
+            if on_message is not None:
+                on_message(i, node.out_kind, first_word(payload))
+            post(i, (i, i, node.out_dst, node.out_kind, payload, 1), t, False)
         j = i + 1
         if j == n:
             j = 0

@@ -38,7 +38,7 @@ class TraceTap:
         kind, src, dst, p, hop, fwd = m
         link = node if ev == "send" else (node - 1) % self.n
         pd = {"mkind": kind, "src": src, "dst": dst, "hop": hop,
-              "seq": p[0] | p[1] << 8 | p[2] << 16 | (p[3] & 0x3F) << 24 if len(p) >= 4 else 0,
+              "seq": simcore.first_word(p),
               "epoch": p[4] | p[5] << 8 if len(p) >= 6 else 0}
         if ev == "send":
             pd["fwd"] = fwd
