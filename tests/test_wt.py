@@ -216,6 +216,25 @@ def test_a_lost_token_is_made_again_and_the_transient_ends():
     assert all(s > 0 for s in c.stabilisation) and sum(nd.generated for nd in nodes) >= 3
 
 
+def test_stable_operation_and_stabilisation_are_measured_apart():
+    """The paper's "> 5 operations during stable operation" and Figure 4's concurrency "during
+    stabilisation" (figures_wt's module doc): the warm-up (components not yet reached make
+    tokens of their own) and each loss up to a token alive again are stabilisation; the rest,
+    with one token, is stable; the two add up to the run."""
+    scale = 10
+    rep, c, nodes = figures_wt.run_wt(20, 200_000, scale=scale, transients=3)
+    stable, stabilising = (sum(c.by_phase[k].values()) for k in (True, False))
+    assert stable + stabilising == rep["soft"]["time"]
+    assert c.warm_until < 3 * figures_wt.MAX * scale  # before the first loss
+    assert stabilising >= sum(c.stabilisation) * scale + c.warm_until
+    row = figures_wt._row(4, "wandering token, token losses", 20, rep, c, scale, nodes)
+    assert row["stable_percent"] == round(100.0 * stable / rep["soft"]["time"], 3) > 50
+    assert row["over_one_stabilising_percent"] is not None and row["over_five_stable_units"] >= 0
+    row.update(transients=3, stabilisation_mean=1, stabilisation_p50=1, stabilisation_max=1)  # (figure4's)
+    text = figures_wt.markdown([row])
+    assert "> 1 running during stabilisation" in text and ("%.3f%%" % row["over_one_stabilising_percent"]) in text
+
+
 # -- the node loop under MicroPython ----------------------------------------------------
 
 

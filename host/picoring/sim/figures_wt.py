@@ -22,6 +22,14 @@ the last transient ended; the transient ends where the first stretch after the l
 alive throughout lasts Delta_max begins (a regenerated token that the domino effect of section 4
 removes again is part of the transient; spurious tokens beside a live one are not: at N = 300 they
 come every few tens of units even without a loss).
+
+Stable operation and stabilisation (the paper's "8 time units ... with more than 5 operations
+during stable operation", Figure 4's concurrency "during stabilisation"; it defines neither): the
+run is stable while exactly one token is alive, every component has had its operation once (before
+that, components the token has not reached make tokens of their own at Delta_max: the warm-up),
+and no injected loss's transient is under way (up to a token alive again); all other time is
+stabilisation. The time with k
+operations running is measured for both apart.
 """
 
 import csv
@@ -39,7 +47,8 @@ PAPER = {  # section 5's numbers, for the table beside ours
     (300, "benchmark"): "40%", (300, "wandering token"): "10%",
 }
 FIELDS = ("figure", "curve", "n", "time_units", "operations", "over_one_percent", "paper_over_one",
-          "over_five_units", "max_running", "interval_mean", "interval_p50", "interval_p99", "interval_max",
+          "over_five_units", "stable_percent", "over_one_stable_percent", "over_five_stable_units",
+          "over_one_stabilising_percent", "over_five_stabilising_units", "max_running", "interval_mean", "interval_p50", "interval_p99", "interval_max",
           "intervals_over_5min", "tokens_over_one_percent", "generated", "removed", "logical_messages",
           "hop_frames", "transients", "stabilisation_mean", "stabilisation_p50", "stabilisation_max")
 
@@ -62,8 +71,31 @@ class _Losses(Checker):
         self.one_since = None  # after the loss: the start of the current stretch with a token alive
         self.stabilisation = []
         self.in_transient_time = 0
+        self.by_phase = {True: {}, False: {}}  # stable? -> {operations running: time} (module doc)
+        self.warm_until = None
+
+    def stable(self):
+        """One token alive, every component reached, and no transient under way: a loss's
+        transient counts as over here once a token is alive again (one_since), as its
+        stabilisation time does; a domino removal after that is counted stable (rare)."""
+        return (self.tokens_alive == 1 and len(self._last_entry) == self.n
+                and (self.loss_at is None or self.one_since is not None))
+
+    def _concurrency_to(self, t, k):
+        if self.warm_until is None and len(self._last_entry) == self.n:
+            self.warm_until = t  # every component has had its operation: the warm-up is over
+        if self._k_since is not None and t is not None:
+            k0, phase = len(self.running), self.by_phase[self.stable()]
+            phase[k0] = phase.get(k0, 0) + (t - self._k_since)
+        Checker._concurrency_to(self, t, k)
+
+    def close(self, t):
+        """The run ends at t: the last stretch into the time with k running, in its phase."""
+        self.last_t = t
+        self._concurrency_to(t, None)
 
     def _tokens_to(self, t, k):
+        self._concurrency_to(t, None)  # the stretch before goes into the phase it was in
         Checker._tokens_to(self, t, k)
         if k == 0:
             self.one_since = None
@@ -99,7 +131,7 @@ def run_wt(n, time_units, scale=100, seed=1, transients=0, per=None, complete=Tr
     out = simcore.run(nodes, wl, OP * scale, c, complete=complete, until=time_units * scale,
                       starve_horizon=1 << 50, drop=c.drop if transients else None,
                       stop_when=(lambda: len(c.stabilisation) >= transients) if transients else None)
-    c.last_t = out["end_time"]
+    c.close(out["end_time"])
     return c.finish(), c, nodes
 
 
@@ -133,6 +165,14 @@ def _row(figure, curve, n, rep, c, scale, nodes=None):
         "intervals_over_5min": sum(1 for x in iv if x > 5 * MIN),
         "logical_messages": rep["logical_messages"], "hop_frames": rep["hop_frames"],
     })
+    phases = getattr(c, "by_phase", None)
+    if phases is not None:
+        for name, phase in (("stable", phases[True]), ("stabilising", phases[False])):
+            t_phase = sum(phase.values())
+            over = sum(v for k, v in phase.items() if k >= 2)
+            row["over_one_%s_percent" % name] = round(100.0 * over / t_phase, 4) if t_phase else None
+            row["over_five_%s_units" % name] = sum(v for k, v in phase.items() if k > 5) / scale
+        row["stable_percent"] = round(100.0 * sum(phases[True].values()) / tot, 3)
     if nodes is not None and nodes[0].name.startswith("wt"):
         row["tokens_over_one_percent"] = round(100.0 * sum(v for k, v in toks.items() if k >= 2) / ttot, 3)
         row["generated"] = sum(x.generated for x in nodes)
@@ -199,28 +239,44 @@ def markdown(rows):
     if two:
         out.append("Figures 2 and 3: time with more than one operation running, intervals between two operations "
                    "of a component (paper time units)\n")
-        out.append("| N | algorithm | > 1 running (ours) | (paper) | > 5 running (units) | max running | "
+        out.append("| N | algorithm | > 1 running (ours) | (paper) | > 5 running (units) | stable: time / > 1 running "
+                   "/ > 5 (units) | stabilising: > 1 running / > 5 (units) | max running | "
                    "interval mean / p50 / p99 / max | intervals > 5 Delta_min | time with > 1 token | "
                    "tokens made / removed |")
-        out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in two:
-            out.append("| %d | %s | %.3f%% | %s | %g | %d | %s / %s / %s / %s | %d | %s | %s |" % (
+            out.append("| %d | %s | %.3f%% | %s | %g | %s | %s | %d | %s / %s / %s / %s | %d | %s | %s |" % (
                 r["n"], r["curve"], r["over_one_percent"], r["paper_over_one"] or "", r["over_five_units"],
-                r["max_running"], r["interval_mean"], r["interval_p50"], r["interval_p99"], r["interval_max"],
+                _phase(r, "stable", with_time=True), _phase(r, "stabilising"), r["max_running"], r["interval_mean"], r["interval_p50"], r["interval_p99"], r["interval_max"],
                 r["intervals_over_5min"], "" if r["tokens_over_one_percent"] is None else "%.3f%%" % r["tokens_over_one_percent"],
                 "" if r["generated"] is None else "%d / %d" % (r["generated"], r["removed"])))
         out.append("")
     four = [r for r in rows if r["figure"] == 4]
     if four:
         out.append("Figure 4: stabilisation after a token loss (paper time units)\n")
-        out.append("| N | transients | mean | p50 | max | > 1 running over the run | (paper, during stabilisation) |")
-        out.append("|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("| N | transients | mean | p50 | max | > 1 running over the run | > 1 running during "
+                   "stabilisation | (paper, during stabilisation) |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in four:
-            out.append("| %d | %d | %s | %s | %s | %.3f%% | %s |" % (
+            out.append("| %d | %d | %s | %s | %s | %.3f%% | %s | %s |" % (
                 r["n"], r["transients"], r["stabilisation_mean"], r["stabilisation_p50"], r["stabilisation_max"],
-                r["over_one_percent"], r["paper_over_one"] or ""))
+                r["over_one_percent"], _pct(r["over_one_stabilising_percent"]), r["paper_over_one"] or ""))
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _pct(x):
+    return "" if x is None else "%.3f%%" % x
+
+
+def _phase(r, name, with_time=False):
+    """A row's measures in stable operation or stabilisation (module doc); blank for the benchmark."""
+    if r.get("over_one_%s_percent" % name) is None and r.get("stable_percent") is None:
+        return ""
+    cells = [_pct(r.get("over_one_%s_percent" % name)), "%g" % r["over_five_%s_units" % name]]
+    if with_time:
+        cells.insert(0, _pct(r["stable_percent"]))
+    return " / ".join(cells)
 
 
 def plot(rows, data23, data4, folder):
