@@ -480,6 +480,29 @@ def test_what_the_host_sent_the_old_process_does_not_reach_the_reset_one(tmp_pat
                 assert lines[-1] == b"rx 1 0\n", lines
 
 
+def test_what_the_host_writes_right_after_a_reset_reaches_the_new_process(tmp_path, monkeypatch):
+    # `virtual deploy` resets each board to its REPL and runs mpremote at once, which writes
+    # Ctrl-C and Ctrl-A and waits for the raw REPL's banner (a pty read without timeout). The
+    # reset returned before the USB thread had drained what the old process was sent: on a
+    # loaded machine the drain came after mpremote's bytes and read them away too, and
+    # mpremote heard nothing for 30 s (a loaded suite run). The drain is held up here.
+    with VirtualRing(2, workdir=tmp_path / "ring") as ring:
+        b = ring.boards[0]
+        real_read_all = boards.read_all
+
+        def slow_drain(fd):
+            if b._host is not None and fd == b._host.fd:  # the reset's drain, in the USB thread
+                time.sleep(1.0)
+            return real_read_all(fd)
+
+        monkeypatch.setattr(boards, "read_all", slow_drain)
+        with serial.Serial(b.usb_path, timeout=TIMEOUT) as usb:
+            wait_for(lambda: b.host_attached, what="the ring to see the port open")
+            ring.reset(0, run_main=False)  # to its REPL
+            usb.write(b"print(6 * 7)\r\n")
+            b.wait_output(b"\n42\n", TIMEOUT)
+
+
 def test_a_supervisor_that_does_not_come_up_is_made_to_say_where_it_is(tmp_path):
     # A loaded suite once found a supervisor not up after 30 s with an empty log: nothing said
     # where it was. A child stuck in a known place is stopped the way up() stops one.

@@ -129,6 +129,8 @@ class HostPort:
         self.opened = False   # the USB thread's view: a host has the slave open
         self.retired = False  # unplugged or replaced: the USB thread closes it
         self.drain = False    # the board was reset: what the host sent before is not for it
+        self.drained = threading.Event()  # set: no drain pending (VirtualRing.reset waits for it)
+        self.drained.set()
 
 
 def flush_input(fd):

@@ -252,16 +252,30 @@ class VirtualRing:
         (run_main=False: straight to the REPL, like a Pico's safe mode). usb_path and
         the UART do not change; bytes in flight to the board are lost."""
         board = self._board(i)
-        self._call(lambda: self._reset(board, run_main), timeout)
+        port = self._call(lambda: self._reset(board, run_main), timeout)
+        # The host may write to the new process as soon as this returns (mpremote's Ctrl-C and
+        # Ctrl-A): the USB thread's drain of what came before must be over by then, or it reads
+        # those bytes away too and mpremote, whose pty read has no timeout, waits for ever (a
+        # loaded suite run: "copy ...: no answer within 30.0s" right after the reset).
+        if port is not None:
+            deadline = ttystall.Deadline(timeout)
+            while not port.drained.wait(min(max(deadline.left(), 0.0), 0.1)) and not port.retired:
+                if deadline.expired():
+                    raise VirtualBoardError("board %d's USB input was not drained after its reset within %.1fs%s; "
+                                            "the USB thread was at: %s" % (i, timeout, deadline.not_counted(),
+                                                                           self._whereabouts(self._usb_thread)))
 
     def _reset(self, board, run_main=True):
+        """Returns the board's host port whose drain the caller waits for (None: unplugged)."""
         board._kill()
+        port = board._host
         if board.usb_present():
             # What the host wrote to the old process and the relay has not passed on yet is
             # lost with it, as a Pico's USB input is when it resets. Passed on, a Ctrl-C sent
             # to stop the old firmware stopped the new one at its start (a loaded machine's
             # relay had not read it before the reset). The USB thread reads the pty empty and
             # says so; until then what comes from it is dropped.
+            board._host.drained.clear()
             board._host.drain = True
             board.discard_host = True
             self._wake_usb()
@@ -271,6 +285,7 @@ class VirtualRing:
         board._spawn()
         board.run_main = True
         self._usb_back_if_due(board, time.monotonic())
+        return port
 
     def power_cycle(self, i, off=0.0, timeout=10.0):
         """Pull board i's power and give it back after `off` seconds: its process is killed
@@ -611,6 +626,7 @@ class VirtualRing:
                 if p.drain:
                     p.drain = False
                     self._usb_event("drained", b, p, len(read_all(p.fd)))
+                    p.drained.set()
             reading = [(b, p) for b, p in ports if p.opened]
             ready, _, _ = select.select([p.fd for _, p in reading] + [self._usb_wake_r], [], [], _HOUSEKEEPING_S)
             read_all(self._usb_wake_r)
@@ -645,6 +661,7 @@ class VirtualRing:
         if port is None:
             return
         port.retired = True
+        port.drained.set()  # nobody drains a retired port: nobody waits for it
         with self._lock:
             self._retired.append(port)
         self._wake_usb()
