@@ -143,6 +143,23 @@ def test_the_link_says_disconnected_before_reconnected_when_a_writer_finds_the_l
     assert words == ["disconnected", "reconnected"]
 
 
+def _merger_with_a_tallied_board(n, board):
+    """A CausalMerger of n boards, the LinkTally of `board` (zeroed at its event 0), and a
+    function that gives an event of that board to both, as the harness does."""
+    from picoring.ring.merge import CausalMerger, LinkTally
+    from picoring.ring.hostlink import BoardEvent, Reply
+
+    tally, merger = LinkTally(), CausalMerger(n)
+    tally.zeroed(Reply(board, "zero", "0"))
+
+    def push(seq, t, ev, **kw):
+        e = BoardEvent(board, seq, 0, ev, **kw)
+        tally.event(e)
+        merger.push(board, t, e)
+
+    return tally, merger, push
+
+
 def test_after_a_usb_outage_the_links_pair_by_counts_again():
     # Board 2's USB link was down: its send of a token went nowhere. The link it sends on
     # (2 -> 0) used to be paired by clock estimates for the rest of the run, and under load
@@ -150,18 +167,9 @@ def test_after_a_usb_outage_the_links_pair_by_counts_again():
     # strictly increasing"). The board's tx_frames says how many frames it sent; the host
     # counted the send events it saw since !zero: the difference went nowhere, and the link
     # pairs by counts again.
-    from picoring.ring.merge import CausalMerger, LinkTally
-    from picoring.ring.hostlink import BoardEvent, Reply
+    from picoring.ring.hostlink import BoardEvent
 
-    tally = LinkTally()
-    merger = CausalMerger(3)
-
-    def board2(seq, t, ev, **kw):
-        e = BoardEvent(2, seq, 0, ev, **kw)
-        tally.event(e)
-        merger.push(2, t, e)
-
-    tally.zeroed(Reply(2, "zero", "0"))
+    tally, merger, board2 = _merger_with_a_tallied_board(3, 2)
     board2(0, 100, "send", link=2, kind="token")
     merger.push(0, 110, BoardEvent(0, 0, 0, "recv", link=2, kind="token"))
     merger.hold(2)  # its link went away
@@ -191,18 +199,9 @@ def test_frames_lost_in_an_outage_count_where_the_board_made_them():
     # still queued (held): board 0's receives then paired with the credited sends and ran ahead
     # of board 2's earlier entry and send. A board's lost frames were made after the events of
     # it that came before its status (eseq) and before the ones after it: counted there.
-    from picoring.ring.merge import CausalMerger, LinkTally
-    from picoring.ring.hostlink import BoardEvent, Reply
+    from picoring.ring.hostlink import BoardEvent
 
-    tally = LinkTally()
-    merger = CausalMerger(3)
-
-    def board2(seq, t, ev, **kw):
-        e = BoardEvent(2, seq, 0, ev, **kw)
-        tally.event(e)
-        merger.push(2, t, e)
-
-    tally.zeroed(Reply(2, "zero", "0"))
+    tally, merger, board2 = _merger_with_a_tallied_board(3, 2)
     # its clock estimate puts its events 100 us late
     board2(0, 200, "enter", payload={"seq": 5})
     board2(1, 210, "exit")
