@@ -430,4 +430,6 @@ def test_an_unplug_amid_busy_traffic_orders_every_receive_after_its_send(capsys)
     why = (report["violations"], report["run_conditions"], report.get("audit"))
     assert report["safety_violations"] == 0 and status == 0 and report["ok"], why
     assert report["causal_forced"] == 0, report["run_conditions"]
-    assert [c["kind"] for c in report["run_conditions"]] in ([], ["usb_outage"]), report["run_conditions"]
+    # (a loaded machine may add an explained "slow": the host fell behind; never "order")
+    kinds = [c["kind"] for c in report["run_conditions"]]
+    assert "order" not in kinds and all(c["explained"] for c in report["run_conditions"]), report["run_conditions"]
