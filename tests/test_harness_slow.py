@@ -866,3 +866,45 @@ def test_a_hello_that_went_nowhere_is_asked_for_once_the_board_runs():
     with _talking(port) as link:
         t, hello = link.wait_hello(timeout=10.0)
     assert hello.fields["inc"] == 9 and port.written == [b"!ver\n"]
+
+
+def test_a_write_held_up_while_the_serial_ports_stood_still_is_waited_for(monkeypatch):
+    # A loaded suite run failed "write failed: Write timeout" to a virtual board: pyserial's
+    # write timeout is wall time, and the machine had held the board's USB reader up. The
+    # write now waits in time in which the serial ports delivered (ttystall): here the other
+    # end reads nothing for 1 s, all of it stalled, and a 0.3 s write timeout still takes it.
+    import os
+    import threading
+
+    from picoring import ttystall
+    from picoring.ring import link as link_mod
+
+    master, slave = os.openpty()
+    path = os.ttyname(slave)
+    monkeypatch.setattr(link_mod, "WRITE_TIMEOUT_S", 0.3)
+    data = b"x" * 200_000  # far more than a pty holds: the write waits for the reader
+    got = bytearray()
+
+    def read_later():
+        time.sleep(1.0)
+        while len(got) < len(data):
+            got.extend(os.read(master, 65536))
+
+    reader = threading.Thread(target=read_later, daemon=True)
+    link = BoardLink(0, path, queue.Queue(), 2).open()
+    try:
+        t0 = time.monotonic()
+        monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.0))
+        reader.start()
+        link.write(data)
+        reader.join(10)
+        assert bytes(got) == data
+        # and a port that takes nothing still fails, saying so
+        t0 = time.monotonic()
+        monkeypatch.setattr(ttystall, "stalled", lambda: 0.0)
+        with pytest.raises(HarnessError, match=r"write failed: Write timeout: \d+ of 200000 bytes not taken in 0\.3 s"):
+            link.write(data)
+    finally:
+        link.close()
+        os.close(master)
+        os.close(slave)
