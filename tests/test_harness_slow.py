@@ -872,8 +872,11 @@ def test_a_write_held_up_while_the_serial_ports_stood_still_is_waited_for(monkey
     # A loaded suite run failed "write failed: Write timeout" to a virtual board: pyserial's
     # write timeout is wall time, and the machine had held the board's USB reader up. The
     # write now waits in time in which the serial ports delivered (ttystall): here the other
-    # end reads nothing for 1 s, all of it stalled, and a 0.3 s write timeout still takes it.
+    # end reads nothing for 1 s and the clock counts all of it as stalled until the reader has
+    # read everything (so that a loaded machine cannot make the test late), and a 0.3 s write
+    # timeout still takes it. (Before: "Write timeout" after 0.3 s.)
     import os
+    import select
     import threading
 
     from picoring import ttystall
@@ -882,29 +885,32 @@ def test_a_write_held_up_while_the_serial_ports_stood_still_is_waited_for(monkey
     master, slave = os.openpty()
     path = os.ttyname(slave)
     monkeypatch.setattr(link_mod, "WRITE_TIMEOUT_S", 0.3)
-    data = b"x" * 200_000  # far more than a pty holds: the write waits for the reader
+    data = b"x" * 64_000  # more than a pty holds: the write waits for the reader
     got = bytearray()
+    done, stop = threading.Event(), threading.Event()
+    t0 = time.monotonic()
+    monkeypatch.setattr(ttystall, "stalled", lambda: time.monotonic() - t0 if not done.is_set() else 0.0)
 
     def read_later():
         time.sleep(1.0)
-        while len(got) < len(data):
-            got.extend(os.read(master, 65536))
+        while len(got) < len(data) and not stop.is_set():
+            if select.select([master], [], [], 0.1)[0]:
+                got.extend(os.read(master, 65536))
+        done.set()
 
     reader = threading.Thread(target=read_later, daemon=True)
     link = BoardLink(0, path, queue.Queue(), 2).open()
     try:
-        t0 = time.monotonic()
-        monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.0))
         reader.start()
         link.write(data)
-        reader.join(10)
+        reader.join(30)
         assert bytes(got) == data
-        # and a port that takes nothing still fails, saying so
-        t0 = time.monotonic()
-        monkeypatch.setattr(ttystall, "stalled", lambda: 0.0)
-        with pytest.raises(HarnessError, match=r"write failed: Write timeout: \d+ of 200000 bytes not taken in 0\.3 s"):
+        # and a port that takes nothing still fails, saying so (nothing stalled now)
+        with pytest.raises(HarnessError, match=r"write failed: Write timeout: \d+ of 64000 bytes not taken in 0\.3 s"):
             link.write(data)
     finally:
+        stop.set()
+        reader.join(5)
         link.close()
         os.close(master)
         os.close(slave)
