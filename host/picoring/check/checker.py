@@ -110,7 +110,10 @@ class Checker:
         # about["messages"]["request"]["search"]: the requester and its request's number as
         # expressions in w, the payload's first word, the trace's "seq").
         request = (registry.about(protocol).get("messages") or {}).get("request") if isinstance(protocol, str) else None
-        self._search = request if isinstance(request, dict) and request.get("search") else None
+        search = request.get("search") if isinstance(request, dict) else None
+        # (kind, requester, number): the two expressions compiled once, not at every message
+        self._search = None if not search else (request["kind"], compile(search["requester"], "<descriptor>", "eval"),
+                                                compile(search["number"], "<descriptor>", "eval"))
         self._forwards = {}  # requester -> [its request's number, forwards so far]
         self.max_forwards = 0
         self.bound_forwards = registry.bound(protocol, "forwards_per_request", n)
@@ -201,7 +204,8 @@ class Checker:
                 if not (event.payload or {}).get("fwd"):
                     self.msg_logical += 1
                     if self._search is not None:
-                        self._searched(event.payload)
+                        p = event.payload or {}
+                        self.message_sent(p.get("src"), p.get("mkind"), p.get("seq"))
             else:
                 self.recovery_msgs[kind] = self.recovery_msgs.get(kind, 0) + 1
                 if kind == "again":
@@ -272,19 +276,17 @@ class Checker:
         return self._search is not None
 
     def message_sent(self, src, mkind, first_word):
-        self._searched({"mkind": mkind, "src": src, "seq": first_word})
-
-    def _searched(self, payload):
-        """A new message (not a frame passed on): a search message of a pending request's, sent
-        by its requester (the first: rule 5) or on by another node (a forward: rule 6)."""
-        if payload.get("mkind") != self._search["kind"] or not isinstance(payload.get("seq"), int):
+        """A new message (not a frame passed on; first_word: its payload's, the trace's "seq"):
+        a search message of a pending request's, sent by its requester (the first: rule 5) or
+        on by another node (a forward: rule 6)."""
+        kind, requester, number_of = self._search
+        if mkind != kind or not isinstance(first_word, int):
             return
-        names = {"w": payload["seq"]}
-        search = self._search["search"]
-        z = registry.evaluate(search["requester"], self.n, names)
-        number = registry.evaluate(search["number"], self.n, names)
+        names = {"w": first_word}
+        z = registry.evaluate(requester, self.n, names)
+        number = registry.evaluate(number_of, self.n, names)
         f = self._forwards.get(z)
-        if payload.get("src") == z:
+        if src == z:
             if z in self.pending and (f is None or f[0] != number):
                 self._forwards[z] = [number, 0]
         elif f is not None and f[0] == number:

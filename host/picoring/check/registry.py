@@ -69,7 +69,8 @@ def horizon(protocol, n):
 
 
 def evaluate(expr, n, names=None):
-    """A descriptor's expression at ring size n, with names (e.g. w: a payload's first word)."""
+    """A descriptor's expression (its text, or compiled) at ring size n, with names (e.g. w: a
+    payload's first word)."""
     return _fw.bound(expr, n, names)
 
 
