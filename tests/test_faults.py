@@ -433,3 +433,63 @@ def test_an_unplug_amid_busy_traffic_orders_every_receive_after_its_send(capsys)
     # (a loaded machine may add an explained "slow": the host fell behind; never "order")
     kinds = [c["kind"] for c in report["run_conditions"]]
     assert "order" not in kinds and all(c["explained"] for c in report["run_conditions"]), report["run_conditions"]
+
+
+def test_a_run_given_up_does_not_count_requests_it_never_sent_as_sent(capsys, monkeypatch):
+    # A loaded suite run failed "134 requests were sent to the boards and no req event came back
+    # for them": a run that stops early (given up, stalled) has requests queued at the host behind
+    # their board's outstanding one, which were never written to any board. Here board 1 is frozen
+    # (SIGSTOP: the machine starved it) a moment into the run, so its requests queue up behind the
+    # one it never took, and the run is given up; it is let go once the run has stopped.
+    import io
+    import os
+    import signal
+    import threading
+
+    from picoring.ring import harness
+    from picoring.virtual import boards as vboards
+
+    frozen = []
+    real_run = harness.RingRun.run
+
+    def run_with_board_1_frozen(self):
+        ring = next(r for r in list(vboards._live_rings) if r.running())
+
+        def freeze_then_thaw():
+            time.sleep(0.3)
+            pid = ring.boards[1].proc.pid
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+            while not self.host_lagged and not self.stalled:
+                time.sleep(0.05)
+            os.kill(pid, signal.SIGCONT)
+
+        thaw = threading.Thread(target=freeze_then_thaw, daemon=True)
+        thaw.start()
+        try:
+            return real_run(self)
+        finally:
+            if frozen and not self.host_lagged and not self.stalled:
+                os.kill(frozen[0], signal.SIGCONT)  # (the run ended another way: never left stopped)
+            thaw.join(5)
+
+    monkeypatch.setattr(harness.RingRun, "run", run_with_board_1_frozen)
+    status, report, err, _ = run_json(capsys, "run", "--virtual", "3", "-p", "d", "-w", "poisson", "-k", "300",
+                                      "--rate", "0.5", "--seed", "1", "--stall-timeout", "0.5")
+    assert report is not None, err
+    assert frozen and status == 1 and not report["ok"]
+    assert report["stop_reason"].startswith(("given up", "the ring stalled")), report["stop_reason"]
+    # Written to a board and never taken: at most the one outstanding request per board.
+    gone = [v for v in report["violations"] if v["message"].endswith("(not taken, or their events were lost)")]
+    sent_untaken = int(gone[0]["message"].split()[0]) if gone else 0
+    assert sent_untaken <= 3, gone
+    assert report["queued_at_host"] >= 2, report["queued_at_host"]
+    from rich.console import Console
+
+    from picoring.check.report import print_report
+
+    console = Console(record=True, width=140, file=io.StringIO())
+    print_report(report, console)
+    assert "requests never sent (queued at the host when the run stopped)" in console.export_text()
+    assert (report["requests"] + report["queued_at_host"] + sent_untaken + sum(report["failed"].values())
+            == report["issued"]), report

@@ -56,6 +56,8 @@ def print_report(report, console=None):
     failed = report.get("failed") or {}
     if failed:
         table.add_row("requests failed", ", ".join("%d %s" % (k, r) for r, k in sorted(failed.items())), "")
+    if report.get("queued_at_host"):  # the run stopped early: these never left the host
+        table.add_row("requests never sent (queued at the host when the run stopped)", str(report["queued_at_host"]), "")
     if report.get("quiescent") is not None:
         table.add_row("quiescent at the end", "yes" if report["quiescent"] else "NO", "yes")
     if "idle_messages" in report:

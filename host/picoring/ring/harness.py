@@ -113,6 +113,7 @@ class RingRun:
         self.send_lseq = [0] * self.n  # per board: the link sequence byte of its next send (_number_send)
         self.unsent = {}  # reason -> requests that never left the host
         self.outstanding = [0] * self.n  # per board: requests injected, not yet through (run())
+        self.deferred = [0] * self.n  # per board: requests due, held at the host behind an outstanding one (run())
         self.link_events = []  # USB link lost / back, board restarted: {"t", "board", "what", "text"}
         self.restart_timeout_s = 15.0  # per board's !hello, and for the ring to form: on a real Pico
         self.slowness = 1.0  # measured in connect(): wall time per board time, at least 1
@@ -213,7 +214,7 @@ class RingRun:
                                                                      self.stall_timeout_us))
         rests = registry.rests(self.protocol)
         outstanding = self.outstanding = [0] * n  # injected and not yet through its critical section
-        deferred = [0] * n
+        deferred = self.deferred = [0] * n
         sends = recvs = 0
         by_msg = False  # protocol-layer messages seen: the token balance below cannot tell the holder
         holder = registry.first_holder(self.protocol)  # the board that last received the token (S: the one just behind it)

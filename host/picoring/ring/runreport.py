@@ -37,7 +37,11 @@ def run_report(run, quiescent, reason):
     # while it was restarting. Reported failed, never silently dropped.
     for why, k in run.unsent.items():
         report["failed"][why] = report["failed"].get(why, 0) + k
-    vanished = run.workload.issued - report["requests"] - sum(run.unsent.values())
+    # Requests the workload handed out that waited at the host behind their board's outstanding
+    # one when the run stopped (a stall, a run given up): never sent, so not vanished either.
+    queued = sum(run.deferred)
+    report["queued_at_host"] = queued
+    vanished = run.workload.issued - report["requests"] - sum(run.unsent.values()) - queued
     if vanished > 0:
         if any(run.restarts) or run.unseen_in_outage:
             why = UNSEEN_IN_OUTAGE if run.unseen_in_outage else "sent while its board restarted, never taken"
