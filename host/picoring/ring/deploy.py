@@ -185,8 +185,10 @@ def _run_watched(cmd, quiet_timeout):
                 proc.wait()
                 timed_out = True
                 break
-    for t in pumps:
+    for t, stream in zip(pumps, (proc.stdout, proc.stderr)):
         t.join(5.0)
+        if not t.is_alive():  # (one still reading keeps its pipe: closing it under a read is unsafe)
+            stream.close()
     return types.SimpleNamespace(returncode=proc.returncode, stdout=bytes(out), stderr=bytes(err),
                                  timed_out=timed_out, progress_s=heard[0] - start, not_counted=quiet.not_counted())
 
