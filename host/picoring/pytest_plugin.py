@@ -127,6 +127,13 @@ def pytest_runtest_setup(item):
     item.config._picoring_traffic.begin()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    ring = getattr(item, "funcargs", {}).get("ring")
+    if isinstance(ring, Ring):
+        ring.rest()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A failed setup or call shows every board's traffic; teardown saves it to files."""
@@ -189,6 +196,39 @@ class Ring:
                                              tap=self.tap())
             self.flashed = want
         return self.flash_results
+
+    def rest(self):
+        """Stop the boards' firmware when its token never rests (S, BinarySearch, the wandering
+        token): left running, it keeps the boards busy for the rest of the session, and a virtual
+        ring's relay thread, in the tests' own process, with them (a BinarySearch ring flashed by
+        one test moved its token through every later test of a suite run, 13% of a core at 115200
+        baud). Each board waits at its REPL; the next run restarts it (RingRun.restart_ring)."""
+        from .check import registry
+        from .ring import flash
+        from .ring.hostlink import CTRL_C
+        from .ring.link import HarnessError
+        from .ring.ports import PortError
+
+        if self.flashed is None or registry.rests(self.flashed[0]):
+            return
+        links = []
+        try:
+            for i, target in enumerate(self.targets):
+                try:
+                    links.append(flash.open_link(i, target))
+                except PortError:
+                    continue  # a board whose port is gone: the next test that needs it says so
+            for link in links:
+                before = link.parser.prompts
+                link.write(CTRL_C)
+                try:
+                    # until it says so (a fresh prompt: it was at its REPL already)
+                    link.wait_reply("stopped", done=lambda: link.parser.prompts > before)
+                except HarnessError:
+                    pass  # still running: the next run stops it (restart_ring) all the same
+        finally:
+            for link in links:
+                link.close()
 
     def resetter_for(self, ports):
         by_port = {t.port: t for t in self.targets}
