@@ -14,7 +14,7 @@ from picoring.cli.main import main
 from picoring.check.report import link_lines
 from picoring.virtual.wire import FaultPlan, Wire
 
-from conftest import FIRMWARE
+from conftest import FIRMWARE, why_not_ok
 
 sys.path.insert(0, str(FIRMWARE))
 import frame  # noqa: E402
@@ -435,45 +435,69 @@ def test_an_unplug_amid_busy_traffic_orders_every_receive_after_its_send(capsys)
     assert "order" not in kinds and all(c["explained"] for c in report["run_conditions"]), report["run_conditions"]
 
 
-def test_a_run_given_up_does_not_count_requests_it_never_sent_as_sent(capsys, monkeypatch):
-    # A loaded suite run failed "134 requests were sent to the boards and no req event came back
-    # for them": a run that stops early (given up, stalled) has requests queued at the host behind
-    # their board's outstanding one, which were never written to any board. Here board 1 is frozen
-    # (SIGSTOP: the machine starved it) a moment into the run, so its requests queue up behind the
-    # one it never took, and the run is given up; it is let go once the run has stopped.
-    import io
+def _board_frozen_in_run(monkeypatch, board, thaw_when, stood_still=False):
+    """Board `board` of the next `picoring run --virtual` is frozen (SIGSTOP: the machine starved
+    it) 0.3 s into the run, and let go once thaw_when(run) is true, or when the run ends.
+    stood_still: meanwhile the serial ports deliver nothing (ttystall), as in a workqueue lockup.
+    Returns a list that holds the board's pid once it is frozen."""
     import os
     import signal
     import threading
 
+    from picoring import ttystall
     from picoring.ring import harness
     from picoring.virtual import boards as vboards
 
     frozen = []
+    span = [None, None]  # when the freeze began and ended (monotonic)
     real_run = harness.RingRun.run
+    real_stalled = ttystall.stalled
 
-    def run_with_board_1_frozen(self):
+    def stalled():
+        begun, ended = span
+        if begun is None:
+            return real_stalled()
+        return real_stalled() + (ended if ended is not None else time.monotonic()) - begun
+
+    if stood_still:
+        monkeypatch.setattr(ttystall, "stalled", stalled)
+
+    def run_with_a_board_frozen(self):
         ring = next(r for r in list(vboards._live_rings) if r.running())
 
         def freeze_then_thaw():
             time.sleep(0.3)
-            pid = ring.boards[1].proc.pid
+            pid = ring.boards[board].proc.pid
             os.kill(pid, signal.SIGSTOP)
+            span[0] = time.monotonic()
             frozen.append(pid)
-            while not self.host_lagged and not self.stalled:
+            while not thaw_when(self) and not done.is_set():
                 time.sleep(0.05)
+            span[1] = time.monotonic()
             os.kill(pid, signal.SIGCONT)
 
+        done = threading.Event()
         thaw = threading.Thread(target=freeze_then_thaw, daemon=True)
         thaw.start()
         try:
             return real_run(self)
         finally:
-            if frozen and not self.host_lagged and not self.stalled:
-                os.kill(frozen[0], signal.SIGCONT)  # (the run ended another way: never left stopped)
+            done.set()  # (never left stopped)
             thaw.join(5)
 
-    monkeypatch.setattr(harness.RingRun, "run", run_with_board_1_frozen)
+    monkeypatch.setattr(harness.RingRun, "run", run_with_a_board_frozen)
+    return frozen
+
+
+def test_a_run_given_up_does_not_count_requests_it_never_sent_as_sent(capsys, monkeypatch):
+    # A loaded suite run failed "134 requests were sent to the boards and no req event came back
+    # for them": a run that stops early (given up, stalled) has requests queued at the host behind
+    # their board's outstanding one, which were never written to any board. Here board 1 is frozen
+    # a moment into the run, so its requests queue up behind the one it never took, and the run
+    # is given up.
+    import io
+
+    frozen = _board_frozen_in_run(monkeypatch, 1, lambda run: run.host_lagged or run.stalled)
     status, report, err, _ = run_json(capsys, "run", "--virtual", "3", "-p", "d", "-w", "poisson", "-k", "300",
                                       "--rate", "0.5", "--seed", "1", "--stall-timeout", "0.5")
     assert report is not None, err
@@ -493,3 +517,31 @@ def test_a_run_given_up_does_not_count_requests_it_never_sent_as_sent(capsys, mo
     assert "requests never sent (queued at the host when the run stopped)" in console.export_text()
     assert (report["requests"] + report["queued_at_host"] + sent_untaken + sum(report["failed"].values())
             == report["issued"]), report
+
+
+def test_a_run_waits_out_serial_ports_that_stood_still(capsys, monkeypatch):
+    # The same loaded suite run: the kernel logged a workqueue lockup of 89 s at the time of the
+    # failed test, in which the ptys delivered nothing. No request reached a board, no ping was
+    # answered, and after 12 stall limits of wall time the run was given up. Here board 1 is
+    # frozen for longer than that while the ports stand still (ttystall): the run waits, and
+    # when the ports deliver again it goes on and serves every request.
+    from picoring.ring import harness
+
+    # (a stall limit of 2 s, longer than a ping's grace: the frozen board's unanswered ping stops
+    # the stall clock before it runs out; the give-up span 3 stall limits, 6 s)
+    monkeypatch.setattr(harness, "FROZEN_LIMIT", 3)
+    limit = harness.FROZEN_LIMIT * 2.0
+    t0 = []
+
+    def thaw_after_the_limit(run):
+        if not t0:
+            t0.append(time.monotonic())
+        return time.monotonic() - t0[0] > limit + 2.0
+
+    frozen = _board_frozen_in_run(monkeypatch, 1, thaw_after_the_limit, stood_still=True)
+    status, report, err, took = run_json(capsys, "run", "--virtual", "3", "-p", "d", "-w", "poisson", "-k", "300",
+                                         "--rate", "0.5", "--seed", "1", "--stall-timeout", "2")
+    assert report is not None, err
+    assert frozen and took > limit + 2.0
+    assert report["served"] == 300 and status == 0 and report["ok"], why_not_ok(report)
+    assert report["stop_reason"] == "done" and report["queued_at_host"] == 0

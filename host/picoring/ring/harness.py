@@ -32,6 +32,7 @@ sample of the new incarnation before they are placed.
 import queue
 import time
 
+from .. import ttystall
 from ..check import registry
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
@@ -47,7 +48,8 @@ from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, run_report
 # and one pass of the run loop adds at most STALL_STEP_S.
 STALL_STEP_S = 0.05
 PING_GIVE_UP_S = 30.0  # a ping round unanswered this long is forgotten (its answer was lost)
-FROZEN_LIMIT = 12  # a run with no progress for this many stall limits of wall time is given up
+FROZEN_LIMIT = 12  # a run with no progress for this many stall limits is given up (time the serial ports delivered)
+WALL_LIMIT = 5  # ... or for WALL_LIMIT times that of wall time, however long the ports stood still
 HOLD_LIMIT_US = 30_000_000  # a board whose link counts the merger awaits (CausalMerger.hold) this long: unpaired
 
 # The frames whose start-up history pairs the links (module doc). A ring forms by claim
@@ -232,6 +234,7 @@ class RingRun:
         reason = "done"
         was_busy = False
         last_progress = t0
+        ports_stood_still = ttystall.stalled()  # at last_progress (ttystall: the serial ports delivered nothing)
         # The stall clock: time without progress while the host loop ran and the boards answered
         # their pings, so that a machine too busy to run the ring (or the host) is not taken for
         # a ring that stalled. pending_pings: ping round -> (sent at, boards still to answer).
@@ -408,6 +411,7 @@ class RingRun:
                         self.notices.append("%s: refused a host line: %s" % (self.ports[b], e.aux))
                     if e.ev in ("enter", "exit"):
                         last_progress = now
+                        ports_stood_still = ttystall.stalled()
                     if e.ev in MERGED_EVENTS:
                         last_event = now
                         self._place(b, t_rx, e)
@@ -450,6 +454,7 @@ class RingRun:
                 busy = any(outstanding) or any(deferred)
                 if busy and not was_busy:
                     last_progress = now
+                    ports_stood_still = ttystall.stalled()
                     stalled_us = 0
                 was_busy = busy
                 raw = now - last_pass
@@ -464,13 +469,20 @@ class RingRun:
                 elif busy:
                     stalled_us += step
                 stall_limit = max(stall_us, 3 * longest_timeout * slow)
-                if busy and stalled_us <= stall_limit and now - last_progress > FROZEN_LIMIT * stall_limit:
+                # Time in which the serial ports stood still is not counted: the kernel's tty
+                # worker stopped for 89 s under a loaded suite run (a workqueue lockup), nothing
+                # reached the boards, and a fine run was given up ("the machine too busy"). A
+                # machine whose ports never deliver again is given up on by the wall clock.
+                still_us = int((ttystall.stalled() - ports_stood_still) * 1e6)
+                waited = now - last_progress
+                if busy and stalled_us <= stall_limit and (waited - still_us > FROZEN_LIMIT * stall_limit
+                                                           or waited > WALL_LIMIT * FROZEN_LIMIT * stall_limit):
                     # The boards answered too seldom for the stall clock to run out: not a verdict
                     # on the ring, a machine that cannot run it. A condition of the run.
                     self.host_lagged.append(
                         "the run was given up: no critical section entered or left for %.1f s, in which the boards "
-                        "answered their pings for only %.1f s (a machine too busy to run the ring)"
-                        % ((now - last_progress) / 1e6, stalled_us / 1e6))
+                        "answered their pings for only %.1f s (a machine too busy to run the ring)%s"
+                        % (waited / 1e6, stalled_us / 1e6, ttystall.not_counted(still_us / 1e6)))
                     reason = "given up: the machine was too busy to run the ring"
                     break
                 # Recovery may legitimately take a few of the boards' current timeouts.
