@@ -4,6 +4,7 @@ soft checker, the paper's claims at small scale in the simulator, the node loop 
 `picoring figures wt` with small parameters."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -292,3 +293,29 @@ def test_on_a_ring_of_boards_the_checker_measures_it_from_the_trace(ring, tmp_pa
     soft = report["soft"]
     assert report["served"] == k and soft["exclusion"] == "soft" and soft["time"] > 0
     assert soft["intervals"]["count"] >= k - n and soft["intervals"]["p50"] >= 1.5 * op_ms * n * 1000
+
+
+def test_sim_drops_frames_at_a_chosen_rate_and_the_wandering_token_recovers(capsys):
+    # Issue 16 item 4: token loss injected at a chosen rate, in the simulator as on the boards
+    # (--faults drop=P). Each lost token frame is a token lost (the soft measures count it), and
+    # the timers make a new one: every request is still served.
+    from picoring.cli.main import main
+
+    def sim(*argv):
+        status = main(["sim", "--json", *argv])
+        out, err = capsys.readouterr()
+        return status, (json.loads(out) if out.strip() else None), err
+
+    status, r, _ = sim("-p", "wt", "-n", "8", "-w", "periodic", "-k", "200", "--drop", "0.01", "--seed", "3")
+    assert status == 0 and r["ok"] and r["served"] == 200
+    assert r["drop"] == 0.01 and r["tokens_dropped"] == r["frames_dropped"] >= 5
+    assert r["soft"]["tokens_lost"] == r["tokens_dropped"] and r["recovery"]["regenerations"] > 0
+    assert sim("-p", "wt", "-n", "8", "-w", "periodic", "-k", "200", "--drop", "0.01", "--seed", "3")[1] == r
+    _, clean, _ = sim("-p", "wt", "-n", "8", "-w", "periodic", "-k", "200", "--seed", "3")
+    assert "frames_dropped" not in clean and clean["soft"]["tokens_lost"] == 0
+    # a protocol without recovery stalls, and says so; S, Q and D send frames, not layer messages
+    status, r, _ = sim("-p", "bs", "-n", "8", "-k", "50", "--drop", "0.05", "--schedule-out", os.devnull)
+    assert status == 1 and r["frames_dropped"] >= 1 and r["served"] < 50 and r["violations"][0]["kind"] == "liveness"
+    status, _, err = sim("-p", "q", "--drop", "0.1")
+    assert status == 2 and "q sends no messages of the protocol layer" in err and "--faults drop=P" in err
+    assert sim("-p", "wt", "--drop", "1.5")[0] == 2

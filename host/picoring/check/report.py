@@ -56,6 +56,9 @@ def print_report(report, console=None):
     failed = report.get("failed") or {}
     if failed:
         table.add_row("requests failed", ", ".join("%d %s" % (k, r) for r, k in sorted(failed.items())), "")
+    if report.get("drop"):  # the simulator's injected losses (sim --drop)
+        table.add_row("hop frames dropped (tokens among them)", "%d (%d)" % (report["frames_dropped"], report["tokens_dropped"]),
+                      "p = %g" % report["drop"])
     if report.get("queued_at_host"):  # the run stopped early: these never left the host
         table.add_row("requests never sent (queued at the host when the run stopped)", str(report["queued_at_host"]), "")
     if report.get("quiescent") is not None:

@@ -27,6 +27,10 @@ def argparse_sim(sub):
     p.add_argument("--period", type=int, help="burst: hop times between bursts")
     p.add_argument("--idle-horizon", type=int,
                    help="S only: keep running this long after the last service (default 4n)")
+    p.add_argument("--drop", type=float, default=0.0, metavar="P",
+                   help="lose each hop frame of a message with probability P, seeded by --seed (protocols of the "
+                        "message layer: the wandering token recovers by its timers, the others stall, as on a ring "
+                        "without recovery; S, Q and D: run --virtual N --faults drop=P)")
     p.add_argument("--trace", metavar="FILE",
                    help="write every event as a JSON-lines trace to FILE (docs/trace-format.md), for check, report, "
                         "dash --replay, pandas, or -w file:FILE")
@@ -49,6 +53,8 @@ def do_sim(args):
         raise CommandError("--cs-time cannot be negative")
     if args.idle_horizon is not None and args.idle_horizon < 0:
         raise CommandError("--idle-horizon cannot be negative")
+    if not 0.0 <= args.drop <= 1.0:
+        raise CommandError("--drop is a probability: between 0 and 1, not %g" % args.drop)
     workload = workload_args(args, args.n, cs_time=args.cs_time)
     shown = progress_line.maybe(args, "sim %s n=%d" % (args.protocol.upper(), args.n), "requests", args.requests)
     progress = None
@@ -58,7 +64,7 @@ def do_sim(args):
     try:
         report = simulate(
             args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
-            trace=args.trace, idle_horizon=args.idle_horizon, progress=progress,
+            trace=args.trace, idle_horizon=args.idle_horizon, progress=progress, drop=args.drop,
         )
     finally:
         if shown is not None:

@@ -8,6 +8,7 @@ writer around it and turns the outcome into one report.
 import itertools
 import json
 import os
+import random
 from pathlib import Path
 
 from ..check import registry
@@ -49,15 +50,24 @@ class TraceTap:
 
 
 def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1, trace=None,
-             idle_horizon=None, rate=None, period=None, progress=None, listener=None):
+             idle_horizon=None, rate=None, period=None, progress=None, listener=None, drop=0.0):
     """Run one simulation; returns the checker's report with the run's details.
 
     workload is a name (see workload.make_workload) or a Workload object;
     trace a path or open file for the JSON-lines trace; listener an extra
-    callable that receives every Event (the dashboard, a test).
+    callable that receives every Event (the dashboard, a test); drop the probability
+    that a message's hop frame is lost on its wire (seeded by seed; protocols of the
+    message layer only: `run --virtual --faults drop=P` drops any frame on boards).
     """
     if cs_time < 0:
         raise ValueError("cs-time cannot be negative")
+    if not 0.0 <= drop <= 1.0:
+        raise ValueError("drop is a probability: between 0 and 1, not %r" % (drop,))
+    token_kind = _token_kind(protocol)
+    if drop and token_kind is False:
+        raise ValueError("drop: %s sends no messages of the protocol layer, whose frames the simulator can lose "
+                         "(on a ring of boards: run --virtual N --faults drop=P, with --regen-ms for recovery)"
+                         % protocol)
     nodes = [make_node(protocol, i, n) for i in range(n)]
     if isinstance(workload, str):
         wl = make_workload(workload, n, requests, seed=seed, cs_time=cs_time, rate=rate, period=period)
@@ -83,9 +93,24 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
     tracer = None
     if listeners:
         tracer = TraceTap(listeners[0] if len(listeners) == 1 else _fanout(listeners), n)
+    lose = None
+    dropped = {"frames": 0, "tokens": 0}
+    if drop:
+        rng = random.Random("picoring-sim-drop/%d" % seed)
+
+        def lose(t, node, dst, mkind):
+            if rng.random() >= drop:
+                return False
+            dropped["frames"] += 1
+            if mkind == token_kind:
+                dropped["tokens"] += 1
+                checker.lost(t, node)
+            return True
+
     try:
         try:
             out = simcore.run(nodes, wl, cs_time, checker, tracer=tracer, idle_horizon=idle_horizon, progress=progress,
+                              drop=lose,
                               holder=nodes[0].first,  # the protocol's holder option, 0 by default
                               quiesce_horizon=4 * h + 4 * cs_time + 8,
                               starve_horizon=starve if starve is not None else 8 * h * (cs_time + 1) + 16)
@@ -111,9 +136,23 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
     if not registry.rests(protocol):
         report["idle_horizon"] = idle_horizon
         report["idle_messages"] = checker.total - out["messages_when_idle"]
+    if drop:
+        report["drop"] = drop
+        report["frames_dropped"] = dropped["frames"]
+        report["tokens_dropped"] = dropped["tokens"]
     if out["quiescent"] is False:
         report["schedule"] = [{"t": t, "node": i} for t, i in out["schedule"]]
     return report
+
+
+def _token_kind(protocol):
+    """The message kind of the protocol's token (its descriptor's messages.token.kind); None if
+    its token is not one message kind; False when it sends no layer messages (S, Q, D: frames)."""
+    messages = registry.about(protocol).get("messages") or {}
+    if not any(isinstance(m, dict) for m in messages.values()):
+        return False
+    token = messages.get("token")
+    return token.get("kind") if isinstance(token, dict) else None
 
 
 def starve_horizon(protocol, n, cs_time):
