@@ -305,6 +305,31 @@ def test_the_explorer_n3_every_schedule_is_safe_and_serves_every_request():
     assert rep["livelock"]["by_design"]  # the token rotates for ever (rule 4)
     assert rep["overtaken"]["worst"] == 2  # one request per node: at most the two others
     assert rep["service_traffic_logical"]["worst"] == 9
+    # Lemma 6 per request, over every schedule (the token moving too): ceil(log2 3) - 1 forwards
+    assert rep["forwards_per_request"] == {"paper_bound": 2, "checked_bound": 1, "exact": True, "worst": 1,
+                                           "node": rep["forwards_per_request"]["node"],
+                                           "schedule": rep["forwards_per_request"]["schedule"], "within_checked": True}
+
+
+def test_the_explorer_shows_a_request_forwarded_more_often_than_a_claim_allows(monkeypatch):
+    # The same n = 3 graph held to a claim of no forward at all: the explorer finds the schedule
+    # in which a request's gimme is sent on once, and fails the checked bound with it.
+    import copy
+
+    from picoring.explore.search import explore, format_report
+
+    about = copy.deepcopy(proto_bs.NodeBS.about)
+    about["bounds"]["forwards_per_request"]["checked"] = "0"
+    monkeypatch.setattr(proto_bs.NodeBS, "about", about)
+    rep = explore("bs", 3, 1)
+    fw = rep["forwards_per_request"]
+    assert fw["worst"] == 1 and fw["within_checked"] is False and not rep["ok"]
+    assert "checked forwards-per-request bound" in rep["failures"]
+    # the schedule: node z's request, then another node sends z's gimme on
+    assert ("request %d" % fw["node"]) in fw["schedule"] and "kind=0 from=%d" % fw["node"] in " ".join(fw["schedule"])
+    text = format_report(rep)
+    assert "forwards of one request's search (Lemma 6): worst 1  (paper 2, checked 0)" in text
+    assert "reached by node %d" % fw["node"] in text
 
 
 # -- on a ring of boards (virtual by default; --ring-ports for Picos) -------------------------

@@ -109,11 +109,7 @@ class Checker:
         # message was sent on by another node, read from its payload (the descriptor's
         # about["messages"]["request"]["search"]: the requester and its request's number as
         # expressions in w, the payload's first word, the trace's "seq").
-        request = (registry.about(protocol).get("messages") or {}).get("request") if isinstance(protocol, str) else None
-        search = request.get("search") if isinstance(request, dict) else None
-        # (kind, requester, number): the two expressions compiled once, not at every message
-        self._search = None if not search else (request["kind"], compile(search["requester"], "<descriptor>", "eval"),
-                                                compile(search["number"], "<descriptor>", "eval"))
+        self._search = registry.search_of(registry.about(protocol)) if isinstance(protocol, str) else None
         self._forwards = {}  # requester -> [its request's number, forwards so far]
         self.max_forwards = 0
         self.bound_forwards = registry.bound(protocol, "forwards_per_request", n)

@@ -116,6 +116,19 @@ def message_roles(about):
     return roles
 
 
+def search_of(about):
+    """(kind, requester, number) of a protocol whose requests search for the token (BinarySearch's
+    gimme, Lemma 6): its request message's kind and about["messages"]["request"]["search"]'s two
+    expressions in w, the payload's first word, compiled; None for any other protocol.
+    Read by the checker and the explorer (each request's forwards)."""
+    request = (about.get("messages") or {}).get("request")
+    search = request.get("search") if isinstance(request, dict) else None
+    if not search:
+        return None
+    return (request["kind"], compile(search["requester"], "<descriptor>", "eval"),
+            compile(search["number"], "<descriptor>", "eval"))
+
+
 def where(protocol, name):
     """Where a bound comes from (the theorem or page), or None."""
     b = about(protocol).get("bounds", {}).get(name)

@@ -126,7 +126,7 @@ import time
 from array import array
 from collections import deque
 
-from ..check.registry import message_roles, with_options
+from ..check.registry import evaluate, message_roles, search_of, with_options
 from ..firmware import protocol as _fw
 from ..firmware.frame import MSG, MSG_HEAD
 from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN
@@ -170,12 +170,14 @@ _LOG_SHIFT = 4  # bits 4-5: logical messages sent
 _ENT_SHIFT = 6  # bits 6-11: node that entered its critical section + 1
 _REQ_SHIFT = 12  # bits 12-17: node that made a request + 1
 _T_SHIFT = 18  # bits 18-25: transition index within the state
-_SUCC_SHIFT = 26
+_FWD_SHIFT = 26  # bits 26-31: node whose search message (Lemma 6) another node sent on + 1
+_SUCC_SHIFT = 32
 # the weights a measure reads from an edge: (shift, mask)
 HOP_FRAMES = (0, _HOPS)
 LOGICAL = (_LOG_SHIFT, 0x3)
 DELIVERED = (_DELIV_SHIFT, 1)
 ENTERED = (_ENT_SHIFT, 0x3F)  # 1 for an edge on which a node entered its critical section
+FORWARDS = (_FWD_SHIFT, 0x3F)  # 1 for an edge on which another node sent the pending node's search on
 
 INF = 1 << 60
 
@@ -320,6 +322,8 @@ class Explorer:
         # in flight cannot be counted
         kinds = frozenset(k for k, role in message_roles(self.cls.about).items() if role == "token")
         self.token_kinds = kinds if kinds or not self.messages else None
+        # a protocol whose requests search for the token (BinarySearch): each request's forwards
+        self.search = search_of(self.cls.about)
 
     # -- nodes <-> tuples ----------------------------------------------------
     def _load(self, i, values):
@@ -443,6 +447,12 @@ class Explorer:
         if a & ENTER_CS and not node.in_cs:
             raise RuntimeError("node %d returned ENTER_CS but is not in its critical section" % i)
         w = (hops + len(sent)) | (len(sent) << _LOG_SHIFT)
+        if self.search is not None and a & SEND_MSG and sent[0][0] == self.search[0]:
+            p = sent[0][3]  # the payload's first word names the requester (the checker's reading)
+            word = p[0] | p[1] << 8 | p[2] << 16 | (p[3] & 0x3F) << 24 if len(p) >= 4 else 0
+            z = evaluate(self.search[1], self.n, {"w": word})
+            if z != i and 0 <= z < self.n:  # sent on by another node: a forward (rule 6)
+                w |= (z + 1) << _FWD_SHIFT
         r = (self._store(node), out + sent, w, i if a & ENTER_CS else -1)
         self._memo[key] = r
         return r
@@ -736,8 +746,11 @@ class Explorer:
                 wa = (e >> sha) & ma
                 wb = (e >> shb) & mb
                 ent = ((e >> _ENT_SHIFT) & 0x3F) - 1
+                fwd = -1
                 if sha == _ENT_SHIFT:
                     wa = 1 if wa else 0  # ENTERED: entries, not the node's number
+                elif sha == _FWD_SHIFT:
+                    fwd, wa = wa - 1, 0  # FORWARDS: counted for the node whose search it is (below)
                 if shb == _ENT_SHIFT:
                     wb = 1 if wb else 0
                 req = ((e >> _REQ_SHIFT) & 0x3F) - 1
@@ -754,7 +767,7 @@ class Explorer:
                             Lb[req][w] = wb
                             Pb[req][w] = -2 - ut
                 for p in pend:
-                    ca = La[p][v] + wa
+                    ca = La[p][v] + (wa if fwd < 0 else p == fwd)
                     cb = Lb[p][v] + wb
                     if ent == p:
                         if ca > best["a"]:

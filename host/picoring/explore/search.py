@@ -8,7 +8,7 @@ from collections import deque
 from fractions import Fraction
 
 from ..firmware.protocol import BROADCAST, ENTER_CS, REGISTRY, SEND_MSG, SEND_REQUEST, SEND_TOKEN, load
-from .model import (DELIVERED, ENTERED, HOP_FRAMES, INF, LOGICAL, Explorer, Msg, StateBudgetExceeded, _protocol_class,
+from .model import (DELIVERED, ENTERED, FORWARDS, HOP_FRAMES, INF, LOGICAL, Explorer, Msg, StateBudgetExceeded, _protocol_class,
                     _schedule_lines, message_buffer)
 
 # -- the whole analysis ------------------------------------------------------
@@ -163,6 +163,21 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         worst, w = ex.service_traffic(ENTERED, ENTERED)["a"]
         rep["overtaken"] = {"paper_bound": po, "worst": None if worst >= INF else max(worst - 1, 0),
                             "schedule": sched(w[2]) if w is not None and worst < INF else None}
+    if ex.search is not None:
+        # Lemma 6 per request (the checker's max_forwards_per_request): how often another node
+        # sent a pending request's search message on, up to its entry. With one request per
+        # node exact; with more, a gimme of a request already served counts for the next one
+        # too (the edge names the requester, not which of its requests): an upper bound.
+        worst, w = ex.service_traffic(FORWARDS, FORWARDS)["a"]
+        cb = registry.bound(base, "forwards_per_request", n) if base else None
+        fw = {"paper_bound": registry.bound(base, "forwards_per_request", n, "paper") if base else None,
+              "checked_bound": cb, "exact": requests_per_node <= 1,
+              "worst": None if worst >= INF else max(worst, 0)}
+        if w is not None and worst < INF:
+            fw["node"], fw["schedule"] = w[0], sched(w[2])
+        if cb is not None and fw["worst"] is not None:
+            fw["within_checked"] = fw["worst"] <= cb
+        rep["forwards_per_request"] = fw
     st = ex.service_traffic(HOP_FRAMES, DELIVERED)
     st["c"] = ex.service_traffic(LOGICAL, DELIVERED)["a"] if ex.messages else st["a"]
     for reading, key, (pb, cb) in (("a", "service_traffic_sent", (ps, bs)), ("b", "service_traffic_delivered", (ps, bs)),
@@ -201,6 +216,9 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         fails.append("checked messages-per-request bound")
     if rep["logical_per_request"].get("within_checked") is False:
         fails.append("checked logical-messages-per-request bound")
+    fw = rep.get("forwards_per_request") or {}
+    if fw.get("within_checked") is False and fw["exact"]:
+        fails.append("checked forwards-per-request bound")
     rep["failures"] = fails
     rep["ok"] = not fails
     return rep
@@ -391,5 +409,12 @@ def format_report(rep):
         d = rep["overtaken"]
         lines.append("  entries by other nodes while one request waits: worst %s  (paper %s)"
                      % ("unbounded" if d["worst"] is None else d["worst"], d["paper_bound"]))
+    if "forwards_per_request" in rep:
+        d = rep["forwards_per_request"]
+        lines.append("  forwards of one request's search (Lemma 6): worst %s%s  (paper %s, checked %s)"
+                     % ("unbounded" if d["worst"] is None else d["worst"], "" if d["exact"] else " (an upper bound)",
+                        d["paper_bound"], d["checked_bound"]))
+        if d.get("schedule") and d.get("within_checked") is False:
+            sched("reached by node %d" % d["node"], d["schedule"])
     lines.append("  verdict: %s" % ("ok" if rep["ok"] else "FAIL: " + ", ".join(rep["failures"])))
     return "\n".join(lines)
