@@ -445,10 +445,17 @@ def _board_frozen_in_run(monkeypatch, board, thaw_when, stood_still=False):
     import threading
 
     from picoring import ttystall
-    from picoring.ring import harness
-    from picoring.virtual import boards as vboards
+    from picoring.ring import deploy, harness
 
     frozen = []
+    rings = []  # the run's own ring (a suite's session ring may be running too)
+    real_start = deploy.start_virtual
+
+    def start_virtual(*args, **kwargs):
+        rings.append(real_start(*args, **kwargs))
+        return rings[-1]
+
+    monkeypatch.setattr(deploy, "start_virtual", start_virtual)
     span = [None, None]  # when the freeze began and ended (monotonic)
     real_run = harness.RingRun.run
     real_stalled = ttystall.stalled
@@ -463,7 +470,7 @@ def _board_frozen_in_run(monkeypatch, board, thaw_when, stood_still=False):
         monkeypatch.setattr(ttystall, "stalled", stalled)
 
     def run_with_a_board_frozen(self):
-        ring = next(r for r in list(vboards._live_rings) if r.running())
+        ring = rings[-1]
 
         def freeze_then_thaw():
             time.sleep(0.3)
