@@ -672,17 +672,19 @@ def test_a_board_at_its_repl_is_given_up_on_sooner_than_a_silent_one(monkeypatch
     # firmware's (a REPL's echo and prompt) is not running the firmware: REPLY_NOT_FIRMWARE_S.
     from picoring.ring import link as link_module
 
-    monkeypatch.setattr(link_module, "REPLY_TIMEOUT_S", 1.0)
     monkeypatch.setattr(link_module, "REPLY_NOT_FIRMWARE_S", 0.2)
     repl = [b"\r\n", b"SyntaxError: invalid syntax\r\n", b">>> \r\n"]  # one line every 0.1 s, from t=0
     waited = {}
-    for lines, limit, said in ((repl, 0.2, "it sent: "), ([], 1.0, "nothing readable")):
+    # (the REPL's board would be waited for 20 s as a silent one: far from its 0.2 s, so that a
+    # machine that starves the test's threads for seconds cannot blur the two)
+    for lines, silent_s, limit, said in ((repl, 20.0, 0.2, "it sent: "), ([], 1.0, 1.0, "nothing readable")):
+        monkeypatch.setattr(link_module, "REPLY_TIMEOUT_S", silent_s)
         with _talking(_TalkingPort(lines, 0.1)) as link, pytest.raises(HarnessError, match=said) as e:
             link.wait_reply("status")
         # (the wait as the link counts it, ttystall's: a stall of the machine's ttys is not in it)
         waited[limit] = float(re.search(r"within (\d+\.\d) s", str(e.value)).group(1))
         assert waited[limit] >= limit - 0.05
-    assert waited[0.2] < 1.0  # given up on before the silent board's limit
+    assert waited[0.2] < 10.0  # given up on by the not-firmware limit, not the silent board's 20 s
 
 
 def test_a_boot_banner_is_not_taken_for_a_board_without_the_firmware(monkeypatch):
