@@ -130,6 +130,7 @@ from ..check.registry import evaluate, message_roles, search_of, with_options
 from ..firmware import protocol as _fw
 from ..firmware.frame import MSG, MSG_HEAD
 from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN
+from ..sim.simcore import first_word
 
 REQ = -1  # a request frame in a link queue; a token frame is a tuple of its fields
 
@@ -448,9 +449,8 @@ class Explorer:
             raise RuntimeError("node %d returned ENTER_CS but is not in its critical section" % i)
         w = (hops + len(sent)) | (len(sent) << _LOG_SHIFT)
         if self.search is not None and a & SEND_MSG and sent[0][0] == self.search[0]:
-            p = sent[0][3]  # the payload's first word names the requester (the checker's reading)
-            word = p[0] | p[1] << 8 | p[2] << 16 | (p[3] & 0x3F) << 24 if len(p) >= 4 else 0
-            z = evaluate(self.search[1], self.n, {"w": word})
+            # the payload's first word names the requester (the checker's reading of it)
+            z = evaluate(self.search[1], self.n, {"w": first_word(sent[0][3])})
             if z != i and 0 <= z < self.n:  # sent on by another node: a forward (rule 6)
                 w |= (z + 1) << _FWD_SHIFT
         r = (self._store(node), out + sent, w, i if a & ENTER_CS else -1)
