@@ -63,8 +63,8 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
         raise ValueError("cs-time cannot be negative")
     if not 0.0 <= drop <= 1.0:
         raise ValueError("drop is a probability: between 0 and 1, not %r" % (drop,))
-    token_kind = _token_kind(protocol)
-    if drop and token_kind is False:
+    roles = registry.message_roles(registry.about(protocol))  # {message kind: "token" | "request"}
+    if drop and not roles:
         raise ValueError("drop: %s sends no messages of the protocol layer, whose frames the simulator can lose "
                          "(on a ring of boards: run --virtual N --faults drop=P, with --regen-ms for recovery)"
                          % protocol)
@@ -102,7 +102,7 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
             if rng.random() >= drop:
                 return False
             dropped["frames"] += 1
-            if mkind == token_kind:
+            if roles.get(mkind) == "token":
                 dropped["tokens"] += 1
                 checker.lost(t, node)
             return True
@@ -143,16 +143,6 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
     if out["quiescent"] is False:
         report["schedule"] = [{"t": t, "node": i} for t, i in out["schedule"]]
     return report
-
-
-def _token_kind(protocol):
-    """The message kind of the protocol's token (its descriptor's messages.token.kind); None if
-    its token is not one message kind; False when it sends no layer messages (S, Q, D: frames)."""
-    messages = registry.about(protocol).get("messages") or {}
-    if not any(isinstance(m, dict) for m in messages.values()):
-        return False
-    token = messages.get("token")
-    return token.get("kind") if isinstance(token, dict) else None
 
 
 def starve_horizon(protocol, n, cs_time):
