@@ -205,8 +205,7 @@ class Ring:
         baud). Each board waits at its REPL; the next run restarts it (RingRun.restart_ring)."""
         from .check import registry
         from .ring import flash
-        from .ring.hostlink import CTRL_C
-        from .ring.link import HarnessError
+        from .ring.link import HarnessError, stop_firmware
         from .ring.ports import PortError
 
         if self.flashed is None or registry.rests(self.flashed[0]):
@@ -218,14 +217,10 @@ class Ring:
                     links.append(flash.open_link(i, target))
                 except PortError:
                     continue  # a board whose port is gone: the next test that needs it says so
-            for link in links:
-                before = link.parser.prompts
-                link.write(CTRL_C)
-                try:
-                    # until it says so (a fresh prompt: it was at its REPL already)
-                    link.wait_reply("stopped", done=lambda: link.parser.prompts > before)
-                except HarnessError:
-                    pass  # still running: the next run stops it (restart_ring) all the same
+            try:
+                stop_firmware(links)
+            except HarnessError:
+                pass  # one still running: the next run stops it (restart_ring) all the same
         finally:
             for link in links:
                 link.close()

@@ -39,8 +39,9 @@ from ..check.trace import Event, TraceWriter, header
 from . import forming
 from . import resource as shared_resource
 from .deploy import start_order
-from .hostlink import CTRL_C, REQUEST, BoardEvent, Reply, encode_command
-from .link import REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness
+from .hostlink import REQUEST, BoardEvent, Reply, encode_command
+from .link import (REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness,
+                   stop_firmware)
 from .merge import CausalMerger, LinkTally, insert_credit, lost_credit
 from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, run_report
 
@@ -157,17 +158,12 @@ class RingRun:
         until the ring has formed: every board has joined (learnt the ring's
         epoch) and position 0, which starts last, has made the token by its
         claim (docs/recovery.md)."""
-        sent = now_us()
-        prompts = [link.parser.prompts for link in self.links]
-        for link in self.links:
-            link.write(CTRL_C)
-        for link, before in zip(self.links, prompts):
-            # No board starts before every board has stopped: a board's USB input can stand still
-            # for seconds on a loaded machine, and one still running answered the restarted
-            # boards' join rounds with the old ring's epoch; position 0 then made no token (the
-            # old one died with the old boards). A board at its REPL says no "!stopped": it
-            # prints a new prompt.
-            link.wait_reply("stopped", timeout, since=sent, done=lambda: link.parser.prompts > before)
+        # No board starts before every board has stopped: a board's USB input can stand still
+        # for seconds on a loaded machine, and one still running answered the restarted
+        # boards' join rounds with the old ring's epoch; position 0 then made no token (the
+        # old one died with the old boards). A board at its REPL says no "!stopped": it
+        # prints a new prompt.
+        stop_firmware(self.links, timeout)
         time.sleep(0.2)
         for i in start_order(self.n, self.protocol):
             link = self.links[i]

@@ -15,7 +15,7 @@ except ImportError:  # Windows: pyserial's own (wall-time) write timeout
     fcntl = None
 
 from .. import ttystall
-from .hostlink import REPL_REASONS, LineParser, Reply, TickUnwrapper, encode_command
+from .hostlink import CTRL_C, REPL_REASONS, LineParser, Reply, TickUnwrapper, encode_command
 from .ports import busy_message, is_lock_error
 
 try:
@@ -456,6 +456,18 @@ class BoardLink:
                 ser.close()
             except Exception:
                 pass
+
+
+def stop_firmware(links, timeout=None):
+    """Stop every board's firmware (Ctrl-C to all, then each says "!stopped"; a board already at
+    its REPL prints a fresh prompt instead): each then waits at its REPL. HarnessError if one
+    says neither within timeout (BoardLink.wait_reply's default)."""
+    sent = now_us()
+    prompts = [link.parser.prompts for link in links]
+    for link in links:
+        link.write(CTRL_C)
+    for link, before in zip(links, prompts):
+        link.wait_reply("stopped", timeout, since=sent, done=lambda: link.parser.prompts > before)
 
 
 def drain(q):
