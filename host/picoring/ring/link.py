@@ -162,6 +162,7 @@ class BoardLink:
         self._thread = None
         self._lock = threading.Lock()  # guards swapping self.serial against writers
         self.serial = None
+        self._write_fd = (None, None)  # (port, its fd if _write_all writes it): looked at once per port
         self.connected = False
         self.disconnects = 0
         self.reconnects = 0
@@ -272,8 +273,10 @@ class BoardLink:
                 self.bytes_dropped += len(data)
                 return
             try:
-                fd = getattr(ser, "fd", None)  # a local port (pyserial's posix Serial)
-                if fd is not None and fcntl is not None and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK:
+                if self._write_fd[0] is not ser:
+                    self._write_fd = (ser, _nonblocking_fd(ser))
+                fd = self._write_fd[1]
+                if fd is not None:
                     self._write_all(fd, data)
                     return
                 if ser.write_timeout is not None and ser.write_timeout < WRITE_TIMEOUT_S * self.slowness:
@@ -456,6 +459,15 @@ class BoardLink:
                 ser.close()
             except Exception:
                 pass
+
+
+def _nonblocking_fd(ser):
+    """The fd of a local port opened non-blocking (pyserial's posix Serial), which BoardLink
+    writes itself; None for any other port (RFC 2217, Windows: pyserial's own write)."""
+    fd = getattr(ser, "fd", None)
+    if fd is None or fcntl is None:
+        return None
+    return fd if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK else None
 
 
 def stop_firmware(links, timeout=None):
