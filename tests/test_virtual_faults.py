@@ -9,6 +9,7 @@ in "!status rx=...". Timeouts are generous for a loaded 2-core machine.
 import json
 import os
 import queue
+import select
 import time
 
 import pytest
@@ -178,6 +179,46 @@ def test_power_cycle_loses_the_tx_fifo_and_the_host_sees_hello_again(ring, monke
             if line.startswith(b"!status "):
                 break
     assert line.split()[1] == b"rx=%d" % w.bytes_out
+
+
+def test_a_host_that_flushes_late_in_its_open_still_gets_the_hello(ring, monkeypatch):
+    """pyserial's open() opens the pty, then sets it up, then flushes its input: what the ring
+    wrote to the port in between is thrown away by the host itself. Under load those steps once
+    took longer than the ring took to see the port open, and the held hello was flushed (the
+    host read "!tick 3" first). Here the flush comes 0.5 s after the open, every time."""
+    b0 = ring.boards[0]
+    monkeypatch.setattr(boards, "_POWER_ON_HOLD_S", 60.0)
+    ring.power_cycle(0)
+    b0.wait_output(b"!tick 2\n", TIMEOUT)
+    flush = serial.Serial._reset_input_buffer
+
+    def flush_late(port):
+        time.sleep(0.5)  # 25 of the ring's looks for a host opening the port
+        flush(port)
+
+    monkeypatch.setattr(serial.Serial, "_reset_input_buffer", flush_late)
+    with serial.Serial(b0.usb_path, timeout=0.2) as usb:
+        assert readline(usb) == b"!hello fw=t pos=0 n=2\n"
+        assert readline(usb) == b"!tick 1\n"
+
+
+def test_a_host_that_never_flushes_gets_the_hello_too(ring, monkeypatch):
+    """The wait for the host's flush is not for ever: a plain open (cat, a terminal) gets the
+    board's output after _HOST_FLUSH_WAIT_S."""
+    b0 = ring.boards[0]
+    monkeypatch.setattr(boards, "_POWER_ON_HOLD_S", 60.0)
+    ring.power_cycle(0)
+    b0.wait_output(b"!tick 2\n", TIMEOUT)
+    fd = os.open(b0.usb_path, os.O_RDWR | os.O_NOCTTY)
+    try:
+        got = b""
+        deadline = ttystall.Deadline(TIMEOUT)
+        while b"\n" not in got and not deadline.expired():
+            if select.select([fd], [], [], 0.1)[0]:
+                got += os.read(fd, 100)
+    finally:
+        os.close(fd)
+    assert got.startswith(b"!hello fw=t pos=0 n=2\n")
 
 
 def test_power_off_for_a_while(ring, monkeypatch):

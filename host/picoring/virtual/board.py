@@ -30,6 +30,7 @@ import os
 import select
 import shutil
 import subprocess
+import struct
 import sys
 import termios
 import threading
@@ -100,6 +101,8 @@ def _raw_pty():
     master, slave = os.openpty()
     tty.setraw(slave)
     os.set_blocking(master, False)
+    # Packet mode: a read of the master says when the host flushed its input (HostPort).
+    fcntl.ioctl(master, termios.TIOCPKT, struct.pack("i", 1))
     return master, slave
 
 
@@ -120,7 +123,13 @@ class HostPort:
     """The host's side of a board's USB link: a raw pty whose slave users open (usb_path links
     to it) and whose master the ring keeps. Only the ring's USB thread reads the master, and
     only it closes it (VirtualRing._retire): a read or poll of a pty can wait seconds for the
-    kernel's tty worker on a loaded machine, and no other thread must wait with it."""
+    kernel's tty worker on a loaded machine, and no other thread must wait with it.
+
+    The master is in packet mode (TIOCPKT; read it with read_host): each read is either what the
+    host wrote or a status byte, and the status says when the host flushed its input. pyserial
+    flushes it in open(), after the open itself: what the board said between the two would be
+    thrown away by the host, so the ring gives a host that opened the port nothing until it has
+    flushed (boards.py, _attach_host)."""
 
     def __init__(self):
         self.fd, slave = _raw_pty()
@@ -148,6 +157,29 @@ def host_has_it_open(master):
     return not (events and events[0][1] & select.POLLHUP)
 
 
+def read_host(fd):
+    """One read of a HostPort's master: (what the host wrote, whether the host flushed its
+    input). Raises as os.read does (BlockingIOError: nothing; OSError EIO: nobody has it open)."""
+    packet = os.read(fd, 4096)
+    if packet[:1] == b"\0":  # TIOCPKT_DATA
+        return packet[1:], False
+    return b"", bool(packet[:1]) and bool(packet[0] & termios.TIOCPKT_FLUSHREAD)
+
+
+def read_host_all(fd):
+    """Everything waiting on a HostPort's master: (what the host wrote, whether it flushed)."""
+    data, flushed = b"", False
+    while True:
+        try:
+            more, flush = read_host(fd)
+        except OSError:  # BlockingIOError included: nothing more
+            return data, flushed
+        if not more and not flush:
+            return data, flushed
+        data += more
+        flushed = flushed or flush
+
+
 def write_some(fd, data):
     """Write without blocking; return how many bytes went."""
     try:
@@ -171,6 +203,9 @@ class VirtualBoard:
         self.usb_from_board = 0   # bytes the board wrote to USB
         self.usb_dropped = 0      # board output with no host attached
         self.host_attached = False
+        # A host just opened the port: what the board says waits (in _to_host) for the host's
+        # flush of its input, at most until this monotonic time (HostPort, boards.py).
+        self.awaiting_flush_until = None
         self.discard_host = False  # reset: what the host sent before is dropped until drained
         self.run_main = True
         # Faults: power cycles, USB unplugs, and what they lost.
@@ -221,6 +256,7 @@ class VirtualBoard:
         os.replace(tmp, self.usb_path)  # atomic: the path is never missing on the way
         self._host = port
         self.host_attached = False
+        self.awaiting_flush_until = None
         self.discard_host = False  # a reset's drain was of the old port: the new one is empty
         self._drop_to_host()
         return old
@@ -234,6 +270,7 @@ class VirtualBoard:
             pass
         old, self._host = self._host, None
         self.host_attached = False
+        self.awaiting_flush_until = None
         self.discard_host = False
         self._drop_held()
         self._drop_to_host()
@@ -263,6 +300,7 @@ class VirtualBoard:
             flush_input(fd)
         finally:
             os.close(fd)
+        read_host_all(port.fd)  # the status of that flush: ours, not a host's
 
     def usb_present(self):
         return self._host is not None

@@ -67,7 +67,7 @@ from pathlib import Path
 
 from .. import ttystall
 from .board import (TAIL, VirtualBoard, VirtualBoardError, find_micropython,
-                    host_has_it_open, read_all, read_some, write_some)
+                    host_has_it_open, read_all, read_host, read_host_all, read_some, write_some)
 from .wire import FaultPlan, Wire
 
 _WAKE_LATE_MAX = 1e-4  # the relay is woken at most this early for a frame, then waits by the clock
@@ -75,6 +75,9 @@ _HOUSEKEEPING_S = 0.02      # how often to look for a host opening a USB port an
 _WIRE_BACKLOG = 4096        # stop reading a board's TX while this much is on its wire
 _RESTART_MIN_S = 1.0        # a board that keeps exiting is restarted at most once a second
 _POWER_ON_HOLD_S = 2.0      # a power-cycled board's first USB output waits this long for a host
+# A host that opened a port gets the board's output once it has flushed its input (HostPort),
+# or after this long: a host that never flushes (cat, a terminal) is not kept waiting.
+_HOST_FLUSH_WAIT_S = 1.0
 # A board's output the host's pty has not taken yet is queued, up to this much; beyond it the
 # relay stops reading the board's USB pipe, and the board waits in its write (a Pico's USB
 # write waits for a host that does not read, too). Under load the kernel's tty worker, which
@@ -520,7 +523,7 @@ class VirtualRing:
             for b in boards:
                 if len(b._to_host) < _HOST_BACKLOG:
                     readers[b._usb_tx_relay] = ("usb_out", b)
-                if b._to_host and b._host is not None:
+                if b._to_host and b._host is not None and b.awaiting_flush_until is None:
                     writers[b._host.fd] = b
             for i, b in enumerate(boards):
                 if wires[i].queued() < _WIRE_BACKLOG:
@@ -591,17 +594,28 @@ class VirtualRing:
     @staticmethod
     def _flush_to_host(b):
         """As much of the board's queued output as the host's pty takes now."""
+        if b.awaiting_flush_until is not None:
+            return  # the host would throw it away (_attach_host)
         sent = write_some(b._host.fd, b._to_host)
         if sent:
             del b._to_host[:sent]
 
-    def _attach_host(self, b):
+    def _attach_host(self, b, now):
+        """A host opened the port. What the board says from now on (and what it said just after
+        a power cycle, held for it) is queued for the host, and written once the host has flushed
+        its input: pyserial flushes in open(), after the open that the USB thread saw, and would
+        throw away what came before (HostPort)."""
         b.host_attached = True
-        if b._held:
-            b._to_host += b._held
-            b._held.clear()
-            self._flush_to_host(b)
+        b._to_host += b._held
+        b._held.clear()
         b.hold_until = None
+        b.awaiting_flush_until = now + _HOST_FLUSH_WAIT_S
+
+    def _host_ready(self, b):
+        """The host has flushed its input (or wrote, or waited long enough): it gets the output."""
+        if b.awaiting_flush_until is not None:
+            b.awaiting_flush_until = None
+            self._flush_to_host(b)
 
     # -- USB thread: the host ports' reader (module doc) ---------------------------
 
@@ -625,7 +639,10 @@ class VirtualRing:
             for b, p in ports:
                 if p.drain:
                     p.drain = False
-                    self._usb_event("drained", b, p, len(read_all(p.fd)))
+                    data, flushed = read_host_all(p.fd)
+                    self._usb_event("drained", b, p, len(data))
+                    if flushed:
+                        self._usb_event("flushed", b, p)
                     p.drained.set()
             reading = [(b, p) for b, p in ports if p.opened]
             ready, _, _ = select.select([p.fd for _, p in reading] + [self._usb_wake_r], [], [], _HOUSEKEEPING_S)
@@ -634,7 +651,7 @@ class VirtualRing:
                 if p.fd not in ready or p.retired:
                     continue
                 try:
-                    data = os.read(p.fd, 4096)
+                    data, flushed = read_host(p.fd)
                 except BlockingIOError:
                     continue
                 except OSError:  # EIO: the last user of usb_path closed it
@@ -642,7 +659,10 @@ class VirtualRing:
                     b._forget_unread(p)
                     self._usb_event("hungup", b, p)
                     continue
-                self._usb_event("data", b, p, data)
+                if flushed:
+                    self._usb_event("flushed", b, p)
+                if data:
+                    self._usb_event("data", b, p, data)
             now = time.monotonic()
             if now - last_look >= _HOUSEKEEPING_S:
                 last_look = now
@@ -677,6 +697,7 @@ class VirtualRing:
 
     def _take_usb_events(self):
         """What the USB thread saw on the host ports (_usb_loop), in its order."""
+        now = time.monotonic()
         while True:
             try:
                 kind, b, port, *rest = self._usb_events.get_nowait()
@@ -687,9 +708,12 @@ class VirtualRing:
                     b.usb_dropped += len(rest[0])
                 continue
             if kind == "opened":
-                self._attach_host(b)
+                self._attach_host(b, now)
+            elif kind == "flushed":
+                self._host_ready(b)
             elif kind == "hungup":
                 b.host_attached = False
+                b.awaiting_flush_until = None
                 b._drop_to_host()
             elif kind == "drained":
                 b.usb_dropped += rest[0]
@@ -699,7 +723,8 @@ class VirtualRing:
             else:
                 data = rest[0]
                 if not b.host_attached:  # it wrote: it has the port open
-                    self._attach_host(b)
+                    self._attach_host(b, now)
+                self._host_ready(b)  # and its open, flush included, is over
                 b.usb_to_board += len(data)
                 b.usb_dropped += len(data) - write_some(b._usb_rx_relay, data)
 
@@ -707,6 +732,8 @@ class VirtualRing:
         for b in self.boards:
             if not b.host_attached and b.hold_until is not None and now >= b.hold_until:
                 b._drop_held()  # no host came for it
+            if b.awaiting_flush_until is not None and now >= b.awaiting_flush_until:
+                self._host_ready(b)  # a host that does not flush
             # A board that exited by itself (Ctrl-D in the REPL, sys.exit, a crash) restarts,
             # as a Pico soft-resets; at most once a second so a crashing main.py cannot spin.
             if (b.proc is not None and b.off_until is None and b.proc.poll() is not None
