@@ -8,15 +8,18 @@ waits for conditions rather than sleeping; timeouts are generous for a loaded
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import serial
 
+from picoring import ttystall
 from picoring.ring import deploy
 from picoring.virtual import boards, supervisor
 from picoring.cli.main import main
@@ -441,8 +444,55 @@ def test_a_relay_that_does_not_answer_says_where_it_is():
     # Once, under two busy loops, a supervisor's ring did not start: "the relay did not answer
     # within 15.0s", and nothing said what it was doing. The message now names its frames.
     with VirtualRing(2) as ring:
-        with pytest.raises(VirtualBoardError, match=r"it was at: .*sleep_in_the_relay"):
-            ring._call(lambda: sleep_in_the_relay(0.5), 0.1)
+        busy = threading.Thread(target=ring._call, args=(lambda: sleep_in_the_relay(1.0), TIMEOUT))
+        busy.start()
+        try:
+            wait_for(lambda: ring._calls.empty(), what="the relay to take up the first call")
+            with pytest.raises(VirtualBoardError, match=r"did not answer within 0.1s.*it was at: .*sleep_in_the_relay"):
+                ring._call(lambda: None, 0.1)  # the relay is still on the first call
+        finally:
+            busy.join()
+
+
+def test_a_call_the_relay_has_taken_up_is_waited_for_beyond_its_timeout(monkeypatch):
+    # In a loaded suite run a reset through the supervisor failed: "the relay did not answer
+    # within 10.0s; it was at: ... set < _run_calls": the relay was done with the reset (its
+    # fork and exec of the board had been slow) just as the caller gave up on it. A call the
+    # relay has begun is waited for, and the caller hears that it is under way.
+    heard = []
+    with VirtualRing(2) as ring:
+        with ring.reporting_progress(lambda: heard.append(time.monotonic())):
+            assert ring._call(lambda: sleep_in_the_relay(0.6) or 42, 0.1) == 42
+        assert len(heard) >= 3
+        # not for ever: one that outlasts _CALL_IN_HAND_S is said to be stuck, and where
+        monkeypatch.setattr(boards, "_CALL_IN_HAND_S", 0.3)
+        with pytest.raises(VirtualBoardError, match=r"has been on one call for 0.3s.*it is at: .*sleep_in_the_relay"):
+            ring._call(lambda: sleep_in_the_relay(1.0), 0.1)
+
+
+def test_a_supervisor_at_work_on_a_slow_call_keeps_its_client_waiting(monkeypatch):
+    # The client's wait for an answer restarts on every byte from the supervisor; a slow reset
+    # (here 1.5 s of fork and exec) sends spaces meanwhile, and the answer comes after them.
+    monkeypatch.setattr(supervisor, "_STILL_AT_WORK_S", 0.1)
+    spawn = boards.VirtualBoard._spawn
+
+    def slow_spawn(board):
+        time.sleep(1.5)
+        spawn(board)
+
+    with VirtualRing(2) as ring:
+        monkeypatch.setattr(boards.VirtualBoard, "_spawn", slow_spawn)
+        server, client = socket.socketpair()
+        with server, client:
+            serving = threading.Thread(target=supervisor._serve, args=(server, ring))
+            serving.start()
+            try:
+                client.sendall(b'{"cmd": "reset", "board": 1}\n')
+                client.settimeout(0.1)
+                reply = supervisor._read_line(client, limit=None, deadline=ttystall.Deadline(0.5))
+            finally:
+                serving.join()
+    assert reply.startswith(" ") and json.loads(reply)["ok"]
 
 
 def sleep_in_the_relay(seconds):
@@ -652,13 +702,26 @@ def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_p
 def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, monkeypatch):
     # A loaded suite run: the relay sat 15 s in subprocess's fork and exec of a board, and the
     # ring's start failed ("the virtual ring's relay did not answer within 15.0s"). Like the
-    # other waits on a board, a relay call's counts only time in which the serial ports
-    # delivered (ttystall); one that never ends still fails, saying what was not counted.
+    # other waits on a board, the wait for the relay to take a call up counts only time in which
+    # the serial ports delivered (ttystall); a relay that never gets to it still fails, saying
+    # what was not counted. (The relay is kept busy with another call meanwhile.)
     from picoring import ttystall
+
+    def relay_busy_for(seconds):
+        busy = threading.Thread(target=ring._call, args=(lambda: time.sleep(seconds), TIMEOUT))
+        busy.start()
+        wait_for(lambda: ring._calls.empty(), what="the relay to take up the first call")
+        return busy
 
     t0 = time.monotonic()
     monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
-    assert ring._call(lambda: time.sleep(0.8) or "late", timeout=0.3) == "late"
+    busy = relay_busy_for(0.8)
+    assert ring._call(lambda: "late", timeout=0.3) == "late"
+    busy.join()
+    busy = relay_busy_for(3)
     t0 = time.monotonic()
-    with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
-        ring._call(lambda: time.sleep(3), timeout=0.3)
+    try:
+        with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
+            ring._call(lambda: None, timeout=0.3)
+    finally:
+        busy.join()

@@ -51,6 +51,7 @@ calls are public.
 """
 
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -78,6 +79,9 @@ _POWER_ON_HOLD_S = 2.0      # a power-cycled board's first USB output waits this
 # A host that opened a port gets the board's output once it has flushed its input (HostPort),
 # or after this long: a host that never flushes (cat, a terminal) is not kept waiting.
 _HOST_FLUSH_WAIT_S = 1.0
+# A call the relay has begun (a reset forks and execs a board: in a loaded suite run that took
+# longer than the caller's 10 s) is waited for this long more, then said to be stuck.
+_CALL_IN_HAND_S = 60.0
 # A board's output the host's pty has not taken yet is queued, up to this much; beyond it the
 # relay stops reading the board's USB pipe, and the board waits in its write (a Pico's USB
 # write waits for a host that does not read, too). Under load the kernel's tty worker, which
@@ -142,6 +146,7 @@ class VirtualRing:
         self.wires = [Wire(i, baud, paced) for i in range(n)]
         self._thread = None
         self._calls = queue.Queue()
+        self._caller = threading.local()  # progress: what a caller does while its call runs
         self._wake_r = self._wake_w = None
         # The USB thread (module doc): its events for the relay, the host ports it is to close,
         # and its own wake-up pipe.
@@ -448,14 +453,35 @@ class VirtualRing:
         # a loaded suite run the relay sat 15 s in subprocess's fork and exec of a board, and a
         # supervisor starting beside it did not even stop on SIGABRT for 30 s: the kernel stood
         # still, most likely as in its stalls of the serial ports.
+        # `timeout` is for the relay to take the call up; once it has (box["started"]), a slow
+        # call is waited for, up to _CALL_IN_HAND_S, and the caller's progress() hears of it.
         deadline = ttystall.Deadline(timeout)
-        while not done.wait(min(max(deadline.left(), 0.0), 0.1)):
-            if deadline.expired():
+        in_hand = None
+        progress = getattr(self._caller, "progress", None)
+        while not done.wait(0.1 if in_hand else min(max(deadline.left(), 0.0), 0.1)):
+            if "started" in box:
+                in_hand = in_hand or ttystall.Deadline(_CALL_IN_HAND_S)
+                if in_hand.expired():
+                    raise VirtualBoardError("the virtual ring's relay has been on one call for %.1fs%s; it is at: %s"
+                                            % (_CALL_IN_HAND_S, in_hand.not_counted(), self._whereabouts(self._thread)))
+                if progress is not None:
+                    progress()
+            elif deadline.expired():
                 raise VirtualBoardError("the virtual ring's relay did not answer within %.1fs%s; it was at: %s"
                                         % (timeout, deadline.not_counted(), self._whereabouts(self._thread)))
         if "error" in box:
             raise box["error"]
         return box.get("result")
+
+    @contextlib.contextmanager
+    def reporting_progress(self, progress):
+        """Within it, progress() is called about every 0.1 s while a call of this thread runs
+        long in the relay (the supervisor tells its client it is still at work)."""
+        self._caller.progress = progress
+        try:
+            yield
+        finally:
+            self._caller.progress = None
 
     @staticmethod
     def _whereabouts(thread):
@@ -754,6 +780,7 @@ class VirtualRing:
             except queue.Empty:
                 return ran
             ran = True
+            box["started"] = True
             try:
                 box["result"] = fn()
             except Exception as e:  # noqa: BLE001 - handed to the caller

@@ -35,6 +35,7 @@ STATE = "state.json"
 SOCKET = "control.sock"
 LOCK = "supervisor.lock"
 LOG = "supervisor.log"
+_STILL_AT_WORK_S = 1.0  # how often a request under way says so to its client (_still_at_work)
 
 
 class NoRingError(VirtualBoardError):
@@ -133,8 +134,30 @@ def supervise(state_dir, n, baud, heapsize=None, faults=None, paced=True):
             print("supervisor %d: stopped" % os.getpid(), flush=True)
 
 
+def _still_at_work(conn):
+    """progress() for ring calls: a space now and then tells the client that a slow call (a
+    board's fork and exec on a loaded machine) is under way; JSON ignores it before the reply."""
+    last = [time.monotonic()]
+
+    def progress():
+        now = time.monotonic()
+        if now - last[0] >= _STILL_AT_WORK_S:
+            last[0] = now
+            try:
+                conn.sendall(b" ")
+            except OSError:
+                pass  # the client left: the call goes on, its reply goes nowhere
+
+    return progress
+
+
 def _serve(conn, ring):
     conn.settimeout(5.0)
+    with ring.reporting_progress(_still_at_work(conn)):
+        return _serve_request(conn, ring)
+
+
+def _serve_request(conn, ring):
     try:
         request = json.loads(_read_line(conn))
         cmd = request.get("cmd")
@@ -179,7 +202,8 @@ def _serve(conn, ring):
 
 def _read_line(conn, limit=65536, deadline=None):
     """One line from a socket (limit: bytes at most, None: any). deadline: a ttystall.Deadline;
-    a recv that times out before it has expired is waited through."""
+    a recv that times out before it has expired is waited through, and any bytes received
+    restart it (the supervisor's spaces while it is at work: _still_at_work)."""
     data = b""
     while not data.endswith(b"\n"):
         try:
@@ -190,6 +214,8 @@ def _read_line(conn, limit=65536, deadline=None):
             continue
         if not chunk:
             break
+        if deadline is not None:
+            deadline.restart()
         data += chunk
         if limit is not None and len(data) > limit:
             raise ValueError("request too long")
