@@ -221,6 +221,17 @@ def test_a_host_that_never_flushes_gets_the_hello_too(ring, monkeypatch):
     assert got.startswith(b"!hello fw=t pos=0 n=2\n")
 
 
+def test_what_a_host_writes_just_before_it_closes_the_port_reaches_the_board(ring):
+    # echo '!ping 5' > usb1: open, write, close, all between two of the ring's looks at the
+    # port. The bytes stayed in the pty until the next host opened it (if one ever did).
+    b1 = ring.boards[1]
+    fd = os.open(b1.usb_path, os.O_RDWR | os.O_NOCTTY)
+    os.write(fd, b"!ping 5\n")
+    os.close(fd)
+    b1.wait_output(b"!pong 5 ", TIMEOUT)
+    assert not b1.host_attached  # nobody has the port open: the board's answer went nowhere
+
+
 def test_power_off_for_a_while(ring, monkeypatch):
     b = ring.boards[1]
     pid = b.pid

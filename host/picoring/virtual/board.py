@@ -149,12 +149,14 @@ def flush_input(fd):
         pass
 
 
-def host_has_it_open(master):
-    """True when somebody has the slave side of this pty open (no POLLHUP on the master)."""
+def look_at_host_port(master):
+    """(whether somebody has the slave side of this pty open: no POLLHUP on the master,
+    whether the master has something to read: what a host wrote, or a status)."""
     probe = select.poll()
-    probe.register(master, select.POLLIN)
+    probe.register(master, select.POLLIN | select.POLLPRI)
     events = probe.poll(0)
-    return not (events and events[0][1] & select.POLLHUP)
+    mask = events[0][1] if events else 0
+    return not mask & select.POLLHUP, bool(mask & (select.POLLIN | select.POLLPRI))
 
 
 def read_host(fd):

@@ -68,7 +68,7 @@ from pathlib import Path
 
 from .. import ttystall
 from .board import (TAIL, VirtualBoard, VirtualBoardError, find_micropython,
-                    host_has_it_open, read_all, read_host, read_host_all, read_some, write_some)
+                    look_at_host_port, read_all, read_host, read_host_all, read_some, write_some)
 from .wire import FaultPlan, Wire
 
 _WAKE_LATE_MAX = 1e-4  # the relay is woken at most this early for a frame, then waits by the clock
@@ -693,10 +693,18 @@ class VirtualRing:
             if now - last_look >= _HOUSEKEEPING_S:
                 last_look = now
                 for b, p in ports:
-                    # a pty master nobody has open reports POLLHUP; one that someone opened does not
-                    if not p.opened and not p.retired and host_has_it_open(p.fd):
+                    if p.opened or p.retired:
+                        continue
+                    is_open, pending = look_at_host_port(p.fd)
+                    if is_open:
                         p.opened = True
                         self._usb_event("opened", b, p)
+                    elif pending:
+                        # A host that opened the port, wrote and closed it between two looks
+                        # (echo '!status' > usb0): what it wrote reaches the board, as on a Pico.
+                        data, _ = read_host_all(p.fd)  # (a status of its flush: nobody's now)
+                        if data:
+                            self._usb_event("data", b, p, data, "closed")
 
     def _usb_event(self, kind, board, port, *rest):
         self._usb_events.put((kind, board, port) + rest)
@@ -748,9 +756,10 @@ class VirtualRing:
                 b.usb_dropped += len(rest[0])
             else:
                 data = rest[0]
-                if not b.host_attached:  # it wrote: it has the port open
-                    self._attach_host(b, now)
-                self._host_ready(b)  # and its open, flush included, is over
+                if rest[1:] != ["closed"]:
+                    if not b.host_attached:  # it wrote: it has the port open
+                        self._attach_host(b, now)
+                    self._host_ready(b)  # and its open, flush included, is over
                 b.usb_to_board += len(data)
                 b.usb_dropped += len(data) - write_some(b._usb_rx_relay, data)
 
