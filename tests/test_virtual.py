@@ -440,18 +440,26 @@ def test_sigterm_of_run_virtual_cleans_up_like_ctrl_c(tmp_path):
     assert not workdir.exists(), sorted(p.name for p in workdir.rglob("*"))
 
 
+def relay_stuck_in_its_loop(ring, seconds):
+    """Make the relay's next housekeeping sleep `seconds`: the relay stuck outside any call."""
+    housekeeping = ring._housekeeping
+
+    def stuck(now):
+        ring._housekeeping = housekeeping
+        sleep_in_the_relay(seconds)
+        housekeeping(now)
+
+    ring._housekeeping = stuck
+    wait_for(lambda: ring._housekeeping is housekeeping, what="the relay to get stuck")
+
+
 def test_a_relay_that_does_not_answer_says_where_it_is():
     # Once, under two busy loops, a supervisor's ring did not start: "the relay did not answer
     # within 15.0s", and nothing said what it was doing. The message now names its frames.
     with VirtualRing(2) as ring:
-        busy = threading.Thread(target=ring._call, args=(lambda: sleep_in_the_relay(1.0), TIMEOUT))
-        busy.start()
-        try:
-            wait_for(lambda: ring._calls.empty(), what="the relay to take up the first call")
-            with pytest.raises(VirtualBoardError, match=r"did not answer within 0.1s.*it was at: .*sleep_in_the_relay"):
-                ring._call(lambda: None, 0.1)  # the relay is still on the first call
-        finally:
-            busy.join()
+        relay_stuck_in_its_loop(ring, 1.0)
+        with pytest.raises(VirtualBoardError, match=r"did not answer within 0.1s \(reset board 1\); it was at: .*sleep_in_the_relay"):
+            ring.reset(1, timeout=0.1)
 
 
 def test_a_call_the_relay_has_taken_up_is_waited_for_beyond_its_timeout(monkeypatch):
@@ -466,8 +474,26 @@ def test_a_call_the_relay_has_taken_up_is_waited_for_beyond_its_timeout(monkeypa
         assert len(heard) >= 3
         # not for ever: one that outlasts _CALL_IN_HAND_S is said to be stuck, and where
         monkeypatch.setattr(boards, "_CALL_IN_HAND_S", 0.3)
-        with pytest.raises(VirtualBoardError, match=r"has been on one call for 0.3s.*it is at: .*sleep_in_the_relay"):
-            ring._call(lambda: sleep_in_the_relay(1.0), 0.1)
+        with pytest.raises(VirtualBoardError, match=r"at work on calls for 0.3s.*it is on: sleep a while, at: .*sleep_in_the_relay"):
+            ring._call(lambda: sleep_in_the_relay(1.0), 0.1, "sleep a while")
+
+
+def test_a_call_queued_behind_a_slow_one_waits_for_it(capfd):
+    # Again a loaded suite run: "did not answer within 10.0s; it was at: ... kill": the relay was
+    # on another call (a board's kill) the whole time. A relay at work on calls is not stuck.
+    with VirtualRing(2) as ring:
+        busy = threading.Thread(target=ring._call, args=(lambda: sleep_in_the_relay(2.5), TIMEOUT, "sleep a while"))
+        busy.start()
+        try:
+            wait_for(lambda: ring._calls.empty(), what="the relay to take up the first call")
+            assert ring._call(lambda: "after it", 0.1) == "after it"
+        finally:
+            busy.join()
+    assert "sleep a while took the relay 2.5 s" in capfd.readouterr().err  # said: the supervisor logs it
+
+
+def sleep_in_the_relay(seconds):
+    time.sleep(seconds)
 
 
 def test_a_supervisor_at_work_on_a_slow_call_keeps_its_client_waiting(monkeypatch):
@@ -493,10 +519,6 @@ def test_a_supervisor_at_work_on_a_slow_call_keeps_its_client_waiting(monkeypatc
             finally:
                 serving.join()
     assert reply.startswith(" ") and json.loads(reply)["ok"]
-
-
-def sleep_in_the_relay(seconds):
-    time.sleep(seconds)
 
 
 def test_what_the_host_sent_the_old_process_does_not_reach_the_reset_one(tmp_path, test_main):
@@ -704,24 +726,14 @@ def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, 
     # ring's start failed ("the virtual ring's relay did not answer within 15.0s"). Like the
     # other waits on a board, the wait for the relay to take a call up counts only time in which
     # the serial ports delivered (ttystall); a relay that never gets to it still fails, saying
-    # what was not counted. (The relay is kept busy with another call meanwhile.)
+    # what was not counted. (The relay is held up in its own loop meanwhile.)
     from picoring import ttystall
-
-    def relay_busy_for(seconds):
-        busy = threading.Thread(target=ring._call, args=(lambda: time.sleep(seconds), TIMEOUT))
-        busy.start()
-        wait_for(lambda: ring._calls.empty(), what="the relay to take up the first call")
-        return busy
 
     t0 = time.monotonic()
     monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
-    busy = relay_busy_for(0.8)
+    relay_stuck_in_its_loop(ring, 0.8)
     assert ring._call(lambda: "late", timeout=0.3) == "late"
-    busy.join()
-    busy = relay_busy_for(3)
+    relay_stuck_in_its_loop(ring, 3)
     t0 = time.monotonic()
-    try:
-        with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
-            ring._call(lambda: None, timeout=0.3)
-    finally:
-        busy.join()
+    with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
+        ring._call(lambda: None, timeout=0.3)

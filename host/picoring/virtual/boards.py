@@ -82,6 +82,7 @@ _HOST_FLUSH_WAIT_S = 1.0
 # A call the relay has begun (a reset forks and execs a board: in a loaded suite run that took
 # longer than the caller's 10 s) is waited for this long more, then said to be stuck.
 _CALL_IN_HAND_S = 60.0
+_CALL_SLOW_S = 2.0  # a call that takes the relay longer is said on stderr (the supervisor's log)
 # A board's output the host's pty has not taken yet is queued, up to this much; beyond it the
 # relay stops reading the board's USB pipe, and the board waits in its write (a Pico's USB
 # write waits for a host that does not read, too). Under load the kernel's tty worker, which
@@ -146,6 +147,7 @@ class VirtualRing:
         self.wires = [Wire(i, baud, paced) for i in range(n)]
         self._thread = None
         self._calls = queue.Queue()
+        self._on_call = None  # (what, since): the call the relay is running now
         self._caller = threading.local()  # progress: what a caller does while its call runs
         self._wake_r = self._wake_w = None
         # The USB thread (module doc): its events for the relay, the host ports it is to close,
@@ -196,7 +198,7 @@ class VirtualRing:
             self._thread.start()
             self._usb_thread = threading.Thread(target=self._usb_main, name="picoring-virtual-usb", daemon=True)
             self._usb_thread.start()
-            self._call(lambda: [b._spawn() for b in self.boards], timeout)
+            self._call(lambda: [b._spawn() for b in self.boards], timeout, "start the boards")
         except BaseException:
             self.stop()
             raise
@@ -260,7 +262,7 @@ class VirtualRing:
         (run_main=False: straight to the REPL, like a Pico's safe mode). usb_path and
         the UART do not change; bytes in flight to the board are lost."""
         board = self._board(i)
-        port = self._call(lambda: self._reset(board, run_main), timeout)
+        port = self._call(lambda: self._reset(board, run_main), timeout, "reset board %d" % i)
         # The host may write to the new process as soon as this returns (mpremote's Ctrl-C and
         # Ctrl-A): the USB thread's drain of what came before must be over by then, or it reads
         # those bytes away too and mpremote, whose pty read has no timeout, waits for ever (a
@@ -302,7 +304,7 @@ class VirtualRing:
         gets a hang-up) and comes back under the same usb_path when it powers on, and it runs
         main.py again. With off=0 the path is back at once and the board starts right away."""
         board = self._board(i)
-        self._call(lambda: self._power_cycle(board, off, time.monotonic()), timeout)
+        self._call(lambda: self._power_cycle(board, off, time.monotonic()), timeout, "power-cycle board %d" % i)
 
     def unplug(self, i, seconds=None, timeout=10.0):
         """Pull board i's USB cable for `seconds` (None: until plug(i)). A host holding usb_path
@@ -311,7 +313,7 @@ class VirtualRing:
         board = self._board(i)
         if seconds is not None and not seconds >= 0:
             raise ValueError("unplug: seconds must be >= 0, got %r" % (seconds,))
-        self._call(lambda: self._unplug(board, seconds, time.monotonic()), timeout)
+        self._call(lambda: self._unplug(board, seconds, time.monotonic()), timeout, "unplug board %d" % i)
 
     def plug(self, i, timeout=10.0):
         """Plug board i's USB cable back in now (if it is powered, the port is back)."""
@@ -321,7 +323,7 @@ class VirtualRing:
             board.unplugged_until = None
             self._usb_back_if_due(board, time.monotonic())
 
-        self._call(plug, timeout)
+        self._call(plug, timeout, "plug board %d" % i)
 
     def _power_cycle(self, board, off, now):
         board._kill()
@@ -407,7 +409,7 @@ class VirtualRing:
             plan.check(self.n)
         self.faults = plan
         if self.running():
-            self._call(lambda: self._arm_faults(plan), timeout)  # the relay thread owns the wires
+            self._call(lambda: self._arm_faults(plan), timeout, "set the faults")  # the relay owns the wires
         elif self._thread is None:
             self._arm_faults(plan)
 
@@ -440,35 +442,42 @@ class VirtualRing:
                 c["wire"], c["bytes_in"], c["bytes_out"], c["in_flight"], c["bytes_dropped"], c["bytes_overrun"]))
         return "\n".join(lines)
 
-    def _call(self, fn, timeout):
+    def _call(self, fn, timeout, what="a call"):
         """Run fn in the relay thread and wait for it (processes must be its children)."""
         if not self.running():
             raise VirtualBoardError("the virtual ring is not running%s"
                                     % (": %s" % self._error if self._error else ""))
         done = threading.Event()
         box = {}
-        self._calls.put((fn, done, box))
+        self._calls.put((fn, done, box, what))
         self._wake()
         # In time in which the serial ports delivered (ttystall), like every wait on a board: in
         # a loaded suite run the relay sat 15 s in subprocess's fork and exec of a board, and a
         # supervisor starting beside it did not even stop on SIGABRT for 30 s: the kernel stood
         # still, most likely as in its stalls of the serial ports.
-        # `timeout` is for the relay to take the call up; once it has (box["started"]), a slow
-        # call is waited for, up to _CALL_IN_HAND_S, and the caller's progress() hears of it.
+        # `timeout` is for the relay to take the call up while it runs no other call. Once it
+        # has (box["started"]), or while it runs calls queued before this one, it is at work:
+        # that is waited for up to _CALL_IN_HAND_S, and the caller's progress() hears of it. (In
+        # loaded suite runs a reset was given up on while the relay was in a board's fork and
+        # exec, or in the kill of another board, for more than the caller's 10 s.)
         deadline = ttystall.Deadline(timeout)
-        in_hand = None
+        at_work = None
         progress = getattr(self._caller, "progress", None)
-        while not done.wait(0.1 if in_hand else min(max(deadline.left(), 0.0), 0.1)):
-            if "started" in box:
-                in_hand = in_hand or ttystall.Deadline(_CALL_IN_HAND_S)
-                if in_hand.expired():
-                    raise VirtualBoardError("the virtual ring's relay has been on one call for %.1fs%s; it is at: %s"
-                                            % (_CALL_IN_HAND_S, in_hand.not_counted(), self._whereabouts(self._thread)))
+        while not done.wait(0.1 if at_work else min(max(deadline.left(), 0.0), 0.1)):
+            on_call = self._on_call
+            if "started" in box or on_call is not None:
+                at_work = at_work or ttystall.Deadline(_CALL_IN_HAND_S)
+                if at_work.expired():
+                    raise VirtualBoardError("the virtual ring's relay has been at work on calls for %.1fs%s without "
+                                            "getting to this one (%s); it is on: %s, at: %s"
+                                            % (_CALL_IN_HAND_S, at_work.not_counted(), what,
+                                               on_call[0] if on_call else "?", self._whereabouts(self._thread)))
+                deadline.restart()  # the relay is not stuck: the time to take this call up starts again
                 if progress is not None:
                     progress()
             elif deadline.expired():
-                raise VirtualBoardError("the virtual ring's relay did not answer within %.1fs%s; it was at: %s"
-                                        % (timeout, deadline.not_counted(), self._whereabouts(self._thread)))
+                raise VirtualBoardError("the virtual ring's relay did not answer within %.1fs%s (%s); it was at: %s"
+                                        % (timeout, deadline.not_counted(), what, self._whereabouts(self._thread)))
         if "error" in box:
             raise box["error"]
         return box.get("result")
@@ -490,7 +499,7 @@ class VirtualRing:
         if frame is None:
             return "(not running)"
         return " < ".join("%s:%d %s" % (os.path.basename(f.filename), f.lineno, f.name)
-                          for f in reversed(traceback.extract_stack(frame)[-4:]))
+                          for f in reversed(traceback.extract_stack(frame)[-7:]))
 
     def _wake(self):
         self._poke(self._wake_w)
@@ -524,7 +533,7 @@ class VirtualRing:
                     pass
             while True:  # nobody will run the pending calls: release their waiters
                 try:
-                    fn, done, box = self._calls.get_nowait()
+                    fn, done, box, what = self._calls.get_nowait()
                 except queue.Empty:
                     break
                 box["error"] = VirtualBoardError("the virtual ring stopped")
@@ -785,15 +794,22 @@ class VirtualRing:
         ran = False
         while True:
             try:
-                fn, done, box = self._calls.get_nowait()
+                fn, done, box, what = self._calls.get_nowait()
             except queue.Empty:
                 return ran
             ran = True
             box["started"] = True
+            since = time.monotonic()
+            self._on_call = (what, since)
             try:
                 box["result"] = fn()
             except Exception as e:  # noqa: BLE001 - handed to the caller
                 box["error"] = e
+            finally:
+                self._on_call = None
+            took = time.monotonic() - since
+            if took > _CALL_SLOW_S:
+                print("picoring virtual ring: %s took the relay %.1f s (a loaded machine)" % (what, took), file=sys.stderr)
             done.set()
 
 
