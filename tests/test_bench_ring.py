@@ -64,6 +64,7 @@ def test_micropython_setraw_drops_what_came_before(micropython, tmp_path):
     arrives before it is lost, and the first relay then waited for an answer forever
     (a hang of `bench ring` on a loaded machine, where the second one starts late)."""
     import os
+    import select
     import subprocess
     import tty
 
@@ -71,6 +72,11 @@ def test_micropython_setraw_drops_what_came_before(micropython, tmp_path):
     try:
         tty.setraw(slave)
         os.write(master, b"\x00frame-sent-too-early\x00")
+        # Until the kernel's tty worker has moved the bytes into the slave's input queue, which
+        # a flush empties: a loaded machine's worker ran after MicroPython's setraw, and the
+        # frame arrived after the flush (a wrong failure of this test). Polling the slave waits
+        # for that move.
+        assert select.select([slave], [], [], 60)[0], "the frame never reached the slave's input queue"
         script = tmp_path / "late.py"
         script.write_text(
             "import sys, termios\n"
