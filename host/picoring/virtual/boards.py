@@ -790,27 +790,30 @@ class VirtualRing:
                     print("picoring virtual ring: board %d did not restart: %s" % (b.index, e), file=sys.stderr)
 
     def _run_calls(self):
-        """Run the calls waiting for the relay thread; True if there were any."""
+        """Run the calls waiting for the relay thread; True if there were any. _on_call stays set
+        from the first call to the last: a caller queued behind them sees the relay at work."""
         ran = False
-        while True:
-            try:
-                fn, done, box, what = self._calls.get_nowait()
-            except queue.Empty:
-                return ran
-            ran = True
-            box["started"] = True
-            since = time.monotonic()
-            self._on_call = (what, since)
-            try:
-                box["result"] = fn()
-            except Exception as e:  # noqa: BLE001 - handed to the caller
-                box["error"] = e
-            finally:
-                self._on_call = None
-            took = time.monotonic() - since
-            if took > _CALL_SLOW_S:
-                print("picoring virtual ring: %s took the relay %.1f s (a loaded machine)" % (what, took), file=sys.stderr)
-            done.set()
+        try:
+            while True:
+                try:
+                    fn, done, box, what = self._calls.get_nowait()
+                except queue.Empty:
+                    return ran
+                ran = True
+                since = time.monotonic()
+                self._on_call = (what, since)
+                box["started"] = True
+                try:
+                    box["result"] = fn()
+                except Exception as e:  # noqa: BLE001 - handed to the caller
+                    box["error"] = e
+                took = time.monotonic() - since
+                if took > _CALL_SLOW_S:
+                    print("picoring virtual ring: %s took the relay %.1f s (a loaded machine)" % (what, took),
+                          file=sys.stderr)
+                done.set()
+        finally:
+            self._on_call = None
 
 
 def write_state(path, data):
