@@ -257,10 +257,8 @@ class VirtualBoard:
         os.symlink(port.pts, tmp)
         os.replace(tmp, self.usb_path)  # atomic: the path is never missing on the way
         self._host = port
-        self.host_attached = False
-        self.awaiting_flush_until = None
         self.discard_host = False  # a reset's drain was of the old port: the new one is empty
-        self._drop_to_host()
+        self._detach_host()
         return old
 
     def _usb_unplug(self):
@@ -271,17 +269,21 @@ class VirtualBoard:
         except FileNotFoundError:
             pass
         old, self._host = self._host, None
-        self.host_attached = False
-        self.awaiting_flush_until = None
         self.discard_host = False
         self._drop_held()
-        self._drop_to_host()
+        self._detach_host()
         return old
 
     def _drop_held(self):
         self.usb_dropped += len(self._held)
         self._held.clear()
         self.hold_until = None
+
+    def _detach_host(self):
+        """No host has the port now (a hang-up, a new or no port): none is waited for."""
+        self.host_attached = False
+        self.awaiting_flush_until = None
+        self._drop_to_host()
 
     def _drop_to_host(self):
         """The host let go of the port (closed it, or it was unplugged): what it had not

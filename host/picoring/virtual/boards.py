@@ -147,7 +147,7 @@ class VirtualRing:
         self.wires = [Wire(i, baud, paced) for i in range(n)]
         self._thread = None
         self._calls = queue.Queue()
-        self._on_call = None  # (what, since): the call the relay is running now
+        self._on_call = None  # what call the relay is running now (its name)
         self._caller = threading.local()  # progress: what a caller does while its call runs
         self._wake_r = self._wake_w = None
         # The USB thread (module doc): its events for the relay, the host ports it is to close,
@@ -471,7 +471,7 @@ class VirtualRing:
                     raise VirtualBoardError("the virtual ring's relay has been at work on calls for %.1fs%s without "
                                             "getting to this one (%s); it is on: %s, at: %s"
                                             % (_CALL_IN_HAND_S, at_work.not_counted(), what,
-                                               on_call[0] if on_call else "?", self._whereabouts(self._thread)))
+                                               on_call or "?", self._whereabouts(self._thread)))
                 deadline.restart()  # the relay is not stuck: the time to take this call up starts again
                 if progress is not None:
                     progress()
@@ -697,7 +697,7 @@ class VirtualRing:
                 if flushed:
                     self._usb_event("flushed", b, p)
                 if data:
-                    self._usb_event("data", b, p, data)
+                    self._usb_event("data", b, p, data, True)
             now = time.monotonic()
             if now - last_look >= _HOUSEKEEPING_S:
                 last_look = now
@@ -713,7 +713,7 @@ class VirtualRing:
                         # (echo '!status' > usb0): what it wrote reaches the board, as on a Pico.
                         data, _ = read_host_all(p.fd)  # (a status of its flush: nobody's now)
                         if data:
-                            self._usb_event("data", b, p, data, "closed")
+                            self._usb_event("data", b, p, data, False)
 
     def _usb_event(self, kind, board, port, *rest):
         self._usb_events.put((kind, board, port) + rest)
@@ -755,17 +755,15 @@ class VirtualRing:
             elif kind == "flushed":
                 self._host_ready(b)
             elif kind == "hungup":
-                b.host_attached = False
-                b.awaiting_flush_until = None
-                b._drop_to_host()
+                b._detach_host()
             elif kind == "drained":
                 b.usb_dropped += rest[0]
                 b.discard_host = False
             elif b.discard_host:  # data the host sent before the board's reset
                 b.usb_dropped += len(rest[0])
             else:
-                data = rest[0]
-                if rest[1:] != ["closed"]:
+                data, host_there = rest  # host_there: False for a host gone before the USB thread looked
+                if host_there:
                     if not b.host_attached:  # it wrote: it has the port open
                         self._attach_host(b, now)
                     self._host_ready(b)  # and its open, flush included, is over
@@ -801,7 +799,7 @@ class VirtualRing:
                     return ran
                 ran = True
                 since = time.monotonic()
-                self._on_call = (what, since)
+                self._on_call = what
                 box["started"] = True
                 try:
                     box["result"] = fn()
