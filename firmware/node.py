@@ -59,6 +59,8 @@ _LSEQ_AT = const(256)  # frame._LSEQ_AT: the encoder's next link sequence byte
 _HOUSEKEEPING_EVERY = const(8)  # passes between two looks at the host link and the timeouts
 _STARVED = const(64)  # passes the chores may wait for a frame to end
 _SPIN = const(24)  # idle polls of the UART between two passes (about 0.25 ms on a Pico)
+_TOKEN_TAKEN = const(16)  # _finish_frame's kind for a token it gave the protocol: its tick and action in _taken
+_MSG_TAKEN = const(17)  # _finish_frame's kind for a message it passed on: its tick in _taken
 _FINISH_MAX = const(300)  # bytes step() reads at most while waiting for a frame's end (> any frame)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
 # Indices into frame.Decoder.st and hostlink.EventLog.st (imported names are global
@@ -132,6 +134,30 @@ HOSTERR_BAD_ARGS = const(5)
 TIMEOUT_JOIN = const(1)  # a fresh board asked again for the ring's epoch
 TIMEOUT_CLAIM = const(2)  # the starter claimed the first token again
 TIMEOUT_AGAIN = const(3)  # a waiting request was re-announced and a new token claimed
+
+
+_taken = [0, 0]  # (tick, action) of the frame _finish_frame took; step reads it at once
+
+
+@micropython.native
+def _msg_bad(st, n, sizes):
+    """A MSG frame the protocol does not declare (kind, size), or with a source or a
+    destination outside the ring of n."""
+    mk = st[_F_STATE]
+    src = st[_F_SRC]
+    dst = st[_F_DST]
+    return (mk >= _MSG_KINDS or st[_F_MLEN] != sizes[mk] or src >= n or src == dst
+            or (dst >= n and dst != _BROADCAST))
+
+
+@micropython.native
+def _pass_msg_on(raw, eraw, st, mout, write, view):
+    """The same bytes on, with this link's sequence byte (the receiver counts lost frames
+    by it: frame.S_GAP) and so a CRC of its own."""
+    raw[1] = eraw[_LSEQ_AT]
+    eraw[_LSEQ_AT] = (raw[1] + 1) & 0xFF
+    seal(raw, st[_F_MLEN] + _MSG_HEAD, mout)
+    write(view)
 
 
 class NodeLoop:
@@ -340,27 +366,33 @@ class NodeLoop:
                 # landed and delayed the hop by its whole length. Bounded (_SPIN polls
                 # without a byte: about 0.1 ms on a Pico) for a line that goes quiet.
                 k = self._finish_frame(st)
-                n += k >> 4  # the bytes it read
-                k &= 15
+                n += k >> 5  # the bytes it read
+                k &= 31
             t = self.ticks_us() if k else 0  # (at a slow baud most reads end no frame)
             while k:
-                if k == _TOKEN:
-                    a = self._on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
+                if k == _TOKEN or k == _TOKEN_TAKEN:
+                    if k == _TOKEN:
+                        a = self._on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
+                        if a == _SEND_TOKEN:
+                            # Passed straight on: forward first, then log.
+                            encode_token(self._eraw, self._tout, self.node)
+                            self._write(self._tout)
+                    else:  # _finish_frame gave it to the protocol (and passed it on)
+                        t = _taken[0]
+                        a = _taken[1]
                     if a == _SEND_TOKEN:
-                        # Passed straight on: forward first, then log.
-                        node = self.node
-                        encode_token(self._eraw, self._tout, node)
-                        self._write(self._tout)
                         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
                         record_fields(self._lbuf, self._lst, _CODE_RECV_TOKEN, st, _F_STATE, t)
                         self._token_seen(t)
-                        record_token(self._lbuf, self._lst, _CODE_SEND_TOKEN, node, self.ticks_us())
+                        record_token(self._lbuf, self._lst, _CODE_SEND_TOKEN, self.node, self.ticks_us())
                     else:
                         self._act(a, t, EV_RECV, _TOKEN)
                 elif k == _REQUEST:
                     self._on_request(t)
                 elif k == _MSG:
                     self._on_msg(t)
+                elif k == _MSG_TAKEN:  # _finish_frame passed it on: it was for another node
+                    self._msg_passed(_taken[0])
                 else:
                     self._on_frame(k, t)
                 k = scan(self.rx, self._draw, st)
@@ -385,14 +417,28 @@ class NodeLoop:
     @micropython.native
     def _finish_frame(self, st):
         """Poll the UART while a frame is half read (step); scan what lands into
-        self.rx. Returns the kind of the frame that ended (0: none within _SPIN empty
-        polls, or _FINISH_MAX bytes of a frame that does not end: line garbage)
-        plus 16 x the bytes it read."""
+        self.rx. A token frame that ends here is given to the protocol at once and,
+        when it only goes through, passed on (step logs it: kind _TOKEN_TAKEN, its
+        tick and the protocol's action in _taken); so is a message for another node
+        (_MSG_TAKEN). Returns the kind of the frame that
+        ended (0: none within _SPIN empty polls, or _FINISH_MAX bytes of a frame that
+        does not end: line garbage) plus 32 x the bytes it read."""
         ready = self._any
         readinto = self._readinto
         rx = self.rx
         rxlen = self._rxlen
         draw = self._draw
+        # What a token hop needs, looked up while the frame is still landing (a lookup
+        # after its last byte delays the hop by a microsecond or more each).
+        ticks_us = self.ticks_us
+        on_token = self._on_token
+        encode = encode_token
+        eraw = self._eraw
+        tout = self._tout
+        write = self._write
+        node = self.node
+        taken = _taken
+        views = None  # what passing a message on needs, looked up once one is landing
         total = 0
         k = 0
         idle = _SPIN
@@ -408,10 +454,40 @@ class NodeLoop:
             st[_POS] = 0
             st[_END] = m
             k = scan(rx, draw, st)
+            if k == _TOKEN:
+                t = ticks_us()
+                a = on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
+                if a == _SEND_TOKEN:
+                    encode(eraw, tout, node)
+                    write(tout)
+                taken[0] = t
+                taken[1] = a
+                k = _TOKEN_TAKEN
+                break
+            if views is None and (k == _MSG or draw[0] == _MSG):
+                # A message is landing (draw[0], the kind, is this frame's once its first
+                # byte is decoded, until then the last frame's: looked up for nothing at
+                # worst). One name per line: a tuple assignment of more than three names
+                # allocates its tuple.
+                index = node.index
+                n = node.n
+                sizes = node.msg_sizes
+                mout = self._mout
+                views = self._mviews
+            if k == _MSG:
+                # A message for another node (not a broadcast): passed on without waking
+                # the protocol, as _on_msg does.
+                t = ticks_us()
+                if (st[_F_DST] != index and st[_F_DST] < n and st[_F_SRC] != index
+                        and not _msg_bad(st, n, sizes)):
+                    _pass_msg_on(draw, eraw, st, mout, write, views[st[_F_STATE]])
+                    taken[0] = t
+                    k = _MSG_TAKEN
+                break
             if k or st[_CODE] == 0xFF:
                 break
             idle = _SPIN
-        return k | (total << 4)
+        return k | (total << 5)
 
     @micropython.native
     def _token_seen(self, t):
@@ -447,8 +523,7 @@ class NodeLoop:
         mk = st[_F_STATE]
         src = st[_F_SRC]
         dst = st[_F_DST]
-        if (mk >= _MSG_KINDS or st[_F_MLEN] != node.msg_sizes[mk] or src >= node.n or src == dst
-                or (dst >= node.n and dst != _BROADCAST)):
+        if _msg_bad(st, node.n, node.msg_sizes):
             self._bad_msg(t)
             return
         if dst == node.index:
@@ -460,21 +535,21 @@ class NodeLoop:
         if src == node.index:
             record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
-        # The same bytes on, with this link's sequence byte (the receiver counts lost
-        # frames by it: frame.S_GAP) and so a CRC of its own.
-        raw = self._draw
-        e = self._eraw
-        raw[1] = e[_LSEQ_AT]
-        e[_LSEQ_AT] = (raw[1] + 1) & 0xFF
-        seal(raw, st[_F_MLEN] + _MSG_HEAD, self._mout)
-        self._write(self._mviews[mk])
-        self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+        _pass_msg_on(self._draw, self._eraw, st, self._mout, self._write, self._mviews[mk])
+        self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK  # (as _msg_passed: a call less on the hop)
         record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
         record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, self.ticks_us())
         if dst == _BROADCAST:
             if self._clocked:
                 self._tick(t)
             self._act(node.on_message(mk, src, self._draw), t)
+
+    @micropython.native
+    def _msg_passed(self, t):
+        """Log a MSG frame passed on (received at t)."""
+        self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+        record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, self._dst, _F_STATE, t)
+        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, self._dst, _F_STATE, self.ticks_us())
 
     def _bad_msg(self, t):
         """A MSG frame the protocol does not declare (kind, size) or with a source or

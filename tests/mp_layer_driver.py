@@ -11,7 +11,7 @@ import json
 
 import node
 import protocol
-from mp_links import Host, Wire
+import mp_links
 
 
 class Counting:
@@ -29,21 +29,8 @@ class Counting:
 
 
 def ring(n, proto="toy"):
-    wires = [Wire() for _ in range(n)]
-    for i in range(n):
-        wires[i].peer = wires[(i + 1) % n]
-    clock = [0]
-
-    def ticks():
-        clock[0] += 1
-        return clock[0]
-
-    hosts = [Host() for _ in range(n)]
-    loops = [node.NodeLoop(protocol.make_node(proto, i, n), wires[i], hosts[i], ticks, lambda a, b: a - b)
-             for i in range(n)]
+    loops, wires, hosts = mp_links.ring(proto, n)
     counts = [Counting(lp.node) for lp in loops]
-    for i, lp in enumerate(loops):
-        lp.start(give_token=i == 0)
     return loops, wires, hosts, counts
 
 

@@ -1,18 +1,21 @@
 """The node loop (firmware/node.py) in one CPython process with stand-ins for the
 UART and the host link: exact message counts, event order, garbage, Ctrl-C."""
 
+import json
+import subprocess
 import sys
 
 import pytest
 
 from picoring.ring import hostlink as hl
 
-from conftest import FIRMWARE
+from conftest import FIRMWARE, ROOT, run_micropython
 
 sys.path.insert(0, str(FIRMWARE))
 import node as fw_node  # noqa: E402
 import protocol  # noqa: E402
 import frame as fw_frame  # noqa: E402
+from mp_links import TrickleWire  # noqa: E402
 
 
 class Wire:
@@ -253,27 +256,6 @@ def test_the_first_claim_completes_on_a_ring_slower_than_the_retry_wait():
     assert loops[0].retry_wait <= retry * 64
 
 
-class TrickleWire(Wire):
-    """A UART whose bytes land one per any() call, as on a Pico at 1 Mbaud: the loop
-    sees a frame half read."""
-
-    def __init__(self):
-        super().__init__()
-        self.landed = 0
-
-    def any(self):
-        if self.landed < len(self.pending):
-            self.landed += 1
-        return self.landed
-
-    def readinto(self, buf, n=None):
-        n = min(len(buf), self.landed if n is None else n, self.landed)
-        buf[:n] = self.pending[:n]
-        del self.pending[:n]
-        self.landed -= n
-        return n
-
-
 def test_half_read_frame_finished_in_one_step():
     """step() polls the UART while a frame is half read and passes the token on in the
     same pass (docs/performance.md, the cause), counting every byte it read."""
@@ -288,6 +270,66 @@ def test_half_read_frame_finished_in_one_step():
     assert lp.step()
     assert lp.rx_bytes == fw_frame.TOKEN_WIRE
     assert lp.tx_frames == 1 and len(tx.peer.pending) == fw_frame.TOKEN_WIRE
+
+
+def _trickle_runs(micropython):
+    driver = str(ROOT / "tests" / "mp_trickle_driver.py")
+    mp = json.loads(run_micropython(micropython, driver, str(FIRMWARE), cwd=str(ROOT / "tests")))
+    cp = json.loads(subprocess.run([sys.executable, driver, str(FIRMWARE)], capture_output=True, text=True,
+                                   check=True, timeout=60, cwd=str(ROOT / "tests")).stdout)
+    assert (mp["impl"], cp["impl"]) == ("micropython", "cpython")
+    return mp["results"], cp["results"]
+
+
+def _logged(host_texts):
+    """(ev, kind) of each board's events, from the lines it wrote to its host."""
+    out = []
+    for i, text in enumerate(host_texts):
+        events = hl.LineParser(board=i, size=len(host_texts)).feed(text.encode())
+        out.append([(e.ev, e.kind) for e in events if isinstance(e, hl.BoardEvent)])
+    return out
+
+
+def _without_hello(results):
+    """The runs' results with the hello lines taken out (they name the Python that ran)."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        if isinstance(value, str):
+            return "".join(ln for ln in value.splitlines(True) if not ln.startswith("!hello"))
+        return value
+
+    return strip(results)
+
+
+def test_a_token_finished_while_landing_is_given_to_the_protocol_in_that_pass(micropython):
+    """Bytes landing one at a time (a Pico's UART at 1 Mbaud): every frame is finished in
+    NodeLoop._finish_frame, which gives a token to the protocol and passes it on before
+    step() logs it, and passes a message for another node on. Under the real micropython
+    binary and CPython alike, S, Q, D and two protocols of messages (toy: the token routed
+    to the requester; sk) serve every request as they do on whole-frame wires."""
+    mp, cp = _trickle_runs(micropython)
+    assert _without_hello(mp) == _without_hello(cp)  # frame for frame, event for event
+    for proto in ("s", "q", "d", "toy", "sk"):
+        trickle, whole = mp[proto]["trickle"], mp[proto]["whole"]
+        assert trickle["bad"] == whole["bad"] == [0, 0, 0]
+        assert trickle["rx_bytes"] == trickle["rx_wire"]  # every byte read counted once
+        assert trickle["tx_frames"] == trickle["tx"]
+        logged = _logged(trickle["host"])
+        # requests 2, 1, 0, 2, then all: entries per board, as on whole frames
+        entries = [sum(1 for e in board if e[0] == "enter") for board in logged]
+        assert entries == [sum(1 for e in board if e[0] == "enter") for board in _logged(whole["host"])]
+        if proto != "s":
+            assert entries == [2, 2, 3]
+        for board in logged:  # each token received is logged, then sent or kept
+            tokens = [e[0] for e in board if e[1] == "token" and e[0] in ("recv", "send")]
+            assert all(a != b for a, b in zip(tokens, tokens[1:])), tokens
+    one = mp["one_step"]
+    assert one["busy"] and one["has_token"] and one["seq"] == 8 and one["rx_bytes"] == fw_frame.TOKEN_WIRE
+    assert one["sent"] == 0  # kept: the node entered (and, with no time to hold it, left) in that step
+    assert [e[0] for e in _logged([one["host"]])[0]] == ["req", "send", "gap", "recv", "enter", "exit"]
 
 
 def test_node_loop_attribute_table_not_full():
