@@ -474,7 +474,7 @@ def _board_frozen_in_run(monkeypatch, board, thaw_when, stood_still=False):
 
         def freeze_then_thaw():
             time.sleep(0.3)
-            pid = ring.boards[board].proc.pid
+            pid = ring.boards[board].pid
             os.kill(pid, signal.SIGSTOP)
             span[0] = time.monotonic()
             frozen.append(pid)

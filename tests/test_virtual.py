@@ -24,6 +24,7 @@ from picoring.ring import deploy
 from picoring.virtual import boards, supervisor
 from picoring.cli.main import main
 from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropython
+from picoring.virtual.remote import RemoteRing
 from picoring.virtual.wire import Wire
 
 from conftest import TIMEOUT, wait_for
@@ -394,6 +395,51 @@ def test_killing_the_supervisor_kills_the_boards(tmp_path):
     finally:
         supervisor.down(d)
     assert not (d / "state.json").exists()
+
+
+def test_a_remote_ring_is_driven_as_an_in_process_one(tmp_path, test_main):
+    # run --virtual, demo, dash and bench ring run their ring in a supervisor process
+    # (remote.RemoteRing); deploy and the harness use it as a VirtualRing.
+    with RemoteRing(2) as ring:
+        workdir = ring.workdir
+        assert ring.running() and ring.supervisor_pid != os.getpid()
+        deploy.deploy_virtual(ring, {"send": 1, "report": 1}, files=[test_main], timeout=TIMEOUT)
+        assert b"ready\n" in ring.boards[0].wait_output(b"ready\n", TIMEOUT)
+        with pytest.raises(VirtualBoardError, match=r"no b'never said' in its output.*\(0.5s in all\)\nrelay: "):
+            ring.boards[1].wait_output(b"never said", 0.5)  # (said with what the ring was doing)
+        pid = ring.boards[1].pid
+        ring.reset(1)
+        assert ring.boards[1].pid != pid and ring.boards[1].alive()
+        with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0:
+            wait_for(lambda: ring.status()["boards"][0]["host_attached"], what="the ring to see usb0 open")
+            usb0.write(b"w")  # board 0 sends a byte to board 1, which reports it
+        ring.boards[1].wait_output(b"rx 1 0\n", TIMEOUT)
+        assert ring.wires[0].bytes_out == 1 and ring.wire(0).counters()["bytes_out"] == 1
+        ring.set_faults("drop=0.5")
+        assert ring.status()["faults"] == "drop=0.5,seed=0"
+    assert not ring.running() and not workdir.exists()  # its temporary directory goes with it
+
+
+def test_a_remote_ring_goes_when_its_command_is_killed(tmp_path):
+    # A command killed with SIGKILL cannot stop its ring: the supervisor stops by itself
+    # (PR_SET_PDEATHSIG), its boards with it, and its temporary directory goes.
+    code = ("import sys, time\n"
+            "from picoring.virtual.remote import RemoteRing\n"
+            "ring = RemoteRing(2).start()\n"
+            "print(ring.supervisor_pid, ring.workdir, *[b.pid for b in ring.boards], flush=True)\n"
+            "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        sup, workdir, *boards_pids = proc.stdout.readline().split()
+        proc.kill()
+        proc.wait()
+        pids = [int(sup)] + [int(p) for p in boards_pids]
+        wait_for(lambda: all(gone(p) for p in pids), what="the supervisor and its boards to go")
+        wait_for(lambda: not os.path.exists(workdir), what="the temporary ring's directory to go")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):

@@ -2,7 +2,7 @@
 
 Four measurements, all on this machine:
 
-1. firmware ring: n = 5 virtual boards (VirtualRing) with the real firmware
+1. firmware ring: n = 5 virtual boards with the real firmware
    deployed the real way (deploy.deploy_virtual: mpremote over the boards' USB
    ptys), protocol S (the token circulates without requests, forever). Token
    hops per second = the boards' `!status` tx_frames summed over the ring,
@@ -13,7 +13,7 @@ Four measurements, all on this machine:
    LineParser, one reader thread per board) and counts lost events.
    At 115200 baud the wire bounds the rate (16-byte token frame = 1.39 ms);
    at higher bauds the wire is no longer the limit.
-2. minimal ring: the same VirtualRing at the same baud, each board running the
+2. minimal ring: the same kind of ring at the same baud, each board running the
    least MicroPython can do per hop (wait in poll, read a whole 16-byte frame
    from its UART pty, write it on). Same relay, same pacing: the ratio
    firmware / minimal is the cost of the firmware itself.
@@ -26,6 +26,9 @@ Four measurements, all on this machine:
    allocated per message in steady state, with logging off and on, on a
    Pico-like heap (-X heapsize=192k), plus a micropython.heap_lock() run that
    names the first allocation in the steady state, if any.
+
+Both rings run as `run --virtual` runs its ring: in a process of their own (a supervisor,
+virtual/remote.py), so the relay's figures are that process's CPU (relay and USB threads).
 
 Rates are medians of repeated intervals (log on and off interleaved); the
 machine is shared and noisy, so read ratios and medians, not single figures.
@@ -180,10 +183,10 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
     from ..ring import deploy
     from ..ring.link import BoardLink, drain
     from ..ring.hostlink import encode_command
-    from ..virtual.boards import VirtualRing
+    from ..virtual.remote import RemoteRing
 
     out = {"baud": baud, "n": n, "wire_limit_hops_per_s": baud / (BITS_PER_BYTE * FRAME_BYTES)}
-    with VirtualRing(n, baud=baud) as ring:
+    with RemoteRing(n, baud=baud) as ring:
         t0 = time.monotonic()
         deploy.deploy_virtual(ring, {"protocol": "s", "cs_us": 0})  # one fresh token: board 0 starts last
         out["setup_s"] = round(time.monotonic() - t0, 2)
@@ -199,6 +202,7 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
                 for lk in links:
                     lk.write(encode_command("status"))
                 replies = [lk.wait_reply("status") for lk in links]
+                st = ring.status()
                 return {
                     "t": sum(t for t, _ in replies) / len(replies) / 1e6,
                     "tx": [r.fields["tx_frames"] for _, r in replies],
@@ -206,12 +210,12 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
                     "bad": sum(r.fields["bad"] for _, r in replies),
                     "errors": sum(r.fields["errors"] for _, r in replies),
                     "dropped": sum(r.fields["dropped"] for _, r in replies),
-                    "wire": sum(w.bytes_out for w in ring.wires),
-                    "usb_dropped": sum(b.usb_dropped for b in ring.boards),
+                    "wire": sum(w["bytes_out"] for w in st["wires"]),
+                    "usb_dropped": sum(b["usb_dropped"] for b in st["boards"]),
                     "events": sum(lk.parser.events for lk in links),
                     "missing": sum(lk.parser.missing for lk in links),
                     "board_cpu": _pid_cpu(pids),
-                    "relay_cpu": _thread_cpu([ring._thread]),
+                    "relay_cpu": _pid_cpu([ring.supervisor_pid]),
                     "reader_cpu": _thread_cpu(readers),
                 }
 
@@ -277,11 +281,11 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
 # -- 2. the minimal ring (same VirtualRing, minimal relay on every board) ---------
 
 def minimal_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
-    from ..virtual.boards import VirtualRing
+    from ..virtual.remote import RemoteRing
 
     out = {"baud": baud, "n": n}
     rates, board_us, relay_us, cores = [], [], [], []
-    with VirtualRing(n, baud=baud) as ring:
+    with RemoteRing(n, baud=baud) as ring:
         # Written straight into each board's filesystem: this is not the firmware, and
         # how it got there does not change its rate.
         for b in ring.boards:
@@ -294,11 +298,11 @@ def minimal_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
         time.sleep(SETTLE_S + 0.2)  # board 0 sends its frame 0.2 s after it starts
         pids = [b.pid for b in ring.boards]
         for _ in range(repeats):
-            c0, r0 = _pid_cpu(pids), _thread_cpu([ring._thread])
+            c0, r0 = _pid_cpu(pids), _pid_cpu([ring.supervisor_pid])
             w0, t0 = sum(w.bytes_out for w in ring.wires), time.monotonic()
             time.sleep(interval)
             w1, t1 = sum(w.bytes_out for w in ring.wires), time.monotonic()
-            c1, r1 = _pid_cpu(pids), _thread_cpu([ring._thread])
+            c1, r1 = _pid_cpu(pids), _pid_cpu([ring.supervisor_pid])
             hops = (w1 - w0) / FRAME_BYTES
             rates.append(hops / (t1 - t0))
             board_us.append(_per_hop_us(_delta(c0, c1), hops))

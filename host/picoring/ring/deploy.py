@@ -320,7 +320,7 @@ def _protocol_of(config):
 
 
 def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
-    """The real deploy path, end to end, on an in-process VirtualRing: every board is reset
+    """The real deploy path, end to end, on a VirtualRing or a RemoteRing: every board is reset
     into its REPL (so deploy does not depend on the old firmware), gets the firmware and its
     config through mpremote on its USB pty, and once all are deployed they are reset to run
     main.py in start_order. With picoring's own firmware (files None), each waits for its
@@ -357,16 +357,18 @@ def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEO
 
 def start_virtual(n, protocol, baud=115200, cs_us=0, console=None, regen_ms=None, audit=False, resource=None,
                   cs_hold_us=0, rogue=()):
-    """A fresh VirtualRing of n boards with the firmware deployed through mpremote (the
-    real deploy path), configured for protocol. audit: the boards share the counter
+    """A fresh ring of n virtual boards in a process of its own (virtual.remote.RemoteRing: its
+    relay does not share this process's interpreter lock with the host's link readers), with
+    the firmware deployed through mpremote (the real deploy path), configured for protocol.
+    audit: the boards share the counter
     file of picoring.check.audit, incremented across every critical section. resource
     "fram": they share the ring's FRAM instead, through adafruit_bus_device (docs/fram.md),
     holding it cs_hold_us after each read. rogue: the boards that enter their critical
     section without the token (the fault rogue=B: the deliberately unsafe mode)."""
     from ..check import audit as audit_file
-    from ..virtual.boards import VirtualRing
+    from ..virtual.remote import RemoteRing
 
-    ring = VirtualRing(n, baud=baud)
+    ring = RemoteRing(n, baud=baud)
     ring.start()
     try:
         if console is not None:

@@ -432,10 +432,11 @@ class VirtualRing:
                  "usb thread: %s" % self._whereabouts(self._usb_thread)]
         for b in self.boards:
             i = b.info()
-            lines.append("board %d: pid %s alive %s restarts %d, USB %s host %s, to board %d from board %d dropped %d"
+            lines.append("board %d: pid %s alive %s restarts %d, USB %s host %s, to board %d from board %d dropped %d "
+                         "queued for the host %d"
                          % (i["index"], i["pid"], i["alive"], i["restarts"], "present" if i["usb_present"] else "absent",
                             "attached" if i["host_attached"] else "not attached", i["usb_to_board"],
-                            i["usb_from_board"], i["usb_dropped"]))
+                            i["usb_from_board"], i["usb_dropped"], len(b._to_host)))
         for w in self.wires:
             c = w.counters()
             lines.append("wire %d: in %d out %d in flight %d dropped %d overrun %d" % (

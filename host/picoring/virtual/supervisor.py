@@ -5,7 +5,8 @@ the command and the terminal); it owns a VirtualRing and answers one JSON line
 per connection on a unix socket in the state directory. Files there:
 
   state.json       supervisor pid, baud, boards (pid, usb, uart, fs_dir); written when the ring is up
-  control.sock     the supervisor's socket (status, reset, power, unplug, plug, cut, down)
+  control.sock     the supervisor's socket (status, reset, power, unplug, plug, cut, faults,
+                   wait_output, down)
   usb<i>           board i's USB port: a symlink to its pty, gone while unplugged
   supervisor.lock  flock-ed by the supervisor for its whole life: the authority on "is a ring up"
   supervisor.log   its stdout/stderr
@@ -13,7 +14,8 @@ per connection on a unix socket in the state directory. Files there:
 
 The boards die with the supervisor (PR_SET_PDEATHSIG), so killing it, even with
 SIGKILL, leaves no micropython process behind; `down` also kills any board pid
-in state.json that survived.
+in state.json that survived. A supervisor started for one command (`run --virtual`,
+`bench ring`: remote.RemoteRing) dies with that command's process in turn (--parent-pid).
 """
 
 import argparse
@@ -21,6 +23,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -71,8 +74,22 @@ def _state_of(ring, started):
                         "fs_dir": b.fs_dir} for b in ring.boards]}
 
 
-def supervise(state_dir, n, baud, heapsize=None, faults=None, paced=True):
-    """Run a ring until `down` or a signal. Exit status 0, or 3 if a ring is already up here."""
+def _die_with(parent_pid):
+    """SIGTERM to this process when parent_pid (which started it) ends, on Linux."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (ImportError, OSError, AttributeError):
+        return  # not Linux: the command's own clean-up (RemoteRing.stop) still applies
+    if os.getppid() != parent_pid:  # it ended before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def supervise(state_dir, n, baud, heapsize=None, faults=None, paced=True, parent_pid=None, remove_dir=False):
+    """Run a ring until `down` or a signal. Exit status 0, or 3 if a ring is already up here.
+    parent_pid: stop when that process ends (it started this one); remove_dir: then remove
+    state_dir too (a temporary ring's)."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     lock = _lock(state_dir)
@@ -87,6 +104,8 @@ def supervise(state_dir, n, baud, heapsize=None, faults=None, paced=True):
 
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, on_signal)
+    if parent_pid is not None:
+        _die_with(parent_pid)
     ring = VirtualRing(n, baud=baud, workdir=state_dir, heapsize=heapsize, faults=faults, paced=paced)
     server = None
     try:
@@ -132,6 +151,10 @@ def supervise(state_dir, n, baud, heapsize=None, faults=None, paced=True):
                 except FileNotFoundError:
                     pass
             print("supervisor %d: stopped" % os.getpid(), flush=True)
+            if remove_dir and parent_pid is not None and os.getppid() != parent_pid:
+                # The command that started it is gone (killed: it could not clean up): its
+                # temporary ring goes too.
+                shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def _still_at_work(conn):
@@ -153,11 +176,12 @@ def _still_at_work(conn):
 
 def _serve(conn, ring):
     conn.settimeout(5.0)
-    with ring.reporting_progress(_still_at_work(conn)):
-        return _serve_request(conn, ring)
+    progress = _still_at_work(conn)
+    with ring.reporting_progress(progress):
+        return _serve_request(conn, ring, progress)
 
 
-def _serve_request(conn, ring):
+def _serve_request(conn, ring, progress):
     try:
         request = json.loads(_read_line(conn))
         cmd = request.get("cmd")
@@ -183,6 +207,17 @@ def _serve_request(conn, ring):
         elif cmd == "cut":
             ring.cut(int(request["wire"]), bool(request.get("cut", True)))
             reply = {"ok": True, "wire": ring.wire(int(request["wire"])).counters()}
+        elif cmd == "faults":
+            ring.set_faults(request.get("spec"))
+            reply = {"ok": True, "faults": ring.status()["faults"]}
+        elif cmd == "wait_output":
+            board = ring.boards[int(request["board"])]
+            try:
+                output = _wait_output(board, request["marker"].encode("latin-1"), float(request.get("timeout", 10.0)),
+                                      progress)
+            except VirtualBoardError as e:  # with what the ring was doing (a relay stuck, a board dead...)
+                raise VirtualBoardError("%s\n%s" % (e, ring.snapshot_text())) from None
+            reply = {"ok": True, "output": output.decode("latin-1")}
         elif cmd == "down":
             reply = {"ok": True}
         else:
@@ -198,6 +233,19 @@ def _serve_request(conn, ring):
     except OSError:
         pass
     return cmd
+
+
+def _wait_output(board, marker, timeout, progress):
+    """board.wait_output, in slices, saying between them that the supervisor is at work."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return board.wait_output(marker, min(max(left, 0.0), 1.0))
+        except VirtualBoardError as e:
+            if left <= 1.0:
+                raise VirtualBoardError("%s (%.1fs in all)" % (e, timeout)) from None
+        progress()
 
 
 def _read_line(conn, limit=65536, deadline=None):
@@ -270,10 +318,13 @@ def request(state_dir, message, timeout=15.0):
     return reply
 
 
-def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, paced=True):
+def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, paced=True, attached=False,
+       temporary=False):
     """Start a detached supervisor with a ring of n boards; return its state once it is up.
     faults: a fault SPEC for every wire (docs/faults.md), checked here before anything starts.
-    paced=False: wires without wire time (virtual.wire.Wire), for tests."""
+    paced=False: wires without wire time (virtual.wire.Wire), for tests. attached: it stops
+    when this process ends (a ring for one command, remote.RemoteRing), and if temporary, it
+    then removes state_dir."""
     from .wire import FaultPlan
 
     state_dir = Path(state_dir)
@@ -300,6 +351,8 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, pace
         cmd += ["--faults", plan.describe()]
     if not paced:
         cmd += ["--unpaced"]
+    if attached:
+        cmd += ["--parent-pid", str(os.getpid())] + (["--remove-dir"] if temporary else [])
     with open(state_dir / LOG, "ab") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True, env=env)
@@ -341,6 +394,18 @@ def plug(state_dir, board, timeout=15.0):
 
 def cut(state_dir, wire, is_cut=True, timeout=15.0):
     return request(state_dir, {"cmd": "cut", "wire": wire, "cut": is_cut}, timeout)["wire"]
+
+
+def set_faults(state_dir, spec, timeout=15.0):
+    """Replace the ring's faults (a SPEC, None for none); the plan's clock starts now."""
+    return request(state_dir, {"cmd": "faults", "spec": spec}, timeout)["faults"]
+
+
+def wait_output(state_dir, board, marker, timeout=10.0):
+    """Until board wrote marker (bytes) to USB since its last (re)start (VirtualBoard.wait_output);
+    returns its output so far (at most the last 4 KB)."""
+    return request(state_dir, {"cmd": "wait_output", "board": board, "marker": marker.decode("latin-1"),
+                               "timeout": timeout}, timeout + 15.0)["output"].encode("latin-1")
 
 
 def down(state_dir, timeout=10.0):
@@ -460,9 +525,12 @@ def main(argv=None):
     p.add_argument("--heapsize")
     p.add_argument("--faults", help="fault SPEC for every wire (docs/faults.md)")
     p.add_argument("--unpaced", action="store_true", help="wires without wire time")
+    p.add_argument("--parent-pid", type=int, help="stop when this process ends")
+    p.add_argument("--remove-dir", action="store_true", help="with --parent-pid: then remove --dir too")
     args = p.parse_args(argv)
     try:
-        return supervise(args.dir, args.n, args.baud, args.heapsize, args.faults, paced=not args.unpaced)
+        return supervise(args.dir, args.n, args.baud, args.heapsize, args.faults, paced=not args.unpaced,
+                         parent_pid=args.parent_pid, remove_dir=args.remove_dir)
     except VirtualBoardError as e:
         print("supervisor: %s" % e, file=sys.stderr)
         return 1
