@@ -420,9 +420,9 @@ class NodeLoop:
         self.rx. A token frame that ends here is given to the protocol at once and,
         when it only goes through, passed on (step logs it: kind _TOKEN_TAKEN, its
         tick and the protocol's action in _taken); so is a message for another node
-        (_MSG_TAKEN). Returns the kind of the frame that
-        ended (0: none within _SPIN empty polls, or _FINISH_MAX bytes of a frame that
-        does not end: line garbage) plus 32 x the bytes it read."""
+        (_MSG_TAKEN). Returns the kind of the frame that ended (0: none within _SPIN
+        empty polls, or _FINISH_MAX bytes of a frame that does not end: line garbage)
+        plus 32 x the bytes it read."""
         ready = self._any
         readinto = self._readinto
         rx = self.rx
