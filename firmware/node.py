@@ -476,10 +476,10 @@ class NodeLoop:
                 views = self._mviews
             if k == _MSG:
                 # A message for another node (not a broadcast): passed on without waking
-                # the protocol, as _on_msg does.
-                t = ticks_us()
+                # the protocol, as _on_msg does (which takes any other message up).
                 if (st[_F_DST] != index and st[_F_DST] < n and st[_F_SRC] != index
                         and not _msg_bad(st, n, sizes)):
+                    t = ticks_us()
                     _pass_msg_on(draw, eraw, st, mout, write, views[st[_F_STATE]])
                     taken[0] = t
                     k = _MSG_TAKEN
