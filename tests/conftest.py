@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 import sys
@@ -30,9 +31,11 @@ def micropython():
 
 
 def run_micropython(binary, *args, timeout=60, cwd=None):
+    """A script's output under binary (micropython, or sys.executable for its CPython twin run)."""
     proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
     if proc.returncode != 0:
-        raise AssertionError("micropython failed (%d):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
+        raise AssertionError("%s failed (%d):\n%s\n%s" % (os.path.basename(binary), proc.returncode, proc.stdout,
+                                                           proc.stderr))
     return proc.stdout
 
 

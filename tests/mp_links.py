@@ -4,12 +4,14 @@
 
 
 class Wire:
-    """Board i's TX into board i+1's RX; counts the frames written on it."""
+    """Board i's TX into board i+1's RX, whole frames (no any(): read by readinto alone);
+    counts the frames written on it and the bytes read from it."""
 
     def __init__(self):
         self.pending = bytearray()
         self.peer = None
         self.writes = 0
+        self.received = 0
 
     def write(self, data):
         self.peer.pending.extend(data)
@@ -21,6 +23,7 @@ class Wire:
         for i in range(n):
             buf[i] = self.pending[i]
         self.pending = self.pending[n:]
+        self.received += n
         return n
 
 
@@ -37,12 +40,11 @@ class Host:
 
 class TrickleWire(Wire):
     """A Wire with any(), as a Pico's UART at 1 Mbaud: one more byte has landed at each
-    any() call, so the node loop sees every frame half read. Counts the bytes read."""
+    any() call, so the node loop sees every frame half read."""
 
     def __init__(self):
         super().__init__()
         self.landed = 0
-        self.received = 0
 
     def any(self):
         if self.landed < len(self.pending):

@@ -15,17 +15,6 @@ import protocol
 from mp_links import Host, TrickleWire, Wire, ring
 
 
-class WholeWire(Wire):
-    """Wire without any(): whole frames, read by readinto alone."""
-
-    received = 0
-
-    def readinto(self, buf):
-        n = Wire.readinto(self, buf)
-        self.received += n
-        return n
-
-
 def run(loops, passes):
     for _ in range(passes):
         for lp in loops:
@@ -80,7 +69,7 @@ def enters_in_the_pass_that_saw_the_token_half_read():
 def main():
     results = {}
     for proto in ("s", "q", "d", "toy", "sk"):
-        results[proto] = {"trickle": workload(proto, 3, TrickleWire), "whole": workload(proto, 3, WholeWire)}
+        results[proto] = {"trickle": workload(proto, 3, TrickleWire), "whole": workload(proto, 3, Wire)}
     results["one_step"] = enters_in_the_pass_that_saw_the_token_half_read()
     print(json.dumps({"impl": sys.implementation.name, "results": results}))
 

@@ -2,7 +2,6 @@
 UART and the host link: exact message counts, event order, garbage, Ctrl-C."""
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -275,8 +274,7 @@ def test_half_read_frame_finished_in_one_step():
 def _trickle_runs(micropython):
     driver = str(ROOT / "tests" / "mp_trickle_driver.py")
     mp = json.loads(run_micropython(micropython, driver, str(FIRMWARE), cwd=str(ROOT / "tests")))
-    cp = json.loads(subprocess.run([sys.executable, driver, str(FIRMWARE)], capture_output=True, text=True,
-                                   check=True, timeout=60, cwd=str(ROOT / "tests")).stdout)
+    cp = json.loads(run_micropython(sys.executable, driver, str(FIRMWARE), cwd=str(ROOT / "tests")))
     assert (mp["impl"], cp["impl"]) == ("micropython", "cpython")
     return mp["results"], cp["results"]
 
