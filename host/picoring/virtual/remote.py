@@ -19,6 +19,11 @@ from . import supervisor
 from .boards import FRAM_IMAGE
 
 
+def _answer_wait(timeout):
+    """The wait for the supervisor's answer to a call the ring gets `timeout` to take up."""
+    return max(timeout, supervisor.REQUEST_TIMEOUT_S)
+
+
 class RemoteBoard:
     """One board of a RemoteRing: what a VirtualBoard tells without its process."""
 
@@ -121,19 +126,19 @@ class RemoteRing:
         return self.wires[i]
 
     def reset(self, i, run_main=True, timeout=10.0):
-        supervisor.reset(self.workdir, i, repl=not run_main, timeout=max(timeout, 15.0))
+        supervisor.reset(self.workdir, i, repl=not run_main, timeout=_answer_wait(timeout))
 
     def power_cycle(self, i, off=0.0, timeout=10.0):
-        supervisor.power_cycle(self.workdir, i, off, timeout=max(timeout, 15.0))
+        supervisor.power_cycle(self.workdir, i, off, timeout=_answer_wait(timeout))
 
     def unplug(self, i, seconds=None, timeout=10.0):
-        supervisor.unplug(self.workdir, i, seconds, timeout=max(timeout, 15.0))
+        supervisor.unplug(self.workdir, i, seconds, timeout=_answer_wait(timeout))
 
     def plug(self, i, timeout=10.0):
-        supervisor.plug(self.workdir, i, timeout=max(timeout, 15.0))
+        supervisor.plug(self.workdir, i, timeout=_answer_wait(timeout))
 
     def cut(self, i, is_cut=True, timeout=10.0):
-        supervisor.cut(self.workdir, i, is_cut, timeout=max(timeout, 15.0))
+        supervisor.cut(self.workdir, i, is_cut, timeout=_answer_wait(timeout))
 
     def set_faults(self, faults, timeout=10.0):
         """As VirtualRing.set_faults: a SPEC string, a FaultPlan, or None."""
@@ -143,4 +148,4 @@ class RemoteRing:
         if plan is not None:
             plan.check(self.n)
         self.faults = plan
-        supervisor.set_faults(self.workdir, plan.describe() if plan is not None else None, timeout=max(timeout, 15.0))
+        supervisor.set_faults(self.workdir, plan.describe() if plan is not None else None, timeout=_answer_wait(timeout))

@@ -39,6 +39,7 @@ SOCKET = "control.sock"
 LOCK = "supervisor.lock"
 LOG = "supervisor.log"
 _STILL_AT_WORK_S = 1.0  # how often a request under way says so to its client (_still_at_work)
+REQUEST_TIMEOUT_S = 15.0  # how long a client waits for the supervisor's answer (its progress restarts it)
 
 
 class NoRingError(VirtualBoardError):
@@ -291,7 +292,7 @@ def is_up(state_dir):
     return False
 
 
-def request(state_dir, message, timeout=15.0):
+def request(state_dir, message, timeout=REQUEST_TIMEOUT_S):
     """Send one command to the supervisor and return its reply (a dict with "ok")."""
     sock_path = Path(state_dir) / SOCKET
     if not is_up(state_dir):
@@ -372,31 +373,31 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, pace
         time.sleep(0.02)
 
 
-def status(state_dir, timeout=15.0):
+def status(state_dir, timeout=REQUEST_TIMEOUT_S):
     return request(state_dir, {"cmd": "status"}, timeout)["status"]
 
 
-def reset(state_dir, board, repl=False, timeout=15.0):
+def reset(state_dir, board, repl=False, timeout=REQUEST_TIMEOUT_S):
     return request(state_dir, {"cmd": "reset", "board": board, "repl": repl}, timeout)["board"]
 
 
-def power_cycle(state_dir, board, off=0.0, timeout=15.0):
+def power_cycle(state_dir, board, off=0.0, timeout=REQUEST_TIMEOUT_S):
     return request(state_dir, {"cmd": "power", "board": board, "off": off}, timeout)["board"]
 
 
-def unplug(state_dir, board, seconds=None, timeout=15.0):
+def unplug(state_dir, board, seconds=None, timeout=REQUEST_TIMEOUT_S):
     return request(state_dir, {"cmd": "unplug", "board": board, "seconds": seconds}, timeout)["board"]
 
 
-def plug(state_dir, board, timeout=15.0):
+def plug(state_dir, board, timeout=REQUEST_TIMEOUT_S):
     return request(state_dir, {"cmd": "plug", "board": board}, timeout)["board"]
 
 
-def cut(state_dir, wire, is_cut=True, timeout=15.0):
+def cut(state_dir, wire, is_cut=True, timeout=REQUEST_TIMEOUT_S):
     return request(state_dir, {"cmd": "cut", "wire": wire, "cut": is_cut}, timeout)["wire"]
 
 
-def set_faults(state_dir, spec, timeout=15.0):
+def set_faults(state_dir, spec, timeout=REQUEST_TIMEOUT_S):
     """Replace the ring's faults (a SPEC, None for none); the plan's clock starts now."""
     return request(state_dir, {"cmd": "faults", "spec": spec}, timeout)["faults"]
 
@@ -405,7 +406,7 @@ def wait_output(state_dir, board, marker, timeout=10.0):
     """Until board wrote marker (bytes) to USB since its last (re)start (VirtualBoard.wait_output);
     returns its output so far (at most the last 4 KB)."""
     return request(state_dir, {"cmd": "wait_output", "board": board, "marker": marker.decode("latin-1"),
-                               "timeout": timeout}, timeout + 15.0)["output"].encode("latin-1")
+                               "timeout": timeout}, timeout + REQUEST_TIMEOUT_S)["output"].encode("latin-1")
 
 
 def down(state_dir, timeout=10.0):
