@@ -6,6 +6,7 @@
 # and are for comparing hops and firmware versions, not a ring's turnaround
 # (../shared/rp2040/bench measures that). Usage, from the project root:
 #   ../shared/rp2040/exec tests/mp_turnaround_bench.py --upload firmware
+# (Its UART and host stand-ins are its own: exec uploads firmware/ only, not tests/mp_links.py.)
 import time
 import protocol, node, frame
 
