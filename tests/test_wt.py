@@ -319,3 +319,47 @@ def test_sim_drops_frames_at_a_chosen_rate_and_the_wandering_token_recovers(caps
     status, _, err = sim("-p", "q", "--drop", "0.1")
     assert status == 2 and "q sends no messages of the protocol layer" in err and "--faults drop=P" in err
     assert sim("-p", "wt", "--drop", "1.5")[0] == 2
+
+
+def test_a_token_lost_on_a_wire_counts_from_its_send():
+    """A ring trace learns of a lost frame only when the next frame on its wire shows the gap,
+    maybe after the token was regenerated. The checker then counts the lost token as gone from
+    its send: the time since moves down one token count."""
+    from picoring.check.checker import Checker
+    from picoring.check.trace import Event
+
+    c = Checker("wt", 3)
+    c.start(0)
+    token = {"mkind": 0, "src": 0, "dst": 2, "fwd": False, "hop": 1}
+    c.feed(Event(40, "send", 0, 0, "msg", dict(token)))  # lost on its way
+    c.feed(Event(100, "regen", 1, None, "token", {"seq": 1}))
+    c.feed(Event(150, "lost", 0, 0, "msg", dict(token), {"sent_t": 40}))  # the gap, seen late
+    c.feed(Event(170, "lost", 1, 1, "msg", {"mkind": 0, "src": 1, "dst": 2, "fwd": False, "hop": 1},
+                 {"sent_t": 160}))  # nothing changed since its send: lost at once
+    c.feed(Event(200, "regen", 2, None, "token", {"seq": 1}))
+    c.last_t = 300
+    soft = c.soft_report()
+    assert soft["tokens_lost"] == 2 and c.tokens_alive == 1
+    assert soft["time_with_k_tokens"] == {0: 60 + 40, 1: 40 + 60 + 100}
+    # a request frame lost, or a frame of a hard protocol: no token count moves
+    c.feed(Event(310, "lost", 2, 2, "request", None, {"sent_t": 305}))
+    assert c.tokens_alive == 1 and c.soft_report()["tokens_lost"] == 2
+
+
+def test_on_a_lossy_ring_each_lost_token_is_in_the_trace(tmp_path, capsys):
+    """Virtual boards, frames dropped on the wires: each token frame lost shows in the trace as a
+    `lost` event, and the token count (1 + regenerated - discarded - lost) never goes below 0."""
+    from picoring.cli.main import main
+
+    trace = tmp_path / "wt.jsonl"
+    status = main(["run", "--virtual", "3", "-p", "wt:skip=2,op=20,seed=2", "--cs-us", "20000", "-w", "periodic",
+                   "--period", "45", "-k", "20", "--seed", "2", "--faults", "drop=0.05,seed=3", "--json",
+                   "--trace", str(trace)])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["served"] == 20, report.get("run_conditions")
+    events = [json.loads(line) for line in trace.read_text().splitlines()[1:]]
+    lost = [e for e in events if e["ev"] == "lost"]
+    assert lost and all(e["sent_t"] <= e["t"] and e["kind"] == "msg" for e in lost)
+    assert report["soft"]["tokens_lost"] == len(lost)
+    alive = 1 + sum(1 for e in events if e["ev"] == "regen") - sum(1 for e in events if e["ev"] == "discard") - len(lost)
+    assert alive >= 0

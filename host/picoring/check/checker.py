@@ -47,6 +47,7 @@ frames are recovery traffic, counted apart from the paper's messages.
 
 import math
 from array import array
+from collections import deque
 
 from . import registry
 
@@ -158,6 +159,11 @@ class Checker:
         self.tokens_time = {}  # k -> time spent with k tokens alive
         self._tok_since = None
         self.tokens_lost = 0
+        # (t, k): the token count's changes, so that a token found lost later (a ring trace's
+        # "lost" event, when the next frame on its wire showed the gap) counts from its send
+        self._tok_changes = deque(maxlen=4096)
+        self._token_kinds = {k for k, role in registry.message_roles(registry.about(protocol)).items()
+                             if role == "token"} if isinstance(protocol, str) else set()
 
     # -- counters ---------------------------------------------------------
     @property
@@ -238,6 +244,8 @@ class Checker:
             self._faults(event.t)
         elif ev == "fail":
             self.fail(event.t, event.node, (event.extra or {}).get("reason", "unknown"))
+        elif ev == "lost":
+            self.lost_frame(event)
         elif ev == "notice":
             what = (event.extra or {}).get("what")
             if what == "restarted":
@@ -359,6 +367,41 @@ class Checker:
             self.tokens_time[k0] = self.tokens_time.get(k0, 0) + (t - self._tok_since)
         self._tok_since = t
         self.tokens_alive = k
+        if t is not None:
+            self._tok_changes.append((t, k))
+
+    def _carries_token(self, event):
+        if event.kind == "token":
+            return True
+        return event.kind == "msg" and (event.payload or {}).get("mkind") in self._token_kinds
+
+    def lost_frame(self, event):
+        """A ring trace's "lost" event: a frame its receiver never got (a gap on its wire), at
+        the gap's time, sent at extra["sent_t"]. A token lost so counts from when it was sent:
+        the time since then moves down one token (soft measures)."""
+        if not (self.soft and self._carries_token(event)):
+            return
+        sent_t = (event.extra or {}).get("sent_t", event.t)
+        self.tokens_lost += 1
+        if self._tok_since is None or sent_t >= self._tok_since:
+            self._tokens_to(sent_t, self.tokens_alive - 1)  # nothing changed since it was sent
+            return
+        # The changes since sent_t were counted one token too high: move their time down.
+        changes = list(self._tok_changes)
+        first = max((i for i, (t, _) in enumerate(changes) if t <= sent_t), default=None)
+        if first is None:
+            return  # sent before the changes kept: too old to place (not corrected)
+        for i in range(first, len(changes) - 1):
+            a, k = changes[i]
+            b = changes[i + 1][0]
+            moved = b - max(a, sent_t)
+            if moved > 0 and k > 0:
+                self.tokens_time[k] = self.tokens_time.get(k, 0) - moved
+                self.tokens_time[k - 1] = self.tokens_time.get(k - 1, 0) + moved
+        kept = changes[:first + 1] + [(sent_t, max(0, changes[first][1] - 1))]
+        kept += [(t, max(0, k - 1)) for t, k in changes[first + 1:]]
+        self._tok_changes = deque(kept, maxlen=self._tok_changes.maxlen)
+        self.tokens_alive = max(0, self.tokens_alive - 1)
 
     def tokens(self, t, node, a):
         """The simulator's note that a handler regenerated or discarded a token (action bits)."""
@@ -382,6 +425,7 @@ class Checker:
             self._k_since = t
         if self._tok_since is None:
             self._tok_since = t
+            self._tok_changes.append((t, self.tokens_alive))
 
     def _enter_soft(self, t, node):
         self.start(t)

@@ -42,7 +42,7 @@ from .deploy import start_order
 from .hostlink import REQUEST, BoardEvent, Reply, encode_command
 from .link import (REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness,
                    stop_firmware)
-from .merge import CausalMerger, LinkTally, insert_credit, lost_credit
+from .merge import CausalMerger, LinkTally, insert_credit, lost_credit, lost_sends
 from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, run_report
 
 # The stall clock (RingRun.run) runs only while the boards answer pings (PING_GRACE_S, runreport.py),
@@ -114,6 +114,7 @@ class RingRun:
         self.reconnect_wait_s = 3.0  # at the end, for a board whose USB link is down
         self.restarts = [0] * self.n
         self.send_lseq = [0] * self.n  # per board: the link sequence byte of its next send (_number_send)
+        self._recent_sends = [{} for _ in range(self.n)]  # per board: lseq -> (t, send) placed (_lost_frames)
         self.unsent = {}  # reason -> requests that never left the host
         self.outstanding = [0] * self.n  # per board: requests injected, not yet through (run())
         self.deferred = [0] * self.n  # per board: requests due, held at the host behind an outstanding one (run())
@@ -740,6 +741,7 @@ class RingRun:
         frame (CausalMerger)."""
         if e.ev == "boot":
             self.send_lseq[b] = 0
+            self._recent_sends[b].clear()
         elif e.ev == "send":
             e.lseq = self.send_lseq[b]
             self.send_lseq[b] = (self.send_lseq[b] + 1) & 0xFF
@@ -810,14 +812,26 @@ class RingRun:
 
     def _deliver(self, released):
         for t, e in released:
+            if e.ev == "send" and e.lseq is not None:
+                self._recent_sends[e.board][e.lseq] = (t, e)
+            elif e.ev == "gap":
+                for ev in self._lost_frames(t, e):
+                    self._emit(ev)
             if e.ev in ("bad", "drop", "gap"):
                 continue  # counted per board below, not ring events
-            ev = e.to_trace(t)
-            self.checker.feed(ev)
-            if self.writer is not None:
-                self.writer(ev)
-            if self.listener is not None:
-                self.listener(ev)
+            self._emit(e.to_trace(t))
+
+    def _emit(self, ev):
+        self.checker.feed(ev)
+        if self.writer is not None:
+            self.writer(ev)
+        if self.listener is not None:
+            self.listener(ev)
+
+    def _lost_frames(self, t, gap):
+        """The frames gap says its link lost, as "lost" trace events at the gap's time t (merge.lost_sends)."""
+        return [Event(t, "lost", s.board, s.link, s.kind, s.payload, {"sent_t": sent_t})
+                for sent_t, s in lost_sends(self._recent_sends[(gap.board - 1) % self.n], gap)]
 
     def close(self):
         for link in self.links:

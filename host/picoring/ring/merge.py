@@ -356,3 +356,19 @@ class LinkTally:
 
 # The firmware's frame counters wrap at 2**30 (small ints on the rp2 port).
 COUNT_PERIOD = 1 << 30
+
+
+def lost_sends(recent, gap):
+    """(time, send) of each frame a gap event says its link lost: the sends whose link sequence
+    bytes it skipped (docs/frames.md, "Lost frames"), taken out of recent, the sender's last
+    sends by link sequence byte ({lseq: (time, send)}). None for a receiver's first frame since
+    it started (how many were lost before it is not known)."""
+    aux = gap.aux or {}
+    if aux.get("first") or not aux.get("lost"):
+        return []
+    out = []
+    for back in range(min(aux["lost"], 255), 0, -1):
+        found = recent.pop((aux["lseq"] - back) & 0xFF, None)
+        if found is not None:
+            out.append(found)
+    return out
