@@ -82,6 +82,9 @@ class NodeWT(Node):
         "exclusion": "soft",  # "with high probability, there is just one component enabled" (Requirement 1)
         "rests": False,  # the token wanders for ever: runs stop at an idle horizon or a time limit
         "clocked": True,  # the caller sets now and calls on_wake (header)
+        # Figure 4's transient after a token loss ends once a token has lived Delta_max: a
+        # component no token reached for that long would have made one (check/soft.py)
+        "settles": "d_max",
         "view": {},
         "options": {
             "skip": "Delta_skip, the least time a token stays (default 1)",

@@ -215,6 +215,27 @@ def test_a_lost_token_is_made_again_and_the_transient_ends():
     rep, c, nodes = figures_wt.run_wt(20, 200_000, scale=10, transients=3)
     assert len(c.stabilisation) == 3 and c.tokens_lost == 3
     assert all(s > 0 for s in c.stabilisation) and sum(nd.generated for nd in nodes) >= 3
+    # the checker's measure from the token count's history (what a ring trace gets) agrees with
+    # the injector's, which decides when the next loss comes
+    st = rep["soft"]["stabilisation"]
+    assert st["settle"] == figures_wt.MAX * 10 and st["unfinished"] == 0
+    assert [s / 10 for _, s in st["times"]] == c.stabilisation
+
+
+def test_a_transient_ends_where_a_token_has_lived_the_settle_time():
+    """check/soft.py: from a loss that leaves no token alive to the start of the first stretch
+    with a token alive throughout for the settle time; a loss beside a live token starts none."""
+    from picoring.check.soft import summary, transients
+
+    times = [0, 10, 30, 40, 60, 200, 300]
+    counts = [1, 0, 1, 0, 1, 2, 1]  # lost at 10; made at 30, removed at 40 (domino); made at 60
+    assert transients(times, counts, [10], 50, 400) == [(10, 50)]  # 30..40 is too short
+    assert transients(times, counts, [10], 5, 400) == [(10, 20)]
+    assert transients(times, counts, [10, 40, 300], 50, 400) == [(10, 50)]  # 40: inside; 300: one left
+    assert transients(times, counts, [10], 500, 400) == [(10, None)]  # the run ended first
+    assert transients(times + [450, 470], counts + [0, 1], [10, 450], 50, 600) == [(10, 50), (450, 20)]
+    s = summary([(10, 50), (450, 20), (900, None)])
+    assert (s["count"], s["unfinished"], s["mean"], s["p50"], s["max"]) == (3, 1, 35.0, 20, 50)
 
 
 def test_stable_operation_and_stabilisation_are_measured_apart():
@@ -311,6 +332,13 @@ def test_sim_drops_frames_at_a_chosen_rate_and_the_wandering_token_recovers(caps
     assert r["drop"] == 0.01 and r["tokens_dropped"] == r["frames_dropped"] >= 5
     assert r["soft"]["tokens_lost"] == r["tokens_dropped"] and r["recovery"]["regenerations"] > 0
     assert sim("-p", "wt", "-n", "8", "-w", "periodic", "-k", "200", "--drop", "0.01", "--seed", "3")[1] == r
+    st = r["soft"]["stabilisation"]
+    assert st["settle"] == 3 * 48 and st["count"] >= 1  # Delta_max = 3 * 1.5 * 4 * 8
+    assert all(s is not None for _, s in st["times"][:-1])  # only the last can be cut by the run's end
+    # the text report shows the soft measures
+    assert main(["sim", "-p", "wt", "-n", "8", "-w", "periodic", "-k", "200", "--drop", "0.01", "--seed", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "> 1 running" in text and "tokens lost" in text and "transients after a loss" in text
     _, clean, _ = sim("-p", "wt", "-n", "8", "-w", "periodic", "-k", "200", "--seed", "3")
     assert "frames_dropped" not in clean and clean["soft"]["tokens_lost"] == 0
     # a protocol without recovery stalls, and says so; S, Q and D send frames, not layer messages
@@ -341,6 +369,9 @@ def test_a_token_lost_on_a_wire_counts_from_its_send():
     soft = c.soft_report()
     assert soft["tokens_lost"] == 2 and c.tokens_alive == 1
     assert soft["time_with_k_tokens"] == {0: 60 + 40, 1: 40 + 60 + 100}
+    # no token from 40 to 100 and from 160 to 200; Delta_max (54 at n = 3) settles each
+    assert soft["stabilisation"]["settle"] == 54 and soft["stabilisation"]["times"] == [[40, 60], [160, 40]]
+    assert Checker("wt:max=70", 3, time_unit="us").settle == 70_000  # a board's clock counts ms
     # a request frame lost, or a frame of a hard protocol: no token count moves
     c.feed(Event(310, "lost", 2, 2, "request", None, {"sent_t": 305}))
     assert c.tokens_alive == 1 and c.soft_report()["tokens_lost"] == 2

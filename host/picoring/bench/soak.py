@@ -41,7 +41,7 @@ def regeneration_times(trace_path, n):
     sent = {}
     lat = []
     with TraceReader(trace_path) as reader:
-        checker = Checker(reader.meta["protocol"], reader.meta["n"])
+        checker = Checker(reader.meta["protocol"], reader.meta["n"], time_unit=reader.meta.get("time_unit", "hop"))
         for e in reader:
             checker.feed(e)
             if e.kind == "token" and e.ev in ("send", "recv"):

@@ -32,8 +32,9 @@ its random-access benchmark): two nodes in their critical sections at once are n
 violation. The checker measures instead, as Ciuffoletti's paper does, the time spent with k
 operations running (k = 0, 1, 2, ...; the fraction with k >= 2), the intervals between two
 successive operations of one node, and the time spent with k tokens alive (from the
-regenerated and discarded tokens, and the losses a simulator injects). Entry numbers are
-not checked there (several tokens count entries independently).
+regenerated and discarded tokens, the losses a simulator injects and those a ring trace's
+"lost" events show), and the stabilisation after a token loss (check/soft.py). Entry numbers
+are not checked there (several tokens count entries independently).
 
 On a lossy ring (docs/recovery.md) the bounds are the fault-free ones and do
 not apply once recovery has acted (a timeout, a discarded or regenerated
@@ -47,9 +48,8 @@ frames are recovery traffic, counted apart from the paper's messages.
 
 import math
 from array import array
-from collections import deque
-
-from . import registry
+from bisect import bisect_right
+from . import registry, soft
 
 
 def paper_bounds_for(protocol, n):
@@ -67,10 +67,13 @@ def bounds_for(protocol, n):
 
 
 SEQ_PERIOD = 1 << 30  # boards' entry numbers wrap here (firmware/protocol.py SEQ_MASK + 1)
+# A trace's time units per unit of a clocked protocol's clock (protocol.py's header: Time): the
+# simulator's hop times are both; a board's clock counts milliseconds (firmware/node.py).
+CLOCK_UNIT = {"hop": 1, "us": 1000}
 
 
 class Checker:
-    def __init__(self, protocol, n, max_violations=100):
+    def __init__(self, protocol, n, max_violations=100, time_unit="hop"):
         self.protocol = protocol
         self.n = n
         self.bound_mpr, self.bound_service = bounds_for(protocol, n)
@@ -159,9 +162,15 @@ class Checker:
         self.tokens_time = {}  # k -> time spent with k tokens alive
         self._tok_since = None
         self.tokens_lost = 0
-        # (t, k): the token count's changes, so that a token found lost later (a ring trace's
-        # "lost" event, when the next frame on its wire showed the gap) counts from its send
-        self._tok_changes = deque(maxlen=4096)
+        # The token count's history (k alive from t on), so that a token found lost later (a
+        # ring trace's "lost" event, when the next frame on its wire showed the gap) counts from
+        # its send, and the losses: what the stabilisation after a loss is measured from (soft.py)
+        self._tok_t = array("d")
+        self._tok_k = array("l")
+        self._losses = array("d")
+        # ... until a token has been alive for this long (trace units; None: not measured)
+        settle = registry.settle_time(protocol, n) if isinstance(protocol, str) and self.soft else None
+        self.settle = None if settle is None else settle * CLOCK_UNIT[time_unit]
         self._token_kinds = {k for k, role in registry.message_roles(registry.about(protocol)).items()
                              if role == "token"} if isinstance(protocol, str) else set()
 
@@ -368,7 +377,8 @@ class Checker:
         self._tok_since = t
         self.tokens_alive = k
         if t is not None:
-            self._tok_changes.append((t, k))
+            self._tok_t.append(t)
+            self._tok_k.append(k)
 
     def _carries_token(self, event):
         if event.kind == "token":
@@ -383,24 +393,26 @@ class Checker:
             return
         sent_t = (event.extra or {}).get("sent_t", event.t)
         self.tokens_lost += 1
+        self._losses.append(sent_t)
         if self._tok_since is None or sent_t >= self._tok_since:
             self._tokens_to(sent_t, self.tokens_alive - 1)  # nothing changed since it was sent
             return
         # The changes since sent_t were counted one token too high: move their time down.
-        changes = list(self._tok_changes)
-        first = max((i for i, (t, _) in enumerate(changes) if t <= sent_t), default=None)
-        if first is None:
-            return  # sent before the changes kept: too old to place (not corrected)
-        for i in range(first, len(changes) - 1):
-            a, k = changes[i]
-            b = changes[i + 1][0]
-            moved = b - max(a, sent_t)
+        ts, ks = self._tok_t, self._tok_k
+        first = bisect_right(ts, sent_t) - 1
+        if first < 0:
+            return  # sent before the run's start: not placed
+        for i in range(first, len(ts)):
+            b = ts[i + 1] if i + 1 < len(ts) else self._tok_since
+            moved = b - max(ts[i], sent_t)
+            k = ks[i]
             if moved > 0 and k > 0:
                 self.tokens_time[k] = self.tokens_time.get(k, 0) - moved
                 self.tokens_time[k - 1] = self.tokens_time.get(k - 1, 0) + moved
-        kept = changes[:first + 1] + [(sent_t, max(0, changes[first][1] - 1))]
-        kept += [(t, max(0, k - 1)) for t, k in changes[first + 1:]]
-        self._tok_changes = deque(kept, maxlen=self._tok_changes.maxlen)
+            if i > first:
+                ks[i] = max(0, k - 1)
+        ts.insert(first + 1, sent_t)
+        ks.insert(first + 1, max(0, ks[first] - 1))
         self.tokens_alive = max(0, self.tokens_alive - 1)
 
     def tokens(self, t, node, a):
@@ -417,6 +429,7 @@ class Checker:
     def lost(self, t, node=None):
         """A token was lost on a wire (a simulator's injected loss)."""
         self.tokens_lost += 1
+        self._losses.append(t)
         self._tokens_to(t, self.tokens_alive - 1)
 
     def start(self, t):
@@ -425,7 +438,8 @@ class Checker:
             self._k_since = t
         if self._tok_since is None:
             self._tok_since = t
-            self._tok_changes.append((t, self.tokens_alive))
+            self._tok_t.append(t)
+            self._tok_k.append(self.tokens_alive)
 
     def _enter_soft(self, t, node):
         self.start(t)
@@ -498,6 +512,9 @@ class Checker:
                           "max": iv[-1] if iv else None},
             "time_with_k_tokens": {k: toks[k] for k in sorted(toks)},
             "tokens_lost": self.tokens_lost,
+            **({"stabilisation": dict(soft.summary(soft.transients(
+                self._tok_t, self._tok_k, self._losses, self.settle, self.last_t)), settle=self.settle)}
+               if self.settle is not None else {}),
         }
 
     def enter(self, t, node, seq=None):
@@ -775,7 +792,7 @@ def check_trace(path):
 
     with TraceReader(path) as reader:
         meta = reader.meta
-        checker = Checker(meta["protocol"], meta["n"])
+        checker = Checker(meta["protocol"], meta["n"], time_unit=meta.get("time_unit", "hop"))
         for event in reader:
             checker.feed(event)
     return meta, finish_trace(checker)

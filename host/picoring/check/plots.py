@@ -32,8 +32,8 @@ TOKEN_SLICES = 500  # grid columns (time slices): about 2 pixels each
 class RunSeries:
     """A Checker plus the per-request series the plots need; callable with Events."""
 
-    def __init__(self, protocol, n):
-        self.checker = Checker(protocol, n)
+    def __init__(self, protocol, n, time_unit="hop"):
+        self.checker = Checker(protocol, n, time_unit=time_unit)
         self.n = n
         self.req_count = []  # at each request: requests so far
         self.req_total = []  # ... and messages so far
@@ -82,7 +82,7 @@ def read_series(path):
     """(meta, RunSeries, report) of a trace file; the report is check_trace's."""
     with TraceReader(path) as reader:
         meta = reader.meta
-        series = RunSeries(meta["protocol"], meta["n"])
+        series = RunSeries(meta["protocol"], meta["n"], meta.get("time_unit", "hop"))
         for event in reader:
             series(event)
     report = finish_trace(series.checker)

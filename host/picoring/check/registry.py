@@ -89,6 +89,15 @@ def about(protocol):
     return _fw.load(protocol).about
 
 
+def settle_time(protocol, n):
+    """How long a token must have been alive without a break, in the protocol's own clock, for
+    the ring to count as settled after a token loss (check/soft.py): the node attribute that the
+    descriptor's "settles" names, at ring size n with the spec's options (the wandering token:
+    Delta_max); None for a protocol whose descriptor names none."""
+    attr = about(protocol).get("settles")
+    return None if attr is None else getattr(_fw.make_node(protocol, 0, n), attr)
+
+
 def rests(protocol):
     """True when the protocol's token can come to rest (a run ends quiescent); S's never does."""
     return about(protocol).get("rests", True)

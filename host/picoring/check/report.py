@@ -36,8 +36,8 @@ def print_report(report, console=None):
         table.add_row("  requests over the paper's printed bound", str(report.get("over_paper_service_bound", 0)),
                       "%d (see docs/bounds.md)" % paper["service_traffic"])
     lat = report.get("latency") or {}
+    unit = "us" if report.get("source") == "ring" else "hop times"
     if lat:
-        unit = "us" if report.get("source") == "ring" else "hop times"
         table.add_row("latency mean / max", "%.1f / %s %s" % (lat.get("mean", 0.0), lat.get("max", 0), unit), "")
     table.add_row("safety violations", str(report["safety_violations"]), "0")
     audit = report.get("audit")
@@ -56,6 +56,8 @@ def print_report(report, console=None):
     failed = report.get("failed") or {}
     if failed:
         table.add_row("requests failed", ", ".join("%d %s" % (k, r) for r, k in sorted(failed.items())), "")
+    for label, value in soft_rows(report.get("soft"), unit):
+        table.add_row(label, value, "")
     if report.get("drop"):  # the simulator's injected losses (sim --drop)
         table.add_row("hop frames dropped (tokens among them)", "%d (%d)" % (report["frames_dropped"], report["tokens_dropped"]),
                       "p = %g" % report["drop"])
@@ -84,6 +86,37 @@ def print_report(report, console=None):
     if report.get("schedule_file"):
         console.print("schedule that led there: %s (replay with --workload file:%s)" % (report["schedule_file"], report["schedule_file"]))
     console.print("[bold green]OK[/]" if report["ok"] else "[bold red]CHECK FAILED[/]")
+
+
+def soft_rows(soft, unit):
+    """(measure, value) rows of soft mutual exclusion (the checker's module doc): concurrency,
+    intervals, tokens alive, and the stabilisation after a token loss (check/soft.py)."""
+    if not soft:
+        return []
+    total = soft["time"] or 1
+    rows = [("> 1 running: time (most at once)", "%.3f %% (%d)" % (100.0 * soft["over_one_fraction"], soft["max_running"]))]
+    iv = soft["intervals"]
+    if iv["count"]:
+        rows.append(("entries of a node apart: p50 / p99 / max", " / ".join(_span(iv[q], unit) for q in ("p50", "p99", "max"))))
+    toks = soft["time_with_k_tokens"]
+    if toks:
+        rows.append(("tokens alive: share of time", ", ".join("%d: %.2f %%" % (k, 100.0 * v / total) for k, v in toks.items() if v > 0)))
+    rows.append(("tokens lost", str(soft["tokens_lost"])))
+    st = soft.get("stabilisation")
+    if st and st["count"]:
+        rows.append(("transients after a loss (unfinished)", "%d (%d)" % (st["count"], st["unfinished"])))
+        if st["count"] > st["unfinished"]:
+            rows.append(("  stabilisation: mean / p50 / max", " / ".join(_span(st[q], unit) for q in ("mean", "p50", "max"))))
+    return rows
+
+
+def _span(x, unit):
+    """A time for the table: a ring's microseconds in ms from 10 ms on."""
+    if x is None:
+        return "-"
+    if unit == "us" and x >= 10_000:
+        return "%.1f ms" % (x / 1000.0)
+    return ("%d" % x if x == int(x) else "%.1f" % x) + (" us" if unit == "us" else "")
 
 
 def resource_rows(res):

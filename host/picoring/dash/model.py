@@ -53,7 +53,7 @@ class DashModel:
         self.protocol = protocol
         self.n = n
         self.time_unit = time_unit
-        self.checker = Checker(protocol, n)
+        self.checker = Checker(protocol, n, time_unit=time_unit)
         self.events = 0
         self.t = None
         self.node_state = [IDLE] * n

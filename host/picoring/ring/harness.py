@@ -103,7 +103,7 @@ class RingRun:
         self.tap = tap
         self.inbox = queue.Queue()
         self.links = []
-        self.checker = Checker(protocol, self.n)
+        self.checker = Checker(protocol, self.n, time_unit="us")
         self.merger = CausalMerger(self.n)
         self.writer = None
         self.board_info = [{} for _ in range(self.n)]

@@ -210,7 +210,7 @@ def figure4(ns=NS, transients=100, scale=100, seed=1, progress=None):
         # time enough for every transient (each loss waits 3 Delta_max, a transient lasts a few
         # Delta_max, rarely tens); the run ends once all are measured
         rep, c, nodes = run_wt(n, transients * 40 * MAX + 3 * MAX, scale=scale, seed=seed, transients=transients)
-        st = sorted(c.stabilisation)
+        st = sorted(s / scale for _, s in rep["soft"]["stabilisation"]["times"] if s is not None)
         row = _row(4, "wandering token, token losses", n, rep, c, scale, nodes)
         row.update({"transients": len(st), "stabilisation_mean": round(sum(st) / len(st), 1) if st else None,
                     "stabilisation_p50": _q(st, 0.5), "stabilisation_max": st[-1] if st else None,
