@@ -316,6 +316,20 @@ def test_on_a_ring_of_boards_the_checker_measures_it_from_the_trace(ring, tmp_pa
     assert soft["intervals"]["count"] >= k - n and soft["intervals"]["p50"] >= 1.5 * op_ms * n * 1000
 
 
+def test_on_a_ring_the_saturated_workload_asks_again_at_each_exit(tmp_path, capsys):
+    """The paper's components always want the operation (-w saturated): on a ring the host asks
+    again as each critical section ends, -k requests in all (it asked n and stopped)."""
+    from picoring.cli.main import main
+
+    status = main(["run", "--virtual", "3", "-p", "wt:skip=2,op=20,seed=2", "--cs-us", "20000", "-w", "saturated",
+                   "-k", "15", "--seed", "2", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["ok"], (report["violations"], report.get("run_conditions"))
+    assert report["requests"] == report["served"] == 15
+    assert report["soft"]["intervals"]["count"] >= 15 - 3
+    assert report["soft"]["stabilisation"]["settle"] == 3 * (3 * 20 * 3 // 2) * 1000  # Delta_max in us
+
+
 def test_sim_drops_frames_at_a_chosen_rate_and_the_wandering_token_recovers(capsys):
     # Issue 16 item 4: token loss injected at a chosen rate, in the simulator as on the boards
     # (--faults drop=P). Each lost token frame is a token lost (the soft measures count it), and

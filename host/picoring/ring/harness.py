@@ -271,6 +271,8 @@ class RingRun:
                 if not pending_pings[k][1]:
                     del pending_pings[k]
 
+        renew = getattr(wl, "renew", None)  # renew(i): node i asks again as its critical section ends
+
         def inject(i):
             link = self.links[i]
             dropped = link.writes_dropped
@@ -393,6 +395,8 @@ class RingRun:
                         # counted failed, is served by the new incarnation: never below 0)
                         outstanding[b] = max(outstanding[b] - 1, 0)
                         last_exit = now
+                        if renew is not None and renew(b):
+                            deferred[b] += 1  # (saturated) it asks again as its section ends
                     elif e.ev == "reject":
                         # The board had one outstanding that the host did not count (the host's
                         # count is off): this one is not served, and must not be waited for.
