@@ -329,6 +329,29 @@ def test_the_audit_says_which_way_the_counter_is_off(capsys, monkeypatch, tmp_pa
                                        "message": "audit: " + says}
 
 
+def test_under_soft_exclusion_the_increments_overlaps_lose_are_measured_not_a_violation(capsys, monkeypatch, tmp_path):
+    # The wandering token lets operations overlap (the checker measures how often): the shared
+    # counter's lost increments are then that cost, shown, and the run is not failed for them.
+    from picoring.ring import deploy
+    from picoring.check import audit
+
+    ring = CounterOnlyRing(tmp_path)
+    monkeypatch.setattr(deploy, "start_virtual", lambda *a, **k: ring)
+
+    def fake_run(ports, protocol, workload, args, resetter=None, progress=None, connected=None):
+        connected()
+        with open(audit.path(ring), "w") as f:
+            f.write("90")
+        return {"served": 92, "ok": True, "violations": [], "events_lost": 0, "restarts": [], "soft": {}}
+
+    monkeypatch.setattr(cli_run, "_run_ring", fake_run)
+    status = main(["run", "--virtual", "3", "-p", "wt", "-k", "92", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["ok"] and report["violations"] == []
+    assert report["audit"] == {"counter": 90, "entries": 92, "ok": True, "unseen_entries": 0, "lost_increments": 2,
+                               "soft": True, "ended_by_a_restart": 0}
+
+
 def test_corruption_is_counted_by_the_receiving_board_and_recovered_from(capsys):
     # Q, a few requests; corrupted frames (token, request, claim) are dropped by the CRC. A
     # corrupted token is a lost token: regenerated (docs/recovery.md), every request served,

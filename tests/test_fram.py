@@ -201,8 +201,8 @@ def _cs(t, node, seq, read, wrote=None):
     return out
 
 
-def _checked(lines, n=4):
-    c = Checker("q", n)
+def _checked(lines, n=4, protocol="q"):
+    c = Checker(protocol, n)
     for e in _events(lines):
         c.feed(e)
     return c.finish()
@@ -245,6 +245,11 @@ def test_an_overlap_is_a_lost_update_named_with_its_witnesses_and_the_entries_ar
     assert first["message"].endswith("The entries around them: node 0 entered at t=10 (entry #1) read 0 wrote 1; "
                                      "node 3 entered at t=30 (entry #3) read 2 wrote 3")
     assert report["safety_violations"] >= 1
+    # under soft exclusion (the wandering token) the same overlap is allowed: its lost update is
+    # measured, not a violation
+    soft = _checked(lines, protocol="wt")
+    assert soft["ok"] and soft["violations"] == [] and soft["safety_violations"] == 0
+    assert (soft["resource"]["lost_updates"], soft["resource"]["ok"]) == (1, True)
 
 
 def test_a_failed_access_is_reported_and_not_counted_as_an_update():

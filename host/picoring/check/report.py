@@ -42,8 +42,9 @@ def print_report(report, console=None):
     table.add_row("safety violations", str(report["safety_violations"]), "0")
     audit = report.get("audit")
     if audit:
-        table.add_row("audit: shared counter / entries", "%s / %d" % (audit["counter"], audit["entries"]), "equal")
-    for label, value, bound in resource_rows(report.get("resource")):
+        table.add_row("audit: shared counter / entries", "%s / %d" % (audit["counter"], audit["entries"]),
+                      "overlaps lose some (soft)" if audit.get("soft") else "equal")
+    for label, value, bound in resource_rows(report.get("resource"), report.get("soft") is not None):
         table.add_row(label, value, bound)
     rec = report.get("recovery") or {}
     if rec.get("faults_at") is not None:
@@ -119,8 +120,9 @@ def _span(x, unit):
     return ("%d" % x if x == int(x) else "%.1f" % x) + (" us" if unit == "us" else "")
 
 
-def resource_rows(res):
-    """(measure, value, bound) rows of the shared FRAM counter against the entries (docs/fram.md)."""
+def resource_rows(res, soft=False):
+    """(measure, value, bound) rows of the shared FRAM counter against the entries (docs/fram.md);
+    soft: soft exclusion, whose overlapping sections may lose updates."""
     if not res:
         return []
     counter = "-" if res.get("counter") is None else str(res["counter"])
@@ -130,7 +132,7 @@ def resource_rows(res):
     if res["updates"] != res["entries"]:
         rows.append(("  updates written", str(res["updates"]), ""))
     if res.get("lost_updates"):
-        rows.append(("  lost updates (overlaps)", str(res["lost_updates"]), "0"))
+        rows.append(("  lost updates (overlaps)", str(res["lost_updates"]), "measured (soft)" if soft else "0"))
     if res.get("errors"):
         rows.append(("  FRAM accesses failed (OSError)", str(res["errors"]), "0"))
     return rows
