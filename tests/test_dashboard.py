@@ -230,6 +230,31 @@ def test_the_screen_shows_a_token_message_on_its_way():
     assert lines[-2].endswith("send →3   msg 1 0→3 fwd seq=0") and lines[-1].endswith("recv ←2   msg 1 0→3 seq=0")
 
 
+def test_a_token_lost_on_a_wire_leaves_the_picture_and_a_new_one_takes_its_place():
+    """A ring trace's "lost" event (the next frame on the wire showed the gap): the token shown
+    on that link is gone, and no longer counted in flight; a token made again is shown as usual,
+    and a loss learnt of after it does not move it."""
+    meta = header("wt", 4, "ring", "us")
+    tok = {"mkind": 0, "src": 1, "dst": 3, "hop": 1, "seq": 4, "epoch": 0, "fwd": False}
+    events = [Event(0, "send", 1, 1, "msg", dict(tok)),
+              Event(90, "lost", 1, 1, "msg", dict(tok), {"sent_t": 0})]
+    console = recording_console(100, 30)
+    dash = Dashboard(console, events, meta, speed=None)
+    dash.run()
+    text = console.export_text()
+    assert "token lost on link 1→2, none seen since" in text
+    assert re.search(r"╭▶ 0 ────▶ 1 ──×─▶ 2 ────▶ 3 ────▶╮", text)
+    model = dash.model
+    assert model.token_place() == ("lost", 1) and model.in_flight() == (0, 0) and model.token_lost == [0, 1, 0, 0]
+    model.apply(Event(150, "regen", 2, None, "token", {"seq": 1}))
+    model.apply(Event(160, "send", 2, 2, "msg", dict(tok, src=2, dst=3)))
+    model.apply(Event(200, "regen", 0, None, "token", {"seq": 1}))
+    model.apply(Event(210, "send", 0, 0, "msg", dict(tok, src=0, dst=2)))
+    model.apply(Event(220, "lost", 2, 2, "msg", dict(tok, src=2, dst=3), {"sent_t": 160}))  # seen after the next one's send
+    assert model.token_place() == ("link", 0) and model.in_flight() == (1, 0)
+    assert model.checker.soft_report()["tokens_lost"] == 2
+
+
 def _log_lines(console, dash):
     console.print(dash.render())
     text = console.export_text()

@@ -415,6 +415,10 @@ class Dashboard:
                     line.append("─" * (link_w - 3), style="dim")
                     line.append("●", style="bold magenta")
                     line.append("─▶", style="dim")
+                elif place == "lost" and where == i:
+                    line.append("─" * (link_w - 3), style="dim")
+                    line.append("×", style="bold red")
+                    line.append("─▶", style="dim")
                 elif reqs:
                     r = ("r%d" % reqs) if reqs < 10 else "r+"
                     line.append("─", style="dim")
@@ -435,6 +439,8 @@ class Dashboard:
                     row.append("T", style=_TOKEN_STYLE)
                 elif place == "link" and where == i:
                     row.append(">", style="bold magenta")
+                elif place == "lost" and where == i:
+                    row.append("x", style="bold red")
                 else:
                     st = m.node_state[i]
                     row.append(("·", "r", "C")[st], style=_NODE_STYLE[st])
@@ -451,6 +457,8 @@ class Dashboard:
             text.append("on link %d→%d" % (where, (where + 1) % m.n))
             if m.token_dst is not None and m.token_dst != (where + 1) % m.n:
                 text.append(" to node %d" % m.token_dst)  # a token message travelling several hops
+        elif place == "lost":
+            text.append("lost on link %d→%d, none seen since" % (where, (where + 1) % m.n), style="bold red")
         else:
             st = m.node_state[where]
             text.append("at node %d%s" % (where, " (in CS)" if st == IN_CS else ""))

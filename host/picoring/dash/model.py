@@ -67,6 +67,9 @@ class DashModel:
         self.request_sends = [0] * n
         self.token_recvs = [0] * n
         self.request_recvs = [0] * n
+        self.token_lost = [0] * n  # frames sent on link i that never arrived (trace "lost" events)
+        self.request_lost = [0] * n
+        self.lost_on = None  # the link the token was lost on, while no other token has been seen
         # Every run starts with the token resting at node 0 (sim and ring alike).
         self.token_node = 0
         self.token_link = None  # link it is on while in flight
@@ -132,6 +135,8 @@ class DashModel:
                     self.stopped_at[node] += 1
             elif kind == "msg":
                 self._message(event, node, link, False)
+        elif ev == "lost":
+            self._lost(event, node)
         elif ev == "req":
             self.node_state[node] = REQUESTING
             self.requested_at[node] = event.t
@@ -182,6 +187,22 @@ class DashModel:
             else:
                 self.request_recvs[link] += 1
 
+    def _lost(self, event, node):
+        """A frame node sent that never reached the next node (docs/trace-format.md "lost"),
+        known when the next frame on that wire showed the gap: no longer in flight. A lost token
+        that is still the one shown on that link is gone; one seen since (made again, entered
+        with) stays where it is."""
+        link = event.link if event.link is not None else node
+        role = self.role(event)
+        if role == "token":
+            self.token_lost[link] += 1
+            if self.token_link == link:
+                self.token_link = None
+                self.token_dst = None
+                self.lost_on = link
+        elif role == "request":
+            self.request_lost[link] += 1
+
     # -- figures (read at render time) ----------------------------------------
     def report(self):
         """The checker's report so far (no finish: pending requests are not failures yet)."""
@@ -202,14 +223,17 @@ class DashModel:
 
     def in_flight(self):
         """(token frames, request frames) sent and not yet received, ring-wide."""
-        return (sum(self.token_sends) - sum(self.token_recvs), sum(self.request_sends) - sum(self.request_recvs))
+        return (sum(self.token_sends) - sum(self.token_recvs) - sum(self.token_lost),
+                sum(self.request_sends) - sum(self.request_recvs) - sum(self.request_lost))
 
     def requests_in_flight_on(self, link):
-        return self.request_sends[link] - self.request_recvs[link]
+        return self.request_sends[link] - self.request_recvs[link] - self.request_lost[link]
 
     def token_place(self):
         """('node', i) or ('link', i) for the token's place now (token_dst: where a token
         message on a link, or passing through node i, is going)."""
         if self.token_link is not None:
             return "link", self.token_link
+        if self.token_node is None and self.lost_on is not None:
+            return "lost", self.lost_on  # lost on that link; no token seen since
         return "node", self.token_node
