@@ -49,6 +49,7 @@ frames are recovery traffic, counted apart from the paper's messages.
 import math
 from array import array
 from bisect import bisect_right
+
 from . import registry, soft
 
 
