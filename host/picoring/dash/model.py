@@ -231,7 +231,8 @@ class DashModel:
 
     def token_place(self):
         """('node', i) or ('link', i) for the token's place now (token_dst: where a token
-        message on a link, or passing through node i, is going)."""
+        message on a link, or passing through node i, is going); ('lost', i): it was lost on
+        link i and no token has been seen since."""
         if self.token_link is not None:
             return "link", self.token_link
         if self.token_node is None and self.lost_on is not None:
