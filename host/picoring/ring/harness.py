@@ -42,7 +42,7 @@ from .deploy import start_order
 from .hostlink import REQUEST, BoardEvent, Reply, encode_command
 from .link import (REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness,
                    stop_firmware)
-from .merge import CausalMerger, LinkTally, insert_credit, lost_credit, lost_sends
+from .merge import CausalMerger, LinkTally, LostFrames, insert_credit, lost_credit
 from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, run_report
 
 # The stall clock (RingRun.run) runs only while the boards answer pings (PING_GRACE_S, runreport.py),
@@ -114,7 +114,7 @@ class RingRun:
         self.reconnect_wait_s = 3.0  # at the end, for a board whose USB link is down
         self.restarts = [0] * self.n
         self.send_lseq = [0] * self.n  # per board: the link sequence byte of its next send (_number_send)
-        self._recent_sends = [{} for _ in range(self.n)]  # per board: lseq -> (t, send) placed (_lost_frames)
+        self.lost_frames = LostFrames(self.n)  # the gaps' lost frames, as "lost" trace events (_deliver)
         self.unsent = {}  # reason -> requests that never left the host
         self.outstanding = [0] * self.n  # per board: requests injected, not yet through (run())
         self.deferred = [0] * self.n  # per board: requests due, held at the host behind an outstanding one (run())
@@ -573,7 +573,7 @@ class RingRun:
             self._take_last(in_run)
             self._align_restarted()
             self._final_status(now_us() - t0, in_run)
-            self._deliver(self.merger.release(now_us() - t0, final=True))
+            self._deliver(self.merger.release(now_us() - t0, final=True), final=True)
             end_t = self.merger.last_t
             if self.writer is not None:
                 self.writer(Event(end_t, "end", extra={"quiescent": quiescent, "reason": reason}))
@@ -745,7 +745,7 @@ class RingRun:
         frame (CausalMerger)."""
         if e.ev == "boot":
             self.send_lseq[b] = 0
-            self._recent_sends[b].clear()
+            self.lost_frames.restarted(b)
         elif e.ev == "send":
             e.lseq = self.send_lseq[b]
             self.send_lseq[b] = (self.send_lseq[b] + 1) & 0xFF
@@ -814,16 +814,18 @@ class RingRun:
             return last_token_recv
         return holders[0]
 
-    def _deliver(self, released):
+    def _deliver(self, released, final=False):
         for t, e in released:
-            if e.ev == "send" and e.lseq is not None:
-                self._recent_sends[e.board][e.lseq] = (t, e)
-            elif e.ev == "gap":
-                for ev in self._lost_frames(t, e):
-                    self._emit(ev)
+            self._emit_lost(self.lost_frames.released(t, e))
             if e.ev in ("bad", "drop", "gap"):
                 continue  # counted per board below, not ring events
             self._emit(e.to_trace(t))
+        if final:
+            self._emit_lost(self.lost_frames.take())
+
+    def _emit_lost(self, frames):
+        for t, sent_t, s in frames:
+            self._emit(Event(t, "lost", s.board, s.link, s.kind, s.payload, {"sent_t": sent_t}))
 
     def _emit(self, ev):
         self.checker.feed(ev)
@@ -831,11 +833,6 @@ class RingRun:
             self.writer(ev)
         if self.listener is not None:
             self.listener(ev)
-
-    def _lost_frames(self, t, gap):
-        """The frames gap says its link lost, as "lost" trace events at the gap's time t (merge.lost_sends)."""
-        return [Event(t, "lost", s.board, s.link, s.kind, s.payload, {"sent_t": sent_t})
-                for sent_t, s in lost_sends(self._recent_sends[(gap.board - 1) % self.n], gap)]
 
     def close(self):
         for link in self.links:

@@ -358,17 +358,48 @@ class LinkTally:
 COUNT_PERIOD = 1 << 30
 
 
-def lost_sends(recent, gap):
-    """(time, send) of each frame a gap event says its link lost: the sends whose link sequence
-    bytes it skipped (docs/frames.md, "Lost frames"), taken out of recent, the sender's last
-    sends by link sequence byte ({lseq: (time, send)}). None for a receiver's first frame since
-    it started (how many were lost before it is not known)."""
-    aux = gap.aux or {}
-    if aux.get("first") or not aux.get("lost"):
+class LostFrames:
+    """The frames each link lost, from its receiver's gap events (docs/trace-format.md "lost"),
+    fed every event in the order the merger releases them.
+
+    A gap says how many frames its link lost and the link sequence byte of the frame after
+    them (docs/frames.md, "Lost frames"); the lost ones are the sender's sends with the bytes
+    it skipped. The gap is released when the receiver's events are, maybe before the sender's
+    sends of those frames (its USB output late on a loaded machine): it waits for the
+    receiver's next receive, the frame after the gap's, which the merger releases only after
+    that frame's send, and so after theirs."""
+
+    def __init__(self, n):
+        self.n = n
+        self._recent = [{} for _ in range(n)]  # per sender: lseq -> (t, send), its last 256
+        self._gaps = [[] for _ in range(n)]  # per receiver: (t, gap) waiting for its next receive
+
+    def restarted(self, board):
+        """board starts numbering its sends from 0 again (its boot)."""
+        self._recent[board].clear()
+
+    def released(self, t, e):
+        """Feed one released event; returns the lost frames known now, [(gap's t, sent t, send)]."""
+        if e.ev == "send" and e.lseq is not None:
+            self._recent[e.board][e.lseq] = (t, e)
+        elif e.ev == "gap":
+            self._gaps[e.board].append((t, e))
+        elif e.ev == "recv" and self._gaps[e.board]:
+            return self.take(e.board)
         return []
-    out = []
-    for back in range(min(aux["lost"], 255), 0, -1):
-        found = recent.pop((aux["lseq"] - back) & 0xFF, None)
-        if found is not None:
-            out.append(found)
-    return out
+
+    def take(self, board=None):
+        """The lost frames of the gaps waiting at board (None: at every board)."""
+        out = []
+        for b in range(self.n) if board is None else (board,):
+            gaps, self._gaps[b] = self._gaps[b], []
+            recent = self._recent[(b - 1) % self.n]
+            for t, gap in gaps:
+                aux = gap.aux or {}
+                if aux.get("first") or not aux.get("lost"):
+                    continue  # a receiver's first frame since it started: how many were lost is not known
+                for back in range(min(aux["lost"], 255), 0, -1):
+                    found = recent.pop((aux["lseq"] - back) & 0xFF, None)
+                    if found is not None:
+                        out.append((t, found[0], found[1]))
+        return out
