@@ -293,20 +293,18 @@ class VirtualBoard:
 
     def _forget_unread(self, port):
         """Like a tty's last close: what the board wrote and no host read is gone (the ring's USB
-        thread, on a host's hang-up of `port`). Returns what a host that opened the port since
-        wrote: it is read with the status of that flush, and is the new host's, not to lose."""
+        thread, on a host's hang-up of `port`)."""
         if port is not self._host:
-            return b""  # usb_path leads to another pty now
+            return  # usb_path leads to another pty now
         try:
             fd = os.open(self.usb_path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
         except OSError:
-            return b""
+            return
         try:
             flush_input(fd)
         finally:
             os.close(fd)
-        data, _ = read_host_all(port.fd)  # the status of that flush is ours, not a host's
-        return data
+        read_host_all(port.fd)  # the status of that flush: ours, not a host's
 
     def usb_present(self):
         return self._host is not None

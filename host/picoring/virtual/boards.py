@@ -692,11 +692,8 @@ class VirtualRing:
                     continue
                 except OSError:  # EIO: the last user of usb_path closed it
                     p.opened = False
-                    data = b._forget_unread(p)
+                    b._forget_unread(p)
                     self._usb_event("hungup", b, p)
-                    if data:  # a host opened it again at once and wrote (_forget_unread)
-                        p.opened, _ = look_at_host_port(p.fd)
-                        self._usb_event("data", b, p, data, p.opened)
                     continue
                 if flushed:
                     self._usb_event("flushed", b, p)
