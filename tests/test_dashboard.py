@@ -83,15 +83,20 @@ def test_screen_shows_the_checkers_figures(traces, protocol, n, width, height):
     assert "quiescent=True" in text  # the log's last line: the end event
 
 
+def _replayed(meta, events, width, height):
+    """(console, dashboard, screen text) after replaying events at once on a recording console."""
+    console = recording_console(width, height)
+    dash = Dashboard(console, events, meta, speed=None)
+    dash.run()
+    return console, dash, console.export_text()
+
+
 def test_screen_of_a_small_ring_draws_every_node_and_the_token():
     meta = header("q", 3, "sim", "hop")
     events = [Event(0, "req", 1), Event(0, "send", 1, 1, "request"), Event(1, "recv", 2, 1, "request"),
               Event(1, "send", 2, 2, "request"), Event(2, "recv", 0, 2, "request"),
               Event(2, "send", 0, 0, "token", {"count": 1, "state": 0, "seq": 0, "epoch": 0})]
-    console = recording_console(80, 24)
-    dash = Dashboard(console, events, meta, speed=None)
-    dash.run()
-    text = console.export_text()
+    console, dash, text = _replayed(meta, events, 80, 24)
     assert "token on link 0→1  last hop: counter 1" in text
     assert re.search(r"╭▶ 0 ──●─▶ 1 ────▶ 2 ────▶╮", text)
     assert re.search(r"state\s+idle\s+req\s+idle", text)
@@ -201,10 +206,7 @@ def test_the_screen_shows_a_token_message_on_its_way():
               Event(2, "recv", 0, 4, "msg", {"mkind": 0, "src": 3, "dst": 255, "hop": 2, "seq": 0, "epoch": 0}),
               Event(2, "send", 0, 0, "msg", {"mkind": 0, "src": 3, "dst": 255, "hop": 3, "seq": 0, "epoch": 0, "fwd": True}),
               Event(2, "send", 0, 0, "msg", dict(tok, hop=1, fwd=False))]
-    console = recording_console(100, 30)
-    dash = Dashboard(console, events, meta, speed=None)
-    dash.run()
-    text = console.export_text()
+    console, dash, text = _replayed(meta, events, 100, 30)
     assert "token on link 0→1 to node 3" in text
     assert re.search(r"╭▶ 0 ──●─▶ 1 ────▶ 2 ────▶ 3 ────▶ 4 ────▶╮", text)
     assert "in flight: 1 token, 1 request" in text  # and the broadcast, 2 hops from home
@@ -238,10 +240,7 @@ def test_a_token_lost_on_a_wire_leaves_the_picture_and_a_new_one_takes_its_place
     tok = {"mkind": 0, "src": 1, "dst": 3, "hop": 1, "seq": 4, "epoch": 0, "fwd": False}
     events = [Event(0, "send", 1, 1, "msg", dict(tok)),
               Event(90, "lost", 1, 1, "msg", dict(tok), {"sent_t": 0})]
-    console = recording_console(100, 30)
-    dash = Dashboard(console, events, meta, speed=None)
-    dash.run()
-    text = console.export_text()
+    console, dash, text = _replayed(meta, events, 100, 30)
     assert "token lost on link 1→2, none seen since" in text
     assert re.search(r"╭▶ 0 ────▶ 1 ──×─▶ 2 ────▶ 3 ────▶╮", text)
     model = dash.model
