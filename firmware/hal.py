@@ -65,6 +65,54 @@ class StreamHost:
         return -1
 
 
+class LossyUart:
+    """A UART that loses received frames at random: the fault drop_rx (docs/faults.md), for
+    boards whose wires lose nothing on purpose (Picos, emulated or real). A frame is 00 | COBS
+    | 00 (docs/frames.md): a lost one's bytes vanish and its 00 delimiters stay, so the board
+    sees an idle line, as on a virtual ring's drop=P, and the next frame's link sequence byte
+    shows the gap. Each frame is lost with probability ppm / 10**6, seeded; the node loop reads
+    through readinto as from the UART (any() and write are the UART's own). A pass through
+    Python for every byte received: the ring runs slower with it."""
+
+    def __init__(self, uart, ppm, seed):
+        import protocol
+
+        self._uart = uart
+        self._rand = protocol.rand_next
+        self._x = seed % (protocol.RAND_M - 1) + 1
+        self._below = ppm  # a frame is lost when the draw's last six digits are below this
+        self._in = 0  # 0: between frames, 1: in a kept frame, 2: in a lost one
+        self.lost = 0
+        any_ = getattr(uart, "any", None)
+        if any_ is not None:
+            self.any = any_
+        self.write = uart.write
+        self.fileno = getattr(uart, "fileno", None)
+
+    def readinto(self, buf, n=-1):
+        got = self._uart.readinto(buf) if n < 0 else self._uart.readinto(buf, n)
+        if not got:
+            return got
+        state = self._in
+        kept = 0
+        for i in range(got):
+            b = buf[i]
+            if b == 0:
+                state = 0
+            elif state == 0:  # a frame's first byte: is it lost?
+                self._x = x = self._rand(self._x)
+                if x % 1000000 < self._below:
+                    state = 2
+                    self.lost += 1
+                else:
+                    state = 1
+            if state != 2:
+                buf[kept] = b
+                kept += 1
+        self._in = state
+        return kept
+
+
 def open_board(cfg):
     if "virtual" in cfg:
         import hal_unix

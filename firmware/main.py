@@ -83,6 +83,11 @@ def check_config(cfg, path=CONFIG):
         raise ConfigError('%s: "fram" must be like {"address": 80, "cell": 0}, not %r' % (path, fcfg))
     if not isinstance(cfg.get("rogue", False), bool):
         raise ConfigError("%s: rogue must be true or false, not %r" % (path, cfg["rogue"]))
+    drop = cfg.get("drop_rx")
+    if drop is not None and not (isinstance(drop, list) and len(drop) == 2 and all(isinstance(x, int) for x in drop)
+                                 and 0 <= drop[0] <= 1000000 and drop[1] >= 0):
+        raise ConfigError("%s: drop_rx must be [frames lost per million, seed >= 0] (docs/faults.md), not %r"
+                          % (path, drop))
     if "virtual" in cfg:
         v = cfg["virtual"]
         u = v.get("uart") if isinstance(v, dict) else None
@@ -106,9 +111,15 @@ def build(cfg, board):
     import node
 
     pnode = protocol.make_node(cfg["protocol"], cfg["position"], cfg["size"])
+    uart = board.uart
+    drop = cfg.get("drop_rx")
+    if drop and drop[0]:  # the fault drop_rx: received frames lost at random (hal.LossyUart)
+        import hal
+
+        uart = hal.LossyUart(uart, drop[0], drop[1] * 7919 + cfg["position"] * 104729)
     return node.NodeLoop(
         pnode,
-        board.uart,
+        uart,
         board.host,
         board.ticks_us,
         board.ticks_diff,

@@ -44,6 +44,7 @@ AT = protocol.PAYLOAD_AT
 SEQ_MASK = protocol.SEQ_MASK
 get30 = protocol.get30
 put30 = protocol.put30
+rand_next = protocol.rand_next
 
 TOKEN = 0
 _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
@@ -55,13 +56,6 @@ _NEVER = -1  # last_at before this component was ever enabled (Figure 1: id = NU
 _HOLD_NONE = 0
 _HOLD_SKIP = 1  # the token stays Delta_skip (no operation)
 _HOLD_OP = 2  # the token stays while A runs (the critical section)
-# The random walk's generator: Lehmer, x <- A*x mod M, by Schrage's method so that no
-# intermediate passes 2**30 (a heap int on the rp2 port). M is the largest prime below 2**30,
-# A a primitive root of it with M mod A < M div A.
-_M = 1073741789
-_A = 20001
-_Q = 53684  # M // A
-_R = 8105  # M % A
 _GEN_CAP = 0x8000000  # Delta_gen stops growing here (2**27 units: 37 hours in ms)
 
 
@@ -141,18 +135,15 @@ class NodeWT(Node):
         self.generated = 0  # tokens made here (the generation rule)
         self.removed = 0  # tokens removed here (the removal rule)
         self.ops = 0  # operations A performed here
-        x = (_int_opt(o, "seed", 1) * 7919 + index * 104729 + 1) % (_M - 1)
+        x = (_int_opt(o, "seed", 1) * 7919 + index * 104729 + 1) % (protocol.RAND_M - 1)
         self.rng = x + 1  # 1..M-1
         self._arm()  # Figure 1's first select: a token within Delta_gen, or one is made
 
     # -- chance and time ------------------------------------------------------------
 
     def _draw(self):
-        """The next number of the walk's generator, 1..M-1 (Schrage: no big int on a Pico)."""
-        x = self.rng
-        x = _A * (x % _Q) - _R * (x // _Q)
-        if x <= 0:
-            x += _M
+        """The next number of the walk's generator (protocol.rand_next: no big int on a Pico)."""
+        x = rand_next(self.rng)
         self.rng = x
         return x
 

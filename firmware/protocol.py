@@ -142,6 +142,22 @@ def get30(buf, at):
     return buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)
 
 
+# A random number generator with no big int on a Pico (the rp2 port's small ints have 30 bits):
+# Lehmer's x <- A*x mod M, by Schrage's method so that no intermediate passes 2**30. M is the
+# largest prime below 2**30, A a primitive root of it with M mod A < M div A. Drawn from by the
+# wandering token's walk and by a board's drop_rx fault (hal.LossyUart).
+RAND_M = const(1073741789)
+_RAND_A = const(20001)
+_RAND_Q = const(53684)  # M // A
+_RAND_R = const(8105)  # M % A
+
+
+def rand_next(x):
+    """The generator's number after x; x and the result are in 1..RAND_M - 1."""
+    x = _RAND_A * (x % _RAND_Q) - _RAND_R * (x // _RAND_Q)
+    return x + RAND_M if x <= 0 else x
+
+
 def put30(buf, at, v):
     """Write a 30-bit number into a payload as get30 reads it."""
     buf[at] = v & 0xFF

@@ -2,8 +2,10 @@
 # process, wired by in-memory links, one shared clock that advances a fixed step per pass, every
 # node always wanting the operation (the paper's components). Runs under MicroPython (unix port)
 # and CPython; prints one JSON line, which tests/test_wt.py compares between the two and checks.
-# Usage: <python> mp_wt_driver.py FIRMWARE_DIR N PASSES [SPEC [LOSE_AT]]: from pass LOSE_AT on,
-# the first frame found on a wire is lost (the token: the generation rule must make another).
+# Usage: <python> mp_wt_driver.py FIRMWARE_DIR N PASSES [SPEC [LOSE_AT [DROP_PPM]]]: from pass
+# LOSE_AT on (-1: never), the first frame found on a wire is lost (the token: the generation rule
+# must make another); DROP_PPM: every board reads its wire through hal.LossyUart (the drop_rx
+# fault), which loses that many frames in a million.
 import sys
 
 sys.path.insert(0, sys.argv[1])
@@ -27,9 +29,15 @@ def main():
         return clock[0]
 
     lose_at = int(sys.argv[5]) if len(sys.argv) > 5 else -1
+    drop_ppm = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     lost_at = -1
     op_ms = int(protocol.parse_spec(spec)[1].get("op", "4"))
-    loops = [node.NodeLoop(protocol.make_node(spec, i, n), wires[i], Host(), ticks, lambda a, b: a - b,
+    uarts = wires
+    if drop_ppm:
+        import hal
+
+        uarts = [hal.LossyUart(w, drop_ppm, 7 + i * 104729) for i, w in enumerate(wires)]
+    loops = [node.NodeLoop(protocol.make_node(spec, i, n), uarts[i], Host(), ticks, lambda a, b: a - b,
                            cs_us=op_ms * 1000) for i in range(n)]
     for i, lp in enumerate(loops):
         lp.start(give_token=i == 0)
@@ -61,7 +69,9 @@ def main():
                       "removed": [nd.removed for nd in nodes], "tx": [w.writes for w in wires],
                       "errors": [nd.errors for nd in nodes], "bad": [lp.dec.bad for lp in loops],
                       "d_gen": [nd.d_gen for nd in nodes], "most_running": most, "running_passes": running,
-                      "lost_at": lost_at, "ops_after_loss": ops_after + sum(nd.ops for nd in nodes) if lost_at >= 0 else 0}))
+                      "lost_at": lost_at, "dropped_rx": [getattr(u, "lost", 0) for u in uarts],
+                      "gaps_counted": [lp._dst[28] for lp in loops],  # frame.S_LOST: the receivers' count
+                      "ops_after_loss": ops_after + sum(nd.ops for nd in nodes) if lost_at >= 0 else 0}))
 
 
 main()

@@ -257,6 +257,11 @@ def test_bad_config_is_reported_as_text(micropython, tmp_path):
     out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
                          timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout
     assert out.startswith('!err config: picoring.json: "virtual" must be {"uart": [rx_fd, tx_fd]}')
+    for drop in (0.01, [2000000, 1], [100, -1], [100]):  # the drop_rx fault: [per million, seed]
+        (tmp_path / "picoring.json").write_text(json.dumps({"position": 0, "size": 2, "protocol": "q", "drop_rx": drop}))
+        out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout
+        assert out.startswith("!err config: picoring.json: drop_rx must be [frames lost per million, seed >= 0]"), out
 
 
 

@@ -71,7 +71,7 @@ def test_compare_on_the_boards_flashes_them_for_its_protocol(board_ring, capsys)
     ring.flashed = None  # from here on the boards run what compare flashed them with
     status = main(argv)
     out, err = capsys.readouterr()
-    ring.flashed = ("toy", 0)
+    ring.flashed = ("toy", 0, None)
     result = json.loads(out) if out.strip() else None
     assert result is not None, err
     (row,), (run,) = result["rows"], result["runs"]

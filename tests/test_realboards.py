@@ -476,6 +476,8 @@ def test_cli_flash_errors_are_one_line(tmp_path, capsys, monkeypatch):
     assert "which boards?" in capsys.readouterr().err
     assert main(["run", "-p", "q"]) == 2
     assert "no ring.json here" in capsys.readouterr().err
+    assert main(["flash", "-p", "q", "--ports", "/dev/nonexistent-picoring0,x", "--drop-rx", "5"]) == 2
+    assert "--drop-rx is a probability, 0..1" in capsys.readouterr().err
 
 
 # -- pyserial URLs: an RFC 2217 server in front of a virtual board ---------------------------

@@ -276,6 +276,28 @@ def test_the_node_loop_runs_it_alike_under_micropython_and_cpython_with_a_loss(m
     assert mp["d_gen"] == [180] * 4  # back to Delta_max once the token wanders again
 
 
+def test_a_boards_drop_rx_fault_loses_frames_that_its_node_loop_counts_as_gaps(micropython):
+    """hal.LossyUart (the drop_rx fault, for Picos, whose wires lose nothing on purpose): whole
+    received frames vanish, seeded, alike under MicroPython and CPython; the node loop sees an
+    idle line, never a bad frame, and the next frame's gap counts every one; the wandering
+    token's timers make the lost tokens again."""
+    from conftest import FIRMWARE, ROOT, run_micropython
+
+    driver = str(ROOT / "tests" / "mp_wt_driver.py")
+    args = [str(FIRMWARE), "4", "8000", "wt:skip=2,op=8,min=60,max=180,seed=3", "-1", "20000"]  # 2 %
+    mp = json.loads(run_micropython(micropython, driver, *args, timeout=120))
+    cp = json.loads(subprocess.run([sys.executable, driver, *args], capture_output=True, text=True, check=True,
+                                   timeout=120).stdout)
+    assert mp.pop("impl") == "micropython" and cp.pop("impl") == "cpython"
+    assert mp == cp
+    dropped, sent = sum(mp["dropped_rx"]), sum(mp["tx"])
+    assert mp["bad"] == [0] * 4 and 0.01 * sent < dropped < 0.04 * sent, (dropped, sent)
+    # each lost frame is counted by its receiver once a later frame arrives: all but the last
+    # ones of each wire
+    assert dropped - 4 <= sum(mp["gaps_counted"]) <= dropped
+    assert sum(mp["generated"]) >= 1 and min(mp["ops"]) >= 5  # 2 s; Delta_min 60 ms, but tokens go missing
+
+
 # -- picoring figures wt -------------------------------------------------------------------
 
 
@@ -328,6 +350,33 @@ def test_on_a_ring_the_saturated_workload_asks_again_at_each_exit(tmp_path, caps
     assert report["requests"] == report["served"] == 15
     assert report["soft"]["intervals"]["count"] >= 15 - 3
     assert report["soft"]["stabilisation"]["settle"] == 3 * (3 * 20 * 3 // 2) * 1000  # Delta_max in us
+
+
+def test_on_a_ring_the_boards_drop_rx_fault_loses_tokens_and_the_trace_says_so(ring, tmp_path):
+    """Figure 4 on boards whose wires lose nothing on purpose (Picos): flashed with the fault
+    drop_rx, each board loses received frames at random; each lost token shows in the trace as
+    a `lost` event, the checker measures the stabilisation after it, and every request is
+    served (the timers make new tokens)."""
+    from picoring.sim.workload import make_workload as wl
+
+    n, k, op_ms = ring.n, 8, 20
+    spec = "wt:skip=2,op=%d,seed=2" % op_ms
+    # seeded: board 0 loses the 3rd frame it receives, board 1 its 5th (then 1 in 33 at random):
+    # a token is lost before any is made again, so the count goes to 0 (a transient)
+    ring.flash(spec, op_ms * 1000, drop_rx=(0.03, 3))
+    trace = tmp_path / "wt.jsonl"
+    run = ring.make_run(ring.ports, spec, wl("saturated", n, k, seed=2), trace=str(trace), seed=2)
+    try:
+        run.connect()
+        report = run.run()
+    finally:
+        run.close()
+    assert report["ok"] and report["served"] == k, (report["violations"], report.get("run_conditions"))
+    events = [json.loads(line) for line in trace.read_text().splitlines()[1:]]
+    lost = [e for e in events if e["ev"] == "lost"]
+    assert lost and report["soft"]["tokens_lost"] == sum(1 for e in lost if e["kind"] == "msg")  # (claims: not)
+    st = report["soft"]["stabilisation"]
+    assert st["settle"] == 3 * (3 * op_ms * n // 2) * 1000 and st["count"] >= 1
 
 
 def test_sim_drops_frames_at_a_chosen_rate_and_the_wandering_token_recovers(capsys):

@@ -179,21 +179,22 @@ class Ring:
         self.baud = baud
         self.virtual = virtual  # the VirtualRing, if the boards are virtual
         self.traffic = traffic
-        self.flashed = flashed  # (protocol, cs_us) the boards run, if known
+        self.flashed = flashed  # (protocol, cs_us, drop_rx) the boards run, if known
         self.flash_results = None
 
     def tap(self, ports=None):
         return self.traffic.tap_for(list(ports or self.ports)) if self.traffic is not None else None
 
-    def flash(self, protocol, cs_us=0, force=False):
-        """Flash every board for `protocol` unless that is what they already run."""
+    def flash(self, protocol, cs_us=0, force=False, drop_rx=None):
+        """Flash every board for `protocol` unless that is what they already run. drop_rx
+        (probability, seed): the boards lose received frames (the fault drop_rx, docs/faults.md)."""
         from .ring import flash
 
-        want = (protocol, cs_us)
+        want = (protocol, cs_us, drop_rx)
         if force or self.flashed != want:
             self.flashed = None
             self.flash_results = flash.flash(self.targets, protocol, baud=self.baud, board=self.board, cs_us=cs_us,
-                                             tap=self.tap())
+                                             tap=self.tap(), drop_rx=drop_rx)
             self.flashed = want
         return self.flash_results
 
@@ -288,4 +289,4 @@ def ring(request, boards):
     o = request.config.option
     return Ring(boards, board=o.ring_board, baud=o.ring_baud, traffic=request.config._picoring_traffic,
                 virtual=getattr(request.config, "_picoring_virtual", None),
-                flashed=(o.ring_flashed, 0) if o.ring_flashed else None)
+                flashed=(o.ring_flashed, 0, None) if o.ring_flashed else None)

@@ -59,6 +59,11 @@ def argparse_flash(sub):
     add_resource_args(p, "the boards get its I2C pins from --board's file and adafruit_bus_device in their lib/")
     p.add_argument("--regen-ms", type=int, help="base token-regeneration timeout on the boards (default 500; "
                                                 "docs/recovery.md): above the longest legitimate wait for the token")
+    p.add_argument("--drop-rx", type=float, metavar="P",
+                   help="the fault drop_rx: each board loses each frame it receives with probability P, seeded "
+                        "(docs/faults.md; for Picos, whose wires lose nothing on purpose); flash again without it "
+                        "to end it")
+    p.add_argument("--drop-seed", type=int, default=1, metavar="S", help="the seed of --drop-rx (default 1)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per board for the copy (default 60)")
     p.add_argument("--no-mpy", action="store_true", help="copy the .py sources even where a board loads .mpy files "
                                                          "compiled by mpy-cross (they boot ~1 s slower on a Pico)")
@@ -79,6 +84,11 @@ def do_flash(args, out=None):
     from ..ring.flash import flash
 
     out = out or sys.stdout
+    if args.drop_rx is not None and not 0 <= args.drop_rx <= 1:
+        raise ValueError("--drop-rx is a probability, 0..1 (e.g. 0.002: one frame in 500 lost)")
+    if args.drop_seed < 0:
+        raise ValueError("--drop-seed must be >= 0")
+    drop_rx = (args.drop_rx, args.drop_seed) if args.drop_rx else None
     targets, where = _targets(args)
     if args.baud is not None and args.baud <= 0:
         raise ValueError("--baud must be positive")
@@ -90,9 +100,10 @@ def do_flash(args, out=None):
         raise ValueError("--regen-ms must be >= 0 (0: no recovery timeouts)")
     resource, hold = resource_args(args)
     results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us, regen_ms=args.regen_ms,
-                    copy_timeout=args.timeout, log=say, mpy=not args.no_mpy, resource=resource, cs_hold_us=hold)
+                    copy_timeout=args.timeout, log=say, mpy=not args.no_mpy, resource=resource, cs_hold_us=hold,
+                    drop_rx=drop_rx)
     if not args.no_ring_check:
-        _check_ring(targets, say)
+        _check_ring(targets, say, retries=2 if drop_rx else 0)
     elapsed = time.monotonic() - t0
     if args.json:
         print(json.dumps({"boards": results, "seconds": round(elapsed, 2)}, sort_keys=True, default=str), file=out)
@@ -106,7 +117,7 @@ def do_flash(args, out=None):
     return 0
 
 
-def _check_ring(targets, say):
+def _check_ring(targets, say, retries=0):
     """The flash went well board by board; do they form the ring they were configured as?
     (2 of 3 wired boards flash fine and fail only at run.)"""
     from ..ring.discover import WiringError, check_ring
@@ -114,7 +125,7 @@ def _check_ring(targets, say):
     if say:
         say("checking the ring: a probe from each board must reach the next position's board...")
     try:
-        seconds = check_ring(targets)
+        seconds = check_ring(targets, retries=retries)
     except WiringError as e:
         raise WiringError("%d board(s) flashed and confirmed, but %s" % (len(targets), e)) from None
     if say:

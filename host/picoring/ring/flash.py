@@ -105,12 +105,15 @@ def check_port(target):
 
 
 def make_config(target, position, n, protocol, board, baud=None, cs_us=0, regen_ms=None, resource=None,
-                cs_hold_us=0):
+                cs_hold_us=0, drop_rx=None):
     """The picoring.json of one board (firmware/main.py's keys). resource "fram": the
-    critical sections share the I2C FRAM on the bus of the board file's [i2c] (docs/fram.md)."""
+    critical sections share the I2C FRAM on the bus of the board file's [i2c] (docs/fram.md).
+    drop_rx (probability, seed): the board loses received frames (hal.LossyUart, docs/faults.md)."""
     cfg = {"position": position, "size": n, "protocol": protocol, "baud": baud or board["baud"], "cs_us": cs_us}
     if regen_ms is not None:
         cfg["regen_ms"] = regen_ms  # base token-regeneration timeout (docs/recovery.md)
+    if drop_rx:
+        cfg["drop_rx"] = [int(round(drop_rx[0] * 1000000)), int(drop_rx[1])]  # per million, as the board draws
     cfg.update(boarddefs.config_for(board))
     if resource is not None:
         cfg.update(resource=resource, cs_hold_us=cs_hold_us)
@@ -210,10 +213,11 @@ def _state_text(states):
 
 def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions=None, cs_us=0, files=None, regen_ms=None,
           copy_timeout=COPY_TIMEOUT, confirm_timeout=CONFIRM_TIMEOUT, tap=None, log=None, mpy=True, mpy_cache=None,
-          resource=None, cs_hold_us=0):
+          resource=None, cs_hold_us=0, drop_rx=None):
     """Flash and configure targets (positions[i] is targets[i]'s ring position, default i).
     resource "fram": the boards share an I2C FRAM (docs/fram.md); each also gets the
     adafruit_bus_device package in its lib/, from the installed PyPI distribution.
+    drop_rx (probability, seed): the fault that makes every board lose received frames.
 
     Returns one dict per board: port, serial, position, config, copied, up_to_date,
     removed (stale files deleted), compiled (modules sent as .mpy), notes (why a module went
@@ -264,7 +268,7 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     def copy_one(i):
         """Board i's firmware and config; its state and result set. Raises _CopyFailed."""
         t = targets[i]
-        cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms, resource, cs_hold_us)
+        cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms, resource, cs_hold_us, drop_rx)
         t0 = time.monotonic()
         ident, sel = None, None
         try:
