@@ -72,7 +72,12 @@ class LossyUart:
     sees an idle line, as on a virtual ring's drop=P, and the next frame's link sequence byte
     shows the gap. Each frame is lost with probability ppm / 10**6, seeded; the node loop reads
     through readinto as from the UART (any() and write are the UART's own). A pass through
-    Python for every byte received: the ring runs slower with it."""
+    Python for every byte received: the ring runs slower with it.
+
+    Nothing is lost until arm(): the node loop arms it at the host's "zero", the start of a
+    run, as a virtual ring arms its wires' faults once the ring has formed. A loss during the
+    ring's forming would make the run start with no token or two (the starter's claim lost, a
+    token generated meanwhile), where the checker counts from one."""
 
     def __init__(self, uart, ppm, seed):
         import protocol
@@ -83,15 +88,23 @@ class LossyUart:
         self._below = ppm  # a frame is lost when the draw's last six digits are below this
         self._in = 0  # 0: between frames, 1: in a kept frame, 2: in a lost one
         self.lost = 0
+        self.armed = False
         any_ = getattr(uart, "any", None)
         if any_ is not None:
             self.any = any_
         self.write = uart.write
         self.fileno = getattr(uart, "fileno", None)
 
+    def arm(self):
+        """Lose frames from the next one on (a frame begun before is kept whole)."""
+        self.armed = True
+
     def readinto(self, buf, n=-1):
         got = self._uart.readinto(buf) if n < 0 else self._uart.readinto(buf, n)
         if not got:
+            return got
+        if not self.armed:  # kept; where the last frame stands is all that is noted
+            self._in = 0 if buf[got - 1] == 0 else 1
             return got
         state = self._in
         kept = 0

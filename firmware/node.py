@@ -883,6 +883,10 @@ class NodeLoop:
 
     def _cmd_zero(self, args):
         # Counters only: the protocol state and the event numbering stay as they are.
+        # A run starts here: the fault drop_rx (hal.LossyUart) loses frames from now on.
+        arm = getattr(self.uart, "arm", None)
+        if arm is not None:
+            arm()
         self.dec.reset_counters()
         self.tx_frames = 0
         self.rx_bytes = 0

@@ -41,6 +41,7 @@ def main():
                            cs_us=op_ms * 1000) for i in range(n)]
     for i, lp in enumerate(loops):
         lp.start(give_token=i == 0)
+        lp._cmd_zero("")  # the host's "zero", a run's start: arms the drop_rx fault (hal.LossyUart)
     running = 0
     most = 0
     ops_after = 0

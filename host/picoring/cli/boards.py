@@ -103,7 +103,7 @@ def do_flash(args, out=None):
                     copy_timeout=args.timeout, log=say, mpy=not args.no_mpy, resource=resource, cs_hold_us=hold,
                     drop_rx=drop_rx)
     if not args.no_ring_check:
-        _check_ring(targets, say, retries=2 if drop_rx else 0)
+        _check_ring(targets, say)
     elapsed = time.monotonic() - t0
     if args.json:
         print(json.dumps({"boards": results, "seconds": round(elapsed, 2)}, sort_keys=True, default=str), file=out)
@@ -117,7 +117,7 @@ def do_flash(args, out=None):
     return 0
 
 
-def _check_ring(targets, say, retries=0):
+def _check_ring(targets, say):
     """The flash went well board by board; do they form the ring they were configured as?
     (2 of 3 wired boards flash fine and fail only at run.)"""
     from ..ring.discover import WiringError, check_ring
@@ -125,7 +125,7 @@ def _check_ring(targets, say, retries=0):
     if say:
         say("checking the ring: a probe from each board must reach the next position's board...")
     try:
-        seconds = check_ring(targets, retries=retries)
+        seconds = check_ring(targets)
     except WiringError as e:
         raise WiringError("%d board(s) flashed and confirmed, but %s" % (len(targets), e)) from None
     if say:

@@ -117,12 +117,11 @@ def ring_order(labels, arrivals, first=0):
     return order
 
 
-def check_ring(targets, timeout=5.0, tap=None, retries=0):
+def check_ring(targets, timeout=5.0, tap=None):
     """After a flash (positions in the order of targets): every board's probe must reach the
     board at the next position, the last one's the first. Raises WiringError naming each TX
     that goes elsewhere; a TX that reaches none of the boards given most often means a board
-    wired into the ring was left out. retries: probe rounds more for a probe that reached no
-    board (boards flashed to lose frames: the fault drop_rx). Returns the seconds it took."""
+    wired into the ring was left out. Returns the seconds it took."""
     n = len(targets)
     t0 = time.monotonic()
     inbox = queue.Queue()
@@ -130,13 +129,6 @@ def check_ring(targets, timeout=5.0, tap=None, retries=0):
     try:
         links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
         arrivals = successors(links, timeout)
-        for _ in range(retries):
-            # A probe that reached no board may have been lost on its way (the fault drop_rx):
-            # asked again, and what the rounds saw taken together.
-            if all(arrivals.values()):
-                break
-            for i, got in successors(links, timeout).items():
-                arrivals[i] += got
     finally:
         for link in links:
             link.close()
