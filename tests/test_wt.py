@@ -426,6 +426,11 @@ def test_on_a_ring_the_boards_drop_rx_fault_loses_tokens_and_the_trace_says_so(r
     toks = report["soft"]["time_with_k_tokens"]
     total = sum(toks.values())
     assert toks.get(0, 0) > 0 and sum(v for k, v in toks.items() if k >= 2) < 0.1 * total, toks
+    # picoring check reads the trace's lost events back to the same measures
+    from picoring.check.checker import check_trace
+
+    _, again = check_trace(str(trace))
+    assert again["ok"] and json.dumps(again["soft"], sort_keys=True) == json.dumps(report["soft"], sort_keys=True)
 
 
 def test_sim_drops_frames_at_a_chosen_rate_and_the_wandering_token_recovers(capsys):

@@ -18,6 +18,7 @@ RESOURCE_TRACE_VERSION = 3
 READS_VERSIONS = (1, 2, 3)  # version 2 adds the recovery events and frame kinds; 1 is a subset; 3 res
 EVENT_KINDS = ("req", "send", "recv", "enter", "exit", "end",
                "regen", "discard", "timeout", "fail", "notice",  # these five: version 2
+               "lost",  # a frame a ring's wire lost (version 2 on: docs/trace-format.md)
                "res")  # version 3
 FRAME_KINDS = ("token", "request", "claim", "again", "msg")  # msg: a protocol layer message (docs/frames.md)
 
@@ -175,7 +176,7 @@ class TraceReader:
             node = d.get("node")
             if ev not in ("end", "notice") and (not isinstance(node, int) or not 0 <= node < n):
                 raise TraceError("%s:%d: node %r is not in 0..%d" % (self.path, self._lineno, node, n - 1))
-            if ev in ("send", "recv") and d.get("kind") not in FRAME_KINDS:
+            if ev in ("send", "recv", "lost") and d.get("kind") not in FRAME_KINDS:
                 raise TraceError("%s:%d: frame kind %r is not one of %s"
                                  % (self.path, self._lineno, d.get("kind"), ", ".join(FRAME_KINDS)))
             yield Event.from_dict(d)
