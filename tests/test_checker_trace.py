@@ -282,3 +282,27 @@ def test_entry_numbers_across_the_30_bit_wrap():
     c.request(100, 0)
     c.enter(101, 0, 0)
     assert any("not strictly increasing" in v["message"] for v in c.violations)
+
+
+def test_the_stabilisation_waits_for_delta_max_of_the_boards_clocks():
+    """A trace from boards whose clocks ran at a fifth of the host's (its end record says so):
+    Delta_max of the boards' clocks is five times as long in the trace's time, and a token that
+    lived for Delta_max of the host's only has not settled the ring yet."""
+    from picoring.check.checker import Checker
+    from picoring.check.trace import Event
+
+    def stabilisation(end_extra):
+        c = Checker("wt:skip=2,op=20,seed=2", 3, time_unit="us")  # Delta_max 270 ms
+        c.start(0)
+        c.feed(Event(1_000_000, "lost", node=0, link=0, kind="token", extra={"sent_t": 1_000_000}))
+        c.feed(Event(1_500_000, "regen", node=1, kind="token", payload={"seq": 1, "epoch": 1}))
+        c.feed(Event(2_000_000, "lost", node=1, link=1, kind="token", extra={"sent_t": 2_000_000}))
+        c.feed(Event(2_500_000, "regen", node=2, kind="token", payload={"seq": 2, "epoch": 1}))
+        c.feed(Event(9_000_000, "end", extra=end_extra))
+        return c.finish()["soft"]["stabilisation"]
+
+    host = stabilisation({"quiescent": None, "reason": "done"})
+    assert host["settle"] == 270_000 and host["count"] == 2 and host["max"] == 500_000
+    boards = stabilisation({"quiescent": None, "reason": "done", "clock_rates": [0.2, 0.2, 0.2]})
+    # the first token lived 500 ms, under 5 x 270: one transient, from the first loss to the second regen
+    assert boards["settle"] == 1_350_000 and boards["count"] == 1 and boards["max"] == 1_500_000

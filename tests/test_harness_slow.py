@@ -925,3 +925,39 @@ def test_a_write_held_up_while_the_serial_ports_stood_still_is_waited_for(monkey
         link.close()
         os.close(master)
         os.close(slave)
+
+
+def test_a_board_clock_that_runs_slow_over_the_run_is_a_run_condition():
+    """An emulated Pico's chip time runs at a fifth of wall time on a busy machine: the report's
+    times are the host's, the boards' timers their own. The rate comes from the run's good clock
+    samples (a restart starts it over), and only a clock off by more than CLOCK_RATE_NOTED is told."""
+    from types import SimpleNamespace
+
+    from picoring.ring.runreport import CLOCK_RATE_NOTED, run_conditions
+
+    link = BoardLink(0, "usb0", queue.Queue())
+    assert link.clock_rate() is None
+    link.clock_sampled(1_000_000, 50_000)
+    link.clock_sampled(2_000_000, 250_000)
+    assert link.clock_rate() is None  # 1 s: too short to tell
+    link.clock_sampled(6_000_000, 1_050_000)
+    assert link.clock_rate() == pytest.approx(0.2)
+    link.board_restarted(at=7_000_000)
+    assert link.clock_rate() is None  # a new incarnation: a new clock
+
+    def conditions(*rates):
+        links = []
+        for i, rate in enumerate(rates):
+            lk = BoardLink(i, "usb%d" % i, queue.Queue())
+            lk.clock_sampled(0, 0)
+            lk.clock_sampled(10_000_000, int(10_000_000 * rate))
+            links.append(lk)
+        run = SimpleNamespace(links=links, host_lagged=[], host_slow=[], frozen_s=0.0, slowness=1.0,
+                              merger=SimpleNamespace(forced_links=[0] * len(links)))
+        return run_conditions(run, {"ok": True})
+
+    assert conditions(1.0, 1 + CLOCK_RATE_NOTED / 2) == []  # a crystal's drift is ppm
+    (c,) = conditions(0.2, 0.19, 0.21)
+    assert c["kind"] == "clock" and c["explained"] and c["rates"] == pytest.approx([0.2, 0.19, 0.21])
+    assert "ran at 0.19-0.21 of the host's" in c["message"] and "took up to 526 ms" in c["message"]
+

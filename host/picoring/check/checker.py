@@ -268,6 +268,7 @@ class Checker:
             if extra.get("quiescent") is not None:  # null: not applicable (S never rests)
                 self.quiescent = bool(extra["quiescent"])
             self.stop_reason = extra.get("reason", self.stop_reason)
+            self.clock_rates(extra.get("clock_rates"))
         if event.t is not None:
             self.last_t = event.t
 
@@ -415,6 +416,13 @@ class Checker:
         ts.insert(first + 1, sent_t)
         ks.insert(first + 1, max(0, ks[first] - 1))
         self.tokens_alive = max(0, self.tokens_alive - 1)
+
+    def clock_rates(self, rates):
+        """The boards' clocks ran at these rates against the trace's time (emulated Picos on a busy
+        machine; ring/runreport.py clock_rates_noted). The stabilisation after a loss waits for
+        Delta_max of the boards' clocks: in the trace's time, that long over their mean rate."""
+        if rates and self.settle is not None:
+            self.settle = round(self.settle * len(rates) / sum(rates))
 
     def tokens(self, t, node, a):
         """The simulator's note that a handler regenerated or discarded a token (action bits)."""

@@ -43,7 +43,7 @@ from .hostlink import REQUEST, BoardEvent, Reply, encode_command
 from .link import (REPLY_TIMEOUT_S, BoardLink, HarnessError, LinkNotice, clock_rates, drain, now_us, slowness,
                    stop_firmware)
 from .merge import CausalMerger, LinkTally, LostFrames, insert_credit, lost_credit
-from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, run_report
+from .runreport import PING_GRACE_S, UNSEEN_IN_OUTAGE, clock_rates_noted, run_report
 
 # The stall clock (RingRun.run) runs only while the boards answer pings (PING_GRACE_S, runreport.py),
 # and one pass of the run loop adds at most STALL_STEP_S.
@@ -576,7 +576,9 @@ class RingRun:
             self._deliver(self.merger.release(now_us() - t0, final=True), final=True)
             end_t = self.merger.last_t
             if self.writer is not None:
-                self.writer(Event(end_t, "end", extra={"quiescent": quiescent, "reason": reason}))
+                rates = clock_rates_noted(self)  # (emulated Picos: the checker of the trace needs them)
+                self.writer(Event(end_t, "end", extra={"quiescent": quiescent, "reason": reason,
+                                                       **({"clock_rates": rates} if rates else {})}))
         finally:
             if self.writer is not None:
                 self.writer.close()
@@ -798,6 +800,7 @@ class RingRun:
             link.rtt = rtt
         if rtt <= max(2 * (link.rtt or 0), 2000):  # a slow answer says little about the offset
             link.offset = tick - (t_sent + t_rx) // 2
+            link.clock_sampled((t_sent + t_rx) // 2, tick)
             if self.unplaced[b]:
                 self._place_unplaced(b)
 

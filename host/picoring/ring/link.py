@@ -157,6 +157,9 @@ class BoardLink:
         self.offset = None  # board us - host us, from pings; None: not known for this incarnation
         self.rtt = None
         self.booted_at = 0  # host us of this incarnation's hello: older pings say nothing of its clock
+        # (host us, board us) of this incarnation's first and latest good clock samples: how fast
+        # its clock ran against the host's over a run (clock_rate)
+        self.first_sample = self.last_sample = None
         self.replies = queue.Queue()
         self._stop = threading.Event()
         self._thread = None
@@ -441,6 +444,22 @@ class BoardLink:
         self.offset = None
         self.rtt = None
         self.booted_at = now_us() if at is None else at
+        self.first_sample = self.last_sample = None
+
+    def clock_sampled(self, host_us, board_us):
+        """A good clock sample (a ping's answer that came quickly), for clock_rate."""
+        if self.first_sample is None:
+            self.first_sample = (host_us, board_us)
+        self.last_sample = (host_us, board_us)
+
+    def clock_rate(self, min_span_us=2_000_000):
+        """Board us per host us between this incarnation's first and latest good samples, or
+        None over less than min_span_us. 1 within a few ppm for a real Pico and a virtual
+        board; an emulated Pico's chip time runs slower than wall time when this machine is busy."""
+        if self.first_sample is None:
+            return None
+        (h1, b1), (h2, b2) = self.first_sample, self.last_sample
+        return (b2 - b1) / (h2 - h1) if h2 - h1 >= min_span_us else None
 
     def counters(self):
         return {"connected": self.connected, "disconnects": self.disconnects, "reconnects": self.reconnects,

@@ -7,6 +7,10 @@ went wrong with the run rather than with the protocol."""
 # keeps up).
 PING_GRACE_S = 0.5
 
+# A board clock that ran this much (relative) faster or slower than the host's over the run is a
+# run condition: the report's times are the host's, the boards' timers ran by their own clocks.
+CLOCK_RATE_NOTED = 0.02
+
 # Why a request is failed when its board's events of it were lost with its USB link.
 UNSEEN_IN_OUTAGE = "its events were lost while its board's USB link was down"
 
@@ -14,6 +18,7 @@ UNSEEN_IN_OUTAGE = "its events were lost while its board's USB link was down"
 def run_report(run, quiescent, reason):
     """The report of a finished RingRun: the checker's verdict, and what the run saw of
     the boards, their links and the host (run conditions)."""
+    run.checker.clock_rates(clock_rates_noted(run))
     report = run.checker.finish(quiescent=quiescent, reason=None if quiescent is not False else reason)
     boards = []
     lost = 0
@@ -23,7 +28,7 @@ def run_report(run, quiescent, reason):
         entry = {
             "port": link.port, "position": link.index, "clock_rtt_us": link.rtt, "events": p.events,
             "events_lost": p.missing, "events_lost_in_usb_outages": p.missing_in_outages,
-            "garbage_lines": dict(p.garbage),
+            "garbage_lines": dict(p.garbage), "clock_rate": link.clock_rate(),
             # frames that arrived broken on the link from the previous board and were dropped
             "bad_frame_events": dict(run.bad_events[link.index]),
         }
@@ -70,6 +75,13 @@ def run_report(run, quiescent, reason):
     report["run_conditions"] = run_conditions(run, report)
     return report
 
+def clock_rates_noted(run):
+    """The boards' clock rates against the host's over the run (BoardLink.clock_rate) if one of
+    them is off by more than CLOCK_RATE_NOTED, else []."""
+    rates = [r for r in (link.clock_rate() for link in run.links) if r is not None]
+    return rates if rates and max(abs(r - 1) for r in rates) > CLOCK_RATE_NOTED else []
+
+
 def run_conditions(run, report):
     """What went wrong with the run itself rather than with the protocol: each one makes
     the verdict less than certain, and all but the explained ones make it not OK."""
@@ -81,6 +93,20 @@ def run_conditions(run, report):
                 "kind": "usb_outage", "board": link.index, "count": k, "explained": True,
                 "message": "%s: %d events were lost while its USB link was down: what that board did meanwhile "
                            "is not in the trace (the others' events are, and are checked)" % (link.port, k)})
+    rates = clock_rates_noted(run)
+    if rates:
+        # explained: the verdict is causal, and the timers are the boards' own; but a time in
+        # this report is not what a board's clock counted (emulated Picos on a busy machine)
+        lo, hi = min(rates), max(rates)
+        conditions.append({
+            "kind": "clock", "explained": True, "rates": rates,
+            "message": "the boards' clocks ran at %s of the host's over the run (emulated Picos run slower than "
+                       "real time on a busy machine): the times in this report are the host's, while the boards' "
+                       "timers (the protocol's delays, recovery timeouts, critical sections) ran by their own "
+                       "clocks: 100 ms of a board's took up to %.0f ms of the host's (times here are placed by "
+                       "clock samples 0.5 s apart: shorter spans are nearer the boards'; a soft protocol's "
+                       "stabilisation waits for Delta_max of the boards' clocks)"
+                       % ("%.2f" % lo if hi - lo < 0.01 else "%.2f-%.2f" % (lo, hi), 100 / lo)})
     for text in run.host_lagged:
         conditions.append({"kind": "host", "explained": False, "message": text})
         report["ok"] = False
