@@ -46,11 +46,11 @@ served or reported failed with a reason. Claim and re-announced request
 frames are recovery traffic, counted apart from the paper's messages.
 """
 
-import math
 from array import array
 from bisect import bisect_right
 
 from . import registry, soft
+from .quantile import nearest_rank
 
 
 def paper_bounds_for(protocol, n):
@@ -789,13 +789,6 @@ def finish_trace(checker):
                        "was truncated" % checker.last_t})
         report["ok"] = False
     return report
-
-
-def nearest_rank(sorted_values, q):
-    """The quantile q (0..1) of a sorted, non-empty list by the nearest-rank method (the dashboard's
-    and the report plots' p50 and p99)."""
-    k = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
-    return sorted_values[k]
 
 
 def check_trace(path):

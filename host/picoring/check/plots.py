@@ -18,7 +18,8 @@ import json
 import math
 import os
 
-from .checker import Checker, finish_trace, nearest_rank
+from .checker import Checker, finish_trace
+from .quantile import nearest_rank
 from .compare import number
 from .trace import TraceReader
 

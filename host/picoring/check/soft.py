@@ -11,6 +11,8 @@ too. A loss that leaves another token alive starts no transient.
 
 from bisect import bisect_right
 
+from .quantile import nearest_rank
+
 
 def transients(times, counts, losses, hold, end):
     """[(loss time, stabilisation time)] of each transient, in order; the time is None when the
@@ -46,12 +48,11 @@ def transients(times, counts, losses, hold, end):
 def summary(found):
     """{"count", "unfinished", "mean", "p50", "max", "times"} of transients()' result."""
     done = sorted(s for _, s in found if s is not None)
-    k = (len(done) + 1) // 2 - 1
     return {
         "count": len(found),
         "unfinished": len(found) - len(done),
         "mean": (sum(done) / len(done)) if done else None,
-        "p50": done[k] if done else None,
+        "p50": nearest_rank(done, 0.5) if done else None,
         "max": done[-1] if done else None,
         "times": [[t, s] for t, s in found],
     }

@@ -29,7 +29,8 @@ What the events tell, and what they do not:
 from collections import deque
 
 from ..check import registry
-from ..check.checker import Checker, nearest_rank
+from ..check.checker import Checker
+from ..check.quantile import nearest_rank
 
 IDLE, REQUESTING, IN_CS = 0, 1, 2
 NODE_STATE_NAMES = ("idle", "requesting", "in CS")
