@@ -388,7 +388,9 @@ def test_on_a_ring_the_saturated_workload_asks_again_at_each_exit(tmp_path, caps
 
     status = main(["run", "--virtual", "3", "-p", "wt:skip=2,op=20,seed=2", "--cs-us", "20000", "-w", "saturated",
                    "-k", "15", "--seed", "2", "--json"])
-    report = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    assert out.strip(), (status, err)
+    report = json.loads(out)
     assert status == 0 and report["ok"], (report["violations"], report.get("run_conditions"))
     assert report["requests"] == report["served"] == 15
     assert report["soft"]["intervals"]["count"] >= 15 - 3
