@@ -221,6 +221,41 @@ def test_an_unpaced_ring_does_not_hold_bytes_for_their_wire_time(tmp_path, test_
         assert ring.status()["paced"] is False
 
 
+def test_a_host_that_opens_the_port_while_the_last_ones_hang_up_is_handled_loses_nothing(
+        tmp_path, test_main, monkeypatch):
+    # On a host's hang-up the USB thread flushes what the board wrote and nobody read (a tty's
+    # last close), and reads the status that its own flush leaves on the master. A host that
+    # opens the port and writes in between (a test that closes the port and opens it again at
+    # once) wrote into that read: its bytes were taken as the flush's and thrown away (seen:
+    # test_cut_wire_delivers_nothing, the second "w" never reached board 0). Here the new
+    # host's write lands in that window every time.
+    from picoring.virtual import board as board_module
+
+    hosts = []
+
+    def flush_then_a_host_writes(fd):
+        board_module.flush_input.__wrapped__(fd)
+        if not hosts:
+            usb = serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT)
+            usb.write(b"w")
+            usb.flush()
+            hosts.append(usb)
+
+    flush_then_a_host_writes.__wrapped__ = board_module.flush_input
+    with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
+        deploy.deploy_virtual(ring, {"send": 5, "report": 5}, files=[test_main], timeout=TIMEOUT)
+        ring.boards[1].wait_output(b"ready\n", TIMEOUT)
+        with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT):
+            wait_for(lambda: ring.boards[0].host_attached, what="the first host attached")
+        monkeypatch.setattr(board_module, "flush_input", flush_then_a_host_writes)
+        try:
+            ring.boards[1].wait_output(b"rx 5 10\n", TIMEOUT)  # board 0 got the new host's "w"
+            wait_for(lambda: ring.boards[0].host_attached, what="the new host attached")
+        finally:
+            for usb in hosts:
+                usb.close()
+
+
 def test_cut_wire_delivers_nothing(tmp_path, test_main):
     with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
         deploy.deploy_virtual(ring, {"send": 50, "report": 1}, files=[test_main], timeout=TIMEOUT)

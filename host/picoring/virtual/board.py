@@ -140,6 +140,7 @@ class HostPort:
         self.drain = False    # the board was reset: what the host sent before is not for it
         self.drained = threading.Event()  # set: no drain pending (VirtualRing.reset waits for it)
         self.drained.set()
+        self.early = b""  # a new host's bytes, read in a hang-up's flush (VirtualBoard._forget_unread)
 
 
 def flush_input(fd):
@@ -293,7 +294,11 @@ class VirtualBoard:
 
     def _forget_unread(self, port):
         """Like a tty's last close: what the board wrote and no host read is gone (the ring's USB
-        thread, on a host's hang-up of `port`)."""
+        thread, on a host's hang-up of `port`). The status of that flush is read from the master:
+        ours, not a host's. A host that opened the port since and wrote had its bytes read with
+        it (the master gives everything a closed slave wrote before its EIO, so they are not the
+        last host's): they are kept in port.early, for the USB thread to pass on once it has
+        seen who has the port open, as if read after the open."""
         if port is not self._host:
             return  # usb_path leads to another pty now
         try:
@@ -304,7 +309,8 @@ class VirtualBoard:
             flush_input(fd)
         finally:
             os.close(fd)
-        read_host_all(port.fd)  # the status of that flush: ours, not a host's
+        data, _ = read_host_all(port.fd)
+        port.early += data
 
     def usb_present(self):
         return self._host is not None

@@ -676,6 +676,7 @@ class VirtualRing:
                 if p.drain:
                     p.drain = False
                     data, flushed = read_host_all(p.fd)
+                    data, p.early = p.early + data, b""
                     self._usb_event("drained", b, p, len(data))
                     if flushed:
                         self._usb_event("flushed", b, p)
@@ -709,10 +710,14 @@ class VirtualRing:
                     if is_open:
                         p.opened = True
                         self._usb_event("opened", b, p)
-                    elif pending:
+                        if p.early:  # it wrote before this look saw it (_forget_unread)
+                            self._usb_event("data", b, p, p.early, True)
+                            p.early = b""
+                    elif pending or p.early:
                         # A host that opened the port, wrote and closed it between two looks
                         # (echo '!status' > usb0): what it wrote reaches the board, as on a Pico.
                         data, _ = read_host_all(p.fd)  # (a status of its flush: nobody's now)
+                        data, p.early = p.early + data, b""
                         if data:
                             self._usb_event("data", b, p, data, False)
 
