@@ -85,7 +85,7 @@ class LossyUart:
         self._uart = uart
         self._rand = protocol.rand_next
         self._x = seed % (protocol.RAND_M - 1) + 1
-        self._below = ppm  # a frame is lost when the draw's last six digits are below this
+        self.ppm = ppm  # a frame is lost when the draw's last six digits are below this
         self._in = 0  # 0: between frames, 1: in a kept frame, 2: in a lost one
         self.lost = 0
         self.armed = False
@@ -114,7 +114,7 @@ class LossyUart:
                 state = 0
             elif state == 0:  # a frame's first byte: is it lost?
                 self._x = x = self._rand(self._x)
-                if x % 1000000 < self._below:
+                if x % 1000000 < self.ppm:
                     state = 2
                     self.lost += 1
                 else:

@@ -816,7 +816,8 @@ class NodeLoop:
         n = self.node
         import sys
 
-        return "fw=%s proto=%s pos=%d n=%d cs_us=%d board=%s baud=%s tick_mask=%d rec=%d cap=%d mp=%s regen_us=%d inc=%d" % (
+        return ("fw=%s proto=%s pos=%d n=%d cs_us=%d board=%s baud=%s tick_mask=%d rec=%d cap=%d mp=%s regen_us=%d inc=%d"
+                " drop_rx=%d") % (
             FIRMWARE_VERSION,
             n.name,
             n.index,
@@ -830,6 +831,7 @@ class NodeLoop:
             ".".join(str(x) for x in sys.implementation.version[:3]),
             self.regen_us,
             self.nonce,
+            getattr(self.uart, "ppm", 0),  # the fault drop_rx (hal.LossyUart): frames lost per million
         )
 
     def _cmd_version(self, args):

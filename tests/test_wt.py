@@ -420,6 +420,8 @@ def test_on_a_ring_the_boards_drop_rx_fault_loses_tokens_and_the_trace_says_so(r
     events = [json.loads(line) for line in trace.read_text().splitlines()[1:]]
     lost = [e for e in events if e["ev"] == "lost"]
     assert lost and report["soft"]["tokens_lost"] == sum(1 for e in lost if e["kind"] == "msg")  # (claims: not)
+    # the run says that its boards lose frames on purpose (their hello's drop_rx)
+    assert any("lose received frames on purpose" in t and " 30000" in t for t in report["notices"]), report["notices"]
     st = report["soft"]["stabilisation"]
     assert st["settle"] == 3 * (3 * op_ms * n // 2) * 1000 and st["count"] >= 1
     # The count is right: one token most of the time, none in the transients, two seldom (a

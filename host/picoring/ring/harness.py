@@ -185,8 +185,11 @@ class RingRun:
 
     def check_ring(self):
         seen = {}
+        lossy = []
         for i, link in enumerate(self.links):
             f = self.board_info[i].get("hello", {})
+            if f.get("drop_rx"):
+                lossy.append("%s %s" % (link.port, f["drop_rx"]))
             pos, size, proto = f.get("pos"), f.get("n"), f.get("proto")
             if proto != self.protocol:
                 raise HarnessError("%s: the board runs protocol %r, this run asks for %r (flash it: picoring flash --protocol %s)"
@@ -199,6 +202,9 @@ class RingRun:
             if pos != i:
                 raise HarnessError("%s is at ring position %r but was given as port #%d: list the ports in ring order"
                                    % (link.port, pos, i))
+        if lossy:
+            self.notices.append("the boards lose received frames on purpose, per million: %s (flashed with --drop-rx; "
+                                "flash again without it to end it)" % ", ".join(lossy))
 
     # -- the loop --
     def run(self):
