@@ -855,13 +855,15 @@ class _BootedUnheardPort(_TalkingPort):
     """A board restarted while its host's port was not yet seen open: its hello went nowhere, its
     events come; its first host line gets the hello again (NodeLoop.start)."""
 
-    def __init__(self, events_line):
-        super().__init__([events_line] * 3, 0.3)
+    def __init__(self, events_line, lost_writes=0):
+        super().__init__([events_line] * 12, 0.3)
         self.written = []
+        self.lost_writes = lost_writes  # the first ones go nowhere
 
     def write(self, data):
         self.written.append(data)
-        self._script.append((0.0, b"!hello fw=0.6.0 proto=q pos=0 n=3 inc=9 rep=1\n!ver fw=0.6.0\n"))
+        if len(self.written) > self.lost_writes:
+            self._script.append((0.0, b"!hello fw=0.6.0 proto=q pos=0 n=3 inc=9 rep=1\n!ver fw=0.6.0\n"))
         return len(data)
 
 
@@ -877,6 +879,20 @@ def test_a_hello_that_went_nowhere_is_asked_for_once_the_board_runs():
     with _talking(port) as link:
         t, hello = link.wait_hello(timeout=10.0)
     assert hello.fields["inc"] == 9 and port.written == [b"!ver\n"]
+
+
+def test_a_prompt_for_the_hello_that_went_nowhere_too_is_sent_again():
+    # Loaded suite at e038077: "no 'hello' reply within 62.6 s ... while it kept sending (95
+    # events)": neither the hello nor the answer to the one prompt came. The prompt is sent
+    # again after twice as long each time (0.5 s, then 1 s, ...): here the first two are lost.
+    from test_hostlink import flushed_lines, fw
+
+    log = fw.EventLog(lambda: 100, capacity=16)
+    log.record(fw.EV_BOOT, 0, 0, 3, 0, 0)
+    port = _BootedUnheardPort(flushed_lines(log)[0], lost_writes=2)
+    with _talking(port) as link:
+        t, hello = link.wait_hello(timeout=10.0)
+    assert hello.fields["inc"] == 9 and port.written == [b"!ver\n"] * 3
 
 
 def test_a_write_held_up_while_the_serial_ports_stood_still_is_waited_for(monkeypatch):

@@ -380,22 +380,24 @@ class BoardLink:
         not yet seen the host open it, seconds late under load: flash once waited 60 s while the
         board sent 46 events and no hello). The firmware says hello again before it answers
         its first host line (NodeLoop.start): once the board is seen running the firmware (its
-        events come) and no hello has come for HELLO_PROMPT_S, one command asks for it."""
+        events come) and no hello has come for HELLO_PROMPT_S, a command asks for it; again
+        after twice as long each time, as the prompt may go where the hello went (a port being
+        opened again, seen late by a loaded machine)."""
         events = self.parser.events
-        running_since, asked = None, False
+        running_since, wait = None, HELLO_PROMPT_S
 
-        def ask_once_running():
-            nonlocal running_since, asked
-            if not asked and self.parser.events > events:
+        def ask_while_running():
+            nonlocal running_since, wait
+            if self.parser.events > events:
                 now = ttystall.now()
                 if running_since is None:
                     running_since = now
-                elif now - running_since >= HELLO_PROMPT_S:
-                    asked = True
+                elif now - running_since >= wait:
+                    running_since, wait = now, 2 * wait
                     self.write(encode_command("ver"))
             return False
 
-        return self.wait_reply("hello", timeout, done=ask_once_running)
+        return self.wait_reply("hello", timeout, done=ask_while_running)
 
     def _noise(self):
         """Lines so far that no board running the firmware prints, even restarting (a REPL's
