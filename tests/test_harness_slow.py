@@ -953,20 +953,23 @@ def test_a_board_clock_that_runs_slow_over_the_run_is_a_run_condition():
 
     link = BoardLink(0, "usb0", queue.Queue())
     assert link.clock_rate() is None
-    link.clock_sampled(1_000_000, 50_000)
-    link.clock_sampled(2_000_000, 250_000)
-    assert link.clock_rate() is None  # 1 s: too short to tell
-    link.clock_sampled(6_000_000, 1_050_000)
-    assert link.clock_rate() == pytest.approx(0.2)
-    link.board_restarted(at=7_000_000)
+    link.clock_sampled(1_000_000, 50_000, 2_000)
+    assert link.clock_rate() is None  # one sample
+    link.clock_sampled(1_500_000, 150_000, 900_000)
+    assert link.clock_rate() is None  # an answer 0.9 s late leaves the rate unsure
+    for k in range(2, 40):  # 20 s of pings, one answer in four held up 0.9 s on a loaded machine
+        late = 900_000 if k % 4 == 1 else 2_000
+        link.clock_sampled(1_000_000 + k * 500_000 + late // 2, 50_000 + k * 100_000, late)
+    assert link.clock_rate() == pytest.approx(0.2, rel=1e-3)  # the quick answers of the first and last ones
+    link.board_restarted(at=21_000_000)
     assert link.clock_rate() is None  # a new incarnation: a new clock
 
     def conditions(*rates):
         links = []
         for i, rate in enumerate(rates):
             lk = BoardLink(i, "usb%d" % i, queue.Queue())
-            lk.clock_sampled(0, 0)
-            lk.clock_sampled(10_000_000, int(10_000_000 * rate))
+            lk.clock_sampled(0, 0, 1_000)
+            lk.clock_sampled(10_000_000, int(10_000_000 * rate), 1_000)
             links.append(lk)
         run = SimpleNamespace(links=links, host_lagged=[], host_slow=[], frozen_s=0.0, slowness=1.0,
                               merger=SimpleNamespace(forced_links=[0] * len(links)))

@@ -806,7 +806,7 @@ class RingRun:
             link.rtt = rtt
         if rtt <= max(2 * (link.rtt or 0), 2000):  # a slow answer says little about the offset
             link.offset = tick - (t_sent + t_rx) // 2
-            link.clock_sampled((t_sent + t_rx) // 2, tick)
+            link.clock_sampled((t_sent + t_rx) // 2, tick, rtt)
             if self.unplaced[b]:
                 self._place_unplaced(b)
 

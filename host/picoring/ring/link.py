@@ -3,6 +3,7 @@ reader thread, commands and their replies, reconnecting after an unplug), LinkNo
 happened to a link), the boards' clock rates, and HarnessError, the error every layer
 above reports a board or port problem with."""
 
+import collections
 import os
 import queue
 import select
@@ -51,6 +52,7 @@ REPLY_BACKLOG_FACTOR = 6
 
 HELLO_PROMPT_S = 0.5  # events without a hello for this long: its hello went nowhere (wait_hello)
 RATE_WITHIN = 0.05  # a clock rate is taken once the pings' round trips leave it this unsure at most
+CLOCK_KEPT = 8  # clock samples kept from a run's start and from its latest pings (BoardLink.clock_rate)
 RATE_GIVE_UP_S = 3.0  # (of time in which the serial ports delivered) then the surest rate so far
 
 
@@ -157,9 +159,9 @@ class BoardLink:
         self.offset = None  # board us - host us, from pings; None: not known for this incarnation
         self.rtt = None
         self.booted_at = 0  # host us of this incarnation's hello: older pings say nothing of its clock
-        # (host us, board us) of this incarnation's first and latest good clock samples: how fast
-        # its clock ran against the host's over a run (clock_rate)
-        self.first_sample = self.last_sample = None
+        # (host us, board us, rtt us) of this incarnation's first and latest good clock samples:
+        # how fast its clock ran against the host's over a run (clock_rate)
+        self._early, self._late = [], collections.deque(maxlen=CLOCK_KEPT)
         self.replies = queue.Queue()
         self._stop = threading.Event()
         self._thread = None
@@ -446,22 +448,32 @@ class BoardLink:
         self.offset = None
         self.rtt = None
         self.booted_at = now_us() if at is None else at
-        self.first_sample = self.last_sample = None
+        self._early, self._late = [], collections.deque(maxlen=CLOCK_KEPT)
 
-    def clock_sampled(self, host_us, board_us):
+    def clock_sampled(self, host_us, board_us, rtt_us):
         """A good clock sample (a ping's answer that came quickly), for clock_rate."""
-        if self.first_sample is None:
-            self.first_sample = (host_us, board_us)
-        self.last_sample = (host_us, board_us)
+        if len(self._early) < CLOCK_KEPT:
+            self._early.append((host_us, board_us, rtt_us))
+        else:
+            self._late.append((host_us, board_us, rtt_us))
 
-    def clock_rate(self, min_span_us=2_000_000):
-        """Board us per host us between this incarnation's first and latest good samples, or
-        None over less than min_span_us. 1 within a few ppm for a real Pico and a virtual
-        board; an emulated Pico's chip time runs slower than wall time when this machine is busy."""
-        if self.first_sample is None:
+    def clock_rate(self, within=RATE_WITHIN / 10):
+        """Board us per host us over this incarnation's clock samples: between the quickest
+        answer of the first ones and the quickest of the latest; None while that pair leaves it
+        more unsure than `within` (each midpoint is off by up to half its round trip: on a loaded
+        machine a "good" answer can take a second). 1 within a few ppm for a real Pico and a
+        virtual board; an emulated Pico's chip time runs slower than wall time on a busy machine."""
+        early, late = self._early, list(self._late)
+        if not late:  # a short run: its first samples against its last ones
+            early, late = early[:len(early) // 2], early[len(early) // 2:]
+        if not early:
             return None
-        (h1, b1), (h2, b2) = self.first_sample, self.last_sample
-        return (b2 - b1) / (h2 - h1) if h2 - h1 >= min_span_us else None
+        h1, b1, r1 = min(early, key=lambda s: s[2])
+        h2, b2, r2 = min(late, key=lambda s: s[2])
+        span = h2 - h1
+        if span <= 0 or (r1 + r2) / 2 > within * span:
+            return None
+        return (b2 - b1) / span
 
     def counters(self):
         return {"connected": self.connected, "disconnects": self.disconnects, "reconnects": self.reconnects,

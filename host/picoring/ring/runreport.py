@@ -75,6 +75,7 @@ def run_report(run, quiescent, reason):
     report["run_conditions"] = run_conditions(run, report)
     return report
 
+
 def clock_rates_noted(run):
     """The boards' clock rates against the host's over the run (BoardLink.clock_rate) if one of
     them is off by more than CLOCK_RATE_NOTED, else []."""
