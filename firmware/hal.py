@@ -93,7 +93,6 @@ class LossyUart:
         if any_ is not None:
             self.any = any_
         self.write = uart.write
-        self.fileno = getattr(uart, "fileno", None)
 
     def arm(self):
         """Lose frames from the next one on (a frame begun before is kept whole)."""

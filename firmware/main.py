@@ -116,7 +116,7 @@ def build(cfg, board):
     if drop and drop[0]:  # the fault drop_rx: received frames lost at random (hal.LossyUart)
         import hal
 
-        uart = hal.LossyUart(uart, drop[0], drop[1] * 7919 + cfg["position"] * 104729)
+        uart = hal.LossyUart(uart, drop[0], protocol.rand_mix(drop[1], cfg["position"]))
     return node.NodeLoop(
         pnode,
         uart,

@@ -135,7 +135,7 @@ class NodeWT(Node):
         self.generated = 0  # tokens made here (the generation rule)
         self.removed = 0  # tokens removed here (the removal rule)
         self.ops = 0  # operations A performed here
-        x = (_int_opt(o, "seed", 1) * 7919 + index * 104729 + 1) % (protocol.RAND_M - 1)
+        x = (protocol.rand_mix(_int_opt(o, "seed", 1), index) + 1) % (protocol.RAND_M - 1)
         self.rng = x + 1  # 1..M-1
         self._arm()  # Figure 1's first select: a token within Delta_gen, or one is made
 

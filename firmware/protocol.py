@@ -152,6 +152,12 @@ _RAND_Q = const(53684)  # M // A
 _RAND_R = const(8105)  # M % A
 
 
+def rand_mix(seed, index):
+    """A run's seed mixed with a node's index: each node's own start for the generator (taken
+    modulo RAND_M - 1 by its user), so that nodes seeded alike still draw apart."""
+    return seed * 7919 + index * 104729
+
+
 def rand_next(x):
     """The generator's number after x; x and the result are in 1..RAND_M - 1."""
     x = _RAND_A * (x % _RAND_Q) - _RAND_R * (x // _RAND_Q)
