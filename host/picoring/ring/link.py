@@ -458,22 +458,14 @@ class BoardLink:
             self._late.append((host_us, board_us, rtt_us))
 
     def clock_rate(self, within=RATE_WITHIN / 10):
-        """Board us per host us over this incarnation's clock samples: between the quickest
-        answer of the first ones and the quickest of the latest; None while that pair leaves it
-        more unsure than `within` (each midpoint is off by up to half its round trip: on a loaded
-        machine a "good" answer can take a second). 1 within a few ppm for a real Pico and a
-        virtual board; an emulated Pico's chip time runs slower than wall time on a busy machine."""
-        early, late = self._early, list(self._late)
-        if not late:  # a short run: its first samples against its last ones
-            early, late = early[:len(early) // 2], early[len(early) // 2:]
-        if not early:
-            return None
-        h1, b1, r1 = min(early, key=lambda s: s[2])
-        h2, b2, r2 = min(late, key=lambda s: s[2])
-        span = h2 - h1
-        if span <= 0 or (r1 + r2) / 2 > within * span:
-            return None
-        return (b2 - b1) / span
+        """Board us per host us over this incarnation's clock samples, from their surest pair
+        (surest_rate: mostly a quick answer among the first ones and one among the latest);
+        None while it is more unsure than `within` (each midpoint is off by up to half its
+        round trip: on a loaded machine a "good" answer can take a second). 1 within a few ppm
+        for a real Pico and a virtual board; an emulated Pico's chip time runs slower than wall
+        time on a busy machine."""
+        best = surest_rate(self._early + list(self._late))
+        return best[1] if best is not None and best[0] <= within else None
 
     def counters(self):
         return {"connected": self.connected, "disconnects": self.disconnects, "reconnects": self.reconnects,
