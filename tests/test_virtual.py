@@ -245,10 +245,14 @@ def test_a_host_that_opens_the_port_while_the_last_ones_hang_up_is_handled_loses
     with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
         deploy.deploy_virtual(ring, {"send": 5, "report": 5}, files=[test_main], timeout=TIMEOUT)
         ring.boards[1].wait_output(b"ready\n", TIMEOUT)
+        # Patched before the first host lets go: the USB thread may handle its hang-up at once
+        # (patched after the close, the flush had at times already run unpatched, nobody wrote,
+        # and the test waited for an "rx" that nothing had asked for).
+        monkeypatch.setattr(board_module, "flush_input", flush_then_a_host_writes)
         with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT):
             wait_for(lambda: ring.boards[0].host_attached, what="the first host attached")
-        monkeypatch.setattr(board_module, "flush_input", flush_then_a_host_writes)
         try:
+            wait_for(lambda: hosts, what="the USB thread's flush at the first host's hang-up")
             ring.boards[1].wait_output(b"rx 5 10\n", TIMEOUT)  # board 0 got the new host's "w"
             wait_for(lambda: ring.boards[0].host_attached, what="the new host attached")
         finally:
