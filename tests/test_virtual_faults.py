@@ -308,13 +308,21 @@ def test_boardlink_rides_through_an_unplug(ring):
     link = BoardLink(0, ring.boards[0].usb_path, inbox, 2).open()
     try:
         before = ticks(notices(inbox, lambda i: isinstance(i, Reply) and i.word == "tick"))
-        ring.unplug(0, 1.0)
+        # Unplugged until plug(): with unplug(0, 1.0) a loaded machine that stalled for seconds
+        # had the port back before the command below timed out (its ping was dropped, the link
+        # connected again: "no 'pong' reply" instead of "the port is gone").
+        dropped0 = ring.boards[0].usb_dropped
+        ring.unplug(0)
         gone = notices(inbox, is_notice("disconnected"))
         assert not link.connected and ring.boards[0].usb_path in gone[-1].text
         link.write(b"!ping 1\n")  # dropped, not raised
         assert (link.writes_dropped, link.bytes_dropped) == (1, 8)
         with pytest.raises(HarnessError, match="the port is gone"):
             link.command("ping", 2, expect="pong", timeout=0.3)
+        # Plugged back once the board has said at least 20 lines ("!tick K\n", 11 bytes at most
+        # while K < 10,000) to nobody.
+        wait_for(lambda: ring.boards[0].usb_dropped >= dropped0 + 220, what="20 ticks said while unplugged")
+        ring.plug(0)
         back = notices(inbox, is_notice("reconnected"))
         assert not any(isinstance(i, LinkNotice) for i in back[:-1])  # one notice each way
         t, pong = link.command("ping", 3, expect="pong")
