@@ -799,6 +799,41 @@ def test_the_tty_stall_clock_counts_what_its_canary_waited_beyond_late():
         os.close(to_relay_w)
 
 
+def test_the_tty_stall_clock_counts_a_sleep_of_its_canary_that_woke_late():
+    # The machine stood still for the processes too (not only the ptys): the canary, asleep
+    # between two bytes, woke 0.8 s late. Counted while it lasts, less probe_every and late;
+    # before, a stall that began in the sleep was not counted at all.
+    import os
+    import threading
+    from picoring.ttystall import TtyStallClock
+
+    r, w = os.pipe()  # the byte's path: always at once
+    frozen = threading.Event()
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            frozen.set()
+            time.sleep(seconds + 0.8)
+        else:
+            time.sleep(seconds)
+
+    canary = TtyStallClock(probe_every=0.01, late=0.1, fds=(w, r), sleep=sleep)
+    try:
+        frozen.wait(5)
+        time.sleep(0.5)
+        during = canary.stalled()
+        assert during >= 0.5 - 0.1 - 0.01
+        time.sleep(0.6)
+        after = canary.stalled()
+        # (a clock that counted all time would say at least the 1.1 s slept since the freeze)
+        assert 0.8 - 0.1 <= after <= 1.0 and after >= during
+    finally:
+        canary.close()
+        os.close(w)
+
+
 def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for(monkeypatch):
     # Beside two busy loops a pty delivered a byte 7.7 s late while every process ran on time:
     # a board that answered at once looked dead to a 1 s wait by the wall clock. The wait

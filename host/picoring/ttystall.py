@@ -13,6 +13,13 @@ Whatever the canary waits beyond LATE_S for its byte counts as stalled: no port 
 meanwhile, and a wait on a board (Deadline, or a deadline in now()) does not count it. The
 canary runs in a daemon thread, started at the first question; where there are no ptys,
 nothing counts as stalled and waits are by the wall clock.
+
+The canary's sleep between two bytes counts too, beyond PROBE_EVERY_S + LATE_S: the same
+machine once stood still for the processes themselves (a supervisor did not stop on SIGABRT
+for 30 s), and a stall that begins while the canary sleeps would otherwise not count at all,
+as most do (a byte takes microseconds, the sleep 50 ms). A loaded suite run gave up on a
+virtual board's reset that way: the waiter woke first after such a stall, the thread it
+waited for still in the select it was frozen in.
 """
 
 import os
@@ -27,13 +34,16 @@ LATE_S = 0.25  # a byte this late through the canary: the ports stand still from
 class TtyStallClock:
     """Seconds the canary pty stood still (stalled()), counted since it started."""
 
-    def __init__(self, probe_every=PROBE_EVERY_S, late=LATE_S, fds=None):
-        """fds: (write end, read end) of the canary's path (tests); default a pty pair of its own."""
+    def __init__(self, probe_every=PROBE_EVERY_S, late=LATE_S, fds=None, sleep=time.sleep):
+        """fds: (write end, read end) of the canary's path (tests); default a pty pair of its own.
+        sleep: how the canary waits between bytes (tests)."""
         self.probe_every = probe_every
         self.late = late
+        self._sleep = sleep
         self._lock = threading.Lock()
-        self._done = 0.0  # stalled seconds of the probes that came through
-        self._waiting_since = None  # monotonic time of the probe in flight, if any
+        self._done = 0.0  # stalled seconds of the probes and sleeps that are over
+        self._waiting_since = None  # monotonic time the probe or sleep in hand began, if any
+        self._allowed = 0.0  # how long that one may take before `late` starts counting
         self._stop = False
         self.pid = os.getpid()
         self.works = False
@@ -58,13 +68,26 @@ class TtyStallClock:
         now = time.monotonic()
         with self._lock:
             since = self._waiting_since
-            return self._done + (max(0.0, now - since - self.late) if since is not None else 0.0)
+            if since is None:
+                return self._done
+            return self._done + max(0.0, now - since - self._allowed - self.late)
+
+    def _begin(self, allowed):
+        """The probe or the sleep starts now; returns when."""
+        start = time.monotonic()
+        with self._lock:
+            self._waiting_since, self._allowed = start, allowed
+        return start
+
+    def _end(self, start, allowed):
+        took = time.monotonic() - start
+        with self._lock:
+            self._done += max(0.0, took - allowed - self.late)
+            self._waiting_since = None
 
     def _run(self):
         while not self._stop:
-            sent = time.monotonic()
-            with self._lock:
-                self._waiting_since = sent
+            sent = self._begin(0.0)
             try:
                 os.write(self._master, b"x")
                 while not select.select([self._slave], [], [], 1.0)[0]:
@@ -75,11 +98,10 @@ class TtyStallClock:
                 with self._lock:
                     self._waiting_since = None
                 return  # (closed): nothing more is counted
-            took = time.monotonic() - sent
-            with self._lock:
-                self._done += max(0.0, took - self.late)
-                self._waiting_since = None
-            time.sleep(self.probe_every)
+            self._end(sent, 0.0)
+            slept = self._begin(self.probe_every)
+            self._sleep(self.probe_every)
+            self._end(slept, self.probe_every)
 
     def close(self):
         self._stop = True
