@@ -64,30 +64,32 @@ class TtyStallClock:
         self._thread.start()
 
     def stalled(self):
-        """Seconds so far, the probe in flight included: it never goes down."""
+        """Seconds so far, the probe or sleep in hand included: it never goes down."""
         now = time.monotonic()
         with self._lock:
-            since = self._waiting_since
-            if since is None:
-                return self._done
-            return self._done + max(0.0, now - since - self._allowed - self.late)
+            return self._done + self._overdue(now)
+
+    def _overdue(self, now):
+        """(Under the lock.) How far the probe or sleep in hand is past its allowance and `late`."""
+        if self._waiting_since is None:
+            return 0.0
+        return max(0.0, now - self._waiting_since - self._allowed - self.late)
 
     def _begin(self, allowed):
-        """The probe or the sleep starts now; returns when."""
-        start = time.monotonic()
+        """A probe (allowed 0) or a sleep (allowed its length) starts now."""
+        now = time.monotonic()
         with self._lock:
-            self._waiting_since, self._allowed = start, allowed
-        return start
+            self._waiting_since, self._allowed = now, allowed
 
-    def _end(self, start, allowed):
-        took = time.monotonic() - start
+    def _end(self):
+        now = time.monotonic()
         with self._lock:
-            self._done += max(0.0, took - allowed - self.late)
+            self._done += self._overdue(now)
             self._waiting_since = None
 
     def _run(self):
         while not self._stop:
-            sent = self._begin(0.0)
+            self._begin(0.0)
             try:
                 os.write(self._master, b"x")
                 while not select.select([self._slave], [], [], 1.0)[0]:
@@ -98,10 +100,10 @@ class TtyStallClock:
                 with self._lock:
                     self._waiting_since = None
                 return  # (closed): nothing more is counted
-            self._end(sent, 0.0)
-            slept = self._begin(self.probe_every)
+            self._end()
+            self._begin(self.probe_every)
             self._sleep(self.probe_every)
-            self._end(slept, self.probe_every)
+            self._end()
 
     def close(self):
         self._stop = True
