@@ -675,6 +675,12 @@ class VirtualRing:
             for b, p in ports:
                 if p.drain:
                     p.drain = False
+                    if not p.opened and look_at_host_port(p.fd)[0]:
+                        # A host that opened the port and flushed it before a reset (flash: open,
+                        # then restart): its open is said first, or the relay takes the flush read
+                        # here for an earlier one and waits _HOST_FLUSH_WAIT_S for another.
+                        p.opened = True
+                        self._usb_event("opened", b, p)
                     data, flushed = read_host_all(p.fd)
                     data, p.early = p.early + data, b""
                     self._usb_event("drained", b, p, len(data))
