@@ -163,22 +163,28 @@ def look_at_host_port(master):
 def read_host(fd):
     """One read of a HostPort's master: (what the host wrote, whether the host flushed its
     input). Raises as os.read does (BlockingIOError: nothing; OSError EIO: nobody has it open)."""
-    packet = os.read(fd, 4096)
+    return _host_packet(os.read(fd, 4096))
+
+
+def _host_packet(packet):
     if packet[:1] == b"\0":  # TIOCPKT_DATA
         return packet[1:], False
     return b"", bool(packet[:1]) and bool(packet[0] & termios.TIOCPKT_FLUSHREAD)
 
 
 def read_host_all(fd):
-    """Everything waiting on a HostPort's master: (what the host wrote, whether it flushed)."""
+    """Everything waiting on a HostPort's master: (what the host wrote, whether it flushed).
+    A status packet that is not a flush (the host stopped or started its output: tcflow) does
+    not end it: the kernel gives a pending status before the data written ahead of it."""
     data, flushed = b"", False
     while True:
         try:
-            more, flush = read_host(fd)
+            packet = os.read(fd, 4096)
         except OSError:  # BlockingIOError included: nothing more
             return data, flushed
-        if not more and not flush:
+        if not packet:
             return data, flushed
+        more, flush = _host_packet(packet)
         data += more
         flushed = flushed or flush
 
