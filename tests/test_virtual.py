@@ -25,6 +25,7 @@ from picoring import ttystall
 from picoring.ring import deploy
 from picoring.virtual import boards, supervisor
 from picoring.cli.main import main
+from picoring.virtual.board import UartTx
 from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropython
 from picoring.virtual.remote import RemoteRing
 from picoring.virtual.wire import Wire
@@ -120,6 +121,49 @@ def test_the_relay_is_woken_when_a_frame_has_arrived_whole():
     assert w.take_due(w.next_due()) == b"\x00"
 
 
+def test_a_uart_write_is_timed_when_the_board_wrote_it_not_when_the_relay_read_it():
+    # A real UART starts sending when the firmware writes: a relay that woke late must not
+    # lengthen the wire by its own lateness (UartTx, virtual/board.py)
+    tx = UartTx(16384)
+    try:
+        before = time.monotonic()
+        os.write(tx.board_fd, b"\x00token\x00")
+        after = time.monotonic()
+        time.sleep(0.5)  # the relay is late
+        (data, written), = tx.take()
+        assert data == b"\x00token\x00"
+        assert before <= written
+        assert written < after + 0.4  # (0.5 s late were it timed by the read)
+        assert tx.take() == []
+        # Writes are records, in order, each whole: as large as the socket holds, each one
+        # timed no earlier than the one before
+        big = bytes(range(256)) * 100
+        os.write(tx.board_fd, big)
+        os.write(tx.board_fd, b"\x01")
+        (d1, t1), (d2, t2) = tx.take()
+        assert (d1, d2) == (big, b"\x01") and written <= t1 <= t2
+    finally:
+        tx.close()
+
+
+def test_a_uart_write_is_never_timed_before_the_relay_last_found_the_line_empty(monkeypatch):
+    # The kernel stamps a write by the wall clock: were that clock stepped on between the write
+    # and its reading, the write would look older than it is, and its bytes would arrive early
+    tx = UartTx(16384)
+    try:
+        looked = time.monotonic()
+        assert tx.take() == []
+        emptied = time.monotonic()
+        os.write(tx.board_fd, b"\x00late\x00")
+        real_time_ns = time.time_ns
+        monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + 10 * 10**9)  # 10 s on
+        (data, written), = tx.take()
+        assert data == b"\x00late\x00"
+        assert looked <= written <= emptied
+    finally:
+        tx.close()
+
+
 def test_an_unpaced_wire_delivers_at_once_and_still_applies_its_faults():
     w = Wire(0, 9600, paced=False)
     w.send(b"\x00abc\x00", now=3.0)
@@ -162,9 +206,11 @@ def test_ring_of_three_starts_and_boards_answer_in_the_repl(ring):
         assert os.path.isdir(b.fs_dir)
         assert b.alive()
         b.wait_output(b">>> ", TIMEOUT)
-        # the UART: two pipes on the fds its picoring.json names (virtual/board.py says why not a pty)
+        # the UART on the fds its picoring.json names: RX a pipe, TX a socket that stamps each
+        # write (virtual/board.py says why not a pty)
         assert b.uart == [3, 4]
-        assert all(stat.S_ISFIFO(os.stat("/proc/%d/fd/%d" % (b.pid, fd)).st_mode) for fd in b.uart)
+        rx, tx = (os.stat("/proc/%d/fd/%d" % (b.pid, fd)).st_mode for fd in b.uart)
+        assert stat.S_ISFIFO(rx) and stat.S_ISSOCK(tx)
     assert len({b.usb_path for b in ring.boards}) == 3
     pipes = {os.stat("/proc/%d/fd/%d" % (b.pid, fd)).st_ino for b in ring.boards for fd in b.uart}
     assert len(pipes) == 6  # each board's own RX and TX

@@ -12,9 +12,11 @@ The module doc of boards.py says why the ptys are laid out as they are.
 
 Only the host's side of the USB link is a pty (it is the serial port users
 open); the board's side of it (the process's stdin, stdout and stderr) and its
-UART are pipes. On a loaded machine a pty is slow: its bytes reach the other
+UART's RX are pipes, its UART's TX a socket pair that time-stamps each write
+(UartTx). On a loaded machine a pty is slow: its bytes reach the other
 side through a kernel worker that competes for a core with everything else,
-and poll() or read() on a pty with nothing to read waits for that worker.
+and poll() or read() on a pty with nothing to read waits for that worker
+(a pipe or a socket pair does not).
 Measured on this 2-core machine at load 9 (a test suite and two busy loops
 beside): one byte every 20 ms through a pty took 160 ms median, 3.0 s at the
 99th percentile; through a pipe 0.1 ms median, 2 ms at most. The ring's relay
@@ -29,6 +31,7 @@ import fcntl
 import os
 import select
 import shutil
+import socket
 import subprocess
 import struct
 import sys
@@ -104,6 +107,73 @@ def _raw_pty():
     # Packet mode: a read of the master says when the host flushed its input (HostPort).
     fcntl.ioctl(master, termios.TIOCPKT, struct.pack("i", 1))
     return master, slave
+
+
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's value (Python names it from 3.14)
+_TIMESPEC = struct.Struct("@qq")
+
+
+class UartTx:
+    """A board's UART TX as the relay reads it: a SOCK_SEQPACKET socket pair, not a pipe, for
+    the kernel's time stamp of each write (SO_TIMESTAMPNS). A real UART starts sending when the
+    firmware writes; the relay learns of a write only when it wakes, 30 us later and more (a
+    `bench ring` board-to-board hop: 160 us of wire at 1 Mbaud and about 50 us besides), and
+    timing the wire from then made every hop that much longer than a real one. take() gives
+    each write's own time. The board writes its end (board_fd) as it would a pipe's: one write,
+    one record; a full socket blocks it, as a full TX FIFO holds a UART's writer up."""
+
+    def __init__(self, size):
+        relay, board = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            relay.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        except OSError:
+            pass  # no time stamps (not Linux): take() times a write by its reading
+        # The kernel doubles `size` and counts each record's overhead too (about 700 bytes): at
+        # 16 KB, 43 token frames, or one write of 31 KB at most (a frame is 256 bytes at most).
+        board.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+        self._record_max = board.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)  # no record is longer
+        relay.setblocking(False)
+        self._sock = relay
+        self.fd = relay.fileno()
+        self.board_fd = board.detach()
+        self._empty_at = 0.0  # (monotonic) the socket was empty then: what came later was written later
+
+    def take(self, limit=64):
+        """The writes waiting, oldest first, at most `limit`: [(bytes, monotonic time of the write)].
+        Each time is the write's own or later, never earlier: the age of the kernel's stamp
+        (wall clock) counts back from a monotonic reading taken after it, and no write is put
+        before the last time the socket was found empty (so a step of the wall clock cannot
+        move one back)."""
+        got = []
+        recvmsg = self._sock.recvmsg
+        floor = self._empty_at
+        for _ in range(limit):
+            checked = time.monotonic()
+            try:
+                data, anc, _, _ = recvmsg(self._record_max, 64)
+            except OSError:  # BlockingIOError: empty
+                self._empty_at = checked
+                break
+            if not data:
+                break
+            got.append((data, anc))
+        if not got:
+            return got
+        wall = time.time_ns()
+        now = time.monotonic()
+        out = []
+        for data, anc in got:
+            written = now
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+                    sec, nsec = _TIMESPEC.unpack(raw)
+                    written = max(floor, now - max(0, wall - sec * 1000000000 - nsec) * 1e-9)
+            out.append((data, written))
+        return out
+
+    def close(self):
+        self._sock.close()
+        os.close(self.board_fd)
 
 
 def _pipe(read_blocks, write_blocks, size=None):
@@ -233,15 +303,16 @@ class VirtualBoard:
         self._tail = bytearray()
         self._tail_cond = threading.Condition()
         self._generation = 0      # bumped at every (re)start, so waiters see only fresh output
-        # The board's side of USB and its UART: pipes (see the module doc), both ends of each
-        # kept by the ring for the board's whole life, so that no end ever sees end of file while
-        # the board restarts. RX and TX are the board's view; the relay reads the *_tx_relay
-        # ends and writes the *_rx_relay ends. The board blocks on its stdin and on a full
-        # output pipe (as on a pty); it finds its UART RX non-blocking (as a UART's FIFO).
+        # The board's side of USB and its UART: pipes and a socket pair (see the module doc),
+        # both ends of each kept by the ring for the board's whole life, so that no end ever sees
+        # end of file while the board restarts. RX and TX are the board's view; the relay reads
+        # the *_tx_relay ends and tx, and writes the *_rx_relay ends. The board blocks on its
+        # stdin and on a full output (as on a pty); it finds its UART RX non-blocking (as a
+        # UART's FIFO).
         self._usb_rx_board, self._usb_rx_relay = _pipe(True, False)
         self._usb_tx_relay, self._usb_tx_board = _pipe(False, True)
         self._rx_board, self._rx_relay = _pipe(False, False, UART_BUFFER)
-        self._tx_relay, self._tx_board = _pipe(False, True, UART_BUFFER)
+        self.tx = UartTx(4 * UART_BUFFER)
         self.uart = list(UART_FDS)  # what the board's picoring.json names as its UART
         # Host side: users open usb_path, a symlink to the slave of a HostPort's pty.
         self.usb_path = str(usb_path)
@@ -350,9 +421,9 @@ class VirtualBoard:
             self._tail.clear()
             self._generation += 1
         self.proc = subprocess.Popen(
-            _launched(self.command(), os.getpid(), (self._rx_board, self._tx_board)), cwd=self.fs_dir,
+            _launched(self.command(), os.getpid(), (self._rx_board, self.tx.board_fd)), cwd=self.fs_dir,
             stdin=self._usb_rx_board, stdout=self._usb_tx_board, stderr=self._usb_tx_board,
-            close_fds=True, pass_fds=(self._rx_board, self._tx_board), process_group=0,
+            close_fds=True, pass_fds=(self._rx_board, self.tx.board_fd), process_group=0,
         )
         self.started_at = time.monotonic()
 
@@ -402,13 +473,14 @@ class VirtualBoard:
             self._host.retired = True
         for fd in (self._usb_rx_board, self._usb_rx_relay, self._usb_tx_relay, self._usb_tx_board,
                    self._host.fd if self._host is not None else None,
-                   self._rx_board, self._rx_relay, self._tx_relay, self._tx_board):
+                   self._rx_board, self._rx_relay):
             if fd is None:
                 continue
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self.tx.close()
         self._host = None
         try:
             if os.path.islink(self.usb_path):

@@ -329,9 +329,13 @@ class VirtualRing:
         board._kill()
         board._drop_held()
         board.power_cycles += 1
-        # Its TX FIFO dies with it: what the relay has not read yet, and what is queued on the
-        # wire but not yet started on the line. Its USB output not yet relayed is lost too.
-        board.tx_lost += len(read_all(board._tx_relay)) + self.wires[board.index].sender_lost(now)
+        # Its TX FIFO dies with it: what it wrote that had not started on the line by now (what
+        # the relay had not read yet goes onto the wire at the time it was written first, to
+        # count what of it had started). Its USB output not yet relayed is lost too.
+        wire = self.wires[board.index]
+        for data, written in board.tx.take(1 << 30):
+            wire.send(data, written)
+        board.tx_lost += wire.sender_lost(now)
         board.usb_dropped += len(read_all(board._usb_tx_relay))
         if off > 0:
             board.off_until = now + off
@@ -563,7 +567,7 @@ class VirtualRing:
                     writers[b._host.fd] = b
             for i, b in enumerate(boards):
                 if wires[i].queued() < _WIRE_BACKLOG:
-                    readers[b._tx_relay] = ("tx", i)
+                    readers[b.tx.fd] = ("tx", i)
             timers = min(next_housekeeping, next_board_timer)
             wake_at = timers
             for w in wires:
@@ -596,9 +600,8 @@ class VirtualRing:
                     continue
                 kind, who = what
                 if kind == "tx":
-                    data = read_some(fd)
-                    if data:
-                        wires[who].send(data, now)
+                    for data, written in boards[who].tx.take():
+                        wires[who].send(data, written)
                 else:
                     self._board_to_host(who, read_some(fd))
             for i, w in enumerate(wires):
