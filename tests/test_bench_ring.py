@@ -29,6 +29,11 @@ def test_bench_ring_quick_json():
     # The token went round the real firmware and the host got the events.
     assert ring["log_off"]["bad_frames"] == 0 and ring["log_off"]["protocol_errors"] == 0
     assert ring["log_on"]["events_to_host"] > 0
+    # Where a hop's time went: the relay's lateness at each frame's end, each board's turnaround
+    for part in (ring["log_off"], ring["log_on"], ring["minimal_ring"]):
+        assert part["lateness_us"]["count"] > 0 and part["turnaround_us"]["count"] > 0
+        assert 1 <= part["lateness_us"]["p50"] <= part["lateness_us"]["p99"]
+        assert 1 <= part["turnaround_us"]["p50"] <= part["turnaround_us"]["p99"]
 
 
 def test_bench_ring_table(capsys):
@@ -42,7 +47,9 @@ def test_bench_ring_table(capsys):
         "rings": [{"baud": 1000000, "wire_limit_hops_per_s": 6250.0, "log_on_over_off": 0.8,
                    "ratio_vs_minimal_ring": 0.6,
                    "log_off": {"hops_per_s": 3000.0, "board_cpu_us_per_hop": 100.0, "relay_cpu_us_per_hop": 90.0,
-                               "reader_cpu_us_per_hop": 0.0, "cores_busy": 0.6, "events_to_host": 0, "events_lost": 0},
+                               "reader_cpu_us_per_hop": 0.0, "cores_busy": 0.6, "events_to_host": 0, "events_lost": 0,
+                               "lateness_us": {"p50": 2, "p99": 40, "count": 9},
+                               "turnaround_us": {"p50": 45, "p99": 210, "count": 9}},
                    "log_on": {"hops_per_s": 2400.0, "board_cpu_us_per_hop": None, "relay_cpu_us_per_hop": 95.0,
                               "reader_cpu_us_per_hop": 80.0, "cores_busy": 0.9, "events_to_host": 1000,
                               "events_lost": 0},
@@ -56,6 +63,9 @@ def test_bench_ring_table(capsys):
     text = capsys.readouterr().out
     assert "3,000" in text and "60,000" in text and "no allocation" in text
     assert "of the wire limit at 1,000,000 baud: 48% log off, 38% log on, 80% the minimal ring" in text
+    assert ("a hop at 1,000,000 baud: 160 us of wire (the token frame); the relay delivers a frame's end p50/p99 "
+            "2/40 us after its last bit (log off; log on -/-; minimal -/-); a board writes the token on p50/p99 "
+            "45/210 us after it was delivered (log off; log on -/-; minimal relay -/-)") in text
 
 
 def test_micropython_setraw_drops_what_came_before(micropython, tmp_path):

@@ -28,12 +28,13 @@ from picoring.cli.main import main
 from picoring.virtual.board import UartTx
 from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropython
 from picoring.virtual.remote import RemoteRing
-from picoring.virtual.wire import Wire
+from picoring.virtual.wire import Histogram, Wire, bucket_us, histogram_percentile, histogram_since
 
 from conftest import TIMEOUT, wait_for
 
 # A tiny firmware: byte 'w' on the host link sends `send` bytes (0, 1, 2, ...) on the UART;
 # UART bytes are counted and every `report`-th one reported as "rx COUNT SUM"; 0x03 stops it.
+# Byte 'f' sends the frame 05 00; with "answer", a board that receives 05 sends 06 00.
 TEST_MAIN = r'''
 import json
 import select
@@ -59,12 +60,16 @@ while True:
             total += b[0]
             if count % cfg["report"] == 0:
                 sys.stdout.write("rx %d %d\n" % (count, total))
+            if b[0] == 5 and cfg.get("answer"):
+                uart_tx.write(b"\x06\x00")
         else:
             c = sys.stdin.buffer.read(1)
             if c == b"\x03":
                 raise KeyboardInterrupt
             if c == b"w":
                 uart_tx.write(bytes(range(cfg["send"])))
+            if c == b"f":
+                uart_tx.write(b"\x05\x00")
 '''
 
 
@@ -162,6 +167,56 @@ def test_a_uart_write_is_never_timed_before_the_relay_last_found_the_line_empty(
         assert looked <= written <= emptied
     finally:
         tx.close()
+
+
+def test_a_histogram_counts_durations_in_fixed_buckets_and_gives_percentiles():
+    h = Histogram()
+    for seconds in (-1e-9, 0.4e-6, 3.7e-6, 150e-6, 2.5e-3, 1.0):
+        h.add(seconds)
+    assert h.sparse() == [[0, 2], [3, 1], [105, 1], [205, 1], [280, 1]]
+    assert [bucket_us(k) for k in (0, 3, 99, 100, 105, 189, 190, 205, 279, 280)] == [
+        (0, 1), (3, 4), (99, 100), (100, 110), (150, 160), (990, 1000), (1000, 1100), (2500, 2600),
+        (9900, 10000), (10000, None)]
+    before = h.sparse()
+    for _ in range(98):
+        h.add(10e-6)
+    since = histogram_since(h.sparse(), before)
+    assert since == {10: 98}
+    assert histogram_percentile(since, 0.5) == 11  # the upper end of the bucket [10, 11) us
+    everything = histogram_since(h.sparse(), None)
+    assert histogram_percentile(everything, 0.01) == 1
+    assert histogram_percentile(everything, 0.99) == 2600
+    assert histogram_percentile(everything, 1.0) == 10000  # the last bucket: its lower end
+    assert histogram_percentile({}, 0.5) is None
+
+
+def test_a_wire_counts_how_late_each_frame_end_reached_the_receiver():
+    w = Wire(0, 1_000_000)
+    bt = 1e-5
+    w.send(b"\x00\x05\x01\x02\x03\x00", now=2.0)
+    assert w.take_due(2.0 + 3.5 * bt) == b"\x00\x05\x01"  # no frame end: not counted
+    assert w.counters()["lateness_us"] == []
+    assert w.take_due(2.0 + 6 * bt + 12e-6) == b"\x02\x03\x00"  # its end, 12 us after its last bit
+    assert w.counters()["lateness_us"] == [[12, 1]]
+
+
+def test_the_ring_times_each_hop_frame_ends_and_board_turnarounds(tmp_path, test_main):
+    # The status says how late the relay delivered frame ends and how soon a board wrote after
+    # a delivery (bench ring prints both): a board that answers each frame with one of its own
+    with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
+        deploy.deploy_virtual(ring, {"send": 0, "report": 1, "answer": 1}, files=[test_main], timeout=TIMEOUT)
+        for b in ring.boards:
+            b.wait_output(b"ready\n", TIMEOUT)
+        before = ring.status()
+        with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0:
+            wait_for(lambda: ring.boards[0].host_attached, what="the ring to see usb0 open")
+            usb0.write(b"f")
+            wait_for(lambda: ring.wire(1).bytes_out >= 2, what="board 1's answer to arrive")
+        after = ring.status()
+    late = histogram_since(after["wires"][0]["lateness_us"], before["wires"][0]["lateness_us"])
+    assert sum(late.values()) == 1  # board 0's frame reached board 1, once
+    turn = histogram_since(after["boards"][1]["turnaround_us"], before["boards"][1]["turnaround_us"])
+    assert sum(turn.values()) == 1 and histogram_percentile(turn, 1.0) < 10000  # its answer, within 10 ms
 
 
 def test_an_unpaced_wire_delivers_at_once_and_still_applies_its_faults():

@@ -47,6 +47,8 @@ import time
 import tty
 from pathlib import Path
 
+from ..virtual.wire import histogram_percentile, histogram_since
+
 COUNTER_MASK = 0x3FFFFFFF  # firmware counters wrap at 2**30 (docs/hostlink.md)
 FRAME_BYTES = 16  # a token frame on the wire (docs/hostlink.md)
 BITS_PER_BYTE = 10
@@ -179,6 +181,31 @@ def _median(xs):
 
 # -- 1. the firmware ring ------------------------------------------------------
 
+def _hop_timing(status):
+    """The relay's lateness histograms (all wires) and the boards' turnaround histograms, as
+    sparse readings, from a ring's status: read at an interval's ends (_hop_split)."""
+    return ([w.get("lateness_us", []) for w in status["wires"]],
+            [b.get("turnaround_us", []) for b in status["boards"]])
+
+
+def _hop_split(a, b, into):
+    """Add what the ring counted between timing readings a and b to `into`
+    ({"lateness": {bucket: count}, "turnaround": {...}}), summed over wires and boards."""
+    for key, before, after in (("lateness", a[0], b[0]), ("turnaround", a[1], b[1])):
+        counts = into.setdefault(key, {})
+        for x, y in zip(before, after):
+            for k, c in histogram_since(y, x).items():
+                counts[k] = counts.get(k, 0) + c
+
+
+def _hop_percentiles(split):
+    """{"lateness_us": {"p50": .., "p99": ..}, "turnaround_us": {...}}: upper ends of the buckets."""
+    return {key + "_us": {"p50": histogram_percentile(split.get(key, {}), 0.5),
+                          "p99": histogram_percentile(split.get(key, {}), 0.99),
+                          "count": sum(split.get(key, {}).values())}
+            for key in ("lateness", "turnaround")}
+
+
 def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
     from ..ring import deploy
     from ..ring.link import BoardLink, drain
@@ -217,9 +244,11 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
                     "board_cpu": _pid_cpu(pids),
                     "relay_cpu": _pid_cpu([ring.supervisor_pid]),
                     "reader_cpu": _thread_cpu(readers),
+                    "timing": _hop_timing(st),
                 }
 
             samples = {"off": [], "on": []}
+            splits = {"off": {}, "on": {}}
             for r in range(repeats):
                 for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
                     for lk in links:
@@ -231,6 +260,7 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
                     b = snapshot()
                     drain(inbox)
                     dt = b["t"] - a["t"]
+                    _hop_split(a["timing"], b["timing"], splits[mode])
                     # the boards' counters wrap at 2**30 (no long ints on a Pico)
                     hops = sum((y - x) & COUNTER_MASK for x, y in zip(a["tx"], b["tx"]))
                     s = {
@@ -271,6 +301,7 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
             "bad_frames": sum(s["bad_frames"] for s in ss),
             "protocol_errors": sum(s["protocol_errors"] for s in ss),
         }
+        out["log_" + mode].update(_hop_percentiles(splits[mode]))
     off, on = out["log_off"]["hops_per_s"], out["log_on"]["hops_per_s"]
     out["log_on_over_off"] = on / off if off else None
     return out
@@ -297,12 +328,15 @@ def minimal_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
             ring.boards[i].wait_output(b"!ready", 10)
         time.sleep(SETTLE_S + 0.2)  # board 0 sends its frame 0.2 s after it starts
         pids = [b.pid for b in ring.boards]
+        split = {}
         for _ in range(repeats):
             c0, r0 = _pid_cpu(pids), _pid_cpu([ring.supervisor_pid])
-            w0, t0 = sum(w.bytes_out for w in ring.wires), time.monotonic()
+            st0, t0 = ring.status(), time.monotonic()
             time.sleep(interval)
-            w1, t1 = sum(w.bytes_out for w in ring.wires), time.monotonic()
+            st1, t1 = ring.status(), time.monotonic()
             c1, r1 = _pid_cpu(pids), _pid_cpu([ring.supervisor_pid])
+            w0, w1 = (sum(w["bytes_out"] for w in st["wires"]) for st in (st0, st1))
+            _hop_split(_hop_timing(st0), _hop_timing(st1), split)
             hops = (w1 - w0) / FRAME_BYTES
             rates.append(hops / (t1 - t0))
             board_us.append(_per_hop_us(_delta(c0, c1), hops))
@@ -315,7 +349,7 @@ def minimal_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
             raise BenchError("a minimal-relay board died: %r" % ring.boards[0].wait_output(b"", 0.1)[-300:])
     out.update(hops_per_s=_median(rates), samples_hops_per_s=[round(r, 1) for r in rates],
                board_cpu_us_per_hop=_median(board_us), relay_cpu_us_per_hop=_median(relay_us),
-               cores_busy=_median(cores))
+               cores_busy=_median(cores), **_hop_percentiles(split))
     return out
 
 
@@ -534,6 +568,21 @@ def _f(x, fmt="{:,.0f}"):
     return "-" if x is None else fmt.format(x)
 
 
+def _hop_line(r):
+    """Where a hop's time goes at one baud: the wire, the relay's lateness, the boards' turnaround."""
+    def pair(d):
+        return "%s/%s" % (_f(d.get("p50")), _f(d.get("p99")))
+
+    off, on, mini = r["log_off"], r["log_on"], r["minimal_ring"]
+    parts = ["a hop at %s baud: %s us of wire (the token frame)" % ("{:,}".format(r["baud"]),
+                                                                     _f(1e6 / r["wire_limit_hops_per_s"]))]
+    parts.append("the relay delivers a frame's end p50/p99 %s us after its last bit (log off; log on %s; minimal %s)"
+                 % tuple(pair(x.get("lateness_us", {})) for x in (off, on, mini)))
+    parts.append("a board writes the token on p50/p99 %s us after it was delivered (log off; log on %s; minimal "
+                 "relay %s)" % tuple(pair(x.get("turnaround_us", {})) for x in (off, on, mini)))
+    return "; ".join(parts) + " (bucket upper ends)"
+
+
 def print_table(result, console=None):
     from rich.console import Console
     from rich.table import Table
@@ -572,6 +621,8 @@ def print_table(result, console=None):
                       _f(hops / head["wire_limit_hops_per_s"] if hops is not None else None, "{:.0%}")
                       for hops in (head["log_off"]["hops_per_s"], head["log_on"]["hops_per_s"],
                                    head["minimal_ring"]["hops_per_s"]))))
+    for r in result["rings"]:
+        console.print(_hop_line(r), highlight=False, soft_wrap=True)  # (one line, for grep)
     nl = result["node_loop"]
     if "skipped" in nl:
         console.print("node loop: skipped: %s" % nl["skipped"])

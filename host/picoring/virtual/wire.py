@@ -31,9 +31,70 @@ from collections import deque
 BITS_PER_BYTE = 10  # start bit + 8 data bits + stop bit, no parity
 
 
+class Histogram:
+    """Durations counted in buckets of 1 us below 100 us, 10 us below 1 ms, 100 us below 10 ms,
+    and one from 10 ms up: constant time and memory, however long the ring runs. `sparse()`
+    is what status() carries: [[bucket, count], ...] for the buckets counted."""
+
+    __slots__ = ("counts",)
+    SIZE = 281
+
+    def __init__(self):
+        self.counts = [0] * self.SIZE
+
+    def add(self, seconds):
+        us = int(seconds * 1e6 + 1e-3)  # (+1 ns: 12 us computed as 11.99999 is 12)
+        if us < 100:
+            k = us if us > 0 else 0
+        elif us < 1000:
+            k = 90 + us // 10
+        elif us < 10000:
+            k = 180 + us // 100
+        else:
+            k = 280
+        self.counts[k] += 1
+
+    def sparse(self):
+        return [[k, c] for k, c in enumerate(self.counts) if c]
+
+
+def bucket_us(k):
+    """(low, high) in us of Histogram bucket k (high None: no upper end)."""
+    if k < 100:
+        return k, k + 1
+    if k < 190:
+        return (k - 90) * 10, (k - 89) * 10
+    if k < 280:
+        return (k - 180) * 100, (k - 179) * 100
+    return 10000, None
+
+
+def histogram_since(now, before):
+    """The counts added between two sparse() readings of one Histogram: {bucket: count}."""
+    out = {k: c for k, c in now}
+    for k, c in before or ():
+        out[k] = out.get(k, 0) - c
+    return {k: c for k, c in out.items() if c > 0}
+
+
+def histogram_percentile(counts, q):
+    """The upper end in us of the bucket that holds the q-quantile (0 < q <= 1) of {bucket: count}
+    (so the q-quantile is at most that), the lower end for the last bucket; None if empty."""
+    total = sum(counts.values())
+    if not total:
+        return None
+    seen = 0
+    for k in sorted(counts):
+        seen += counts[k]
+        if seen >= q * total:
+            low, high = bucket_us(k)
+            return high if high is not None else low
+    return None
+
+
 class Wire:
     __slots__ = ("index", "baud", "byte_time", "cut", "delay", "transform", "faults",
-                 "bytes_in", "bytes_out", "bytes_dropped", "bytes_overrun",
+                 "bytes_in", "bytes_out", "bytes_dropped", "bytes_overrun", "lateness",
                  "_chunks", "_idle_at", "_queued")
 
     def __init__(self, index, baud, paced=True):
@@ -53,6 +114,9 @@ class Wire:
         self.bytes_out = 0
         self.bytes_dropped = 0
         self.bytes_overrun = 0
+        # How long after its arrival (its last bit on the line) each frame's end reached the
+        # receiver: the relay's own lateness. Never below 0: no byte is released before then.
+        self.lateness = Histogram()
         # Each chunk: [time its first byte starts on the wire, data, bytes already released,
         #              fault cuts started when it was sent (a later cut loses the rest of it)].
         self._chunks = deque()
@@ -151,6 +215,7 @@ class Wire:
                 faults.cut_bytes += lost
                 self.bytes_dropped += lost
                 self._queued -= lost
+        last = None  # when the last byte released arrived
         while chunks:
             chunk = chunks[0]
             start, data, released, _ = chunk
@@ -158,9 +223,11 @@ class Wire:
             if arrived <= released:
                 break
             if arrived >= len(data):
+                last = start + len(data) * self.byte_time + self.delay
                 out.append(data[released:] if released else data)
                 chunks.popleft()
             else:
+                last = start + arrived * self.byte_time + self.delay
                 out.append(data[released:arrived])
                 chunk[2] = arrived
                 break
@@ -168,6 +235,8 @@ class Wire:
             return b""
         got = b"".join(out)
         self._queued -= len(got)
+        if got[-1] == 0:  # a frame's end (or a frame's opening 00, released with the one before)
+            self.lateness.add(now - last)
         return got
 
     def _bytes_by(self, elapsed, size):
@@ -190,7 +259,7 @@ class Wire:
         out = {"wire": self.index, "baud": self.baud, "cut": self.cut,
                "bytes_in": self.bytes_in, "bytes_out": self.bytes_out,
                "bytes_dropped": self.bytes_dropped, "bytes_overrun": self.bytes_overrun,
-               "in_flight": self._queued}
+               "in_flight": self._queued, "lateness_us": self.lateness.sparse()}
         if self.faults is not None:
             out["faults"] = self.faults.counters()
         return out
