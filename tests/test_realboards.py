@@ -368,11 +368,12 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
         first = shuffled.index(targets[0])
         t0 = time.monotonic()
         said = []
-        ordered, info = discover.discover(shuffled, first=first, log=said.append)
+        # (blank boards never say hello: every second of hello_timeout is waited out)
+        ordered, info = discover.discover(shuffled, first=first, log=said.append, hello_timeout=2.0)
         cold = time.monotonic() - t0
         assert [t.port for t in ordered] == [b.usb_path for b in r.boards]
         assert info["reflashed"]  # blank boards got the firmware and a provisional config, and were told so
-        assert "%s: no picoring firmware answered within 6s" % targets[0].port in said[0]
+        assert "%s: no picoring firmware answered within 2s" % targets[0].port in said[0]
         assert "discover flashes picoring firmware %s with a provisional config" % flash.firmware_version() in said[0]
         # boards that run the firmware (any positions) are probed as they are
         t0 = time.monotonic()
@@ -388,8 +389,11 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
             discover.discover(targets)
 
 
-def test_discover_on_a_port_with_no_board_fails_before_flashing_anything(vring, capsys):
+def test_discover_on_a_port_with_no_board_fails_before_flashing_anything(vring, capsys, monkeypatch):
     """It took 67 s (a 60 s copy attempt) and flashed the other boards first (issue 18, item 2)."""
+    # A silent port gets SILENT_GRACE_S (10 s) beyond --timeout before it is judged silent, for a
+    # loaded machine's slow ptys; what is tested here is what happens then, not how long it waits.
+    monkeypatch.setattr(discover, "SILENT_GRACE_S", 1.0)
     master, slave = os.openpty()  # a port where nothing answers
     try:
         silent = os.ttyname(slave)
@@ -400,7 +404,7 @@ def test_discover_on_a_port_with_no_board_fails_before_flashing_anything(vring, 
         os.close(master)
         os.close(slave)
     assert status == 2
-    assert "picoring: %s: no board answered within 12s (nothing at all came back" % silent in err, err
+    assert "picoring: %s: no board answered within 3s (nothing at all came back" % silent in err, err
     assert all(not os.path.exists(os.path.join(b.fs_dir, "main.py")) for b in vring.boards)  # nothing flashed
     assert main(["discover", "--ports", ",".join(good), "--timeout", "0"]) == 2
     assert "--timeout must be > 0" in capsys.readouterr().err
@@ -427,7 +431,8 @@ def test_cli_discover_then_flash_and_run_from_the_ring_file(tmp_path, capsys, mo
         status = main(["boards", "--virtual-dir", str(d), "--json"])
         listed = json.loads(capsys.readouterr().out)
         assert status == 0 and [b["port"] for b in listed if b["virtual"]] == usb
-        status = main(["discover", "--ports", ",".join(shuffled), "--virtual-dir", str(d), "--first", usb[0]])
+        status = main(["discover", "--ports", ",".join(shuffled), "--virtual-dir", str(d), "--first", usb[0],
+                       "--timeout", "2"])  # (blank boards: the hello wait is waited out)
         out, err = capsys.readouterr()
         assert status == 0, err
         ring = json.loads((tmp_path / "ring.json").read_text())
