@@ -27,6 +27,10 @@ Four measurements, all on this machine:
    Pico-like heap (-X heapsize=192k), plus a micropython.heap_lock() run that
    names the first allocation in the steady state, if any.
 
+For each ring, where a hop's time goes, from the relay's own counts over the same intervals
+(docs/virtual.md): how late it delivered each frame's end after the frame's last bit, and each
+board's turnaround, from a frame's delivery to its next write (p50 and p99).
+
 Both rings run as `run --virtual` runs its ring: in a process of their own (a supervisor,
 virtual/remote.py), so the relay's figures are that process's CPU (relay and USB threads).
 
