@@ -473,6 +473,15 @@ class VirtualBoard:
                 self._tail_cond.wait(left)
             return bytes(self._tail)
 
+    def take_tx(self):
+        """What the board wrote on its UART since the last call: [(bytes, monotonic time written)].
+        The first write after a frame's delivery (fed_at) counts as the board's turnaround."""
+        got = self.tx.take()
+        if got and self.fed_at is not None:
+            self.turnaround.add(got[0][1] - self.fed_at)
+            self.fed_at = None
+        return got
+
     def _close_fds(self):
         """Close every fd (the ring's USB thread has stopped: nobody reads the host port now)."""
         if self._host is not None:

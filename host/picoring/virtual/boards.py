@@ -600,11 +600,7 @@ class VirtualRing:
                     continue
                 kind, who = what
                 if kind == "tx":
-                    b = boards[who]
-                    for data, written in b.tx.take():
-                        if b.fed_at is not None:
-                            b.turnaround.add(written - b.fed_at)
-                            b.fed_at = None
+                    for data, written in boards[who].take_tx():
                         wires[who].send(data, written)
                 else:
                     self._board_to_host(who, read_some(fd))
