@@ -525,6 +525,25 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
         supervisor.down(d)
 
 
+def test_a_start_interrupted_stops_the_supervisor_before_it_returns(tmp_path, monkeypatch):
+    """kill -TERM of `run --virtual` while its ring was starting: the temporary folder was
+    removed, but the supervisor, still starting, wrote its state.json there afterwards, and
+    stopped only once the command had ended (a fresh-clone CI run found the folder left with
+    state.json in it). up() now stops the supervisor it started before it raises."""
+    real_read_state = supervisor.read_state
+
+    def interrupted_once_it_runs(state_dir):
+        if supervisor.is_up(state_dir):  # the supervisor holds its lock: it is starting the ring
+            raise KeyboardInterrupt
+        return real_read_state(state_dir)
+
+    monkeypatch.setattr(supervisor, "read_state", interrupted_once_it_runs)
+    with pytest.raises(KeyboardInterrupt):
+        supervisor.up(tmp_path, 2, attached=True, timeout=TIMEOUT)
+    assert not supervisor.is_up(tmp_path)  # stopped, not running on until this process ends
+    assert not (tmp_path / supervisor.STATE).exists()
+
+
 def test_killing_the_supervisor_kills_the_boards(tmp_path):
     d = tmp_path / "state"
     try:

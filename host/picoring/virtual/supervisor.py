@@ -358,19 +358,37 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, pace
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True, env=env)
     deadline = ttystall.Deadline(timeout)  # (a machine stalling its ttys stalls making processes too)
-    while True:
-        state = read_state(state_dir)
-        if state and state.get("supervisor_pid") == proc.pid:
-            return state
-        if proc.poll() is not None:
-            raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up; "
-                                    "its log (%s) ends:\n%s" % (proc.returncode, state_dir / LOG, _log_tail(state_dir)))
-        if deadline.expired():
-            stopped = _abort_showing_stacks(proc)
-            where = _where_from_log(_log_tail(state_dir, 40)) if stopped else "it did not stop on SIGABRT (killed)"
-            raise VirtualBoardError("the virtual ring was not up after %.1fs%s (log: %s); %s"
-                                    % (timeout, deadline.not_counted(), state_dir / LOG, where))
-        time.sleep(0.02)
+    try:
+        while True:
+            state = read_state(state_dir)
+            if state and state.get("supervisor_pid") == proc.pid:
+                return state
+            if proc.poll() is not None:
+                raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up; "
+                                        "its log (%s) ends:\n%s" % (proc.returncode, state_dir / LOG, _log_tail(state_dir)))
+            if deadline.expired():
+                stopped = _abort_showing_stacks(proc)
+                where = _where_from_log(_log_tail(state_dir, 40)) if stopped else "it did not stop on SIGABRT (killed)"
+                raise VirtualBoardError("the virtual ring was not up after %.1fs%s (log: %s); %s"
+                                        % (timeout, deadline.not_counted(), state_dir / LOG, where))
+            time.sleep(0.02)
+    except BaseException:
+        # Interrupted (Ctrl-C, kill -TERM of the command) while the supervisor starts: it stops
+        # now, not when this process ends, so that the caller's cleanup (a temporary ring's
+        # folder removed) is not undone by a supervisor still writing its files there.
+        _stop_started(proc)
+        raise
+
+
+def _stop_started(proc, timeout=10.0):
+    """Stop a supervisor that up() started and gave up on (its boards die with it)."""
+    if proc.poll() is None:
+        proc.terminate()  # its signal handler stops the ring; before it has one, SIGTERM ends it
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def status(state_dir, timeout=REQUEST_TIMEOUT_S):
