@@ -149,12 +149,12 @@ class UartTx:
         got = []
         recvmsg = self._sock.recvmsg
         floor = self._empty_at
+        began = time.monotonic()  # before the read that finds the socket empty, so a floor for later writes
         for _ in range(limit):
-            checked = time.monotonic()
             try:
                 data, anc, _, _ = recvmsg(self._record_max, 64)
             except OSError:  # BlockingIOError: empty
-                self._empty_at = checked
+                self._empty_at = began
                 break
             if not data:
                 break
