@@ -18,6 +18,7 @@ import serial
 from picoring import ttystall
 from picoring.ring.link import BoardLink, HarnessError, LinkNotice
 from picoring.virtual import boards
+from picoring.virtual import usb as host_side
 from picoring.ring.hostlink import LineParser, Reply
 from picoring.virtual.boards import VirtualRing
 
@@ -209,8 +210,8 @@ def test_a_host_that_opens_the_port_just_before_a_reset_gets_the_new_boards_outp
     another: each board of each flash of virtual boards came up 1 s late. Here the ring looks for
     a host only every 30 s, so the reset's drain always comes first."""
     b0 = ring.boards[0]
-    monkeypatch.setattr(boards, "_HOST_FLUSH_WAIT_S", 60.0)
-    monkeypatch.setattr(boards, "_HOUSEKEEPING_S", 30.0)
+    monkeypatch.setattr(host_side, "_HOST_FLUSH_WAIT_S", 60.0)
+    monkeypatch.setattr(host_side, "_LOOK_S", 30.0)
     with serial.Serial(b0.usb_path, timeout=0.2) as usb:
         ring.reset(0)
         while not readline(usb).startswith(b"!hello "):
