@@ -1,7 +1,7 @@
 # Virtual board (MicroPython unix port). The UART is named by the config:
 # "virtual": {"uart": [3, 4]}: two inherited fds, RX (non-blocking) and TX, the
-# pipes of a virtual ring (host/picoring/virtual/board.py), whose relay moves the
-# bytes between boards; or "virtual": {"uart": "/dev/ttyUSB0"}: a serial device
+# pipe and socket of a virtual ring (host/picoring/virtual/board.py), whose relay moves
+# the bytes between boards, and times their arrival (PipeUart); or "virtual": {"uart": "/dev/ttyUSB0"}: a serial device
 # (or pty) path, TX and RX. The USB serial is this process's stdin/stdout (a pty
 # made by the virtual ring, or pipes). "virtual": {"i2c": PATH} gives the board an I2C bus
 # with one FRAM on it (FramImageI2C), backed by the image file that every board of the
@@ -9,6 +9,7 @@
 
 import select
 import termios
+import time
 
 import hal
 
@@ -40,16 +41,63 @@ class PtyUart:
 
 
 class PipeUart:
-    """RX and TX on two fds this process inherited. The RX fd is non-blocking (its
-    owner made it so): readinto() returns what is there, None when nothing is. The
-    fds belong to the process, as a board's pins do: close() leaves them open."""
+    """RX and TX on two fds this process inherited: a virtual ring's wire (host/picoring/virtual).
+    The fds belong to the process, as a board's pins do: close() leaves them open.
+
+    The relay writes the RX pipe in records, each in one write (so whole, never split):
+        length (2 bytes), due (4 bytes): CLOCK_MONOTONIC in us, mod 2**32, little-endian
+        the record's bytes, all of which have fully arrived on the wire at `due`
+    and may write one before it is due (up to virtual.board.RX_LEAD_S), so that this process,
+    woken by it, is ready when the bytes arrive instead of waking only then (a wake-up on a
+    shared host takes tens of microseconds, a third of a token frame's wire time at 1 Mbaud).
+    readinto() gives no byte before its due time: it reads the header, and leaves the bytes in
+    the pipe until then (the pipe stays readable, so the idle poll returns at once: the board
+    waits by spinning the node loop, at most the lead). time.ticks_us is CLOCK_MONOTONIC on the
+    unix port, the clock the relay reads (time.monotonic on Linux).
+
+    The RX fd is non-blocking (its owner made it so): readinto() returns what is there, 0 or
+    None when nothing is. It allocates nothing: the views of the caller's buffer are cut once."""
 
     def __init__(self, rx_fd, tx_fd):
         self._rx = open(rx_fd, "rb")
         self._tx = open(tx_fd, "wb")
-        self.readinto = self._rx.readinto
         self.write = self._tx.write
         self.fileno = self._rx.fileno
+        self._read = self._rx.readinto
+        self._head = bytearray(6)
+        head = memoryview(self._head)
+        self._head_views = [head[k:] for k in range(6)]  # where the next header byte goes
+        self._have = 0   # header bytes read
+        self._left = 0   # the record's bytes still in the pipe (its header read)
+        self._due = 0
+        self._buf = None  # the caller's buffer, and its views by length
+        self._views = None
+
+    def readinto(self, buf):
+        if not self._left:
+            n = self._read(self._head_views[self._have])
+            if not n:
+                return n
+            self._have += n
+            if self._have < 6:
+                return 0  # (a record is written whole: not seen, kept for safety)
+            self._have = 0
+            h = self._head
+            self._left = h[0] | h[1] << 8
+            self._due = h[2] | h[3] << 8 | h[4] << 16 | h[5] << 24
+            if not self._left:
+                return 0
+        if (time.ticks_us() - self._due) & 0xFFFFFFFF >= 0x80000000:
+            return 0  # not arrived yet
+        if buf is not self._buf:
+            mv = memoryview(buf)
+            self._views = [mv[:k] for k in range(len(buf) + 1)]
+            self._buf = buf
+        k = self._left if self._left < len(buf) else len(buf)
+        n = self._read(self._views[k])
+        if n:
+            self._left -= n
+        return n
 
     def close(self):
         pass

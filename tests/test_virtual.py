@@ -6,6 +6,7 @@ waits for conditions rather than sleeping; timeouts are generous for a loaded
 """
 
 import json
+import math
 import os
 import select
 import signal
@@ -25,7 +26,7 @@ from picoring import ttystall
 from picoring.ring import deploy
 from picoring.virtual import boards, supervisor
 from picoring.cli.main import main
-from picoring.virtual.board import UartTx
+from picoring.virtual.board import UartTx, rx_record
 from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropython
 from picoring.virtual.remote import RemoteRing
 from picoring.virtual.wire import Histogram, Wire, bucket_us, histogram_percentile, histogram_since
@@ -38,30 +39,33 @@ from conftest import TIMEOUT, wait_for
 TEST_MAIN = r'''
 import json
 import select
-import select
 import sys
-import termios
+
+sys.path.append("@FIRMWARE@")
+import hal_unix
 
 cfg = json.load(open("picoring.json"))
-rx_fd, tx_fd = cfg["virtual"]["uart"]  # the ring's UART pipes (virtual/board.py)
-uart = open(rx_fd, "rb")
-uart_tx = open(tx_fd, "wb")
+rx_fd, tx_fd = cfg["virtual"]["uart"]  # the ring's UART (virtual/board.py), read as the firmware does
+uart = hal_unix.PipeUart(rx_fd, tx_fd)
+uart_tx = uart
 poll = select.poll()
-poll.register(uart, select.POLLIN)
+poll.register(uart.fileno(), select.POLLIN)
 poll.register(sys.stdin, select.POLLIN)
+buf = bytearray(64)
 count = 0
 total = 0
 sys.stdout.write("ready\n")
 while True:
     for obj, ev in poll.ipoll(1000):
-        if obj is uart:
-            b = uart.read(1)
-            count += 1
-            total += b[0]
-            if count % cfg["report"] == 0:
-                sys.stdout.write("rx %d %d\n" % (count, total))
-            if b[0] == 5 and cfg.get("answer"):
-                uart_tx.write(b"\x06\x00")
+        if obj == uart.fileno():
+            for i in range(uart.readinto(buf) or 0):
+                b = buf[i]
+                count += 1
+                total += b
+                if count % cfg["report"] == 0:
+                    sys.stdout.write("rx %d %d\n" % (count, total))
+                if b == 5 and cfg.get("answer"):
+                    uart_tx.write(b"\x06\x00")
         else:
             c = sys.stdin.buffer.read(1)
             if c == b"\x03":
@@ -86,7 +90,7 @@ def gone(pid):
 def test_main(tmp_path):
     path = tmp_path / "fw" / "main.py"
     path.parent.mkdir()
-    path.write_text(TEST_MAIN)
+    path.write_text(TEST_MAIN.replace("@FIRMWARE@", str(deploy.FIRMWARE_DIR)))
     return path
 
 
@@ -198,6 +202,81 @@ def test_a_wire_counts_how_late_each_frame_end_reached_the_receiver():
     assert w.counters()["lateness_us"] == []
     assert w.take_due(2.0 + 6 * bt + 12e-6) == b"\x02\x03\x00"  # its end, 12 us after its last bit
     assert w.counters()["lateness_us"] == [[12, 1]]
+
+
+def test_a_wire_gives_bytes_ahead_as_records_one_per_frame_end():
+    # The relay gives a receiver its bytes up to RX_LEAD_S before they arrive, with the time of
+    # each record's last byte; a record ends at a frame end (its opening 00 goes with it)
+    w = Wire(0, 1_000_000)
+    bt = 1e-5
+    w.send(b"\x00\x05\x01\x02\x03\x00" + b"\x00\x02\x07\x00", now=2.0)
+    records = w.take_records(2.0, 2.0 + 9.5 * bt)  # 9 bytes will have arrived by then
+    assert [data for data, _ in records] == [b"\x00\x05\x01\x02\x03\x00", b"\x00\x02\x07"]
+    assert [due for _, due in records] == pytest.approx([2.0 + 6 * bt, 2.0 + 9 * bt])
+    assert w.counters()["lateness_us"] == [[0, 1]]  # a frame end given early: the relay was not late
+    # The closing 00 left behind still ends its frame: the relay wakes for it, and counts it
+    assert w.next_due() == pytest.approx(2.0 + 10 * bt)
+    [(data, due)] = w.take_records(2.0 + 10 * bt + 12.5e-6, 2.0 + 11 * bt)
+    assert (data, due) == (b"\x00", pytest.approx(2.0 + 10 * bt))
+    assert w.counters()["lateness_us"] == [[0, 1], [12, 1]]
+    assert w.queued() == 0 and w.take_records(3.0, 3.0) == []
+
+
+def test_the_relay_gives_no_byte_ahead_past_a_fault_that_would_lose_it(tmp_path):
+    ring = VirtualRing(2, workdir=tmp_path / "ring", faults="cut=1@3s:500ms,restart=0@2s")
+    ring.set_faults(ring.faults)  # armed now (not started: no relay yet)
+    t0 = ring.wires[1].faults.t0
+    lead = boards.RX_LEAD_S
+    assert ring.wires[1].next_fault_at() == pytest.approx(t0 + 3)
+    assert ring._release_until(1, t0 + 1) == pytest.approx(t0 + 1 + lead)
+    assert ring._release_until(1, t0 + 3 - lead / 2) == pytest.approx(t0 + 3)  # the cut begins first
+    assert ring._release_until(0, t0 + 2 - lead / 2) == pytest.approx(t0 + 2)  # its sender's power cycle
+    assert ring._release_until(1, t0 + 2 - lead / 2) == pytest.approx(t0 + 2 + lead / 2)  # not its sender
+
+
+PIPE_UART_PROBE = r'''
+import sys
+import time
+
+sys.path.append(sys.argv[1])
+import hal_unix
+
+uart = hal_unix.PipeUart(int(sys.argv[2]), int(sys.argv[3]))
+buf = bytearray(4)
+got = []
+sys.stdout.write("ready\n")
+while len(got) < 3:
+    n = uart.readinto(buf)
+    if n:
+        got.append("%s %d" % (bytes(buf[:n]).hex(), time.ticks_us()))
+print("\n".join(got))
+'''
+
+
+def test_a_board_reads_no_byte_of_its_uart_before_its_time(tmp_path, micropython):
+    # Given ahead of time, a record's bytes stay unread until their time (firmware/hal_unix.py),
+    # under the real MicroPython, whose ticks_us is the relay's clock (CLOCK_MONOTONIC)
+    probe = tmp_path / "probe.py"
+    probe.write_text(PIPE_UART_PROBE)
+    rx_r, rx_w = os.pipe()
+    tx_r, tx_w = os.pipe()
+    os.set_blocking(rx_r, False)
+    proc = subprocess.Popen([micropython, str(probe), str(deploy.FIRMWARE_DIR), str(rx_r), str(tx_w)],
+                            stdout=subprocess.PIPE, pass_fds=(rx_r, tx_w))
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        due = time.monotonic() + 0.05
+        os.write(rx_w, rx_record(b"abcdef", due) + rx_record(b"\x00", due + 0.03))
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+        proc.wait()
+        for fd in (rx_r, rx_w, tx_r, tx_w):
+            os.close(fd)
+    reads = [line.split() for line in out.decode().splitlines()]
+    assert [data for data, _ in reads] == ["61626364", "6566", "00"]  # 4 bytes at most a read: the caller's buffer
+    assert all(int(t) >= math.ceil(due * 1e6) for _, t in reads[:2])
+    assert int(reads[2][1]) >= math.ceil((due + 0.03) * 1e6)
 
 
 def test_the_ring_times_each_hop_frame_ends_and_board_turnarounds(tmp_path, test_main):

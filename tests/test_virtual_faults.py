@@ -16,6 +16,7 @@ import pytest
 import serial
 
 from picoring import ttystall
+from picoring.ring.deploy import FIRMWARE_DIR
 from picoring.ring.link import BoardLink, HarnessError, LinkNotice
 from picoring.virtual import boards
 from picoring.virtual import usb as host_side
@@ -30,23 +31,27 @@ import select
 import sys
 import time
 
+sys.path.append("@FIRMWARE@")
+import hal_unix
+
 cfg = json.load(open("picoring.json"))
-rx_fd, tx_fd = cfg["uart"]  # the ring's UART pipes (virtual/board.py)
-uart = open(rx_fd, "rb")
-uart_tx = open(tx_fd, "wb")
+rx_fd, tx_fd = cfg["uart"]  # the ring's UART (virtual/board.py), read as the firmware does
+uart = hal_unix.PipeUart(rx_fd, tx_fd)
+uart_tx = uart
+buf = bytearray(64)
 out = sys.stdout
 out.write("!hello fw=t pos=%d n=%d\n" % (cfg["pos"], cfg["n"]))
 poll = select.poll()
 poll.register(sys.stdin, select.POLLIN)
-poll.register(uart, select.POLLIN)
+poll.register(uart.fileno(), select.POLLIN)
 line = b""
 rx = 0
 k = 0
 last = time.ticks_ms()
 while True:
     for obj, ev in poll.ipoll(10):
-        if obj is uart:
-            rx += len(uart.read(1))
+        if obj == uart.fileno():
+            rx += uart.readinto(buf) or 0
             continue
         c = sys.stdin.buffer.read(1)
         if c != b"\n":
@@ -74,7 +79,7 @@ def ring(tmp_path):
     with VirtualRing(2, baud=1200, workdir=tmp_path / "ring") as r:
         for b in r.boards:
             with open(os.path.join(b.fs_dir, "main.py"), "w") as f:
-                f.write(FIRMWARE)
+                f.write(FIRMWARE.replace("@FIRMWARE@", str(FIRMWARE_DIR)))
             with open(os.path.join(b.fs_dir, "picoring.json"), "w") as f:
                 json.dump({"uart": b.uart, "pos": b.index, "n": r.n}, f)
             r.reset(b.index)

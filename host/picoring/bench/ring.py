@@ -52,6 +52,7 @@ import tty
 from pathlib import Path
 
 from ..virtual.wire import histogram_percentile, histogram_since
+from ..ring.deploy import FIRMWARE_DIR
 
 COUNTER_MASK = 0x3FFFFFFF  # firmware counters wrap at 2**30 (docs/hostlink.md)
 FRAME_BYTES = 16  # a token frame on the wire (docs/hostlink.md)
@@ -85,9 +86,10 @@ def run(path, first, secs):
         rx = sys.stdin.buffer
         tx = sys.stdout.buffer
         src = sys.stdin
-    elif isinstance(path, list):  # a virtual ring's UART pipes: RX (non-blocking) and TX fds
-        rx = open(path[0], "rb")
-        tx = open(path[1], "wb")
+    elif isinstance(path, list):  # a virtual ring's UART fds, RX and TX, read as the firmware does
+        import hal_unix  # (its RX comes in timed records: PipeUart)
+
+        rx = tx = hal_unix.PipeUart(path[0], path[1])
         src = rx.fileno()
         sys.stdout.write("!ready\n")
     else:  # a pty slave, raw, VMIN=0 VTIME=0: reads never block (as firmware/hal_unix.py)
@@ -325,8 +327,9 @@ def minimal_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
         # how it got there does not change its rate.
         for b in ring.boards:
             Path(b.fs_dir, "relay.py").write_text(MINIMAL_RELAY)
-            Path(b.fs_dir, "main.py").write_text(
-                "import relay\nrelay.run(%r, %r, 0)\n" % (b.uart, b.index == 0))
+            Path(b.fs_dir, "main.py").write_text(  # (hal_unix: from the firmware's folder)
+                "import sys\nsys.path.append(%r)\nimport relay\nrelay.run(%r, %r, 0)\n"
+                % (str(FIRMWARE_DIR), b.uart, b.index == 0))
         for i in list(range(1, n)) + [0]:
             ring.reset(i)
             ring.boards[i].wait_output(b"!ready", 10)
@@ -458,8 +461,6 @@ def node_loop(micropython, rounds=2000, repeats=3, log=None):
     script = _node_bench_script()
     if script is None:
         return {"skipped": "tests/mp_node_bench.py not found (picoring is not installed from its source tree)"}
-    from ..ring.deploy import FIRMWARE_DIR
-
     fw = str(FIRMWARE_DIR)
     base = [str(script), fw, "s", N_BOARDS, rounds]
     off, on = [], []

@@ -28,6 +28,7 @@ and sends 0x03 on as a byte.
 """
 
 import fcntl
+import math
 import os
 import select
 import shutil
@@ -52,6 +53,13 @@ TAIL = 4096                 # last bytes of board output kept for wait_output()
 # does). Its picoring.json says {"virtual": {"uart": [3, 4]}} (UART_FDS).
 UART_FDS = (3, 4)
 UART_BUFFER = 4096          # bytes a pipe holds (the pty it replaces held as much)
+# How far ahead of their arrival the relay may give a board the bytes on its RX wire, with their
+# arrival time; the board holds them until then (firmware/hal_unix.py, PipeUart). Woken that
+# early, the board is ready when a frame lands: on this 2-core VM a process's wake-up takes
+# 20-40 us (median), a quarter of a token frame's wire time at 1 Mbaud.
+RX_LEAD_S = 100e-6
+_RX_HEAD = struct.Struct("<HI")  # a record's length and due time (us, mod 2**32): PipeUart
+_PIPE_BUF = 4096  # Linux writes this much to a pipe at once or not at all
 _F_SETPIPE_SZ = 1031        # Linux's fcntl to size a pipe
 
 
@@ -176,6 +184,13 @@ class UartTx:
     def close(self):
         self._sock.close()
         os.close(self.board_fd)
+
+
+def rx_record(data, due):
+    """`data` as a record of a board's RX pipe, to be read at `due` (monotonic s) or later: a
+    header of its length (2 bytes) and its time in us (4 bytes, mod 2**32), little-endian,
+    then the bytes (firmware/hal_unix.py, PipeUart). Rounded up: never a microsecond early."""
+    return _RX_HEAD.pack(len(data), math.ceil(due * 1e6) & 0xFFFFFFFF) + data
 
 
 def _pipe(read_blocks, write_blocks, size=None):
@@ -423,6 +438,7 @@ class VirtualBoard:
         read_all(self._usb_rx_board)
         os.set_blocking(self._usb_rx_board, True)
         read_all(self._rx_board)
+        self.fed_at = None  # a new process owes no answer to what the last one was given
         with self._tail_cond:
             self._tail.clear()
             self._generation += 1
@@ -472,6 +488,22 @@ class VirtualBoard:
                                             % (self.index, self.usb_path, marker, timeout, bytes(self._tail[-200:])))
                 self._tail_cond.wait(left)
             return bytes(self._tail)
+
+    def feed_rx(self, records, now):
+        """Give the board the records [(bytes, monotonic time the last of them arrives)] on its
+        UART RX (Wire.take_records), each as a whole, or not at all when its RX pipe is full (a
+        UART overrun: the record is lost). Returns how many bytes went. A record that ends a
+        frame starts the board's turnaround at its arrival (take_tx)."""
+        out = [rx_record(data, due) for data, due in records]
+        joined = b"".join(out)
+        if len(joined) <= _PIPE_BUF:
+            sent = len(joined) - 6 * len(out) if write_some(self._rx_relay, joined) else 0
+        else:
+            sent = sum(len(r) - 6 for r in out if write_some(self._rx_relay, r))
+        data, due = records[-1]
+        if sent and data[-1] == 0:
+            self.fed_at = max(now, due)
+        return sent
 
     def take_tx(self):
         """What the board wrote on its UART since the last call: [(bytes, monotonic time written)].

@@ -10,7 +10,7 @@ Each board has, held by the ring:
 
   the board's side of USB (its stdin, stdout, stderr: pipes)
       <-- relay thread, USB thread -->  host side of USB (a raw pty: usb_path, what users open)
-  UART: two pipes, RX and TX, the board's fds 3 and 4
+  UART: a pipe (RX, in timed records: feed_rx) and a socket pair (TX), the board's fds 3 and 4
 
 board.py says why only the host's side is a pty. That pty is handled by a
 thread of its own, the USB thread (usb.py), which alone reads and closes its master: on
@@ -67,11 +67,10 @@ import weakref
 from pathlib import Path
 
 from .. import ttystall
-from .board import VirtualBoard, VirtualBoardError, find_micropython, read_all, read_some, write_some
+from .board import RX_LEAD_S, VirtualBoard, VirtualBoardError, find_micropython, read_all, read_some
 from .usb import HostSide
 from .wire import FaultPlan, Wire
 
-_WAKE_LATE_MAX = 1e-4  # the relay is woken at most this early for a frame, then waits by the clock
 _HOUSEKEEPING_S = 0.02      # how often to look for exited boards and timed-out hosts
 _WIRE_BACKLOG = 4096        # stop reading a board's TX while this much is on its wire
 _RESTART_MIN_S = 1.0        # a board that keeps exiting is restarted at most once a second
@@ -545,7 +544,6 @@ class VirtualRing(HostSide):
         boards, wires, n = self.boards, self.wires, self.n
         next_housekeeping = 0.0
         next_board_timer = 0.0
-        wake_late = 0.0  # how late select() wakes the relay for a frame, beyond its timeout (s)
         while not self._stopping:
             now = time.monotonic()
             if now >= next_housekeeping:
@@ -565,26 +563,18 @@ class VirtualRing(HostSide):
             for i, b in enumerate(boards):
                 if wires[i].queued() < _WIRE_BACKLOG:
                     readers[b.tx.fd] = ("tx", i)
-            timers = min(next_housekeeping, next_board_timer)
-            wake_at = timers
+            # A frame's bytes go to the receiver up to RX_LEAD_S before they arrive, with their
+            # time, and the receiver holds them until then (VirtualBoard.feed_rx): the relay is
+            # woken that early, and its own wake-up (on this 2-core VM about 40 us late with a
+            # 1 us timer slack) eats into the lead, not into the hop.
+            wake_at = min(next_housekeeping, next_board_timer)
             for w in wires:
                 due = w.next_due()
-                if due is not None and due < wake_at:
-                    wake_at = due
-            for_wire = wake_at < timers
-            asked = time.monotonic()
-            timeout = max(0.0, wake_at - asked - (wake_late if for_wire else 0.0))
-            asked += timeout
-            ready, writable, _ = select.select(list(readers), list(writers), [], timeout)
+                if due is not None and due - RX_LEAD_S < wake_at:
+                    wake_at = due - RX_LEAD_S
+            ready, writable, _ = select.select(list(readers), list(writers), [],
+                                               max(0.0, wake_at - time.monotonic()))
             now = time.monotonic()
-            if for_wire and not ready and not writable:
-                # A frame is due. Waking from a sleep comes late by itself (this 2-core VM: about
-                # 40 us with a 1 us timer slack, 90 us without), a quarter of a token frame's
-                # wire time at 1 Mbaud: the relay asks to be woken that much early, by its
-                # running estimate, and waits out the rest by the clock.
-                wake_late += (min(max(now - asked, 0.0), _WAKE_LATE_MAX) - wake_late) * 0.125
-                while now < wake_at:
-                    now = time.monotonic()
             for fd in writable:
                 self._flush_to_host(writers[fd])
             for fd in ready:
@@ -602,15 +592,30 @@ class VirtualRing(HostSide):
                 else:
                     self._board_to_host(who, read_some(fd))
             for i, w in enumerate(wires):
-                data = w.take_due(now)
-                if data:
-                    dst = boards[(i + 1) % n]
-                    sent = write_some(dst._rx_relay, data)
+                records = w.take_records(now, self._release_until(i, now))
+                if records:
+                    sent = boards[(i + 1) % n].feed_rx(records, now)
                     w.delivered(sent)
-                    if data[-1] == 0:
-                        dst.fed_at = now
-                    if sent < len(data):
-                        w.overrun(len(data) - sent)  # the receiver's buffer is full: a UART overrun
+                    lost = sum(len(data) for data, _ in records) - sent
+                    if lost:
+                        w.overrun(lost)  # the receiver's buffer is full: a UART overrun
+
+    def _release_until(self, i, now):
+        """How far ahead wire i's bytes may go to their receiver (feed_rx): RX_LEAD_S, but never
+        past a fault that would lose them on the way: the wire's next cut, its sender's next
+        power cycle (docs/faults.md). A fault called for by hand (cut, power_cycle) comes when
+        the relay carries it out; the bytes already given count as arrived before it."""
+        until = now + RX_LEAD_S
+        cut = self.wires[i].next_fault_at()
+        if cut is not None and cut < until:
+            until = cut
+        for at, kind, board, _ in self._board_faults:
+            if at >= until:
+                break
+            if kind == "restart" and board == i:
+                until = at
+                break
+        return max(now, until)
 
     def _housekeeping(self, now):
         for b in self.boards:

@@ -2,13 +2,16 @@
 
 A Wire is pure bookkeeping with the clock passed in (no I/O, no threads), so the
 pacing and the fault hooks can be tested without ptys. The ring's relay loop
-feeds it the bytes board i wrote (`send`) and asks it which bytes are due at
-board i+1 (`take_due`) and when the next one will be (`next_due`).
+feeds it the bytes board i wrote (`send`) and asks it which bytes will have
+arrived at board i+1 by a time, with their arrival times (`take_records`; `take_due`:
+the bytes arrived by now), and when the next frame will have (`next_due`).
 
 Timing: a UART sends 10 bits per byte (start + 8 data + stop), back to back
 while it has data, so byte k of a burst that starts at t arrives at
-t + (k + 1) * 10 / baud. A byte never arrives early; the relay releases it with
-the rest of its frame, when the frame's last byte arrives (next_due).
+t + (k + 1) * 10 / baud. A byte never arrives early: the relay gives the receiver
+a frame's bytes shortly before (virtual/board.py, RX_LEAD_S) with the arrival of
+the frame's last byte, and the receiver reads none of them before then
+(firmware/hal_unix.py, PipeUart).
 
 Fault hooks (for the fault-injection issue): `cut` (implemented: bytes sent
 while cut, and bytes in flight when cut, are lost), `delay` (seconds of extra
@@ -29,6 +32,7 @@ import random
 from collections import deque
 
 BITS_PER_BYTE = 10  # start bit + 8 data bits + stop bit, no parity
+RECORD_MAX = 1024   # bytes in one record of take_records (the receiver's pipe holds 4 KB)
 
 
 class Histogram:
@@ -95,7 +99,7 @@ def histogram_percentile(counts, q):
 class Wire:
     __slots__ = ("index", "baud", "byte_time", "cut", "delay", "transform", "faults",
                  "bytes_in", "bytes_out", "bytes_dropped", "bytes_overrun", "lateness",
-                 "_chunks", "_idle_at", "_queued")
+                 "_chunks", "_idle_at", "_queued", "_last_out")
 
     def __init__(self, index, baud, paced=True):
         """paced=False: no wire time (byte_time 0), every byte arrives as soon as the relay
@@ -122,6 +126,7 @@ class Wire:
         self._chunks = deque()
         self._idle_at = 0.0  # when the sender's shift register is free again
         self._queued = 0
+        self._last_out = 0  # the last byte released (does a 00 at the start of a chunk end a frame?)
 
     # -- fault controls ------------------------------------------------------
 
@@ -196,14 +201,26 @@ class Wire:
         if not self._chunks:
             return None
         start, data, released, _ = self._chunks[0]
-        end = data.find(b"\x00", released + 1)  # (from the byte after the next: it may be a frame's opening 00)
+        end = self._frame_end(data, released, len(data))
         if end < 0:
             end = len(data) - 1
         return start + (end + 1) * self.byte_time + self.delay
 
     def take_due(self, now):
         """The bytes that have fully arrived at board i+1 by `now` (b"" if none)."""
-        out = []
+        return b"".join(data for data, _ in self.take_records(now, now))
+
+    def take_records(self, now, until):
+        """The bytes that will have fully arrived at board i+1 by `until` (>= now), as records
+        [(bytes, arrival of its last byte)], one per frame end (a 00 after a non-zero byte: a
+        frame's opening 00 goes with the frame) and one for the bytes after the last, at most
+        RECORD_MAX bytes each. The relay gives them to the receiver up to `until - now` ahead of
+        their time, with their times, and the receiver holds each record until then
+        (firmware/hal_unix.py, PipeUart): so the relay, not the receiver, waits out its own
+        wake-up. A fault that begins after `now` must not find a byte it loses already given:
+        the caller puts `until` no later than the next one (next_fault_at, and the sender's
+        next power cycle). The lateness counted is the relay's: how late each frame end was
+        given after its arrival (0 when given early)."""
         chunks = self._chunks
         faults = self.faults
         if faults is not None and chunks:
@@ -215,29 +232,52 @@ class Wire:
                 faults.cut_bytes += lost
                 self.bytes_dropped += lost
                 self._queued -= lost
-        last = None  # when the last byte released arrived
+        records = []
+        bt = self.byte_time
+        delay = self.delay
         while chunks:
             chunk = chunks[0]
             start, data, released, _ = chunk
-            arrived = self._bytes_by(now - self.delay - start, len(data))
+            arrived = self._bytes_by(until - delay - start, len(data))
             if arrived <= released:
                 break
+            arrived = min(arrived, len(data))
+            base = start + delay
+            at = released
+            while at < arrived:
+                # the record ends after the next frame end, else with the bytes arrived
+                end = self._frame_end(data, at, arrived)
+                end = arrived if end < 0 else end + 1
+                end = min(end, at + RECORD_MAX)
+                piece = data[at:end]
+                arrival = base + end * bt
+                records.append((piece, arrival))
+                if self._frame_end(piece, 0, len(piece)) == len(piece) - 1:
+                    self.lateness.add(max(0.0, now - arrival))
+                self._queued -= len(piece)
+                self._last_out = piece[-1]
+                at = end
             if arrived >= len(data):
-                last = start + len(data) * self.byte_time + self.delay
-                out.append(data[released:] if released else data)
                 chunks.popleft()
             else:
-                last = start + arrived * self.byte_time + self.delay
-                out.append(data[released:arrived])
                 chunk[2] = arrived
                 break
-        if not out:
-            return b""
-        got = b"".join(out)
-        self._queued -= len(got)
-        if got[-1] == 0:  # a frame's end (or a frame's opening 00, released with the one before)
-            self.lateness.add(now - last)
-        return got
+        return records
+
+    def _frame_end(self, data, at, stop):
+        """Where in data[at:stop] the first frame ends (a 00 after a non-zero byte, counting the
+        last byte released before data), or -1. A 00 after a 00 is an idle line or the next
+        frame's opening 00."""
+        end = data.find(b"\x00", at, stop)
+        while end >= 0:
+            if data[end - 1] if end > 0 else self._last_out:
+                return end
+            end = data.find(b"\x00", end + 1, stop)
+        return -1
+
+    def next_fault_at(self):
+        """When the next fault cut of this wire begins (monotonic), or None."""
+        return self.faults.next_cut_at() if self.faults is not None else None
 
     def _bytes_by(self, elapsed, size):
         """How many bytes of a chunk of `size` have fully arrived `elapsed` s after it started."""
@@ -611,6 +651,13 @@ class WireFaults:
         if self._windows:
             self._windows = [w for w in self._windows if w[1] > t]
         return t
+
+    def next_cut_at(self):
+        """When the next cut window not yet started begins (monotonic), or None."""
+        starts = [self.t0 + self._timed[0][0]] if self._timed else []
+        if self._next_random is not None:
+            starts.append(self.t0 + self._next_random)
+        return min(starts) if starts else None
 
     def cut_now(self, now):
         """True while a fault cut is on at `now`. Also counts the cuts started by then."""
