@@ -49,7 +49,7 @@ class PipeUart:
         the record's bytes, all of which have fully arrived on the wire at `due`
     and may write one before it is due (up to virtual.board.RX_LEAD_S), so that this process,
     woken by it, is ready when the bytes arrive instead of waking only then (a wake-up on a
-    shared host takes tens of microseconds, a third of a token frame's wire time at 1 Mbaud).
+    shared host takes tens of microseconds; a token frame's wire time at 1 Mbaud is 160).
     readinto() gives no byte before its due time: it reads the header, and leaves the bytes in
     the pipe until then (the pipe stays readable, so the idle poll returns at once: the board
     waits by spinning the node loop, at most the lead). time.ticks_us is CLOCK_MONOTONIC on the

@@ -162,7 +162,8 @@ def _print_status(status, state, out):
         print("%-8s %-4s %10d %10d %10d %10d %9d %14s"
               % ("%d->%d" % (w["wire"], (w["wire"] + 1) % n), "CUT" if w["cut"] else "-", w["bytes_in"], w["bytes_out"],
                  w["bytes_dropped"], w["bytes_overrun"], w["in_flight"], _lateness_text(w.get("lateness_us"))), file=out)
-    print("late: from a frame's last bit on the wire to its delivery to the next board (never before it)", file=out)
+    print("late: from a frame's last bit on the wire to its delivery to the next board (0: delivered ahead, "
+          "read by the board at its time)", file=out)
     if status.get("faults"):
         from ..virtual.wire import describe_injected
 

@@ -56,7 +56,7 @@ UART_BUFFER = 4096          # bytes a pipe holds (the pty it replaces held as mu
 # How far ahead of their arrival the relay may give a board the bytes on its RX wire, with their
 # arrival time; the board holds them until then (firmware/hal_unix.py, PipeUart). Woken that
 # early, the board is ready when a frame lands: on this 2-core VM a process's wake-up takes
-# 20-40 us (median), a quarter of a token frame's wire time at 1 Mbaud.
+# 20-40 us (median), against a token frame's 160 us of wire time at 1 Mbaud.
 RX_LEAD_S = 100e-6
 _RX_HEAD = struct.Struct("<HI")  # a record's length and due time (us, mod 2**32): PipeUart
 _PIPE_BUF = 4096  # Linux writes this much to a pipe at once or not at all

@@ -592,6 +592,8 @@ class VirtualRing(HostSide):
                 else:
                     self._board_to_host(who, read_some(fd))
             for i, w in enumerate(wires):
+                if not w.queued():
+                    continue  # nothing on its way: no records, and no fault times to look up
                 records = w.take_records(now, self._release_until(i, now))
                 if records:
                     sent = boards[(i + 1) % n].feed_rx(records, now)

@@ -118,8 +118,8 @@ class Wire:
         self.bytes_out = 0
         self.bytes_dropped = 0
         self.bytes_overrun = 0
-        # How long after its arrival (its last bit on the line) each frame's end reached the
-        # receiver: the relay's own lateness. Never below 0: no byte is released before then.
+        # How long after its arrival (its last bit on the line) each frame's end was given to the
+        # receiver: the relay's own lateness; 0 when given ahead (take_records).
         self.lateness = Histogram()
         # Each chunk: [time its first byte starts on the wire, data, bytes already released,
         #              fault cuts started when it was sent (a later cut loses the rest of it)].
@@ -246,13 +246,14 @@ class Wire:
             at = released
             while at < arrived:
                 # the record ends after the next frame end, else with the bytes arrived
-                end = self._frame_end(data, at, arrived)
-                end = arrived if end < 0 else end + 1
-                end = min(end, at + RECORD_MAX)
+                end = self._frame_end(data, at, arrived) + 1
+                ends_frame = 0 < end <= at + RECORD_MAX
+                if not ends_frame:
+                    end = min(arrived, at + RECORD_MAX)
                 piece = data[at:end]
                 arrival = base + end * bt
                 records.append((piece, arrival))
-                if self._frame_end(piece, 0, len(piece)) == len(piece) - 1:
+                if ends_frame:
                     self.lateness.add(max(0.0, now - arrival))
                 self._queued -= len(piece)
                 self._last_out = piece[-1]
