@@ -64,3 +64,120 @@ def wait_for(condition, timeout=TIMEOUT, what="condition"):
         if deadline.expired():
             raise AssertionError("timed out after %.1fs%s waiting for %s" % (timeout, deadline.not_counted(), what))
         time.sleep(0.01)
+
+
+# -- the fast tier: `pytest -m "not slow"` ------------------------------------------------
+#
+# A test that starts a MicroPython process, a ring of virtual boards (their supervisor) or an
+# emulated Pico takes seconds and a share of the machine: it is marked `slow`, and the tests
+# marked `boards` or `rp2040` (they need Picos, real or emulated) are slow by definition. So the
+# rule holds in future, a test that starts one of them without the mark fails, saying so: every
+# subprocess the test process starts is looked at (one check of its argv; the rings and the
+# boards of the in-process VirtualRing are started this way too).
+
+SLOW_PROGRAMS = ("micropython", "node")
+SLOW_MODULES = ("picoring.virtual.supervisor",)
+SLOW_MARKS = ("boards", "rp2040")
+
+
+def starts_a_board(argv):
+    """What argv starts that makes a test slow (a short description), or None."""
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        argv = [argv]
+    for arg in argv:
+        arg = os.fsdecode(arg) if isinstance(arg, (bytes, os.PathLike)) else str(arg)
+        path = Path(arg)
+        if path.name in SLOW_PROGRAMS or arg in SLOW_MODULES or path.parent.name == "rp2040":
+            return arg
+    return None
+
+
+class _SlowGuard:
+    """Records what the test in hand started that makes it slow, and the fixtures that did
+    (a test that uses a session's ring is slow though an earlier test started it)."""
+
+    def __init__(self):
+        self.item = None
+        self.started = []
+        self.fixtures = []  # the fixtures being set up, innermost last
+        self.slow_fixtures = set()
+        self._popen_init = subprocess.Popen.__init__
+
+    def install(self):
+        guard, popen_init = self, self._popen_init
+
+        def __init__(self, args, *a, **kw):
+            what = starts_a_board(args)
+            if what is not None:
+                guard.saw(what)
+            popen_init(self, args, *a, **kw)
+
+        subprocess.Popen.__init__ = __init__
+
+    def uninstall(self):
+        subprocess.Popen.__init__ = self._popen_init
+
+    def saw(self, what):
+        if self.item is not None:
+            self.started.append(what)
+        self.slow_fixtures.update(self.fixtures)
+
+    def why_slow(self, item):
+        """What makes item slow, as a text ('' if nothing it did so far)."""
+        why = sorted(set(self.started))
+        why += ["fixture %s" % f for f in sorted(self.slow_fixtures.intersection(item.fixturenames))]
+        return ", ".join(why)
+
+
+_guard = _SlowGuard()
+
+
+def pytest_configure(config):
+    _guard.install()
+
+
+def pytest_unconfigure(config):
+    _guard.uninstall()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The tests marked boards or rp2040 are slow too (before `-m` deselects)."""
+    for item in items:
+        if any(item.get_closest_marker(m) for m in SLOW_MARKS) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _guard.item, _guard.started = item, []
+    try:
+        yield
+    finally:
+        _guard.item = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    _guard.fixtures.append(fixturedef.argname)
+    try:
+        yield
+    finally:
+        _guard.fixtures.pop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if call.when == "teardown" or item.get_closest_marker("slow"):
+        return
+    why = _guard.why_slow(item)
+    if not why:
+        return
+    message = ("%s starts %s without the `slow` mark: mark it @pytest.mark.slow (or its module with "
+               "pytestmark = pytest.mark.slow) so that `pytest -m \"not slow\"` stays fast" % (item.nodeid, why))
+    if report.passed:
+        report.outcome, report.longrepr = "failed", message
+    elif report.failed:
+        report.sections.append(("slow mark", message))
+    _guard.started = []  # said once

@@ -100,6 +100,7 @@ for c in fake_machine.calls:
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("board", ["pico", "picow", "pico2"])
 def test_hal_rp2_opens_uart0_and_the_led_as_the_board_file_says(micropython, tmp_path, board):
     cfg = {"position": 0, "size": 2, "protocol": "q", "baud": 115200}
@@ -121,6 +122,7 @@ def test_hal_rp2_opens_uart0_and_the_led_as_the_board_file_says(micropython, tmp
     assert not [c for c in calls if c.startswith("('UART.readinto'")][2:]
 
 
+@pytest.mark.slow
 def test_hal_rp2_reports_a_wrong_pin_and_survives_a_missing_led(micropython, tmp_path):
     cfg = {"position": 0, "size": 2, "protocol": "q", "uart": {"id": 0, "tx": 4, "rx": 1}, "led": 99}
     script = tmp_path / "t.py"
@@ -210,6 +212,7 @@ def vring(tmp_path):
         yield r
 
 
+@pytest.mark.slow
 def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
     targets = ports.ring_targets(vring)
     t0 = time.monotonic()
@@ -237,6 +240,7 @@ def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
     print("flash of 3 virtual boards: %.2f s; again, nothing to copy: %.2f s" % (first_s, second_s))
 
 
+@pytest.mark.slow
 def test_flash_refuses_two_boards_at_one_position_before_touching_any(vring):
     targets = ports.ring_targets(vring)
     with pytest.raises(flash.FlashError, match="two boards have the same position 1: %s and %s"
@@ -247,6 +251,7 @@ def test_flash_refuses_two_boards_at_one_position_before_touching_any(vring):
     assert all(not os.path.exists(os.path.join(b.fs_dir, "main.py")) for b in vring.boards)
 
 
+@pytest.mark.slow
 def test_flash_a_port_that_is_not_a_micropython_board(vring, tmp_path):
     good = ports.ring_targets(vring)[0]
     # 1. a pty with nothing on the other end
@@ -277,6 +282,7 @@ def test_flash_a_port_that_is_not_a_micropython_board(vring, tmp_path):
             os.close(fd)
 
 
+@pytest.mark.slow
 def test_a_board_that_drops_out_mid_flash(vring):
     targets = ports.ring_targets(vring)
     victim = vring.boards[1]
@@ -314,6 +320,7 @@ def test_a_board_that_drops_out_mid_flash(vring):
     assert [r["ver"]["pos"] for r in results] == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_port_busy_is_reported_before_anything_is_touched(vring):
     targets = ports.ring_targets(vring)
     holder = serial.Serial(targets[2].port, exclusive=True)
@@ -324,6 +331,7 @@ def test_port_busy_is_reported_before_anything_is_touched(vring):
         holder.close()
 
 
+@pytest.mark.slow
 def test_a_port_in_use_is_refused_naming_who_has_it(vring):
     """Two runs on the same boards read half of each other's lines ("bad base64 length"):
     ports are opened with an exclusive lock, and the second says who holds the port
@@ -359,6 +367,7 @@ def test_a_port_in_use_is_refused_naming_who_has_it(vring):
 
 # -- discover ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_discover_finds_a_shuffled_ring(tmp_path):
     with VirtualRing(5, workdir=tmp_path / "ring") as r:
         targets = ports.ring_targets(r)
@@ -389,6 +398,7 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
             discover.discover(targets)
 
 
+@pytest.mark.slow
 def test_discover_on_a_port_with_no_board_fails_before_flashing_anything(vring, capsys, monkeypatch):
     """It took 67 s (a 60 s copy attempt) and flashed the other boards first (issue 18, item 2)."""
     # A silent port gets SILENT_GRACE_S (10 s) beyond --timeout before it is judged silent, for a
@@ -421,6 +431,7 @@ def test_ring_order_errors_say_which_wire():
         discover.ring_order(labels, {0: [1], 1: [2], 2: [0], 3: [3]})
 
 
+@pytest.mark.slow
 def test_cli_discover_then_flash_and_run_from_the_ring_file(tmp_path, capsys, monkeypatch):
     d = tmp_path / "state"
     monkeypatch.chdir(tmp_path)
@@ -449,6 +460,7 @@ def test_cli_discover_then_flash_and_run_from_the_ring_file(tmp_path, capsys, mo
         supervisor.down(d)
 
 
+@pytest.mark.slow
 def test_cli_flash_checks_that_the_boards_form_the_ring(tmp_path, capsys):
     """2 of 3 wired boards flashed fine and the mistake showed only at run (issue 18, item 2)."""
     d = tmp_path / "state"
@@ -567,6 +579,7 @@ class Rfc2217Server:
         self.sock.close()
 
 
+@pytest.mark.slow
 def test_flash_and_run_through_rfc2217(tmp_path):
     with VirtualRing(2, workdir=tmp_path / "ring") as r:
         local = ports.ring_targets(r)[0]
@@ -595,6 +608,7 @@ def test_flash_and_run_through_rfc2217(tmp_path):
 
 # -- the pytest plugin ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_plugin_fixtures_and_serial_traffic_on_failure(pytester):
     pytester.makepyfile(test_ring_plugin='''
         def test_ring_fixture(ring, boards):
@@ -629,6 +643,7 @@ def test_plugin_options_are_in_their_own_group(pytester):
     result.stderr.fnmatch_lines(["*give one of --ring-ports, --ring-file, --ring-virtual*"])
 
 
+@pytest.mark.slow
 def test_the_plugin_stops_a_token_that_never_rests_when_its_test_ends(pytester):
     # A BinarySearch ring flashed by one test moved its token through every later test of a
     # suite run: 13% of a core at 115200 baud, the virtual ring's relay thread in the tests'
