@@ -73,23 +73,13 @@ def wait_for(condition, timeout=TIMEOUT, what="condition"):
 # marked `boards` or `rp2040` (they need Picos, real or emulated) are slow by definition. So the
 # rule holds in future, a test that starts one of them without the mark fails, saying so: every
 # subprocess the test process starts is looked at (one check of its argv; the rings and the
-# boards of the in-process VirtualRing are started this way too).
+# boards of the in-process VirtualRing are started this way too), and so is every one that the
+# Python processes it starts start (tests/slowguard/sitecustomize.py, through PYTHONPATH).
 
-SLOW_PROGRAMS = ("micropython", "node")
-SLOW_MODULES = ("picoring.virtual.supervisor",)
 SLOW_MARKS = ("boards", "rp2040")
-
-
-def starts_a_board(argv):
-    """What argv starts that makes a test slow (a short description), or None."""
-    if isinstance(argv, (str, bytes, os.PathLike)):
-        argv = [argv]
-    for arg in argv:
-        arg = os.fsdecode(arg) if isinstance(arg, (bytes, os.PathLike)) else str(arg)
-        path = Path(arg)
-        if path.name in SLOW_PROGRAMS or arg in SLOW_MODULES or path.parent.name == "rp2040":
-            return arg
-    return None
+_GUARD_DIR = Path(__file__).resolve().parent / "slowguard"
+sys.path.insert(0, str(_GUARD_DIR))
+import slowguard  # noqa: E402
 
 
 class _SlowGuard:
@@ -101,21 +91,23 @@ class _SlowGuard:
         self.started = []
         self.fixtures = []  # the fixtures being set up, innermost last
         self.slow_fixtures = set()
-        self._popen_init = subprocess.Popen.__init__
+        self.log = None  # what the test's child Pythons started (slowguard.log_to_file)
+        self._undo = None
 
-    def install(self):
-        guard, popen_init = self, self._popen_init
-
-        def __init__(self, args, *a, **kw):
-            what = starts_a_board(args)
-            if what is not None:
-                guard.saw(what)
-            popen_init(self, args, *a, **kw)
-
-        subprocess.Popen.__init__ = __init__
+    def install(self, log):
+        self.log = Path(log)
+        self.log.write_text("")
+        os.environ[slowguard.LOG_VAR] = str(self.log)
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_GUARD_DIR), os.environ.get("PYTHONPATH")]))
+        self._undo = slowguard.watch_popen(self.saw)
 
     def uninstall(self):
-        subprocess.Popen.__init__ = self._popen_init
+        if self._undo is not None:
+            self._undo()
+
+    def begin(self, item):
+        self.item, self.started = item, []
+        os.environ[slowguard.TEST_VAR] = item.nodeid
 
     def saw(self, what):
         if self.item is not None:
@@ -124,8 +116,13 @@ class _SlowGuard:
 
     def why_slow(self, item):
         """What makes item slow, as a text ('' if nothing it did so far)."""
-        why = sorted(set(self.started))
-        why += ["fixture %s" % f for f in sorted(self.slow_fixtures.intersection(item.fixturenames))]
+        why = set(self.started)
+        if self.log is not None and self.log.stat().st_size:
+            for line in self.log.read_text().splitlines():
+                test, _, what = line.partition("\t")
+                if test == item.nodeid:
+                    why.add("%s (in a child process)" % what)
+        why = sorted(why) + ["fixture %s" % f for f in sorted(self.slow_fixtures.intersection(item.fixturenames))]
         return ", ".join(why)
 
 
@@ -133,11 +130,17 @@ _guard = _SlowGuard()
 
 
 def pytest_configure(config):
-    _guard.install()
+    import tempfile
+
+    fd, log = tempfile.mkstemp(prefix="picoring-slow-guard-", suffix=".log")
+    os.close(fd)
+    _guard.install(log)
 
 
 def pytest_unconfigure(config):
     _guard.uninstall()
+    if _guard.log is not None:
+        _guard.log.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -150,7 +153,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    _guard.item, _guard.started = item, []
+    _guard.begin(item)
     try:
         yield
     finally:
@@ -180,4 +183,3 @@ def pytest_runtest_makereport(item, call):
         report.outcome, report.longrepr = "failed", message
     elif report.failed:
         report.sections.append(("slow mark", message))
-    _guard.started = []  # said once
