@@ -27,6 +27,9 @@ import select
 import threading
 import time
 
+from .clock import Deadline as _Deadline
+from .clock import WallClock
+
 PROBE_EVERY_S = 0.05
 LATE_S = 0.25  # a byte this late through the canary: the ports stand still from here on
 
@@ -127,44 +130,30 @@ def stalled():
     return clock().stalled()
 
 
+class StallClock(WallClock):
+    """The clock of virtual and emulated rings (picoring.clock): wall time less the seconds
+    this machine's serial ports stood still (the process's canary)."""
+
+    stall_aware = True
+
+    def stalled(self):
+        return clock().stalled()
+
+
+STALL = StallClock()
+
+
 def now():
     """time.monotonic() less the seconds the serial ports stood still so far: the clock that
     waits on a board are measured by."""
-    return time.monotonic() - stalled()
+    return STALL.now()
 
 
 def not_counted(stalled_s):
     """For a message about a wait: ' (and N s more ...)', or '' when the ports never stood still."""
-    if stalled_s < 0.1:
-        return ""
-    return " (and %.1f s more in which this machine's serial ports delivered nothing: not counted)" % stalled_s
+    return STALL.not_counted(stalled_s)
 
 
-class Deadline:
-    """seconds of time in which the serial ports delivered (now()), from now: expired() once
-    they are over, left() what remains of them."""
-
-    def __init__(self, seconds):
-        self.seconds = seconds
-        self.restart()
-
-    def restart(self):
-        """From now again (a quiet timeout: the board said something)."""
-        self.start = time.monotonic()
-        self._stalled0 = stalled()
-
-    def stalled_s(self):
-        """The wall time since the start not counted."""
-        return stalled() - self._stalled0
-
-    def elapsed(self):
-        return time.monotonic() - self.start - self.stalled_s()
-
-    def left(self):
-        return self.seconds - self.elapsed()
-
-    def expired(self):
-        return self.left() <= 0
-
-    def not_counted(self):
-        return not_counted(self.stalled_s())
+def Deadline(seconds):
+    """A deadline in the stall-aware clock's time (picoring.clock.Deadline)."""
+    return _Deadline(seconds, STALL)

@@ -124,7 +124,11 @@ class VirtualRing(HostSide):
     started by the ring's relay thread, which lives exactly as long as the ring.
     """
 
-    def __init__(self, n, baud=115200, workdir=None, micropython=None, heapsize=None, faults=None, paced=True):
+    def __init__(self, n, baud=115200, workdir=None, micropython=None, heapsize=None, faults=None, paced=True,
+                 clock=ttystall.STALL):
+        """clock: what the waits on the relay and the boards count (picoring.clock): the
+        stall-aware one, as this machine's ptys may stand still."""
+        self.clock = clock
         if n < 1:
             raise ValueError("a ring needs at least one board, got n=%d" % n)
         # Fault injection on every wire (docs/faults.md): a SPEC string or a FaultPlan,
@@ -264,7 +268,7 @@ class VirtualRing(HostSide):
         # those bytes away too and mpremote, whose pty read has no timeout, waits for ever (a
         # loaded suite run: "copy ...: no answer within 30.0s" right after the reset).
         if port is not None:
-            deadline = ttystall.Deadline(timeout)
+            deadline = self.clock.deadline(timeout)
             while not port.drained.wait(min(max(deadline.left(), 0.0), 0.1)) and not port.retired:
                 if deadline.expired():
                     raise VirtualBoardError("board %d's USB input was not drained after its reset within %.1fs%s; "
@@ -461,13 +465,13 @@ class VirtualRing(HostSide):
         # that is waited for up to _CALL_IN_HAND_S, and the caller's progress() hears of it. (In
         # loaded suite runs a reset was given up on while the relay was in a board's fork and
         # exec, or in the kill of another board, for more than the caller's 10 s.)
-        deadline = ttystall.Deadline(timeout)
+        deadline = self.clock.deadline(timeout)
         at_work = None
         progress = getattr(self._caller, "progress", None)
         while not done.wait(0.1 if at_work else min(max(deadline.left(), 0.0), 0.1)):
             on_call = self._on_call
             if "started" in box or on_call is not None:
-                at_work = at_work or ttystall.Deadline(_CALL_IN_HAND_S)
+                at_work = at_work or self.clock.deadline(_CALL_IN_HAND_S)
                 if at_work.expired():
                     raise VirtualBoardError("the virtual ring's relay has been at work on calls for %.1fs%s without "
                                             "getting to this one (%s); it is on: %s, at: %s"
