@@ -703,6 +703,24 @@ def test_a_board_at_its_repl_is_given_up_on_sooner_than_a_silent_one(monkeypatch
     assert waited[0.2] < 10.0  # given up on by the not-firmware limit, not the silent board's 20 s
 
 
+def test_on_real_boards_a_port_without_the_firmware_is_reported_within_3_s():
+    # The not-firmware limit was 10 s for every ring, sized for a loaded 2-core machine whose
+    # ptys stand still; a Pico on a quiet laptop answers in milliseconds. On wall time (real
+    # boards) a port that answers as a REPL is reported after 3 s; a stall-aware clock (virtual
+    # and emulated rings) keeps 10 s.
+    from picoring.ring import link as link_module
+
+    assert BoardLink(0, "usb0", queue.Queue(), clock=WALL).not_firmware_s() == 3.0
+    assert BoardLink(0, "usb0", queue.Queue(), clock=StalledClock()).not_firmware_s() == 10.0
+    assert link_module.REPLY_TIMEOUT_S > 10.0  # (a silent board is waited for longer)
+    repl = [b"\r\n", b"SyntaxError: invalid syntax\r\n", b">>> \r\n"]
+    t0 = time.monotonic()
+    with _talking(_TalkingPort(repl, 0.1), WALL) as link, pytest.raises(HarnessError, match="it sent: ") as e:
+        link.wait_reply("status")
+    assert time.monotonic() - t0 < 3.0 + 0.2 + 2.0  # its last line at 0.2 s, then 3 s (and a loaded machine's slack)
+    assert 3.0 <= float(re.search(r"within (\d+\.\d) s", str(e.value)).group(1)) < 4.0
+
+
 def test_a_boot_banner_is_not_taken_for_a_board_without_the_firmware(monkeypatch):
     # An emulated Pico under load took over 10 s from its "MPY: soft reboot" to its hello
     # (flash's confirm, loaded suite on be417ef): a restarting board says its banner first.

@@ -10,10 +10,10 @@ A clock answers now() (seconds, never going back; the time the serial ports stoo
 not in it), stalled() (seconds so far in which the ports stood still: 0 for wall time), and
 makes deadlines; `stall_aware` says whether it expects a host machine that may be loaded
 (the waits that cannot tell a slow board from a missing one are then longer: link.py).
-A test passes a clock of its own (tests/conftest.py: StalledClock).
+A test passes a clock of its own (tests/conftest.py: StalledClock); ttystall.for_ports chooses
+the clock for a ring's ports.
 """
 
-import os
 import time
 
 
@@ -72,19 +72,3 @@ class Deadline:
     def not_counted(self):
         return self.clock.not_counted(self.stalled_s())
 
-
-def for_ports(ports):
-    """The clock for a ring on these ports (paths or URLs): the stall-aware one when one of them
-    is a pty of this machine (a virtual board, an emulated Pico: whose bytes wait for this
-    machine's tty worker, which stands still when it is loaded), else wall time (real boards
-    on USB serial, or reached over the network)."""
-    if any(_is_pty(p) for p in ports):
-        from . import ttystall
-
-        return ttystall.STALL
-    return WALL
-
-
-def _is_pty(port):
-    port = getattr(port, "port", port)  # (a ports.Target)
-    return isinstance(port, str) and port.startswith("/") and os.path.realpath(port).startswith("/dev/pts/")

@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from .clock import for_ports
+from .ttystall import for_ports
 
 DEFAULT_VIRTUAL = 4
 _SHOW_LINES = 60  # lines of traffic per board in a failure report

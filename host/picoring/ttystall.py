@@ -10,7 +10,7 @@ waits for it by the wall clock, and a timeout of 30 s failed runs and tests that
 
 So the host keeps a canary: a pty pair of its own, a byte through it every PROBE_EVERY_S.
 Whatever the canary waits beyond LATE_S for its byte counts as stalled: no port delivered
-meanwhile, and a wait on a board (Deadline, or a deadline in now()) does not count it. The
+meanwhile, and a wait on a board by StallClock (picoring.clock: passed in) does not count it. The
 canary runs in a daemon thread, started at the first question; where there are no ptys,
 nothing counts as stalled and waits are by the wall clock.
 
@@ -27,8 +27,7 @@ import select
 import threading
 import time
 
-from .clock import Deadline as _Deadline
-from .clock import WallClock
+from .clock import WALL, WallClock
 
 PROBE_EVERY_S = 0.05
 LATE_S = 0.25  # a byte this late through the canary: the ports stand still from here on
@@ -126,10 +125,6 @@ def clock():
         return _clock
 
 
-def stalled():
-    return clock().stalled()
-
-
 class StallClock(WallClock):
     """The clock of virtual and emulated rings (picoring.clock): wall time less the seconds
     this machine's serial ports stood still (the process's canary)."""
@@ -143,17 +138,14 @@ class StallClock(WallClock):
 STALL = StallClock()
 
 
-def now():
-    """time.monotonic() less the seconds the serial ports stood still so far: the clock that
-    waits on a board are measured by."""
-    return STALL.now()
+def for_ports(ports):
+    """The clock for a ring on these ports (paths or URLs): the stall-aware one when one of them
+    is a pty of this machine (a virtual board, an emulated Pico: whose bytes wait for this
+    machine's tty worker, which stands still when it is loaded), else wall time (real boards
+    on USB serial, or reached over the network)."""
+    return STALL if any(_is_pty(p) for p in ports) else WALL
 
 
-def not_counted(stalled_s):
-    """For a message about a wait: ' (and N s more ...)', or '' when the ports never stood still."""
-    return STALL.not_counted(stalled_s)
-
-
-def Deadline(seconds):
-    """A deadline in the stall-aware clock's time (picoring.clock.Deadline)."""
-    return _Deadline(seconds, STALL)
+def _is_pty(port):
+    port = getattr(port, "port", port)  # (a ports.Target)
+    return isinstance(port, str) and port.startswith("/") and os.path.realpath(port).startswith("/dev/pts/")

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from ..clock import for_ports
+from ..ttystall import for_ports
 from ..ring import boarddefs
 from .common import add_protocol_arg, add_resource_args, resource_args, user_errors
 

@@ -7,7 +7,7 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 
 import threading
 
-from ..clock import for_ports
+from ..ttystall import for_ports
 from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, resource_args, ring_size,
                      run_ports, workload_args)
 

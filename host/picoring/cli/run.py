@@ -5,7 +5,7 @@ import json
 import time
 
 from . import progress as progress_line
-from ..clock import for_ports
+from ..ttystall import for_ports
 from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, print_report, resource_args,
                      run_ports, workload_args)
 
