@@ -319,7 +319,7 @@ def test_a_frame_lost_on_a_link_does_not_put_its_pairing_off():
 
 
 def _send_numbered(merger, seq, t, lseq):
-    """Board 0's token send, numbered as the host numbers them (RingRun._number_send)."""
+    """Board 0's token send, numbered as the host numbers them (BoardStream.number_send)."""
     from picoring.ring.hostlink import BoardEvent
 
     e = BoardEvent(0, seq, 0, "send", link=0, kind="token")

@@ -4,7 +4,7 @@ went wrong with the run rather than with the protocol. RunRecord is what the run
 as it goes (its parts, the driver and the board streams, write into it); run_report reads it,
 the board streams (ring/stream.py) and the causal merger's counts."""
 
-# The stall clock (RingRun.run) runs only while the boards answer pings: a ping round unanswered
+# The stall clock (driver.py) runs only while the boards answer pings: a ping round unanswered
 # this long stops it (pings go every 0.5 s; a board answers within milliseconds when the machine
 # keeps up).
 PING_GRACE_S = 0.5

@@ -216,7 +216,7 @@ class HostPort:
     host wrote or a status byte, and the status says when the host flushed its input. pyserial
     flushes it in open(), after the open itself: what the board said between the two would be
     thrown away by the host, so the ring gives a host that opened the port nothing until it has
-    flushed (boards.py, _attach_host)."""
+    flushed (VirtualBoard.attach_host)."""
 
     def __init__(self):
         self.fd, slave = _raw_pty()
@@ -626,13 +626,30 @@ def read_some(fd):
         return b""
 
 
-def poke(fd):
-    """One byte into a wake-up pipe (non-blocking; a full pipe already has a wake-up pending)."""
-    if fd is not None:
+class WakePipe:
+    """What wakes a thread from its select: poke() from any thread; the thread selects on r and
+    drains it once woken. Non-blocking both ways: a full pipe already has a wake-up pending."""
+
+    def __init__(self):
+        self.r, self.w = os.pipe()
+        for fd in (self.r, self.w):
+            os.set_blocking(fd, False)
+
+    def poke(self):
         try:
-            os.write(fd, b"x")
+            os.write(self.w, b"x")
         except OSError:
             pass
+
+    def drain(self):
+        read_all(self.r)
+
+    def close(self):
+        for fd in (self.r, self.w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def read_all(fd):

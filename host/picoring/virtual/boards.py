@@ -67,7 +67,7 @@ import weakref
 from pathlib import Path
 
 from .. import ttystall
-from .board import RX_LEAD_S, VirtualBoard, VirtualBoardError, find_micropython, poke, read_all, read_some
+from .board import RX_LEAD_S, VirtualBoard, VirtualBoardError, WakePipe, find_micropython, read_all, read_some
 from .usb import UsbSide
 from .wire import FaultPlan, Wire
 
@@ -149,7 +149,7 @@ class VirtualRing:
         self._calls = queue.Queue()
         self._on_call = None  # what call the relay is running now (its name)
         self._caller = threading.local()  # progress: what a caller does while its call runs
-        self._wake_r = self._wake_w = None
+        self._wake_pipe = None  # the relay's (WakePipe)
         # The USB thread (module doc, usb.py): what hosts do with the boards' ports, as events
         # for the relay.
         self.usb = UsbSide(self.boards, self._wake, lambda: self._stopping)
@@ -185,9 +185,7 @@ class VirtualRing:
                 fs_dir = self.workdir / ("board%d" % i)
                 fs_dir.mkdir(parents=True, exist_ok=True)
                 self.boards.append(VirtualBoard(i, fs_dir, self.micropython, self.heapsize, self.workdir / ("usb%d" % i)))
-            self._wake_r, self._wake_w = os.pipe()
-            for fd in (self._wake_r, self._wake_w):
-                os.set_blocking(fd, False)
+            self._wake_pipe = WakePipe()
             _live_rings.add(self)
             self._arm_faults(self.faults)
             self._thread = threading.Thread(target=self._relay_main, name="picoring-virtual-ring", daemon=True)
@@ -219,12 +217,8 @@ class VirtualRing:
                 errors.append(str(e))
             b._close_fds()
         self.usb.close()
-        for fd in (self._wake_r, self._wake_w):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        if self._wake_pipe is not None:
+            self._wake_pipe.close()
         _live_rings.discard(self)
         if self._own_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -502,7 +496,8 @@ class VirtualRing:
                           for f in reversed(traceback.extract_stack(frame)[-7:]))
 
     def _wake(self):
-        poke(self._wake_w)
+        if self._wake_pipe is not None:
+            self._wake_pipe.poke()
 
     # -- relay thread --------------------------------------------------------
 
@@ -541,7 +536,7 @@ class VirtualRing:
             if now >= next_board_timer:
                 self._board_timers(now)
                 next_board_timer = self._next_board_timer()
-            readers = {self._wake_r: None}
+            readers = {self._wake_pipe.r: None}
             writers = {}
             for b in boards:
                 if b.queued_for_host() < _HOST_BACKLOG:
@@ -569,7 +564,7 @@ class VirtualRing:
             for fd in ready:
                 what = readers[fd]
                 if what is None:
-                    read_all(self._wake_r)
+                    self._wake_pipe.drain()
                     self.usb.take_events()
                     if self._run_calls():
                         next_board_timer = 0.0  # a call may have unplugged or powered off a board

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from .board import look_at_host_port, poke, read_all, read_host, read_host_all
+from .board import WakePipe, look_at_host_port, read_host, read_host_all
 
 _LOOK_S = 0.02  # how often the USB thread looks for a host opening or closing a port
 # A host that opened a port gets the board's output once it has flushed its input (HostPort),
@@ -34,28 +34,23 @@ class UsbSide:
         self._events = queue.Queue()
         self._lock = threading.Lock()  # guards _retired
         self._retired = []  # host ports to close (on the USB thread: it alone reads them)
-        self._wake_r = self._wake_w = None
+        self._wake_pipe = None
         self.thread = None
 
     def start(self):
-        self._wake_r, self._wake_w = os.pipe()
-        for fd in (self._wake_r, self._wake_w):
-            os.set_blocking(fd, False)
+        self._wake_pipe = WakePipe()
         self.thread = threading.Thread(target=self._main, name="picoring-virtual-usb", daemon=True)
         self.thread.start()
 
     def wake(self):
-        poke(self._wake_w)
+        if self._wake_pipe is not None:
+            self._wake_pipe.poke()
 
     def close(self):
         """After the thread ended: the host ports still to close, and the wake-up pipe."""
         self._close_retired()
-        for fd in (self._wake_r, self._wake_w):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        if self._wake_pipe is not None:
+            self._wake_pipe.close()
 
     def retire(self, port):
         """Hand a HostPort no longer in use to the USB thread, which closes it (HostPort)."""
@@ -111,8 +106,8 @@ class UsbSide:
                         self._event("flushed", b, p)
                     p.drained.set()
             reading = [(b, p) for b, p in ports if p.opened]
-            ready, _, _ = select.select([p.fd for _, p in reading] + [self._wake_r], [], [], _LOOK_S)
-            read_all(self._wake_r)
+            ready, _, _ = select.select([p.fd for _, p in reading] + [self._wake_pipe.r], [], [], _LOOK_S)
+            self._wake_pipe.drain()
             for b, p in reading:
                 if p.fd not in ready or p.retired:
                     continue
