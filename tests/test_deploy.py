@@ -23,7 +23,7 @@ def test_a_copy_that_stops_printing_is_killed_and_says_how_far_it_got():
     assert deploy.copy_progress(r.stdout) == (["f0.py"], [])
 
 
-def test_a_copy_silent_while_the_serial_ports_stood_still_is_not_cut_off(monkeypatch):
+def test_a_copy_silent_while_the_serial_ports_stood_still_is_not_cut_off():
     # mpremote went silent for 30 s under two busy loops while a loaded machine's tty worker
     # stood still (a pty took 7.7 s to deliver a byte), and the copy was killed as a board that
     # does not answer. The silence counted is the time in which the serial ports delivered

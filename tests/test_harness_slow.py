@@ -863,7 +863,7 @@ def test_the_tty_stall_clock_counts_a_sleep_of_its_canary_that_woke_late():
         os.close(w)
 
 
-def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for(monkeypatch):
+def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for():
     # Beside two busy loops a pty delivered a byte 7.7 s late while every process ran on time:
     # a board that answered at once looked dead to a 1 s wait by the wall clock. The wait
     # counts only time in which the ports delivered (ttystall): here the reply comes 0.6 s

@@ -741,7 +741,7 @@ def relay_stuck_in_its_loop(ring, seconds):
     wait_for(lambda: ring._housekeeping is housekeeping, what="the relay to get stuck")
 
 
-def test_a_relay_that_does_not_answer_says_where_it_is(monkeypatch):
+def test_a_relay_that_does_not_answer_says_where_it_is():
     # Once, under two busy loops, a supervisor's ring did not start: "the relay did not answer
     # within 15.0s", and nothing said what it was doing. The message now names its frames.
     with VirtualRing(2, clock=WALL) as ring:  # every second counts (a loaded machine's need not)
@@ -993,7 +993,7 @@ def test_a_host_that_reads_late_loses_none_of_the_boards_output(tmp_path):
             assert b.usb_dropped == dropped
 
 
-def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_path, monkeypatch):
+def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_path):
     # A supervisor busy with its boards' ptys answered after 15 s in a loaded suite run (the
     # machine's tty worker stood still): the wait counts only time in which the serial ports
     # delivered (ttystall). Here a supervisor that answers after 0.8 s, all of it stalled, and
