@@ -1041,3 +1041,63 @@ def test_a_board_clock_that_runs_slow_over_the_run_is_a_run_condition():
     assert c["kind"] == "clock" and c["explained"] and c["rates"] == pytest.approx([0.2, 0.19, 0.21])
     assert "ran at 0.19-0.21 of the host's" in c["message"] and "took up to 526 ms" in c["message"]
 
+
+
+class _Workload:
+    """A workload with nothing more to issue (its requests are already outstanding)."""
+
+    closed_loop = False
+    exhausted = True
+    defer_busy = True
+    total = issued = 2
+
+    def next_time(self):
+        return None
+
+    def describe(self):
+        return "stub"
+
+
+def _driver(clock, stall_s=1.0):
+    from types import SimpleNamespace
+
+    from picoring.ring.driver import Driver
+    from picoring.ring.runreport import RunRecord
+
+    links = [SimpleNamespace(index=i, port="p%d" % i, connected=True, writes_dropped=0, write=lambda data: None,
+                             parser=SimpleNamespace(missing_in_outages=0)) for i in range(2)]
+    streams = [SimpleNamespace(link=link, resync=None) for link in links]
+    record = RunRecord(_Workload(), 0, 2000)
+    driver = Driver(streams, "q", record.workload, record, clock, 0, 60_000, 5_000_000, int(stall_s * 1e6), 16_000)
+    driver.inject(0)
+    return driver, record
+
+
+def test_the_driver_stalls_by_its_clock_and_leaves_out_what_the_ports_stood_still():
+    # The stall rules on a clock passed in: a request outstanding and nothing entered for the
+    # stall limit (1 s) of passes in which the boards answered their pings is a stall. While a
+    # ping round is late the stall clock stands still; with the ports standing still the whole
+    # time (the clock says so) the run is given up only after WALL_LIMIT * FROZEN_LIMIT stall
+    # limits of wall time, not FROZEN_LIMIT.
+    from picoring.ring import driver as driver_module
+    from picoring.ring.driver import Stop
+
+    driver, record = _driver(WALL)
+    stop, now = None, 0
+    while stop is None:
+        now += 40_000  # passes 40 ms apart, every ping answered
+        stop = driver.step(now, pings_late=False)
+    assert isinstance(stop, Stop) and stop.reason.startswith("the ring stalled") and 1_000_000 < now <= 1_080_000
+    assert record.stalled == {"outstanding": 1, "queued": 0, "not_issued": 0, "seconds": 1.0}
+
+    stood_still = [0.0]
+    driver, record = _driver(StalledClock(lambda: stood_still[0]))
+    stop, now = None, 0
+    while stop is None:
+        now += 100_000
+        stood_still[0] = now / 1e6  # the ports delivered nothing at all
+        stop = driver.step(now, pings_late=True)
+    limit = driver_module.WALL_LIMIT * driver_module.FROZEN_LIMIT * 1_000_000
+    waited = now - 100_000  # (from the first pass, which found the ring busy)
+    assert stop.reason.startswith("given up") and limit < waited <= limit + 100_000
+    assert record.stalled is None and "in which this machine's serial ports delivered nothing" in record.host_lagged[0]
