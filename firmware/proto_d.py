@@ -64,6 +64,10 @@ class NodeDLiteral(Node):
         "citation": CITATION + ", section 4",
         "exclusion": "hard",
         "rests": True,  # at rest in state check when no request is pending
+        # What a run may show that the project has found and documented (a violation's kind ->
+        # where and why): `compare` reports it as expected, not as a failure.
+        "findings": {"quiescence": "docs/bounds.md, finding 1: a stale request message wakes the resting "
+                                   "token, and rule 4 passes it on for ever"},
         # The dashboard (host): the token frame's fields to show, request frames, a per-node flag.
         "view": {"token_state": ("check", "ACTIVE"), "token_count": "count", "requests": True, "flags": "M_p"},
         "messages": {"token": "frame.TOKEN to the next node", "request": "frame.REQUEST to the next node"},
@@ -193,7 +197,7 @@ class NodeD(NodeDLiteral):
     """
 
     name = "d"
-    about = dict(NodeDLiteral.about, name="d", title="D, corrected (rules 2 and 4: a hop budget)")
+    about = dict(NodeDLiteral.about, name="d", title="D, corrected (rules 2 and 4: a hop budget)", findings=None)
     active_budget = True  # rule 4: see NodeDLiteral.on_token
 
     def _activate(self):
