@@ -73,9 +73,13 @@ class NodeDLiteral(Node):
         "messages": {"token": "frame.TOKEN to the next node", "request": "frame.REQUEST to the next node"},
         "bounds": {
             # Printed 2n (Thm 4.1), exceeded; the checked bound is empirical (docs/bounds.md).
-            "messages_per_request": {"paper": "2*n", "checked": "3*n", "where": "Thm 4.1; docs/bounds.md"},
+            "messages_per_request": {"paper": "2*n", "checked": "3*n", "where": "Thm 4.1; docs/bounds.md",
+                                     "why": "a request message that follows T crosses up to 2n - 2 edges; the "
+                                            "checked 3n is empirical (docs/bounds.md, finding 4)"},
             # Printed 3n - 3 (Thm 4.1), exceeded at n = 3; corrected 3n - 2.
-            "service_traffic": {"paper": "3*n - 3", "checked": "3*n - 2", "where": "Thm 4.1; docs/bounds.md"},
+            "service_traffic": {"paper": "3*n - 3", "checked": "3*n - 2", "where": "Thm 4.1; docs/bounds.md",
+                                "why": "T resets the flags it passes, so an edge carries more than one "
+                                       "request message (docs/bounds.md, finding 3)"},
         },
     }
     active_budget = False  # rule 4 passes an active T on, whatever happens
