@@ -49,10 +49,16 @@ def print_report(report, console=None):
     for label, value, bound in resource_rows(report.get("resource"), report.get("soft") is not None):
         table.add_row(label, value, bound)
     rec = report.get("recovery") or {}
-    if rec.get("faults_at") is not None:
+    # (a protocol that makes and removes tokens by its own rules, the wandering token, in the simulator too)
+    if rec.get("faults_at") is not None or rec.get("regenerations") or rec.get("discarded_tokens"):
         msgs = rec.get("messages") or {}
-        table.add_row("token regenerations", str(rec["regenerations"]), "")
-        table.add_row("timeouts / tokens discarded", "%d / %d" % (rec["timeouts"], rec["discarded_tokens"]), "")
+        # What each count is: a token made (the layer's recovery after its timeout, or a protocol's
+        # own rule, as the wandering token's: no visit for Delta_gen), the layer's timeouts alone,
+        # and tokens a node dropped (a second token met, or one of an old epoch).
+        table.add_row("tokens made by a node that saw none for its timeout", str(rec["regenerations"]),
+                      "" if rec["timeouts"] or not rec["regenerations"] else "the protocol's own rule")
+        table.add_row("recovery timeouts (the layer's) / tokens removed by a node",
+                      "%d / %d" % (rec["timeouts"], rec["discarded_tokens"]), "")
         table.add_row("recovery frames (claim, again)", "%d, %d" % (msgs.get("claim", 0), msgs.get("again", 0)), "")
         if rec.get("over_bound_after_faults"):
             table.add_row("  over a fault-free bound after faults", str(rec["over_bound_after_faults"]), "not checked")
@@ -120,8 +126,9 @@ def soft_rows(soft, unit):
         rows.append(("entries of a node apart: p50 / p99 / max", " / ".join(_span(iv[q], unit) for q in ("p50", "p99", "max"))))
     toks = soft["time_with_k_tokens"]
     if toks:
-        rows.append(("tokens alive: share of time", ", ".join("%d: %.2f %%" % (k, 100.0 * v / total) for k, v in toks.items() if v > 0)))
-    rows.append(("tokens lost", str(soft["tokens_lost"])))
+        rows.append(("tokens alive (1 + made - removed - lost): share of time",
+                     ", ".join("%d: %.2f %%" % (k, 100.0 * v / total) for k, v in toks.items() if v > 0)))
+    rows.append(("tokens lost on a wire (a gap in the receiver's frames)", str(soft["tokens_lost"])))
     st = soft.get("stabilisation")
     if st and st["count"]:
         rows.append(("transients after a loss (unfinished)", "%d (%d)" % (st["count"], st["unfinished"])))
