@@ -208,7 +208,7 @@ def test_compare_defaults_exit_0_with_d_literal_reported_as_the_documented_findi
     """The default set holds d-literal, which docs/bounds.md (finding 1) shows never going quiet:
     its shortfall is expected (its descriptor's "findings"), the command succeeds."""
     assert main(["compare", "-n", "6", "-k", "100"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # (the lines under the table are wrapped)
     assert "d-literal: quiescence, as expected: docs/bounds.md, finding 1" in out
     assert "not OK" not in out
     status, doc = _json(capsys, ["compare", "-n", "6", "-k", "100", "-p", "d-literal,d"])
@@ -232,6 +232,16 @@ def test_only_a_documented_shortfall_is_expected():
     assert compare.verdict(dict(base, ok=False, violations=[quiet], run_conditions=[
         {"kind": "order", "explained": False, "message": "placed without their send"}]))[0] == "failed"
     assert compare.verdict(dict(base, ok=False, violations=[]))[0] == "failed"  # not OK, and nothing says why
+
+
+def test_compare_fails_when_a_shortfall_comes_with_the_documented_one(tmp_path, capsys):
+    """docs/bounds.md's two-request schedule: d-literal never goes quiet and its circulation runs
+    its messages over the bound before the run stops; the bound is not documented: exit 1."""
+    two = tmp_path / "two.jsonl"
+    two.write_text('{"t":0,"node":1}\n{"t":1,"node":0}\n')
+    assert main(["compare", "-p", "d-literal,d", "-n", "2", "-w", "file:%s" % two, "--cs-time", "0"]) == 1
+    out = " ".join(capsys.readouterr().out.split())  # (the lines under the table are wrapped)
+    assert "FAILED: hops/req, quiet" in out and "d-literal not OK: bound: 23 messages for 2 requests" in out
 
 
 def test_the_table_is_readable_at_80_columns(tmp_path):
@@ -271,8 +281,9 @@ def test_a_figure_that_does_not_apply_says_n_a_and_a_saturated_run_says_so(capsy
     assert rows["q"]["requests_queued_max"] < 6 and not compare.saturated(rows["q"])
     assert main(["compare", "-n", "6", "-k", "100", "-p", "wt,dag,q"]) == 0
     out = capsys.readouterr().out
-    assert "dag: saturated: up to 47 requests at once waited behind their node's own" in out
-    assert "q: saturated" not in out
+    text = " ".join(out.split())
+    assert "dag: saturated: up to 47 requests at once waited behind their node's own" in text
+    assert "q: saturated" not in text
     line = next(line for line in out.splitlines() if line.startswith(" wt "))
     assert line.split().count("n/a") == 2  # resp and fair
     assert " 77* " in next(line for line in out.splitlines() if line.startswith(" dag "))
