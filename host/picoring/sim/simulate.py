@@ -60,8 +60,21 @@ class _CountDeferrals:
         self._checker = checker
         self.deferred = 0
         self.most_queued = 0  # the most requests due at once and not yet made (deferred, waiting)
+        # what simcore.run reads, bound once (it asks at every request)
+        self.closed_loop = workload.closed_loop
+        self.defer_busy = workload.defer_busy
+        self.next_time = workload.next_time
+        self.on_quiescent = workload.on_quiescent
 
-    def __getattr__(self, name):
+    @property
+    def issued(self):
+        return self._workload.issued
+
+    @property
+    def exhausted(self):
+        return self._workload.exhausted
+
+    def __getattr__(self, name):  # anything else (describe, total, ...)
         return getattr(self._workload, name)
 
     def due(self, t):
