@@ -252,7 +252,8 @@ def test_the_table_is_readable_at_80_columns(tmp_path):
     from picoring.check import compare
 
     rows = [compare.row(simulate(p, 6, "poisson", requests=60, seed=1)) for p in names()]
-    rows = [dict(r, latency_p50=1978970 + 1000 * i, latency_p99=12345678 + 1000 * i) for i, r in enumerate(rows)]
+    rows = [dict(r, latency_p50=1978970 + 1000 * i, latency_p99=12345678 + 1000 * i,
+                 responsiveness=None if r["responsiveness"] is None else 2265.7) for i, r in enumerate(rows)]
     rows.append(compare.row(simulate("raymond:tree=path,holder=2", 6, "poisson", requests=20, seed=1)))
     console = Console(record=True, width=80, file=io.StringIO())
     compare.print_table(rows, "a title", console, unit="µs")  # a ring's run: shown in ms
@@ -263,6 +264,7 @@ def test_the_table_is_readable_at_80_columns(tmp_path):
                  "gap p50", "gap p99"):
         assert " %s " % head in text + " ", head
     assert "a title; latency in ms" in text and " 1979 " in text and " 12346 " in text
+    assert " 2.3 " in text and "2265" not in text  # responsiveness in ms too
     assert text.count(" ok") + text.count("expected") >= len(rows)
     for p in names():
         assert "\n %s " % p in text, p

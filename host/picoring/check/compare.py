@@ -162,7 +162,8 @@ def print_table(rows, title, console=None, unit=None):
     """The rows as tables that fit 80 columns: one line per protocol with its costs, latencies
     and checks (a bound next to its value; none: not proven, reported only), and, for the
     protocols of soft mutual exclusion, a second table of their own measures. unit: the rows'
-    time unit, said after the title ("µs", a ring's: shown in ms, which fit the columns)."""
+    time unit, said after the title ("µs", a ring's: latencies, responsiveness and gaps shown in
+    ms, which fit the columns)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -198,7 +199,7 @@ def print_table(rows, title, console=None, unit=None):
             _within(r["logical_per_request"], logical["bound"] if logical else None, "%.2f"),
             _within(r["hop_frames_per_request"], by["hops/req"]["bound"], "%.2f"),
             time(r["latency_p50"]) + star, time(r["latency_p99"]) + star,
-            "n/a" if r["responsiveness"] is None else "%.2f" % r["responsiveness"],
+            "n/a" if r["responsiveness"] is None else time(r["responsiveness"]) if in_ms else "%.2f" % r["responsiveness"],
             _within(r["max_service_traffic"], by["service"]["bound"], "%d/" + str(r["max_service_logical"])),
             num(r["max_overtaken"]), _checks_cell(r))
     console.print(main)
