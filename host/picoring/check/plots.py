@@ -373,16 +373,21 @@ def compare_figure(rows, title, unit):
     from .compare import saturated
 
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     ys = list(range(len(rows)))
+    in_ms = unit == "µs"  # a ring's microseconds, in ms as compare's table shows them
     panels = (("logical messages", "per request", "logical_per_request", "logical/req", "C0"),
               ("hop frames", "per request", "hop_frames_per_request", "hops/req", "C1"),
-              ("latency p50", unit, "latency_p50", None, "C2"),
-              ("latency p99", unit, "latency_p99", None, "C4"))
+              ("latency p50", "ms" if in_ms else unit, "latency_p50", None, "C2"),
+              ("latency p99", "ms" if in_ms else unit, "latency_p99", None, "C4"))
     height = max(3.5, 0.3 * len(rows) + 1.8)
     fig, axes = plt.subplots(1, len(panels), figsize=(COMPARE_WIDTH, height), sharey=True)
     bound_drawn = False
     for ax, (name, xlabel, key, check, color) in zip(axes, panels):
         values = [r[key] for r in rows]
+        if in_ms and check is None:
+            values = [None if v is None else v / 1000.0 for v in values]
         bounds = [({c["check"]: c for c in r["checks"]}.get(check) or {}).get("bound") if check else None
                   for r in rows]
         shown = [v for v in values if v] + [b for b in bounds if b]
@@ -398,6 +403,7 @@ def compare_figure(rows, title, unit):
             ax.set_xlim(10 ** math.floor(math.log10(min(shown))), top * 6)
         else:
             ax.set_xlim(0, top * 1.35)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # tick labels that do not run together
         # the data per point of text along x (linear panels: the only ones with bounds)
         per_point = (ax.get_xlim()[1] - ax.get_xlim()[0]) / (ax.get_position().width * COMPARE_WIDTH * 72)
         for y, v, b, r in zip(ys, values, bounds, rows):
