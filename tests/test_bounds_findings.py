@@ -27,6 +27,21 @@ def test_d_as_printed_never_goes_quiet():
     assert report["schedule"] == [{"t": 0, "node": 1}, {"t": 1, "node": 0}]
 
 
+def test_the_report_of_d_as_printed_names_the_documented_finding():
+    import io
+
+    from rich.console import Console
+
+    from picoring.check.report import print_report
+
+    console = Console(record=True, width=200, file=io.StringIO())
+    print_report(run("d-literal", 2, TWO_NODE), console)
+    text = console.export_text()
+    assert ("quiescence, a documented finding: docs/bounds.md, finding 1: a stale request message wakes the resting "
+            "token, and rule 4 passes it on for ever") in text
+    assert "CHECK FAILED" in text  # the run itself still fails its checks (compare reports it as expected)
+
+
 def test_d_literal_livelock_grows_with_the_horizon_it_is_given():
     # the token keeps moving: more time, more messages
     events = []

@@ -84,6 +84,11 @@ def print_report(report, console=None):
         console.print("[bold red]%s[/]: %s" % (v["kind"], v["message"]), highlight=False)
     if len(report["violations"]) > 20:
         console.print("... %d violations in all" % len(report["violations"]))
+    from . import registry
+
+    documented = registry.findings(report["protocol"])
+    for kind in sorted({v["kind"] for v in report["violations"]} & set(documented)):
+        console.print("[yellow]%s, a documented finding[/]: %s" % (kind, documented[kind]), highlight=False)
     for c in report.get("run_conditions") or ():  # the run itself, not the protocol
         console.print("[bold %s]run condition[/]: %s" % ("yellow" if c.get("explained") else "red", c["message"]),
                       highlight=False)
