@@ -322,3 +322,19 @@ def test_the_plot_fits_a_screen_one_panel_per_measure_and_no_label_over_a_bound(
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_a_saturated_simulation_says_so_in_its_report():
+    from rich.console import Console
+
+    from picoring.check.report import print_report
+
+    console = Console(record=True, width=200, file=io.StringIO())
+    print_report(simulate("dag", 6, "poisson", requests=100), console)
+    line = next(line for line in console.export_text().splitlines() if "saturated" in line)
+    assert [cell.strip() for cell in line.split("│")[1:4]] == [
+        "saturated: requests that waited behind their node's own, most at once / in all", "47 / 89",
+        "the latency is that queue's"]
+    console = Console(record=True, width=200, file=io.StringIO())
+    print_report(simulate("q", 6, "poisson", requests=100), console)
+    assert "saturated" not in console.export_text()

@@ -41,6 +41,12 @@ def print_report(report, console=None):
     unit = "us" if report.get("source") == "ring" else "hop times"
     if lat:
         table.add_row("latency mean / max", "%.1f / %s %s" % (lat.get("mean", 0.0), lat.get("max", 0), unit), "")
+    from .compare import saturated
+
+    if saturated(report):  # the simulator's count: the workload asked faster than the ring served
+        table.add_row("  saturated: requests that waited behind their node's own, most at once / in all",
+                      "%d / %d" % (report["requests_queued_max"], report["requests_deferred"]),
+                      "the latency is that queue's")
     table.add_row("safety violations", str(report["safety_violations"]), "0")
     audit = report.get("audit")
     if audit:
