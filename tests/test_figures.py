@@ -31,6 +31,13 @@ def test_each_figure_says_whether_the_paper_reproduces():
                                                          "equals the ring at every point, worst cases included")]
     assert len(on_ring) == 2 and "a gimme never overtakes the token" in on_ring[0]
     assert sum(line.startswith("- the ring approaches ") for line in lines) == 2
+    # a mean above log2 n, with no wait longer than n: the search's own cost says why
+    rows = [dict(r, responsiveness_mean=r["log2_n"] * 1.1, responsiveness_max=5)
+            if r["figure"] == 9 and r["curve"] == figures.CURVES[1][0] and r["n"] == 8 else r for r in rows]
+    lines = figures.verdicts(rows)
+    assert "- BinarySearch in the paper's network stays below log2 n: no at n = 8 (3.30 against 3.00)" in lines
+    assert "  at n = 8, 10 % above: a request needs up to ceil(log2 n) gimmes and the lend, and a moving token " \
+           "is caught only at a trap, up to ceil(log2 n) + 2 units (Thm 2; docs/bounds.md)" in lines
 
 
 def test_a_worst_wait_above_n_is_the_tokens_short_memory_of_served_requests(monkeypatch):
