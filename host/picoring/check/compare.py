@@ -152,8 +152,8 @@ def _checks_cell(r):
 LEGEND = ("logical: the textbook's messages per request; hops: frames on the wires per request (≤ the "
           "checked bound); p50, p99: latency; resp: mean responsiveness (a node waiting, nobody in the "
           "critical section, to the next entry); svc: largest service traffic, hops/logical; fair: most "
-          "entries by others while a request waited; n/a: does not apply (soft exclusion); "
-          "*: the ring was saturated (below)")
+          "entries by others while a request waited; n/a: does not apply (soft exclusion)")
+SATURATED_LEGEND = "; *: the ring was saturated (below)"
 SOFT_LEGEND = (">1 running: share of the time with two operations or more running; gap: an operation's "
                "interval since the same node's last, p50/p99")
 
@@ -203,7 +203,7 @@ def print_table(rows, title, console=None, unit=None):
             _within(r["max_service_traffic"], by["service"]["bound"], "%d/" + str(r["max_service_logical"])),
             num(r["max_overtaken"]), _checks_cell(r))
     console.print(main)
-    console.print(LEGEND, style="dim", highlight=False)
+    console.print(LEGEND + (SATURATED_LEGEND if any(saturated(r) for r in rows) else ""), style="dim", highlight=False)
     soft = [r for r in rows if r.get("over_one_running") is not None]
     if soft:
         second = table("soft mutual exclusion")
