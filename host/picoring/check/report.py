@@ -3,6 +3,9 @@
 from rich.console import Console
 from rich.table import Table
 
+from . import registry
+from .compare import saturated
+
 
 def _fmt_bound(value):
     return "unbounded" if value is None else str(value)
@@ -41,8 +44,6 @@ def print_report(report, console=None):
     unit = "us" if report.get("source") == "ring" else "hop times"
     if lat:
         table.add_row("latency mean / max", "%.1f / %s %s" % (lat.get("mean", 0.0), lat.get("max", 0), unit), "")
-    from .compare import saturated
-
     if saturated(report):  # the simulator's count: the workload asked faster than the ring served
         table.add_row("  saturated: requests that waited behind their node's own, most at once / in all",
                       "%d / %d" % (report["requests_queued_max"], report["requests_deferred"]),
@@ -90,8 +91,6 @@ def print_report(report, console=None):
         console.print("[bold red]%s[/]: %s" % (v["kind"], v["message"]), highlight=False)
     if len(report["violations"]) > 20:
         console.print("... %d violations in all" % len(report["violations"]))
-    from . import registry
-
     documented = registry.findings(report["protocol"])
     for kind in sorted({v["kind"] for v in report["violations"]} & set(documented)):
         console.print("[yellow]%s, a documented finding[/]: %s" % (kind, documented[kind]), highlight=False)
@@ -114,8 +113,6 @@ def _instead(report, name, printed, checked, notes):
     """The bound cell of a count over the paper's printed bound: the printed one and the one
     checked instead, marked; notes gets the mark's line: where the printed one is printed, and
     why it does not hold (the descriptor's bound's "where" and "why")."""
-    from . import registry
-
     b = (registry.about(report["protocol"]).get("bounds") or {}).get(name) or {}
     mark = "¹²³"[len(notes)]
     where = (b.get("where") or "").split(";")[0].strip()
