@@ -561,7 +561,9 @@ class Dashboard:
             # recovery acted (docs/recovery.md): the fault-free bounds are reported, not checked
             for t in (mpr_text, svc):
                 t.append(" faults: not checked", style="dim")
-            safety.append("  regen %d  timeouts %d" % (len(c.regenerations), c.timeouts), style="yellow")
+            # tokens made, the layer's recovery timeouts, tokens removed (check/report.py says more)
+            safety.append("  tokens made %d  removed %d  timeouts %d" % (len(c.regenerations), c.discarded, c.timeouts),
+                          style="yellow")
         frames = self._frame_stats()
         rows = [("served", served), ("messages", msgs), ("msgs/req", mpr_text), ("max service", svc),
                 ("latency", lat), ("safety", safety)]
