@@ -47,6 +47,19 @@ def test_bad_arguments_fail_before_any_board_starts(no_boards, capsys, argv, mes
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv", [
+    ["sim", "-p", "zzz"], ["run", "--virtual", "3", "-p", "zzz"], ["compare", "-p", "zzz"],
+    ["dash", "--sim", "-p", "zzz", "--exit"], ["explore", "-p", "zzz"], ["flash", "-p", "zzz"],
+    ["bench", "soak", "-p", "zzz"],
+])
+def test_an_unknown_protocol_is_one_line_naming_the_valid_ones(no_boards, capsys, argv):
+    """No usage block before it, on every command (issue 37, item 7)."""
+    status, err = status_err(capsys, *argv)
+    assert status == 2
+    assert err.count("\n") == 1 and err.startswith("picoring: unknown protocol"), err
+    assert "zzz" in err and "known: s, q, d, d-literal," in err, err
+
+
 def test_requests_with_a_file_workload_is_said_to_be_ignored(tmp_path, capsys):
     wl = tmp_path / "wl.jsonl"
     wl.write_text('{"t": 0, "node": 1}\n{"t": 3, "node": 0}\n')

@@ -40,11 +40,24 @@ def help_text(capsys, *argv):
     return " ".join(capsys.readouterr().out.split())  # argparse's wrapping undone
 
 
-def test_protocol_choices_are_explained_from_the_descriptors(capsys):
-    for argv in (["sim"], ["run"], ["dash"], ["flash"], ["explore"]):
+def test_the_protocol_list_lives_in_one_place(capsys):
+    """`picoring protocols` and -p help explain every protocol from its descriptor; the
+    commands' --help points there instead of repeating the list (issue 37, item 21)."""
+    assert main(["protocols"]) == 0
+    listed = " ".join(capsys.readouterr().out.split())
+    for argv in (["sim", "-p", "help"], ["run", "-p", "help"], ["compare", "-p", "help"]):
+        assert main(argv) == 0
+        assert " ".join(capsys.readouterr().out.split()) == listed, argv
+    for name in registry.names():
+        assert "%s %s" % (name, " ".join(registry.about(name)["title"].split())) in listed, name
+    for key, text in registry.option_help(registry.names()):
+        assert "%s: %s" % (key, " ".join(text.split())) in listed, key
+    for argv in (["sim"], ["run"], ["dash"], ["flash"], ["explore"], ["compare"], ["bench"]):
         text = help_text(capsys, *argv)
-        for name in registry.names():
-            assert "%s = %s" % (name, " ".join(registry.about(name)["title"].split())) in text, (argv, name)
+        assert "`picoring protocols`" in text, argv
+        for name in ("sk", "raymond", "dag"):  # no longer repeated on every command
+            assert " ".join(registry.about(name)["title"].split()) not in text, (argv, name)
+        assert "Delta_max" not in text, argv
 
 
 def test_the_options_the_issue_names(capsys):

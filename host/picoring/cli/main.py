@@ -12,7 +12,7 @@ import sys
 
 from .. import __version__
 from . import bench, boards, compare, dash, explore, figures, run, sim, virtual
-from .common import CommandError, apply_options
+from .common import CommandError, ProtocolsShown, apply_options, protocol_table
 
 _COMMANDS = {
     "sim": (sim.do_sim, sim.argparse_sim),
@@ -31,6 +31,8 @@ _COMMANDS = {
     "explore": (explore.do_explore, explore.argparse_explore),
     "fidelity": (explore.do_fidelity, explore.argparse_fidelity),
     "figures": (figures.do_figures, figures.argparse_figures),
+    "protocols": (lambda args: print(protocol_table()) or 0,
+                  lambda sub: sub.add_parser("protocols", help="list the protocols (-p P) and their options (--opt)")),
 }
 
 
@@ -80,6 +82,8 @@ def _main(handler, args):
         status = handler(args)
         sys.stdout.flush()  # here, so a reader that went away (| head) shows as BrokenPipeError below
         return status
+    except ProtocolsShown:  # -p help
+        return 0
     except BrokenPipeError as e:
         if not _stdout_gone():  # a serial port or a socket, not our reader
             print("picoring: %s" % e, file=sys.stderr)
