@@ -103,3 +103,11 @@ def test_a_reader_that_goes_away_is_no_error(argv):
         os.close(w)
     assert proc.stderr.decode() == ""
     assert proc.returncode == 1
+
+
+def test_bench_sim_without_simpy_is_one_line_and_exit_2(monkeypatch, capsys):
+    """As every other missing dependency (issue 37, item 10): no traceback, what to install."""
+    monkeypatch.setitem(sys.modules, "simpy", None)  # importlib.util.find_spec: not installed
+    status, err = status_err(capsys, "bench", "sim", "--quick")
+    assert status == 2
+    assert err == "picoring: bench sim measures against SimPy, which is not installed: pip install -e '.[bench]'\n"
