@@ -39,12 +39,20 @@ def status_err(capsys, *argv):
     (["dash", "--sim", "--speed", "-1", "--exit"], "--speed must be >= 0"),
     (["virtual", "up", "-n", "1", "--dir", "/nonexistent/picoring-state"], "-n must be at least 2"),
     (["sim", "-p", "s", "--idle-horizon", "-5"], "--idle-horizon cannot be negative"),
+    # issue 37, items 5 and 6: a ring the frames cannot address, a run with nothing to serve
+    (["run", "--virtual", "500"], "--virtual 500: a ring of boards has at most 255 (a board's address is one byte"),
+    (["virtual", "up", "-n", "500", "--dir", "/nonexistent/picoring-state"], "-n 500: a ring of boards has at most 255"),
+    (["demo", "-n", "256"], "-n 256: a ring of boards has at most 255"),
+    (["dash", "--virtual", "256", "--exit"], "--virtual 256: a ring of boards has at most 255"),
+    (["run", "--virtual", "4", "-p", "q", "-k", "0"], "-k 0: no request to serve"),
+    (["dash", "--virtual", "4", "-k", "0", "--exit"], "-k 0: no request to serve"),
+    (["demo", "-k", "0"], "-k 0: no request to serve"),
 ])
 def test_bad_arguments_fail_before_any_board_starts(no_boards, capsys, argv, message):
     status, err = status_err(capsys, *argv)
     assert status == 2
     assert err.startswith("picoring: ") and message in err, err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize("argv", [

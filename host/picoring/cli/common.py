@@ -169,14 +169,28 @@ def add_workload_args(p, requests_default):
     p.set_defaults(requests_default=requests_default)
 
 
-def workload_args(args, n, cs_time=1, err=None):
+MAX_BOARDS = 255  # positions 0..254: a link frame names a board in one byte, and 0xFF means every board
+
+
+def check_boards(n, what):
+    """A ring of n boards (virtual or real) is one the frames can address: one line otherwise,
+    before anything starts (what: the option that gave n)."""
+    if n > MAX_BOARDS:
+        raise CommandError("%s %d: a ring of boards has at most %d (a board's address is one byte in the link "
+                           "frames, 0xFF meaning every board); the simulator takes any -n" % (what, n, MAX_BOARDS))
+
+
+def workload_args(args, n, cs_time=1, err=None, boards=None):
     """The Workload of args (-w, -k, --seed, --rate, --period) for a ring of n, built before
     any board starts, so a bad one costs nothing. Fills in args.requests. A -k that a file:
-    workload ignores is said on err (stderr)."""
+    workload ignores is said on err (stderr). boards: the option that gave n, for a ring of
+    boards: n within MAX_BOARDS, and at least one request (-k 0 would boot a ring for nothing)."""
     from ..sim.workload import make_workload
 
     if n < 2:
         raise CommandError("a ring needs at least 2 boards (nodes), got %d" % n)
+    if boards is not None:
+        check_boards(n, boards)
     given = args.requests
     if given is not None and given < 0:
         raise CommandError("--requests cannot be negative")
@@ -190,6 +204,9 @@ def workload_args(args, n, cs_time=1, err=None):
     for note in getattr(workload, "notes", ()):
         print("picoring: note: %s" % note, file=err or sys.stderr)
     args.requests = workload.total
+    if boards is not None and workload.total == 0:
+        raise CommandError("%s: no request to serve: a ring of boards is started for a run of at least one "
+                           "(-k 1 or more)" % ("-k 0" if not args.workload.startswith("file:") else workload.describe()))
     return workload
 
 

@@ -59,7 +59,7 @@ def do_dash(args):
             raise CommandError("--cs-hold-us is in the boards' picoring.json: flash them with picoring flash --resource "
                                "fram --cs-hold-us %d" % args.cs_hold_us)
         ports, resetter = run_ports(args)
-        return _dash_ring(args, console, ports, resetter, None, workload_args(args, len(ports)))
+        return _dash_ring(args, console, ports, resetter, None, workload_args(args, len(ports), boards="--ports"))
     return _dash_virtual(args, console)
 
 
@@ -146,7 +146,7 @@ def _dash_virtual(args, console):
     n = args.virtual
     if n < 2:
         raise CommandError("--virtual needs at least 2 boards")
-    workload = workload_args(args, n)  # before any board starts
+    workload = workload_args(args, n, boards="--virtual")  # before any board starts
     ring = start_virtual(n, args.protocol, args.baud, args.cs_us, console, resource=args.resource,
                          cs_hold_us=args.cs_hold_us)
     return _dash_ring(args, console, [b.usb_path for b in ring.boards], ring.reset, ring, workload)

@@ -5,8 +5,8 @@ import json
 import time
 
 from . import progress as progress_line
-from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, print_report, resource_args,
-                     run_ports, workload_args)
+from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, check_boards, print_report,
+                     resource_args, run_ports, workload_args)
 
 
 def argparse_run(sub):
@@ -82,7 +82,7 @@ def do_run(args):
         n = len(ports)
         if n < 2:
             raise CommandError("--ports needs at least 2 ports, in ring order")
-    workload = workload_args(args, n)
+    workload = workload_args(args, n, boards="--virtual" if args.virtual is not None else "--ports")
     shown = progress_line.maybe(args, "run %s on %d boards" % (args.protocol.upper(), n), "served", args.requests)
     progress = None
     if shown is not None:
@@ -152,6 +152,7 @@ def run_virtual(protocols, n, workload, requests, seed, rate=None, period=None, 
     protocols), each on the same workload and seed (`demo`, `compare --virtual`)."""
     from ..ring import deploy
 
+    check_boards(n, "--virtual")
     say = console.print if console is not None else None
     ring = deploy.start_virtual(n, protocols[0], baud, 0, console)
     deployed = [protocols[0]]
@@ -212,7 +213,7 @@ def do_demo(args):
 
     from ..check.report import print_summary
 
-    workload_args(args, args.n)  # a bad -n, -k or -w stops here, before any board starts
+    workload_args(args, args.n, boards="-n")  # a bad -n, -k or -w stops here, before any board starts
     console = Console(stderr=args.json)
     start = time.monotonic()
     reports = run_virtual(("d", "q"), args.n, args.workload, args.requests, args.seed, console=console)

@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import CommandError
+from .common import CommandError, check_boards
 
 
 def argparse_virtual(sub):
@@ -54,6 +54,7 @@ def _run(args, out=None, err=None):
     if action == "up":
         if args.n < 2:
             raise ValueError("-n must be at least 2: a ring of boards (the firmware takes size >= 2)")
+        check_boards(args.n, "-n")
         if args.baud <= 0:
             raise ValueError("--baud must be positive")
         if args.faults:
