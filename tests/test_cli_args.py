@@ -119,3 +119,39 @@ def test_bench_sim_without_simpy_is_one_line_and_exit_2(monkeypatch, capsys):
     status, err = status_err(capsys, "bench", "sim", "--quick")
     assert status == 2
     assert err == "picoring: bench sim measures against SimPy, which is not installed: pip install -e '.[bench]'\n"
+
+
+@pytest.mark.parametrize("argv,config,expected", [
+    ([], None, {"protocol": "d"}),
+    (["-p", "q"], None, {"protocol": "q"}),
+    (["-p", "q"], {"protocol": "s", "cs_us": 5}, {"protocol": "s", "cs_us": 5}),  # the file's own wins
+    (["-p", "raymond:tree=path"], [{}, {"cs_us": 1}],
+     [{"protocol": "raymond:tree=path"}, {"cs_us": 1, "protocol": "raymond:tree=path"}]),
+])
+def test_virtual_deploy_takes_the_protocol(tmp_path, monkeypatch, capsys, argv, config, expected):
+    """`virtual deploy` then `run --ports virtual:0,...` ran into the boards' `missing 'protocol'`
+    after 10 s: deploy now gives the boards one (issue 37, item 8)."""
+    got = []
+    monkeypatch.setattr(deploy, "deploy_virtual_cli", lambda state_dir, cfg: got.append(cfg) or {"boards": [0, 1]})
+    if config is not None:
+        (tmp_path / "cfg.json").write_text(json.dumps(config))
+        argv = argv + ["--config", str(tmp_path / "cfg.json")]
+    status, err = status_err(capsys, "virtual", "deploy", "--dir", str(tmp_path), *argv)
+    assert status == 0, err
+    assert got == [expected]
+    assert err.startswith("deployed protocol ")
+
+
+@pytest.mark.parametrize("argv,message", [
+    ([], "no MicroPython board found (USB VID:PID 2e8a:0005; --all-ports: every USB serial port) and no virtual "
+         "ring up\n"),
+    (["--all-ports"], "no USB serial port found (of any kind) and no virtual ring up\n"),
+])
+def test_boards_says_what_it_looked_for(tmp_path, monkeypatch, capsys, argv, message):
+    """--all-ports turns the VID:PID filter off: an empty list must not name it (issue 37, item 9)."""
+    from picoring.ring import ports
+
+    monkeypatch.setattr(ports, "comports", lambda: [])
+    status, err = status_err(capsys, "boards", "--virtual-dir", str(tmp_path / "none"), *argv)
+    assert status == 0
+    assert err.endswith(message), err
