@@ -80,3 +80,26 @@ def test_the_options_the_issue_names(capsys):
     assert "1% of frames corrupted" in bench
     report = help_text(capsys, "report")
     assert "--csv also write the figures as CSV" in report and "--no-plots" in report
+
+
+def test_every_command_says_what_it_does_and_shows_examples(capsys):
+    """A paragraph and two or three examples on every command's --help, and every example
+    is a command line the parser takes (issue 37, item 21)."""
+    import shlex
+
+    parser = build_parser()
+    for path, p in commands(parser):
+        assert len((p.description or "").split()) >= 15, path
+        epilog = p.epilog or ""
+        assert epilog.startswith("examples:\n"), path
+        examples = epilog.splitlines()[1:]
+        assert 2 <= len(examples) <= 3, path
+        assert examples[0].split()[1:len(path) + 1] == list(path), path  # the command's own, first
+        for line in examples:
+            for part in line.split("#")[0].replace("&&", "|").split("|"):
+                words = shlex.split(part)
+                if words[0] != "picoring":
+                    continue  # jq, a shell's
+                build_parser().parse_args(words[1:])  # argparse exits (status 2) on a bad one
+        text = help_text(capsys, *path)
+        assert "examples: " + examples[0].strip().split("  ")[0] in text, path

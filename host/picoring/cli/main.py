@@ -11,7 +11,7 @@ import signal
 import sys
 
 from .. import __version__
-from . import bench, boards, compare, dash, explore, figures, run, sim, virtual
+from . import bench, boards, compare, dash, explore, figures, helptext, run, sim, virtual
 from .common import CommandError, ProtocolsShown, apply_options, protocol_table
 
 _COMMANDS = {
@@ -31,8 +31,8 @@ _COMMANDS = {
     "explore": (explore.do_explore, explore.argparse_explore),
     "fidelity": (explore.do_fidelity, explore.argparse_fidelity),
     "figures": (figures.do_figures, figures.argparse_figures),
-    "protocols": (lambda args: print(protocol_table()) or 0,
-                  lambda sub: sub.add_parser("protocols", help="list the protocols (-p P) and their options (--opt)")),
+    "protocols": (lambda args: print(protocol_table()) or 0,  # the one list (-p help prints it too)
+                  lambda sub: sub.add_parser("protocols", help="the protocols -p takes, and their options (--opt)")),
 }
 
 
@@ -43,6 +43,7 @@ def build_parser():
     sub.required = True
     for _, (_, add) in _COMMANDS.items():
         add(sub)
+    helptext.apply(parser)
     return parser
 
 
