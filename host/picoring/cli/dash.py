@@ -225,8 +225,8 @@ def frame_counters(parsers, bad_events):
         "lost": sum(p.missing for p in parsers),  # events missing between a board and the host
         "garbage lines": lines(restart=False),  # lines that are no picoring line and no REPL's
         # what MicroPython prints when the harness restarts a board: main.py's Ctrl-C
-        # traceback and the banner; no fault
-        "boot banner": lines(restart=True),
+        # traceback and the banner; no fault (the dashboard says so next to it)
+        "restart lines": lines(restart=True),
     }
 
 
