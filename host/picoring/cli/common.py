@@ -162,7 +162,8 @@ def add_workload_args(p, requests_default):
     `file:` workload (whose file says how many requests) can tell a -k given from none."""
     p.add_argument("--workload", "-w", default="poisson",
                    help="poisson | burst | periodic | saturated | sequential | adversarial | file:PATH (JSON lines {\"t\": time, \"node\": i}, "
-                        "or a trace of sim or run: its requests replayed, times in its unit)")
+                        "or a trace of sim or run: its requests replayed, times in its unit); each is described "
+                        "in docs/commands.md")
     p.add_argument("--requests", "-k", type=int, default=None,
                    help="number of requests (default %d; a file: workload makes the requests in its file)"
                         % requests_default)

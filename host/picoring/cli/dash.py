@@ -27,7 +27,8 @@ def argparse_dash(sub):
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--cs-time", type=int, default=1, help="--sim: critical section in hop times")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
-    p.add_argument("--period", type=int, help="burst: time units between bursts")
+    p.add_argument("--period", type=int, help="burst: time units between bursts; periodic: between a node's "
+                                                "requests")
     p.add_argument("--speed", type=float, default=1.0,
                    help="playback speed: 1 = real time for board traces, 10 hops/s for simulator traces; 0 = as fast as possible")
     p.add_argument("--baud", type=int, default=115200, help="--virtual: UART baud")

@@ -26,7 +26,8 @@ def argparse_run(sub):
     add_resource_args(p, "a virtual ring is deployed with it; boards given by their ports must have been flashed "
                          "with it (picoring flash --resource fram), and board 0 sets and reads the counter")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
-    p.add_argument("--period", type=int, help="burst: time units between bursts")
+    p.add_argument("--period", type=int, help="burst: time units between bursts; periodic: between a node's "
+                                                "requests (default 1.5 * n)")
     p.add_argument("--trace", metavar="FILE",
                    help="write every event the boards report as a JSON-lines trace to FILE (docs/trace-format.md)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object instead of the table")
@@ -201,7 +202,7 @@ def argparse_demo(sub):
                                    "wired into a ring), deploys the firmware to them with mpremote as to a Pico, "
                                    "runs protocol D and then Q with the same workload over the boards' USB serial, "
                                    "prints both runs checked against the paper's bounds, and tears the ring down "
-                                   "(about 10 s). Nothing is left running, nothing is written.")
+                                   "(about 15 s). Nothing is left running, nothing is written.")
     p.add_argument("-n", type=int, default=5, help="number of virtual boards (default 5)")
     add_workload_args(p, 200)
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
