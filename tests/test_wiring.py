@@ -282,7 +282,9 @@ def test_the_svg_has_its_title_inside_and_a_legend_of_distinct_colours(fram):
     used = {el.getAttribute("stroke") for el in doc.getElementsByTagName("line")}
     assert len(set(colour.values())) == len(colour)  # SDA and SCL apart, as every other kind
     assert (colour["sda"] in used and colour["scl"] in used) == fram
-    swatches = {r.getAttribute("fill") for r in doc.getElementsByTagName("rect") if r.getAttribute("height") == "4"}
+    legend = [g for g in doc.getElementsByTagName("g") if g.getAttribute("id") == "legend"]
+    assert len(legend) == 1
+    swatches = {r.getAttribute("fill") for r in legend[0].getElementsByTagName("rect")}
     assert swatches == used  # one legend entry for each colour drawn, none for one not drawn
     for kind, (c, what) in wiring.SVG_KINDS.items():
         assert (what in texts) == (c in used), kind

@@ -243,6 +243,7 @@ def svg(n, board, cell_w=9, cell_h=16, fram=False):
                    % ((X(x0) + X(x1)) / 2, Y(y) + side, cell_h - 7))
     for x, y, t in d.labels:
         out.append('<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>' % (x * cell_w + 2, Y(y), escape(t)))
+    out.append('<g id="legend">')
     for k, kind in enumerate(kinds):  # the legend: a swatch of each kind of wire, and what it is
         y = Y(d.height + 1 + k)
         out.append('<rect x="%d" y="%.1f" width="%d" height="4" fill="%s"/>' % (2 * cell_w, y - 2, 3 * cell_w,
@@ -253,6 +254,7 @@ def svg(n, board, cell_w=9, cell_h=16, fram=False):
     out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="#555"/>' % (3.5 * cell_w, y))
     out.append('<text x="%d" y="%.1f" dominant-baseline="middle">a dot joins wires; wires that cross without one '
                'are not connected</text>' % (6 * cell_w, y))
+    out.append("</g>")
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
