@@ -71,8 +71,31 @@ def test_a_serial_port_above_fd_setsize_reads_with_poll(high_fds):
                 ser.read(5)  # pyserial's own read: select (why allow_high_fd exists)
             assert fdwait.allow_high_fd(ser) is ser
             assert ser.read(5) == b"hello"
+            assert ser.read(5) == b""  # a timeout with nothing read (pyserial's PosixPollSerial fails here)
+            os.write(master, b"abc")
+            assert ser.read(5) == b"abc"  # what came before the timeout
         finally:
             ser.close()
     finally:
         os.close(master)
         os.close(slave)
+
+
+def test_a_ring_runs_with_every_descriptor_above_fd_setsize(high_fds, tmp_path):
+    """The relay, the USB thread, the harness's writes and its pyserial reads, all on descriptors
+    select.select refuses: the ring forms and serves as with low ones."""
+    from picoring.ring import deploy
+    from picoring.ring.harness import RingRun
+    from picoring.sim.workload import make_workload
+    from picoring.virtual.boards import VirtualRing
+
+    with VirtualRing(2, workdir=tmp_path / "ring") as ring:
+        assert min(b.tx.fd for b in ring.boards) >= fdwait.FD_SETSIZE  # the relay's
+        deploy.deploy_virtual(ring, {"protocol": "q", "cs_us": 0})
+        run = RingRun([b.usb_path for b in ring.boards], "q", make_workload("sequential", 2, 6), resetter=ring.reset)
+        try:
+            run.connect()
+            report = run.run()
+        finally:
+            run.close()
+    assert report["ok"] and report["served"] == 6, report.get("violations")

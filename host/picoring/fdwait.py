@@ -44,12 +44,57 @@ def wait(readers, writers=(), timeout=None):
 
 
 def allow_high_fd(ser):
-    """A pyserial port of this OS whose descriptor select.select cannot take: its reads made to
-    wait with poll (pyserial's own PosixPollSerial, whose only difference is read). Returns ser."""
+    """A pyserial port of this OS whose descriptor select.select cannot take gets a read that
+    waits with wait() (pyserial's own waits with select; its PosixPollSerial's read fails on a
+    timeout with nothing read: "cannot access local variable 'fd'", pyserial 3.5). Returns ser."""
     try:
         from serial import serialposix
     except ImportError:  # not a POSIX system: no FD_SETSIZE to mind
         return ser
     if type(ser) is serialposix.Serial and ser.fileno() >= FD_SETSIZE:
-        ser.__class__ = serialposix.PosixPollSerial
+        ser.__class__ = _high_fd_serial()
     return ser
+
+
+_HIGH_FD_SERIAL = []
+
+
+def _high_fd_serial():
+    """serialposix.Serial with pyserial 3.5's read, waiting with wait() instead of select."""
+    if _HIGH_FD_SERIAL:
+        return _HIGH_FD_SERIAL[0]
+    import errno
+    import os
+
+    from serial import serialposix
+    from serial.serialutil import PortNotOpenError, SerialException, Timeout
+
+    class HighFdSerial(serialposix.Serial):
+        def read(self, size=1):
+            if not self.is_open:
+                raise PortNotOpenError()
+            read = bytearray()
+            timeout = Timeout(self._timeout)
+            while len(read) < size:
+                try:
+                    ready, _ = wait([self.fd, self.pipe_abort_read_r], (), timeout.time_left())
+                    if self.pipe_abort_read_r in ready:
+                        os.read(self.pipe_abort_read_r, 1000)
+                        break
+                    if not ready:
+                        break  # timeout
+                    buf = os.read(self.fd, size - len(read))
+                except OSError as e:
+                    if e.errno not in (errno.EAGAIN, errno.EALREADY, errno.EWOULDBLOCK, errno.EINPROGRESS, errno.EINTR):
+                        raise SerialException("read failed: {}".format(e))
+                else:
+                    if not buf:  # a disconnected device: ready to read, and nothing to read
+                        raise SerialException("device reports readiness to read but returned no data "
+                                              "(device disconnected or multiple access on port?)")
+                    read.extend(buf)
+                if timeout.expired():
+                    break
+            return bytes(read)
+
+    _HIGH_FD_SERIAL.append(HighFdSerial)
+    return HighFdSerial
