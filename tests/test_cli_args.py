@@ -155,3 +155,21 @@ def test_boards_says_what_it_looked_for(tmp_path, monkeypatch, capsys, argv, mes
     status, err = status_err(capsys, "boards", "--virtual-dir", str(tmp_path / "none"), *argv)
     assert status == 0
     assert err.endswith(message), err
+
+
+def test_a_supervisor_that_dies_starting_is_one_line_with_its_error(tmp_path, monkeypatch, capsys):
+    """`virtual up` printed the supervisor's thread traceback; the error it ended with is the
+    message, and the traceback stays in its log (issue 37, item 5)."""
+    real_popen = subprocess.Popen
+
+    def crashing_supervisor(cmd, **kw):  # a thread of it dies, then it exits
+        code = "import threading\nt = threading.Thread(target=lambda: 1 / 0)\nt.start(); t.join()\nraise SystemExit(1)"
+        return real_popen([sys.executable, "-c", code], **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", crashing_supervisor)
+    status, err = status_err(capsys, "virtual", "up", "-n", "2", "--dir", str(tmp_path / "ring"))
+    assert status == 2
+    log = tmp_path / "ring" / "supervisor.log"
+    assert err == ("picoring: the virtual ring supervisor exited with status 1 before the ring was up: "
+                   "ZeroDivisionError: division by zero (its log: %s)\n" % log)
+    assert "Traceback" in log.read_text()
