@@ -29,7 +29,8 @@ def test_the_readme_is_short_and_its_tour_is_ten_lines_at_most():
 
     for line in block.splitlines():  # every line one the parser takes
         for part in line.split("#")[0].split("&&"):
-            build_parser().parse_args(part.split()[1:])
+            if part.split()[0] == "picoring":  # (P=..., kill: the shell's)
+                build_parser().parse_args(part.split()[1:])
 
 
 def test_every_link_of_the_readme_and_the_docs_leads_somewhere():
