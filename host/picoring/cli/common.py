@@ -5,6 +5,7 @@ import json
 import sys
 
 from ..check import registry
+from ..firmware import frame as _frame
 
 
 class CommandError(Exception):
@@ -170,7 +171,7 @@ def add_workload_args(p, requests_default):
     p.set_defaults(requests_default=requests_default)
 
 
-MAX_BOARDS = 255  # positions 0..254: a link frame names a board in one byte, and 0xFF means every board
+MAX_BOARDS = _frame.BROADCAST  # 255, positions 0..254: a link frame names a board in one byte, 0xFF every board
 
 
 def check_boards(n, what):
@@ -178,7 +179,8 @@ def check_boards(n, what):
     before anything starts (what: the option that gave n)."""
     if n > MAX_BOARDS:
         raise CommandError("%s %d: a ring of boards has at most %d (a board's address is one byte in the link "
-                           "frames, 0xFF meaning every board); the simulator takes any -n" % (what, n, MAX_BOARDS))
+                           "frames, 0x%X meaning every board); the simulator takes any -n" % (what, n, MAX_BOARDS,
+                                                                                          _frame.BROADCAST))
 
 
 def workload_args(args, n, cs_time=1, err=None, boards=None):
@@ -206,8 +208,9 @@ def workload_args(args, n, cs_time=1, err=None, boards=None):
         print("picoring: note: %s" % note, file=err or sys.stderr)
     args.requests = workload.total
     if boards is not None and workload.total == 0:
-        raise CommandError("%s: no request to serve: a ring of boards is started for a run of at least one "
-                           "(-k 1 or more)" % ("-k 0" if not args.workload.startswith("file:") else workload.describe()))
+        what = "%s makes none" % workload.describe() if args.workload.startswith("file:") else "-k 0"
+        raise CommandError("%s: no request to serve, and a ring of boards is started only for a run of at least "
+                           "one" % what)
     return workload
 
 
