@@ -226,7 +226,7 @@ def frame_counters(parsers, bad_events):
         "lost": sum(p.missing for p in parsers),  # events missing between a board and the host
         "garbage lines": lines(restart=False),  # lines that are no picoring line and no REPL's
         # what MicroPython prints when the harness restarts a board: main.py's Ctrl-C
-        # traceback and the banner; no fault (the dashboard says so next to it)
+        # traceback and the banner; no fault (the dashboard says so, in a row of its own)
         "restart lines": lines(restart=True),
     }
 
