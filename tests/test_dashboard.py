@@ -391,10 +391,12 @@ def test_a_paused_live_view_says_the_ring_runs_on(traces):
     assert dash._footer(80).plain.startswith("space resume view n/N node")
     dash.on_key(" ")
     assert dash._footer(80).plain.startswith("space pause view n/N node")
-    replay = Dashboard(recording_console(80, 24), events, meta, speed=1.0)
-    replay.on_key(" ")
-    assert "▮▮ paused" in replay._title_line(80).plain and "runs on" not in replay._title_line(80).plain
-    assert replay._footer(80).plain.startswith("space resume n/N node")
+    paced = FeedSource(max_buffered=100_000)  # dash --sim at a speed: the playback waits, so does the feed
+    for source, speed in ((events, 1.0), (paced, 1.0)):
+        replay = Dashboard(recording_console(80, 24), source, meta, speed=speed)
+        replay.on_key(" ")
+        assert "▮▮ paused" in replay._title_line(80).plain and "runs on" not in replay._title_line(80).plain
+        assert replay._footer(80).plain.startswith("space resume n/N node")
 
 
 def test_no_keys_without_a_terminal():

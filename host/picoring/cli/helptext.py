@@ -145,7 +145,7 @@ HELP = {
         "A live view of the ring: the token and its state, each node's state, per-link counters, messages per "
         "request and service traffic against their bounds, latency and an event log, for a ring it starts "
         "(--virtual N, or boards given by --ports), the simulator (--sim) or a trace (--replay). Keys: "
-        "docs/dashboard.md (space pauses the view, not the ring: a live ring keeps running).", [
+        "docs/dashboard.md (space pauses the view; a live ring keeps running).", [
             "picoring dash --virtual 5 -p d -k 200",
             "picoring dash --sim -p q -n 12 --speed 20",
             "picoring dash --replay run.jsonl --speed 0",

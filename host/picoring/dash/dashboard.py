@@ -378,6 +378,11 @@ class Dashboard:
     def _unit(self):
         return "us" if self.model.time_unit == "us" else "hop"
 
+    def _runs_on(self):
+        """True when a pause stops the screen only: a live feed taken as it comes (a ring, or the
+        simulator at --speed 0) goes on and is counted. A paced one waits for the playback."""
+        return isinstance(self.source, FeedSource) and self.speed is None
+
     def _title_line(self, width):
         m = self.model
         meta = self.meta
@@ -389,7 +394,7 @@ class Dashboard:
         text.append("  t=%s %s" % (_num(m.t), self._unit()))
         if self.finished:
             state = ("  ■ end", "bold")
-        elif self.paused and isinstance(self.source, FeedSource):  # only the screen stands still
+        elif self.paused and self._runs_on():  # only the screen stands still
             state = ("  ▮▮ view paused, %s runs on" % ("sim" if self.meta.get("source") == "sim" else "ring"),
                      "bold yellow")
         elif self.paused:
@@ -642,8 +647,7 @@ class Dashboard:
         return out
 
     def _footer(self, width):
-        live = isinstance(self.source, FeedSource)  # a pause stops the screen, not the ring
-        pause = ("resume" if self.paused else "pause") + (" view" if live else "")
+        pause = ("resume" if self.paused else "pause") + (" view" if self._runs_on() else "")
         keys = [("space", pause), ("n/N", "node"), ("0-9⏎", "node"), ("k", "kind"), ("c", "clear")]
         if self.speed is not None:
             keys.append(("+/-", "speed"))
