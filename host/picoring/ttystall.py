@@ -23,9 +23,10 @@ waited for still in the select it was frozen in.
 """
 
 import os
-import select
 import threading
 import time
+
+from . import fdwait
 
 PROBE_EVERY_S = 0.05
 LATE_S = 0.25  # a byte this late through the canary: the ports stand still from here on
@@ -92,7 +93,7 @@ class TtyStallClock:
             self._begin(0.0)
             try:
                 os.write(self._master, b"x")
-                while not select.select([self._slave], [], [], 1.0)[0]:
+                while not fdwait.wait([self._slave], (), 1.0)[0]:
                     if self._stop:
                         return
                 os.read(self._slave, 64)

@@ -6,10 +6,10 @@ on the ring's boards, locks, queues and wake-up pipes, which VirtualRing makes."
 
 import os
 import queue
-import select
 import sys
 import time
 
+from .. import fdwait
 from .board import TAIL, look_at_host_port, read_all, read_host, read_host_all, write_some
 
 _LOOK_S = 0.02  # how often the USB thread looks for a host opening or closing a port
@@ -99,7 +99,7 @@ class HostSide:
                         self._usb_event("flushed", b, p)
                     p.drained.set()
             reading = [(b, p) for b, p in ports if p.opened]
-            ready, _, _ = select.select([p.fd for _, p in reading] + [self._usb_wake_r], [], [], _LOOK_S)
+            ready, _ = fdwait.wait([p.fd for _, p in reading] + [self._usb_wake_r], (), _LOOK_S)
             read_all(self._usb_wake_r)
             for b, p in reading:
                 if p.fd not in ready or p.retired:
