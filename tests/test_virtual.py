@@ -697,7 +697,10 @@ def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
         assert status == 0, (err, status == 0 or supervisor.status(d))
         for i in range(2):
             with open(d / ("board%d" % i) / "picoring.json") as f:
-                assert json.load(f)["send"] == 10
+                cfg_on_board = json.load(f)
+            assert cfg_on_board["send"] == 10
+            assert cfg_on_board["protocol"] == "d"  # -p's default: the config named none (issue 37, item 8)
+        assert "deployed protocol d to 2 board(s)" in err
         state = supervisor.read_state(d)
         assert deploy.list_files(state["boards"][0]["usb"], timeout=TIMEOUT) == ["main.py", "picoring.json"]
     finally:

@@ -23,10 +23,10 @@ waited for still in the select it was frozen in.
 """
 
 import os
-import select
 import threading
 import time
 
+from . import fdwait
 from .clock import WALL, WallClock
 
 PROBE_EVERY_S = 0.05
@@ -94,7 +94,7 @@ class TtyStallClock:
             self._begin(0.0)
             try:
                 os.write(self._master, b"x")
-                while not select.select([self._slave], [], [], 1.0)[0]:
+                while not fdwait.wait([self._slave], (), 1.0)[0]:
                     if self._stop:
                         return
                 os.read(self._slave, 64)

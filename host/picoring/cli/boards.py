@@ -39,8 +39,12 @@ def do_boards(args, out=None):
         print(json.dumps(rows, sort_keys=True), file=out)
         return 0
     if not rows:
-        print("no MicroPython board found (USB VID:PID %s) and no virtual ring up"
-              % ", ".join(sorted("%04x:%04x" % v for v in boarddefs.micropython_ids())), file=sys.stderr)
+        if args.all_ports:  # no VID:PID filter: say so, not the filter the flag turned off
+            print("no USB serial port found (of any kind) and no virtual ring up", file=sys.stderr)
+        else:
+            print("no MicroPython board found (USB VID:PID %s; --all-ports: every USB serial port) and no "
+                  "virtual ring up" % ", ".join(sorted("%04x:%04x" % v for v in boarddefs.micropython_ids())),
+                  file=sys.stderr)
         return 0
     w = max(len(r["port"]) for r in rows)
     print("%-*s  %-18s  %-9s  %s" % (w, "port", "serial number", "VID:PID", "description"), file=out)

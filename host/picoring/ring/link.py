@@ -6,7 +6,6 @@ above reports a board or port problem with."""
 import collections
 import os
 import queue
-import select
 import threading
 import time
 
@@ -15,6 +14,7 @@ try:
 except ImportError:  # Windows: pyserial's own (wall-time) write timeout
     fcntl = None
 
+from .. import fdwait
 from ..clock import WALL
 from .hostlink import CTRL_C, REPL_REASONS, LineParser, Reply, TickUnwrapper, encode_command
 from .ports import busy_message, is_lock_error
@@ -194,7 +194,7 @@ class BoardLink:
                 # flock: a second run (or mpremote, a terminal) on the same board fails here,
                 # saying who has it, instead of both runs reading half of each other's lines
                 kw["exclusive"] = True
-            return serial.serial_for_url(self.port, **kw)
+            return fdwait.allow_high_fd(serial.serial_for_url(self.port, **kw))  # a ring of 200 boards
         except (serial.SerialException, OSError, ValueError, NotImplementedError) as e:
             if local and is_lock_error(e):
                 raise HarnessError(busy_message(self.port)) from None
@@ -322,7 +322,7 @@ class BoardLink:
             if deadline.expired():
                 raise serial.SerialTimeoutException("Write timeout: %d of %d bytes not taken in %.1f s%s" % (
                     len(view), len(data), deadline.seconds, deadline.not_counted()))
-            select.select([], [fd], [], min(0.1, max(deadline.left(), 0.001)))
+            fdwait.wait((), [fd], min(0.1, max(deadline.left(), 0.001)))
 
     def command(self, word, *args, expect=None, timeout=None):
         """Send a command and wait for the reply line that starts with `expect` (a reply that

@@ -56,7 +56,6 @@ import json
 import math
 import os
 import queue
-import select
 import shutil
 import sys
 import tempfile
@@ -66,7 +65,7 @@ import traceback
 import weakref
 from pathlib import Path
 
-from .. import ttystall
+from .. import fdwait, ttystall
 from .board import RX_LEAD_S, VirtualBoard, VirtualBoardError, WakePipe, find_micropython, read_all, read_some
 from .usb import UsbSide
 from .wire import FaultPlan, Wire
@@ -556,8 +555,7 @@ class VirtualRing:
                 due = w.next_due()
                 if due is not None and due - RX_LEAD_S < wake_at:
                     wake_at = due - RX_LEAD_S
-            ready, writable, _ = select.select(list(readers), list(writers), [],
-                                               max(0.0, wake_at - time.monotonic()))
+            ready, writable = fdwait.wait(readers, writers, max(0.0, wake_at - time.monotonic()))
             now = time.monotonic()
             for fd in writable:
                 writers[fd].flush_to_host()

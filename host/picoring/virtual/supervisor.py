@@ -366,8 +366,9 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, pace
             if state and state.get("supervisor_pid") == proc.pid:
                 return state
             if proc.poll() is not None:
-                raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up; "
-                                        "its log (%s) ends:\n%s" % (proc.returncode, state_dir / LOG, _log_tail(state_dir)))
+                raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up: %s "
+                                        "(its log: %s)" % (proc.returncode, _last_words(_log_tail(state_dir)),
+                                                           state_dir / LOG))
             if deadline.expired():
                 stopped = _abort_showing_stacks(proc)
                 where = _where_from_log(_log_tail(state_dir, 40)) if stopped else "it did not stop on SIGABRT (killed)"
@@ -529,6 +530,13 @@ def _where_from_log(text):
     if "Current thread" in text or "Thread 0x" in text:
         return "where it was (its stacks, from its log):\n" + text
     return "it had printed nothing of its own when stopped (Python not yet running its code?)"
+
+
+def _last_words(text):
+    """What a log's last line says: the error ending a traceback (the traceback stays in the
+    log), or the supervisor's own one-line message."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "it printed nothing"
 
 
 def _log_tail(state_dir, lines=20):

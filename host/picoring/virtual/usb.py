@@ -6,11 +6,11 @@ changes when the USB link's behaviour does."""
 
 import os
 import queue
-import select
 import sys
 import threading
 import time
 
+from .. import fdwait
 from .board import WakePipe, look_at_host_port, read_host, read_host_all
 
 _LOOK_S = 0.02  # how often the USB thread looks for a host opening or closing a port
@@ -106,7 +106,7 @@ class UsbSide:
                         self._event("flushed", b, p)
                     p.drained.set()
             reading = [(b, p) for b, p in ports if p.opened]
-            ready, _, _ = select.select([p.fd for _, p in reading] + [self._wake_pipe.r], [], [], _LOOK_S)
+            ready, _ = fdwait.wait([p.fd for _, p in reading] + [self._wake_pipe.r], (), _LOOK_S)
             self._wake_pipe.drain()
             for b, p in reading:
                 if p.fd not in ready or p.retired:
