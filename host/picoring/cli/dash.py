@@ -7,6 +7,7 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 
 import threading
 
+from ..ttystall import for_ports
 from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, resource_args, ring_size,
                      run_ports, workload_args)
 
@@ -167,7 +168,8 @@ def _dash_ring(args, console, ports, resetter, ring, workload):
     run = thread = None
     try:
         run = RingRun(ports, args.protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
-                      listener=feed, resetter=resetter, seed=args.seed, resource=args.resource)
+                      listener=feed, resetter=resetter, seed=args.seed, resource=args.resource,
+                      clock=for_ports(ports))
 
         def stats():
             return frame_counters([link.parser for link in run.links], run.bad_events)

@@ -5,6 +5,7 @@ import json
 import time
 
 from . import progress as progress_line
+from ..ttystall import for_ports
 from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, check_boards, print_report,
                      resource_args, run_ports, workload_args)
 
@@ -46,7 +47,8 @@ def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, con
 
     run = RingRun(ports, protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
                   resetter=resetter, seed=args.seed, progress=progress,
-                  stall_timeout_s=getattr(args, "stall_timeout", 5.0), resource=getattr(args, "resource", None))
+                  stall_timeout_s=getattr(args, "stall_timeout", 5.0), resource=getattr(args, "resource", None),
+                  clock=for_ports(ports))
     try:
         run.connect()
         if connected is not None:
@@ -189,7 +191,8 @@ def run_flashed(protocols, targets, workload, requests, seed, rate=None, period=
     def configure(protocol):
         t0 = time.monotonic()
         say("flashing the %d boards for protocol %s..." % (len(targets), protocol.upper()))
-        flash.flash(targets, protocol, baud=baud, board=board or boarddefs.DEFAULT_BOARD, mpy=mpy)
+        flash.flash(targets, protocol, baud=baud, board=board or boarddefs.DEFAULT_BOARD, mpy=mpy,
+                    clock=for_ports(targets))
         say("  flashed and confirmed in %.1f s" % (time.monotonic() - t0))
 
     return run_protocols(protocols, [t.port for t in targets], configure, workload, requests, seed, rate, period,

@@ -40,6 +40,7 @@ LOCK = "supervisor.lock"
 LOG = "supervisor.log"
 _STILL_AT_WORK_S = 1.0  # how often a request under way says so to its client (_still_at_work)
 REQUEST_TIMEOUT_S = 15.0  # how long a client waits for the supervisor's answer (its progress restarts it)
+CLOCK = ttystall.STALL  # the clock of a virtual ring's waits (picoring.clock): its boards' ports are ptys
 
 
 class NoRingError(VirtualBoardError):
@@ -250,7 +251,7 @@ def _wait_output(board, marker, timeout, progress):
 
 
 def _read_line(conn, limit=65536, deadline=None):
-    """One line from a socket (limit: bytes at most, None: any). deadline: a ttystall.Deadline;
+    """One line from a socket (limit: bytes at most, None: any). deadline: a picoring.clock.Deadline;
     a recv that times out before it has expired is waited through, and any bytes received
     restart it (the supervisor's spaces while it is at work: _still_at_work)."""
     data = b""
@@ -292,14 +293,15 @@ def is_up(state_dir):
     return False
 
 
-def request(state_dir, message, timeout=REQUEST_TIMEOUT_S):
-    """Send one command to the supervisor and return its reply (a dict with "ok")."""
+def request(state_dir, message, timeout=REQUEST_TIMEOUT_S, clock=CLOCK):
+    """Send one command to the supervisor and return its reply (a dict with "ok"). clock: what
+    the timeout counts."""
     sock_path = Path(state_dir) / SOCKET
     if not is_up(state_dir):
         raise NoRingError("no virtual ring is up in %s (start one with: picoring virtual up -n N)" % state_dir)
     # Its answer may wait on its boards' ptys: the wait counts only time in which the machine's
     # serial ports delivered (ttystall; 'did not answer within 15.0 s' in a loaded suite run).
-    deadline = ttystall.Deadline(timeout)
+    deadline = clock.deadline(timeout)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(min(timeout, 0.5))
         try:
@@ -357,7 +359,7 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, pace
     with open(state_dir / LOG, "ab") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True, env=env)
-    deadline = ttystall.Deadline(timeout)  # (a machine stalling its ttys stalls making processes too)
+    deadline = CLOCK.deadline(timeout)  # (a machine stalling its ttys stalls making processes too)
     try:
         while True:
             state = read_state(state_dir)
