@@ -16,6 +16,8 @@ from picoring.ring import hostlink as hl
 
 from conftest import FIRMWARE, ROOT, run_micropython
 
+pytestmark = pytest.mark.slow  # every test here starts MicroPython or a ring (tests/conftest.py)
+
 
 class PtyRing:
     def __init__(self, micropython, tmp_path, proto, n, extra=None):

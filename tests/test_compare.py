@@ -47,6 +47,7 @@ def test_compare_csv_and_an_unknown_protocol(capsys):
     assert "nope" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_compare_on_virtual_boards_counts_as_the_simulator(capsys):
     status, out = _json(capsys, ["compare", "--virtual", "4", "-p", "q,toy", "-w", "sequential", "-k", "8", "--seed", "1"])
     assert status == 0
@@ -133,6 +134,7 @@ def test_compare_argument_mistakes(capsys, argv, message):
     assert status == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_compare_on_ports_of_virtual_boards_counts_as_the_simulator(tmp_path, capsys):
     """The whole path on boards named by port (`picoring virtual up`'s, as virtual:I): flash for
     each protocol in turn (mpremote), run through the harness; the counts are the simulator's."""

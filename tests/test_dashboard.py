@@ -173,6 +173,7 @@ def test_a_token_that_travels_as_a_message_is_placed_from_its_frames():
     assert seen["enter"] == 150 and seen["link"] > 100
 
 
+@pytest.mark.slow
 def test_a_message_token_on_boards_is_placed_from_their_event_records(ring):
     """The same on a ring of boards (virtual by default: the pytest plugin's ring): the harness's
     merged events place the toy's token at every entering node before its enter event."""

@@ -352,6 +352,7 @@ def test_under_soft_exclusion_the_increments_overlaps_lose_are_measured_not_a_vi
                                "soft": True, "ended_by_a_restart": 0}
 
 
+@pytest.mark.slow
 def test_corruption_is_counted_by_the_receiving_board_and_recovered_from(capsys):
     # Q, a few requests; corrupted frames (token, request, claim) are dropped by the CRC. A
     # corrupted token is a lost token: regenerated (docs/recovery.md), every request served,
@@ -376,6 +377,7 @@ def test_corruption_is_counted_by_the_receiving_board_and_recovered_from(capsys)
     assert hit >= 1
 
 
+@pytest.mark.slow
 def test_a_ring_that_loses_everything_ends_the_run_with_a_stall(capsys):
     # Every frame on every wire is dropped: the first time the token has to move, it is gone,
     # and no claim ever comes back to regenerate it.
@@ -398,6 +400,7 @@ def test_run_faults_errors(capsys):
     assert "--faults needs --virtual" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_board_power_cycled_mid_run_rejoins_and_its_request_is_reported_failed(capsys):
     # D, a steady stream of requests; board 1 loses power 1.5 s into the run. It boots, joins
     # the ring again, and the request it held is failed (never served twice, never lost);
@@ -415,6 +418,7 @@ def test_a_board_power_cycled_mid_run_rejoins_and_its_request_is_reported_failed
     assert any(e["what"] == "restarted" for e in report["link_events"])
 
 
+@pytest.mark.slow
 def test_an_unplugged_usb_link_loses_no_request(capsys):
     # The host loses board 2's USB for 0.6 s; the board keeps running (its ring traffic goes on).
     # The requests the host could not send it meanwhile are failed with that reason, the run
@@ -439,6 +443,7 @@ def test_an_unplugged_usb_link_loses_no_request(capsys):
         assert [c["kind"] for c in report["run_conditions"]][:1] == ["usb_outage"]
 
 
+@pytest.mark.slow
 def test_an_unplug_amid_busy_traffic_orders_every_receive_after_its_send(capsys):
     # Issue 12's unplug command (rate 0.2) failed its check in every run: "node 2 entered with
     # token entry number 72 after number 73", and 2 receives were placed without their sends.
@@ -522,6 +527,7 @@ def _board_frozen_in_run(monkeypatch, board, thaw_when, stood_still=False):
     return frozen
 
 
+@pytest.mark.slow
 def test_a_run_given_up_does_not_count_requests_it_never_sent_as_sent(capsys, monkeypatch):
     # A loaded suite run failed "134 requests were sent to the boards and no req event came back
     # for them": a run that stops early (given up, stalled) has requests queued at the host behind
@@ -558,6 +564,7 @@ def test_a_run_given_up_does_not_count_requests_it_never_sent_as_sent(capsys, mo
             == report["issued"]), report
 
 
+@pytest.mark.slow
 def test_a_run_waits_out_serial_ports_that_stood_still(capsys, monkeypatch):
     # The same loaded suite run: the kernel logged a workqueue lockup of 89 s at the time of the
     # failed test, in which the ptys delivered nothing. No request reached a board, no ping was

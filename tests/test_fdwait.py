@@ -81,6 +81,7 @@ def test_a_serial_port_above_fd_setsize_reads_with_poll(high_fds):
         os.close(slave)
 
 
+@pytest.mark.slow
 def test_a_ring_runs_with_every_descriptor_above_fd_setsize(high_fds, tmp_path):
     """The relay, the USB thread, the harness's writes and its pyserial reads, all on descriptors
     select.select refuses: the ring forms and serves as with low ones."""

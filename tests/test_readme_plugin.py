@@ -4,9 +4,13 @@ runs as printed (issue 18, item 6)."""
 import re
 import textwrap
 
+import pytest
+
 from conftest import ROOT
 
 pytest_plugins = ["pytester"]
+
+pytestmark = pytest.mark.slow  # every test here starts MicroPython or a ring (tests/conftest.py)
 
 
 def readme_example():

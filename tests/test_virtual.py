@@ -253,6 +253,7 @@ print("\n".join(got))
 '''
 
 
+@pytest.mark.slow
 def test_a_board_reads_no_byte_of_its_uart_before_its_time(tmp_path, micropython):
     # Given ahead of time, a record's bytes stay unread until their time (firmware/hal_unix.py),
     # under the real MicroPython, whose ticks_us is the relay's clock (CLOCK_MONOTONIC)
@@ -279,6 +280,7 @@ def test_a_board_reads_no_byte_of_its_uart_before_its_time(tmp_path, micropython
     assert int(reads[2][1]) >= math.ceil((due + 0.03) * 1e6)
 
 
+@pytest.mark.slow
 def test_the_ring_times_each_hop_frame_ends_and_board_turnarounds(tmp_path, test_main):
     # The status says how late the relay delivered frame ends and how soon a board wrote after
     # a delivery (bench ring prints both): a board that answers each frame with one of its own
@@ -334,6 +336,7 @@ def test_wire_hooks_delay_and_transform():
 
 # -- boards ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_ring_of_three_starts_and_boards_answer_in_the_repl(ring):
     for b in ring.boards:
         assert stat.S_ISCHR(os.stat(b.usb_path).st_mode)
@@ -352,6 +355,7 @@ def test_ring_of_three_starts_and_boards_answer_in_the_repl(ring):
     assert out.decode().strip() == ring.boards[1].fs_dir
 
 
+@pytest.mark.slow
 def test_deploy_reset_and_paced_wire(tmp_path, test_main, monkeypatch):
     baud, count = 9600, 200
     # What a board says just after its reset ("ready") is kept for a host that opens the port
@@ -389,6 +393,7 @@ def test_deploy_reset_and_paced_wire(tmp_path, test_main, monkeypatch):
               % (deploy_s, count, baud, elapsed * 1e3, wire_time * 1e3))
 
 
+@pytest.mark.slow
 def test_an_unpaced_ring_does_not_hold_bytes_for_their_wire_time(tmp_path, test_main, monkeypatch):
     # 200 bytes at 10 baud: 200 s on a paced wire
     monkeypatch.setattr(boards, "_POWER_ON_HOLD_S", 0.0)
@@ -405,6 +410,7 @@ def test_an_unpaced_ring_does_not_hold_bytes_for_their_wire_time(tmp_path, test_
         assert ring.status()["paced"] is False
 
 
+@pytest.mark.slow
 def test_a_host_that_opens_the_port_while_the_last_ones_hang_up_is_handled_loses_nothing(
         tmp_path, test_main, monkeypatch):
     # On a host's hang-up the USB thread flushes what the board wrote and nobody read (a tty's
@@ -444,6 +450,7 @@ def test_a_host_that_opens_the_port_while_the_last_ones_hang_up_is_handled_loses
                 usb.close()
 
 
+@pytest.mark.slow
 def test_cut_wire_delivers_nothing(tmp_path, test_main):
     with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
         deploy.deploy_virtual(ring, {"send": 50, "report": 1}, files=[test_main], timeout=TIMEOUT)
@@ -460,6 +467,7 @@ def test_cut_wire_delivers_nothing(tmp_path, test_main):
             ring.boards[1].wait_output(b"rx 50 %d\n" % sum(range(50)), TIMEOUT)
 
 
+@pytest.mark.slow
 def test_reset_reruns_main_and_keeps_the_paths(ring, test_main):
     b = ring.boards[0]
     b.wait_output(b">>> ", TIMEOUT)
@@ -476,6 +484,7 @@ def test_reset_reruns_main_and_keeps_the_paths(ring, test_main):
         ring.reset(3)
 
 
+@pytest.mark.slow
 def test_a_board_that_exits_is_restarted(ring):
     b = ring.boards[2]
     b.wait_output(b">>> ", TIMEOUT)
@@ -486,6 +495,7 @@ def test_a_board_that_exits_is_restarted(ring):
     b.wait_output(b">>> ", TIMEOUT)
 
 
+@pytest.mark.slow
 def test_stop_leaves_no_process(tmp_path):
     ring = VirtualRing(3, workdir=tmp_path / "ring").start()
     pids = [b.pid for b in ring.boards]
@@ -497,6 +507,7 @@ def test_stop_leaves_no_process(tmp_path):
         ring.reset(0)
 
 
+@pytest.mark.slow
 def test_temporary_workdir_is_removed():
     with VirtualRing(1) as ring:
         workdir = ring.workdir
@@ -540,6 +551,7 @@ def run_cli(capsys, *argv):
     return status, out, err
 
 
+@pytest.mark.slow
 def test_cli_up_status_reset_down(tmp_path, capsys):
     d = str(tmp_path / "state")  # a path longer than the old fixed columns
     try:
@@ -604,6 +616,7 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
         supervisor.down(d)
 
 
+@pytest.mark.slow
 def test_a_start_interrupted_stops_the_supervisor_before_it_returns(tmp_path, monkeypatch):
     """kill -TERM of `run --virtual` while its ring was starting: the temporary folder was
     removed, but the supervisor, still starting, wrote its state.json there afterwards, and
@@ -623,6 +636,7 @@ def test_a_start_interrupted_stops_the_supervisor_before_it_returns(tmp_path, mo
     assert not (tmp_path / supervisor.STATE).exists()
 
 
+@pytest.mark.slow
 def test_killing_the_supervisor_kills_the_boards(tmp_path):
     d = tmp_path / "state"
     try:
@@ -639,6 +653,7 @@ def test_killing_the_supervisor_kills_the_boards(tmp_path):
     assert not (d / "state.json").exists()
 
 
+@pytest.mark.slow
 def test_a_remote_ring_is_driven_as_an_in_process_one(tmp_path, test_main):
     # run --virtual, demo, dash and bench ring run their ring in a supervisor process
     # (remote.RemoteRing); deploy and the harness use it as a VirtualRing.
@@ -662,6 +677,7 @@ def test_a_remote_ring_is_driven_as_an_in_process_one(tmp_path, test_main):
     assert not ring.running() and not workdir.exists()  # its temporary directory goes with it
 
 
+@pytest.mark.slow
 def test_a_remote_ring_goes_when_its_command_is_killed(tmp_path):
     # A command killed with SIGKILL cannot stop its ring: the supervisor stops by itself
     # (PR_SET_PDEATHSIG), its boards with it, and its temporary directory goes.
@@ -684,6 +700,7 @@ def test_a_remote_ring_goes_when_its_command_is_killed(tmp_path):
             proc.wait()
 
 
+@pytest.mark.slow
 def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
     d = tmp_path / "state"
     monkeypatch.setattr(deploy, "FIRMWARE_FILES", [test_main])
@@ -707,6 +724,7 @@ def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
         supervisor.down(d)
 
 
+@pytest.mark.slow
 def test_sigterm_of_run_virtual_cleans_up_like_ctrl_c(tmp_path):
     """kill PID of `picoring run --virtual` stops the boards and removes their temporary
     folder, as Ctrl-C does (issue 18, item 3). Sent once the folder exists, at whatever point
@@ -744,6 +762,7 @@ def relay_stuck_in_its_loop(ring, seconds):
     wait_for(lambda: ring._housekeeping is housekeeping, what="the relay to get stuck")
 
 
+@pytest.mark.slow
 def test_a_relay_that_does_not_answer_says_where_it_is():
     # Once, under two busy loops, a supervisor's ring did not start: "the relay did not answer
     # within 15.0s", and nothing said what it was doing. The message now names its frames.
@@ -753,6 +772,7 @@ def test_a_relay_that_does_not_answer_says_where_it_is():
             ring.reset(1, timeout=0.1)
 
 
+@pytest.mark.slow
 def test_a_call_the_relay_has_taken_up_is_waited_for_beyond_its_timeout(monkeypatch):
     # In a loaded suite run a reset through the supervisor failed: "the relay did not answer
     # within 10.0s; it was at: ... set < _run_calls": the relay was done with the reset (its
@@ -772,6 +792,7 @@ def test_a_call_the_relay_has_taken_up_is_waited_for_beyond_its_timeout(monkeypa
             ring._call(lambda: sleep_in_the_relay(1.0), 0.1, "sleep a while")
 
 
+@pytest.mark.slow
 def test_a_call_queued_behind_a_slow_one_waits_for_it(capfd):
     # Again a loaded suite run: "did not answer within 10.0s; it was at: ... kill": the relay was
     # on another call (a board's kill) the whole time. A relay at work on calls is not stuck.
@@ -790,6 +811,7 @@ def sleep_in_the_relay(seconds):
     time.sleep(seconds)
 
 
+@pytest.mark.slow
 def test_a_supervisor_at_work_on_a_slow_call_keeps_its_client_waiting(monkeypatch):
     # The client's wait for an answer restarts on every byte from the supervisor; a slow reset
     # (here 1.5 s of fork and exec) sends spaces meanwhile, and the answer comes after them.
@@ -834,6 +856,7 @@ def test_reading_a_host_port_empty_goes_past_a_status_that_is_not_a_flush():
             os.close(fd)
 
 
+@pytest.mark.slow
 def test_what_the_host_sent_the_old_process_does_not_reach_the_reset_one(tmp_path, test_main):
     # The harness stops every board with a Ctrl-C, then resets them. On a loaded machine the
     # relay had not yet passed the Ctrl-C on when the reset came, and passed it to the new
@@ -865,6 +888,7 @@ def test_what_the_host_sent_the_old_process_does_not_reach_the_reset_one(tmp_pat
                 assert lines[-1] == b"rx 1 0\n", lines
 
 
+@pytest.mark.slow
 def test_what_the_host_writes_right_after_a_reset_reaches_the_new_process(tmp_path, monkeypatch):
     # `virtual deploy` resets each board to its REPL and runs mpremote at once, which writes
     # Ctrl-C and Ctrl-A and waits for the raw REPL's banner (a pty read without timeout). The
@@ -927,6 +951,7 @@ def test_a_signal_inside_the_relay_threads_start_still_cleans_up(monkeypatch, tm
     assert ring.workdir is not None and not ring.workdir.exists()
 
 
+@pytest.mark.slow
 def test_a_power_cycle_right_after_a_reset_does_not_leave_the_new_port_deaf(tmp_path):
     # A reset drops what the host sent the old process until the USB thread has drained the
     # port; a power cycle before that replaces the port, and the drain's answer then names a
@@ -970,6 +995,7 @@ def test_a_board_that_outlives_its_sigkill_for_a_while_does_not_stop_the_reset(t
     assert "board 1 (pid 4242) still exiting 0.0 s after SIGKILL" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_host_that_reads_late_loses_none_of_the_boards_output(tmp_path):
     # On a loaded machine the kernel's tty worker, which moves what the relay writes into a
     # board's pty on to the host's side, did not run for seconds ("workqueue lockup" in the
@@ -1033,6 +1059,7 @@ def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_p
         os.close(held)
 
 
+@pytest.mark.slow
 def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, monkeypatch):
     # A loaded suite run: the relay sat 15 s in subprocess's fork and exec of a board, and the
     # ring's start failed ("the virtual ring's relay did not answer within 15.0s"). Like the

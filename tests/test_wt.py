@@ -260,6 +260,7 @@ def test_stable_operation_and_stabilisation_are_measured_apart():
 # -- the node loop under MicroPython ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_node_loop_runs_it_alike_under_micropython_and_cpython_with_a_loss(micropython):
     from conftest import FIRMWARE, ROOT, run_micropython
 
@@ -276,6 +277,7 @@ def test_the_node_loop_runs_it_alike_under_micropython_and_cpython_with_a_loss(m
     assert mp["d_gen"] == [180] * 4  # back to Delta_max once the token wanders again
 
 
+@pytest.mark.slow
 def test_a_boards_drop_rx_fault_loses_frames_that_its_node_loop_counts_as_gaps(micropython):
     """hal.LossyUart (the drop_rx fault, for Picos, whose wires lose nothing on purpose): whole
     received frames vanish, seeded, alike under MicroPython and CPython; the node loop sees an
@@ -329,6 +331,7 @@ print(got, u.lost)
 """
 
 
+@pytest.mark.slow
 def test_a_boards_drop_rx_fault_loses_nothing_until_the_run_starts(micropython, tmp_path):
     """The losses start at arm() (the node loop's "zero", the run's start): a frame lost while the
     ring forms would start the run with no token or two, where the checker counts from one. A
@@ -359,6 +362,7 @@ def test_figures_wt_writes_the_plots_and_the_table(tmp_path, capsys):
 # -- on a ring of boards (virtual by default; --ring-ports for Picos) ------------------------
 
 
+@pytest.mark.slow
 def test_on_a_ring_of_boards_the_checker_measures_it_from_the_trace(ring, tmp_path):
     """N = the board count, Table 1's constants scaled (Delta_min = 1.5 * Delta_op * N), time in
     milliseconds: every request served, the soft measures computed from the trace (in us)."""
@@ -381,6 +385,7 @@ def test_on_a_ring_of_boards_the_checker_measures_it_from_the_trace(ring, tmp_pa
     assert soft["intervals"]["count"] >= k - n and soft["intervals"]["p50"] >= 1.5 * op_ms * n * 1000
 
 
+@pytest.mark.slow
 def test_on_a_ring_the_saturated_workload_asks_again_at_each_exit(tmp_path, capsys):
     """The paper's components always want the operation (-w saturated): on a ring the host asks
     again as each critical section ends, -k requests in all (it asked n and stopped)."""
@@ -397,6 +402,7 @@ def test_on_a_ring_the_saturated_workload_asks_again_at_each_exit(tmp_path, caps
     assert report["soft"]["stabilisation"]["settle"] == 3 * (3 * 20 * 3 // 2) * 1000  # Delta_max in us
 
 
+@pytest.mark.slow
 def test_on_a_ring_the_boards_drop_rx_fault_loses_tokens_and_the_trace_says_so(ring, tmp_path):
     """Figure 4 on boards whose wires lose nothing on purpose (Picos): flashed with the fault
     drop_rx, each board loses received frames at random; each lost token shows in the trace as
@@ -531,6 +537,7 @@ def test_a_gap_released_before_the_lost_frames_sends_waits_for_them():
     assert lost.take() == []
 
 
+@pytest.mark.slow
 def test_on_a_lossy_ring_each_lost_token_is_in_the_trace(tmp_path, capsys):
     """Virtual boards, frames dropped on the wires: each token frame lost shows in the trace as a
     `lost` event, and the token count (1 + regenerated - discarded - lost) never goes below 0."""
