@@ -157,3 +157,23 @@ def test_a_killed_command_stops_its_chips(tmp_path):
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_chip_time_over_a_run_fills_unknown_clock_rates():
+    """run --emulated: the emulator's own count of chip time over the run; a board whose pings
+    left its clock rate unknown gets the emulator's rate, and says where each came from."""
+    from picoring.cli.run import chip_time_text, note_chip_time
+
+    before = {"chip_s": 10.0, "wall_s": 20.0, "cycles": [0, 125_000_000]}
+    after = {"chip_s": 12.0, "wall_s": 30.0, "cycles": [250_000_000, 187_500_000], "stopped": [None, None]}
+    report = {"boards": [{"clock_rate": None}, {"clock_rate": 0.21}]}
+    note_chip_time(report, before, after)
+    assert report["emulated"] == {"chip_s": 2.0, "wall_s": 10.0, "chip_per_wall": 0.2, "load": [1.0, 0.25],
+                                  "stopped": [None, None]}
+    assert report["boards"] == [{"clock_rate": 0.2, "clock_rate_from": "emulator"},
+                                {"clock_rate": 0.21, "clock_rate_from": "pings"}]
+    assert chip_time_text(report["emulated"]) == (
+        "emulated Picos: 2.00 s of chip time in 10.0 s of wall time (0.200 chip-seconds per wall-second); CPU load "
+        "per board 100% 25%; latencies above are host time")
+    assert supervisor.clock_over(None, after)["chip_per_wall"] == 0.4  # since power-on
+    assert supervisor.clock_over(before, None)["chip_per_wall"] is None

@@ -93,11 +93,11 @@ def clock_text(state, clock):
     lines = ["emulated Picos: %d board(s), supervisor pid %d, node pid %d, dir %s"
              % (state["n"], state["supervisor_pid"], state["node_pid"], state["dir"])]
     if clock.get("chip_per_wall"):
-        lines.append("chip time %.2f s in %.1f s of wall time: %.3f chip-seconds per wall-second"
+        lines.append("chip time %.2f s in %.1f s of wall time since power-on; now %.3f chip-seconds per wall-second"
                      % (clock["chip_s"], clock["wall_s"], clock["chip_per_wall"]))
     loads = clock.get("load") or [None] * state["n"]
     stopped = clock.get("stopped") or [None] * state["n"]
     for b, load, why in zip(state["boards"], loads, stopped):
-        lines.append("board %d  %s  CPU %s%s" % (b["index"], b["usb"], "-" if load is None else "%3.0f%% of chip time"
+        lines.append("board %d  %s  CPU %s%s" % (b["index"], b["usb"], "-" if load is None else "%3.0f%% of chip time (last second)"
                                                    % (100 * load), "  STOPPED: %s" % why if why else ""))
     return "\n".join(lines)

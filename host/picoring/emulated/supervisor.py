@@ -6,7 +6,7 @@ with pipes, relays each board's USB bytes between node's frames and the board's 
 writes into the state directory:
 
   state.json   supervisor and node pids, the boards' port paths, the files used
-  clock.json   every second: chip time against wall time, each board's CPU load, stopped boards
+  clock.json   every 0.5 s: chip time against wall time, each board's CPU load, stopped boards
   ttyE<i>      board i's USB serial port: a symlink to its pty (stable while the ring is up)
   supervisor.log
 
@@ -140,6 +140,7 @@ def supervise(state_dir, n, firmware, bootrom, modules, node, parent_pid=None, r
              "boards": [{"index": p.index, "usb": str(p.link), "pty": p.name} for p in ports]}
     _write_json(state_dir / STATE, state)
     buf = b""
+    clock = None
     last_retry = 0.0
     why = "node exited"
     try:
@@ -182,7 +183,8 @@ def supervise(state_dir, n, firmware, bootrom, modules, node, parent_pid=None, r
                             stopped[board] = payload.decode("utf-8", "replace")
                             print("board %d stopped: %s" % (board, stopped[board]), flush=True)
                         elif kind == b"S":
-                            _write_json(state_dir / CLOCK, _clock(json.loads(payload), stopped))
+                            clock = _clock(json.loads(payload), stopped, clock)
+                            _write_json(state_dir / CLOCK, clock)
                 else:
                     p = key.data
                     data = p.read()
@@ -219,12 +221,29 @@ def supervise(state_dir, n, firmware, bootrom, modules, node, parent_pid=None, r
                 pass
 
 
-def _clock(stats, stopped):
-    """Chip time against wall time, and each board's CPU load, for clock.json."""
-    chip_s, wall_s = stats["chip_s"], stats["wall_s"]
-    return {"chip_s": chip_s, "wall_s": wall_s, "chip_per_wall": chip_s / wall_s if wall_s else None,
-            "load": [c / (chip_s * CHIP_HZ) if chip_s else None for c in stats["cycles"]],
-            "stopped": [s or b for s, b in zip(stats.get("stopped") or stopped, stopped)], "at": time.time()}
+def _clock(stats, stopped, last):
+    """clock.json: chip time and wall time since power-on, cycles per board, stopped boards, and
+    over the last sample's interval: chip-seconds per wall-second and each board's CPU load."""
+    clock = {"chip_s": stats["chip_s"], "wall_s": stats["wall_s"], "cycles": stats["cycles"],
+             "stopped": [s or b for s, b in zip(stats.get("stopped") or stopped, stopped)], "at": time.time()}
+    recent = clock_over(last, clock)
+    clock.update(chip_per_wall=recent["chip_per_wall"], load=recent["load"])
+    return clock
+
+
+def clock_over(before, after):
+    """Chip time against wall time between two clock.json samples (before None: since power-on):
+    chip_s, wall_s, chip_per_wall, each board's CPU load (share of chip time busy), stopped boards."""
+    after = after or {}
+    if not after.get("wall_s"):
+        return {"chip_s": None, "wall_s": None, "chip_per_wall": None, "load": [], "stopped": after.get("stopped", [])}
+    before = before or {"chip_s": 0.0, "wall_s": 0.0, "cycles": [0] * len(after["cycles"])}
+    chip_s, wall_s = after["chip_s"] - before["chip_s"], after["wall_s"] - before["wall_s"]
+    return {"chip_s": round(chip_s, 4), "wall_s": round(wall_s, 3),
+            "chip_per_wall": chip_s / wall_s if wall_s > 0 else None,
+            "load": [round((c1 - c0) / (chip_s * CHIP_HZ), 4) if chip_s > 0 else None
+                     for c0, c1 in zip(before["cycles"], after["cycles"])],
+            "stopped": after.get("stopped", [])}
 
 
 def _write_json(path, obj):

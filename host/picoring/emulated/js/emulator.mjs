@@ -10,7 +10,7 @@
 //   to node:   U board bytes   (host -> the board's USB serial)
 //   from node: U board bytes   (the board's USB serial -> host)
 //              B board ""      (the board is at its REPL prompt after power-on)
-//              S 255 JSON      (every second: chip time, wall time, cycles per board)
+//              S 255 JSON      (every 0.5 s: chip time, wall time, cycles per board)
 //              F board TEXT    (the board stopped: HardFault, lockup or an emulator error)
 // Node exits when stdin closes: the supervisor's death stops every chip.
 //
@@ -355,7 +355,7 @@ setInterval(() => {
     cycles: chips.map((c) => c.cycles),
     stopped: chips.map((c) => c.stopped),
   }));
-}, 1000);
+}, 500);
 
 // ---- frames from the supervisor ----
 let inbuf = Buffer.alloc(0);
