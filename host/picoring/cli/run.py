@@ -134,7 +134,8 @@ def do_run(args):
         else:
             report = _run_ring(ports, args.protocol, workload, args, resetter=resetter, progress=progress)
     except HarnessError as e:
-        raise CommandError(str(e))
+        stopped = ring.stopped_boards() if hasattr(ring, "stopped_boards") else []
+        raise CommandError("; ".join(stopped + [str(e)]))
     finally:
         if shown is not None:
             shown.close()

@@ -13,8 +13,9 @@ def _say(text):
 
 def start_flashed(n, protocol, baud=None, cs_us=0, regen_ms=None, firmware=None, bootrom=None, log=None):
     """(ring, ports, resetter): n emulated Picos running the firmware for protocol."""
-    from ..ring.flash import flash
     from ..ring.ports import resetter_for, targets_from_args
+
+    from ..ring.flash import FlashError
 
     log = log or _say
     ring = EmulatedRing(n, firmware, bootrom, say=log)
@@ -22,6 +23,12 @@ def start_flashed(n, protocol, baud=None, cs_us=0, regen_ms=None, firmware=None,
         reflash(ring, protocol, baud, cs_us, regen_ms, log)
         targets, _ = targets_from_args(",".join(ring.ports))
         return ring, ring.ports, resetter_for(targets)
+    except FlashError as e:
+        stopped = ring.stopped_boards()
+        ring.stop()
+        if stopped:  # the cause first: a board that stopped does not answer mpremote
+            raise FlashError("; ".join(stopped + [str(e)])) from None
+        raise
     except BaseException:
         ring.stop()
         raise

@@ -378,6 +378,12 @@ class EmulatedRing:
     def clock(self):
         return read_clock(self.state_dir)
 
+    def stopped_boards(self):
+        """One line per board that stopped (HardFault, lockup, emulator error), naming it."""
+        clock = self.clock() or {}
+        return ["emulated Pico %d (%s) stopped: %s" % (i, self.ports[i], why)
+                for i, why in enumerate(clock.get("stopped") or []) if why]
+
     def stop(self):
         import shutil
 
