@@ -177,3 +177,36 @@ def test_chip_time_over_a_run_fills_unknown_clock_rates():
         "per board 100% 25%; latencies above are host time")
     assert supervisor.clock_over(None, after)["chip_per_wall"] == 0.4  # since power-on
     assert supervisor.clock_over(before, None)["chip_per_wall"] is None
+
+
+@pytest.mark.slow
+@needs_files
+def test_a_chip_that_stops_is_named_and_the_others_run_on(tmp_path):
+    """An undefined instruction (a HardFault on a Cortex-M0+) on board 1: board 1 stops, is
+    named with what stopped it, and board 0 still answers at its REPL."""
+    import serial
+
+    from picoring.cli.emulated import clock_text
+
+    state_dir = tmp_path / "ring"
+    state = supervisor.start(state_dir, 2, UF2, BOOTROM)
+    try:
+        code = b"import micropython\r\n@micropython.asm_thumb\r\ndef boom():\r\n    data(2, 0xde00)\r\n\r\nboom()\r\n"
+        with serial.Serial(state["boards"][1]["usb"], timeout=1) as port:
+            port.write(b"\x05" + code + b"\x04")  # paste mode, then run it
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not ((supervisor.read_clock(state_dir) or {}).get("stopped") or [0, 0])[1]:
+                time.sleep(0.2)
+        clock = supervisor.read_clock(state_dir)
+        assert clock["stopped"][0] is None
+        assert clock["stopped"][1].startswith("HardFault (undefined instruction) at PC 0x2")
+        assert "board 1  %s  CPU" % state["boards"][1]["usb"] in clock_text(state, clock)
+        assert "STOPPED: HardFault (undefined instruction)" in clock_text(state, clock).splitlines()[-1]
+        with serial.Serial(state["boards"][0]["usb"], timeout=1) as port:
+            port.write(b"\r\nprint(6 * 7)\r\n")
+            seen, deadline = b"", time.monotonic() + 30
+            while b"42" not in seen and time.monotonic() < deadline:
+                seen += port.read(256)
+        assert b"42" in seen
+    finally:
+        supervisor.stop(state_dir)

@@ -37,6 +37,12 @@ def argparse_emulated(sub):
     st.add_argument("--json", action="store_true", help="one JSON object")
     st.add_argument("--ports", action="store_true", help="only the ports, comma separated (for --ports)")
     esub.add_parser("down", parents=[common], help="stop every emulated Pico (safe to call twice)")
+    cost = esub.add_parser("cost", help="what busy emulated Picos cost this machine: starts N boards, makes 0, 1, ... N "
+                                        "of them busy (a `while True: pass` loop) and prints chip-seconds per "
+                                        "wall-second and node's CPU for each; stops them")
+    cost.add_argument("-n", type=int, default=3, help="number of boards (default 3)")
+    cost.add_argument("--seconds", type=float, default=10.0, help="wall seconds measured per step (default 10)")
+    add_file_args(cost)
 
 
 def _raw():
@@ -65,8 +71,10 @@ def do_emulated(args, out=None, err=None):
     from ..emulated import supervisor
 
     out, err = out or sys.stdout, err or sys.stderr
-    state_dir = Path(args.dir) if args.dir else supervisor.default_state_dir()
     action = args.emulated_command
+    if action == "cost":
+        return emulated_cost(args.n, args.seconds, args.firmware, args.bootrom, out)
+    state_dir = Path(args.dir) if args.dir else supervisor.default_state_dir()
     if action == "up":
         return emulated_up(state_dir, args.n, args.firmware, args.bootrom, out, err)
     if action == "down":
@@ -101,3 +109,41 @@ def clock_text(state, clock):
         lines.append("board %d  %s  CPU %s%s" % (b["index"], b["usb"], "-" if load is None else "%3.0f%% of chip time (last second)"
                                                    % (100 * load), "  STOPPED: %s" % why if why else ""))
     return "\n".join(lines)
+
+
+def emulated_cost(n, seconds, firmware=None, bootrom=None, out=None):
+    """Busy chips against wall time and node's CPU, on this machine as it is now."""
+    import os
+    import time
+
+    import serial
+
+    from ..emulated.supervisor import EmulatedRing, clock_over
+
+    out = out or sys.stdout
+    ring = EmulatedRing(n, firmware, bootrom, say=_say)
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def node_cpu_s():
+        fields = Path("/proc/%d/stat" % ring.state["node_pid"]).read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    print("%d emulated Picos on %d host cores (load average %s)"
+          % (n, os.cpu_count() or 0, " ".join(Path("/proc/loadavg").read_text().split()[:3])), file=out)
+    print("%-6s %16s %22s %10s" % ("busy", "chip s / wall s", "wall s per chip s", "node CPU"), file=out)
+    try:
+        for busy in range(n + 1):
+            if busy:
+                with serial.Serial(ring.ports[busy - 1], timeout=1) as port:
+                    port.write(b"\x05while True:\r\n    pass\r\n\x04")  # paste mode: a busy loop
+            time.sleep(1.5)
+            c0, k0, t0 = ring.clock(), node_cpu_s(), time.monotonic()
+            time.sleep(seconds)
+            c1, k1, t1 = ring.clock(), node_cpu_s(), time.monotonic()
+            rate = clock_over(c0, c1)["chip_per_wall"] or 0.0
+            print("%-6d %16.3f %22s %9.0f%%" % (busy, rate, "%.1f" % (1 / rate) if rate else "-",
+                                                100 * (k1 - k0) / (t1 - t0)), file=out, flush=True)
+    finally:
+        ring.stop()
+    print("one node process runs every chip of a ring, on one core: a ring's busy chips share it", file=out)
+    return 0

@@ -176,7 +176,10 @@ class Chip {
       } else if (code === BKPT_PROGRAM) {
         for (let i = 0; i < r[2]; i++) mcu.flash[r[0] + i] &= mcu.readUint8(r[1] + i); // NOR: bits only clear
       } else {
-        const why = core.IPSR === HARDFAULT ? 'HardFault' : `breakpoint ${code}`;
+        // rp2040js runs UDF (an undefined instruction, a HardFault on a Cortex-M0+) as a breakpoint;
+        // pico-sdk's HardFault handler is a BKPT.
+        const op = mcu.readUint16(core.PC - 2); // (the PC has moved past it)
+        const why = core.IPSR === HARDFAULT ? 'HardFault' : (op & 0xff00) === 0xde00 ? 'HardFault (undefined instruction)' : `breakpoint ${code}`;
         this.stop(`${why} at PC 0x${(core.PC >>> 0).toString(16)}`);
         return;
       }
