@@ -76,6 +76,8 @@ def do_emulated(args, out=None, err=None):
         return emulated_cost(args.n, args.seconds, args.firmware, args.bootrom, out)
     state_dir = Path(args.dir) if args.dir else supervisor.default_state_dir()
     if action == "up":
+        if args.n < 2:
+            raise ValueError("-n must be at least 2: a ring of boards (the firmware takes size >= 2)")
         return emulated_up(state_dir, args.n, args.firmware, args.bootrom, out, err)
     if action == "down":
         if supervisor.stop(state_dir):

@@ -29,6 +29,7 @@ import time
 import tty
 from pathlib import Path
 
+from ..virtual.supervisor import _alive, _die_with
 from . import assets
 from .assets import EmulatedError
 
@@ -119,8 +120,6 @@ def _frame(kind, board, payload=b""):
 def supervise(state_dir, n, firmware, bootrom, modules, node, parent_pid=None, remove_dir=False):
     state_dir = Path(state_dir)
     if parent_pid:
-        from ..virtual.supervisor import _die_with
-
         _die_with(parent_pid)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *a: stopping.append("SIGTERM"))
@@ -268,19 +267,6 @@ def read_clock(state_dir):
         return None
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is not alive
-        return Path("/proc/%d/stat" % pid).read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def prepare(firmware=None, bootrom=None, say=None):
     """The checked files, node and rp2040js: (files, node, modules); EmulatedError otherwise."""
     files = assets.resolve_files(firmware, bootrom)
@@ -296,7 +282,7 @@ def start(state_dir, n, firmware=None, bootrom=None, attached=False, timeout=120
     """Start the supervisor and wait until every board shows its REPL prompt; its state.
     attached: it dies with this process (for one command); else it outlives it (`up`).
     remove_dir: the supervisor removes state_dir when it stops (default: if it creates it)."""
-    if not 2 <= n <= MAX_BOARDS:
+    if not 1 <= n <= MAX_BOARDS:  # (1: a board on its own, its UART0 wired to itself; the commands ask for 2)
         raise EmulatedError("emulated Picos: -n must be 2 to %d (a ring; each busy chip takes a core)" % MAX_BOARDS)
     files, node, modules = prepare(firmware, bootrom, say)
     state_dir = Path(state_dir)

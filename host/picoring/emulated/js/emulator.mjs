@@ -327,16 +327,24 @@ let paceChip = 0;
 const MAX_LAG = 100e6; // chip time more than 0.1 s behind wall time does not catch up later
 const wall0 = performance.now();
 
+let slice = sliceNanos();
+let baudChanged = false;
+for (const c of chips) c.mcu.uart[0].onBaudRateChange = () => (baudChanged = true);
+
 function runFor(ms) {
   const t0 = performance.now();
   while (performance.now() - t0 < ms) {
+    if (baudChanged) {
+      baudChanged = false;
+      slice = sliceNanos();
+    }
     const ahead = chipNanos - paceChip - (performance.now() - paceWall) * 1e6;
     if (ahead > 0) return false;
     if (ahead < -MAX_LAG) {
       paceWall = performance.now();
       paceChip = chipNanos;
     }
-    chipNanos += sliceNanos();
+    chipNanos += slice;
     for (const c of chips) c.runUntil(chipNanos);
   }
   return true;
