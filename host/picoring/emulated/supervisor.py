@@ -303,17 +303,32 @@ def start(state_dir, n, firmware=None, bootrom=None, attached=False, timeout=120
                             start_new_session=True, cwd="/")
     log.close()
     deadline = time.monotonic() + timeout
-    while True:
-        state = read_state(state_dir)
-        if state and state.get("supervisor_pid") == proc.pid and state.get("ready"):
-            return state
-        if proc.poll() is not None or time.monotonic() > deadline:
-            tail = _log_tail(state_dir)
-            if proc.poll() is None:
-                stop(state_dir)
-            raise EmulatedError("emulated Picos did not come up%s: %s" % (
-                "" if proc.returncode is not None else " in %d s" % timeout, tail or "no output"))
-        time.sleep(0.05)
+    try:
+        while True:
+            state = read_state(state_dir)
+            if state and state.get("supervisor_pid") == proc.pid and state.get("ready"):
+                return state
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = _log_tail(state_dir)
+                raise EmulatedError("emulated Picos did not come up%s: %s" % (
+                    "" if proc.returncode is not None else " in %d s" % timeout, tail or "no output"))
+            time.sleep(0.05)
+    except BaseException:  # (Ctrl-C while they boot too: nothing is left running)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if created:  # killed before it could clean up after itself
+            for name in [STATE, CLOCK, LOG] + ["ttyE%d" % i for i in range(n)]:
+                (state_dir / name).unlink(missing_ok=True)
+            try:
+                state_dir.rmdir()
+            except OSError:
+                pass
+        raise
 
 
 def stop(state_dir, timeout=10.0):
