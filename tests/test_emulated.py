@@ -164,12 +164,14 @@ def test_chip_time_over_a_run_fills_unknown_clock_rates():
     left its clock rate unknown gets the emulator's rate, and says where each came from."""
     from picoring.cli.run import chip_time_text, note_chip_time
 
-    before = {"chip_s": 10.0, "wall_s": 20.0, "cycles": [0, 125_000_000]}
-    after = {"chip_s": 12.0, "wall_s": 30.0, "cycles": [250_000_000, 187_500_000], "stopped": [None, None]}
+    before = {"chip_s": 10.0, "wall_s": 20.0, "cycles": [0, 125_000_000], "frames": [5, 5],
+              "turnaround_ns": [0, 1000], "turnarounds": [0, 1]}
+    after = {"chip_s": 12.0, "wall_s": 30.0, "cycles": [250_000_000, 187_500_000], "stopped": [None, None],
+             "frames": [1005, 1006], "turnaround_ns": [1_500_000, 1000], "turnarounds": [1000, 1]}
     report = {"boards": [{"clock_rate": None}, {"clock_rate": 0.21}]}
     note_chip_time(report, before, after)
     assert report["emulated"] == {"chip_s": 2.0, "wall_s": 10.0, "chip_per_wall": 0.2, "load": [1.0, 0.25],
-                                  "stopped": [None, None]}
+                                  "hops_per_chip_s": 1000.5, "turnaround_us": [1.5, None], "stopped": [None, None]}
     assert report["boards"] == [{"clock_rate": 0.2, "clock_rate_from": "emulator"},
                                 {"clock_rate": 0.21, "clock_rate_from": "pings"}]
     assert chip_time_text(report["emulated"]) == (

@@ -105,11 +105,15 @@ def clock_text(state, clock):
     if clock.get("chip_per_wall"):
         lines.append("chip time %.2f s in %.1f s of wall time since power-on; now %.3f chip-seconds per wall-second"
                      % (clock["chip_s"], clock["wall_s"], clock["chip_per_wall"]))
+    if clock.get("hops_per_chip_s") is not None:
+        lines.append("wires: %.1f frames per chip-second (last 0.5 s)" % clock["hops_per_chip_s"])
     loads = clock.get("load") or [None] * state["n"]
+    turn = clock.get("turnaround_us") or [None] * state["n"]
     stopped = clock.get("stopped") or [None] * state["n"]
-    for b, load, why in zip(state["boards"], loads, stopped):
-        lines.append("board %d  %s  CPU %s%s" % (b["index"], b["usb"], "-" if load is None else "%3.0f%% of chip time (last second)"
-                                                   % (100 * load), "  STOPPED: %s" % why if why else ""))
+    for b, load, us, why in zip(state["boards"], loads, turn, stopped):
+        lines.append("board %d  %s  CPU %s%s%s" % (
+            b["index"], b["usb"], "-" if load is None else "%3.0f%% of chip time (last 0.5 s)" % (100 * load),
+            "" if us is None else ", turnaround %.1f us" % us, "  STOPPED: %s" % why if why else ""))
     return "\n".join(lines)
 
 

@@ -223,10 +223,11 @@ def supervise(state_dir, n, firmware, bootrom, modules, node, parent_pid=None, r
 def _clock(stats, stopped, last):
     """clock.json: chip time and wall time since power-on, cycles per board, stopped boards, and
     over the last sample's interval: chip-seconds per wall-second and each board's CPU load."""
-    clock = {"chip_s": stats["chip_s"], "wall_s": stats["wall_s"], "cycles": stats["cycles"],
-             "stopped": [s or b for s, b in zip(stats.get("stopped") or stopped, stopped)], "at": time.time()}
+    clock = {k: stats[k] for k in ("chip_s", "wall_s", "cycles", "frames", "wire_bytes", "turnaround_ns", "turnarounds")}
+    clock.update(stopped=[s or b for s, b in zip(stats.get("stopped") or stopped, stopped)], at=time.time())
     recent = clock_over(last, clock)
-    clock.update(chip_per_wall=recent["chip_per_wall"], load=recent["load"])
+    clock.update(chip_per_wall=recent["chip_per_wall"], load=recent["load"],
+                 hops_per_chip_s=recent["hops_per_chip_s"], turnaround_us=recent["turnaround_us"])
     return clock
 
 
@@ -235,13 +236,22 @@ def clock_over(before, after):
     chip_s, wall_s, chip_per_wall, each board's CPU load (share of chip time busy), stopped boards."""
     after = after or {}
     if not after.get("wall_s"):
-        return {"chip_s": None, "wall_s": None, "chip_per_wall": None, "load": [], "stopped": after.get("stopped", [])}
-    before = before or {"chip_s": 0.0, "wall_s": 0.0, "cycles": [0] * len(after["cycles"])}
+        return {"chip_s": None, "wall_s": None, "chip_per_wall": None, "load": [], "hops_per_chip_s": None,
+                "turnaround_us": [], "stopped": after.get("stopped", [])}
+    zeros = [0] * len(after["cycles"])
+    before = before or {"chip_s": 0.0, "wall_s": 0.0}
     chip_s, wall_s = after["chip_s"] - before["chip_s"], after["wall_s"] - before["wall_s"]
+
+    def delta(key):
+        return [a - b for a, b in zip(after.get(key, zeros), before.get(key, zeros))]
+
+    frames, t_ns, t_n = delta("frames"), delta("turnaround_ns"), delta("turnarounds")
     return {"chip_s": round(chip_s, 4), "wall_s": round(wall_s, 3),
             "chip_per_wall": chip_s / wall_s if wall_s > 0 else None,
-            "load": [round((c1 - c0) / (chip_s * CHIP_HZ), 4) if chip_s > 0 else None
-                     for c0, c1 in zip(before["cycles"], after["cycles"])],
+            "load": [round(c / (chip_s * CHIP_HZ), 4) if chip_s > 0 else None for c in delta("cycles")],
+            # every frame on a wire is a hop (the boards' own frames: tokens, requests, probes)
+            "hops_per_chip_s": round(sum(frames) / chip_s, 1) if chip_s > 0 else None,
+            "turnaround_us": [round(ns / k / 1000, 1) if k else None for ns, k in zip(t_ns, t_n)],
             "stopped": after.get("stopped", [])}
 
 

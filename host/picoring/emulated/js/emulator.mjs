@@ -37,7 +37,8 @@ const UART_DR = 0x0;
 const TX_INT = 1 << 5;
 const RX_INT = 1 << 4;
 const RT_INT = 1 << 6;
-const FIFO_LEVEL = 4; // pico-sdk programs the FIFO interrupt levels at 1/8 of 32 bytes
+const FIFO_LEVEL = 4;
+const FRAME_GAP = 2; // byte times of silence that end a frame on a wire // pico-sdk programs the FIFO interrupt levels at 1/8 of 32 bytes
 const BKPT_ERASE = 0xe0;
 const BKPT_PROGRAM = 0xe1;
 const HARDFAULT = 3;
@@ -115,6 +116,12 @@ class Chip {
     this.mcu.loadBootrom(ROM);
     for (const [off, bytes] of FIRMWARE) this.mcu.flash.set(bytes, off);
     this.cycles = 0;
+    this.wireFrames = 0; // frames and bytes this chip sent on its UART0 wire
+    this.wireBytes = 0;
+    this.txFrameStart = -1;
+    this.rxFrameEnd = -1;
+    this.turnaroundNs = 0;
+    this.turnarounds = 0;
     this.stopped = null;
     this.booted = false;
     this.tail = '';
@@ -250,7 +257,21 @@ function wire(src, dst) {
   tx.onByte = (b) => {
     const now = src.clock.nanos;
     const t = byteNanos(rx);
-    lineFreeAt = Math.max(now, lineFreeAt) + t;
+    const start = Math.max(now, lineFreeAt);
+    // Frames from the bytes' timing alone (any firmware): a pause of more than FRAME_GAP byte
+    // times on the wire ends one. The sender's turnaround: from the last byte of the frame it
+    // received last to the first byte of the frame it sends next.
+    if (start - lineFreeAt > FRAME_GAP * t || src.wireFrames === 0) {
+      src.wireFrames++;
+      if (src.rxFrameEnd > src.txFrameStart) {
+        src.turnaroundNs += start - src.rxFrameEnd;
+        src.turnarounds++;
+      }
+      src.txFrameStart = start;
+    }
+    src.wireBytes++;
+    lineFreeAt = start + t;
+    dst.rxFrameEnd = lineFreeAt; // (the frame's last byte so far)
     pending.push([b, lineFreeAt]);
     if (pending.length === 1) deliver.schedule(lineFreeAt - dst.clock.nanos);
     // TX interrupt when the FIFO drains to its level: FIFO_LEVEL bytes before the line is free.
@@ -364,6 +385,10 @@ setInterval(() => {
     chip_s: chipNanos / 1e9,
     wall_s: (performance.now() - wall0) / 1e3,
     cycles: chips.map((c) => c.cycles),
+    frames: chips.map((c) => c.wireFrames),
+    wire_bytes: chips.map((c) => c.wireBytes),
+    turnaround_ns: chips.map((c) => c.turnaroundNs),
+    turnarounds: chips.map((c) => c.turnarounds),
     stopped: chips.map((c) => c.stopped),
   }));
 }, 500);
