@@ -178,14 +178,22 @@ def test_copy_firmware_to_a_board_that_loads_mpy(compiler, tmp_path):
         on_board = sorted(os.listdir(b.fs_dir))
         assert on_board == sorted([m + ".mpy" for m in MODULES] + ["main.py", "picoring.json"])
         assert sorted(summary["removed"]) == sorted(m + ".py" for m in MODULES)
-        assert notes == ["copying the firmware (%d modules as .mpy %s) and picoring.json" % (len(MODULES), mpy.tag_text(tag))]
+        n_files = len(MODULES) + 2  # and main.py, picoring.json
+        # main.py and picoring.json are the old flash's, byte for byte: only the modules go
+        assert notes[0] == "copying %d of %d files: the firmware (%d modules as .mpy %s)" % (
+            len(MODULES), n_files, len(MODULES), mpy.tag_text(tag))
+        assert len(notes) == 2 and notes[1].startswith("copied in ")
         out = deploy.exec_code(b.usb_path, "import frame, node, hostlink\n"
                                "raw = bytearray(b'\\x01\\x07\\x01\\x00\\x00\\x39\\x30\\x00\\x00\\x02\\x00')\n"
                                "print('@@', frame.__file__, node.__file__, node.FIRMWARE_VERSION, "
                                "frame.crc16(raw, 11) == frame.crc16_bitwise(raw, 11))")
         assert out.decode().split("@@", 1)[1].split() == ["frame.mpy", "node.mpy", flash.firmware_version(), "True"]
-        again, _, _ = flash.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c")
+        notes.clear()
+        again, _, _ = flash.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
+                                          log=notes.append)
         assert again["copied"] == [] and len(again["up_to_date"]) == len(MODULES) + 2 and again["removed"] == []
+        # nothing to copy: the boards' own hashes said so in the one session that identified it
+        assert len(notes) == 1 and notes[0].startswith("up to date: its %d files have the same SHA-256" % n_files)
         back, _, sel = flash.copy_firmware(b.usb_path, {"position": 0}, None, None, "--no-mpy")
         assert sel["notes"] == ["--no-mpy: copying sources"]
         assert sorted(back["copied"]) == sorted(m + ".py" for m in MODULES)

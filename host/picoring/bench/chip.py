@@ -84,9 +84,18 @@ def find_rp2040(explicit=None):
     return None
 
 
+EMULATED = "emulated"  # rp2040: picoring's own emulated Pico (picoring.emulated), not the rp2040 tools
+
+
 def run_on_chip(rp2040, script_text, firmware_dir, timeout_s=120):
     """Run a script on one emulated Pico with the firmware's files uploaded; returns
-    (exit status, stdout, stderr). timeout_s is chip time."""
+    (exit status, stdout, stderr). timeout_s is chip time (the rp2040 tools; picoring's own
+    emulated Pico takes it as wall seconds without output)."""
+    if rp2040 == EMULATED:
+        from ..emulated.script import run_script
+
+        status, out, err, _chip_s = run_script(script_text, firmware_dir, timeout_s=max(timeout_s, 600))
+        return status, out, err
     with tempfile.TemporaryDirectory(prefix="picoring-chip-") as tmp:
         script = Path(tmp, "chip_script.py")
         script.write_text(script_text)
@@ -142,7 +151,7 @@ def token_is_a_message(protocol):
 
 
 def run(quick=False, log=None, rp2040=None, protocols=PROTOCOLS, n=N_BOARDS):
-    tools = find_rp2040(rp2040)
+    tools = EMULATED if rp2040 == EMULATED else find_rp2040(rp2040)
     if tools is None:
         raise ChipBenchError("no emulated Picos: the rp2040 tools (../shared/rp2040) are not on this machine; "
                              "give --rp2040 DIR or set PICORING_RP2040")
@@ -234,8 +243,8 @@ def main(args):
     try:
         protocols = (args.protocol,) if getattr(args, "protocol", None) else PROTOCOLS
         n = getattr(args, "n", None) or N_BOARDS
-        return run_command(args, lambda quick, log: run(quick, log, getattr(args, "rp2040", None), protocols, n),
-                           print_table)
+        where = EMULATED if getattr(args, "emulated", False) else getattr(args, "rp2040", None)
+        return run_command(args, lambda quick, log: run(quick, log, where, protocols, n), print_table)
     except ChipBenchError as e:
         print("picoring bench chip: %s" % e)
         return 2

@@ -41,7 +41,7 @@ def print_report(report, console=None):
         table.add_row("  requests over the paper's printed bound", str(report.get("over_paper_service_bound", 0)),
                       _instead(report, "service_traffic", paper["service_traffic"], b["service_traffic"], instead))
     lat = report.get("latency") or {}
-    unit = "us" if report.get("source") == "ring" else "hop times"
+    unit = "us (host time)" if report.get("source") == "ring" else "hop times"
     if lat:
         table.add_row("latency mean / max", "%.1f / %s %s" % (lat.get("mean", 0.0), lat.get("max", 0), unit), "")
     if saturated(report):  # the simulator's count: the workload asked faster than the ring served

@@ -39,6 +39,9 @@ def argparse_bench(sub):
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.add_argument("--rp2040", metavar="DIR", help="chip only: the rp2040 tools (default $PICORING_RP2040 or "
                                                    "../shared/rp2040 beside the source tree)")
+    p.add_argument("--emulated", action="store_true",
+                   help="chip only: on picoring's own emulated Pico (docs/emulated.md: --firmware, --bootrom or their "
+                        "environment variables) rather than the rp2040 tools")
     soak = p.add_argument_group("soak (docs/recovery.md) and chip")
     soak.add_argument("--protocol", "-p", metavar="P",
                       help="the protocol (soak: default d; chip: one protocol, default s, q and d); `picoring "

@@ -26,11 +26,16 @@ def argparse_compare(sub):
     p.add_argument("--period", type=int, help="burst: time units between bursts")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--virtual", type=int, metavar="N", help="run on N virtual boards instead of the simulator")
+    where.add_argument("--emulated", type=int, metavar="N", help="run on N emulated Picos (the Pico's firmware on "
+                                                                 "rp2040js; docs/emulated.md), flashed for each protocol")
     where.add_argument("--ports", metavar="P1,P2,...",
                        help="run on these boards, in ring order (paths, id:SERIAL, pyserial URLs, virtual:I), "
                             "flashed for each protocol in turn as `picoring flash` does")
     where.add_argument("--ring-file", metavar="FILE", help="the boards in the order `picoring discover` saved, as --ports")
     p.add_argument("--virtual-dir", metavar="D", help="state directory of `picoring virtual up` (for virtual:I ports)")
+    from .emulated import add_file_args
+
+    add_file_args(p)
     p.add_argument("--baud", type=int, help="boards: UART baud of the ring (default: the board file's, 115200)")
     p.add_argument("--board", help="boards given by --ports: board type (boards/*.toml; default pico)")
     p.add_argument("--unit-ms", type=float,
@@ -71,7 +76,7 @@ def _check_args(args):
 
     protocols = _protocols(args.protocols)
     on_boards = args.ports is not None or args.ring_file is not None
-    on_ring = on_boards or args.virtual is not None
+    on_ring = on_boards or args.virtual is not None or args.emulated is not None
     given = [flag for flag, value in (("--baud", args.baud), ("--unit-ms", args.unit_ms)) if value is not None]
     if given and not on_ring:
         raise CommandError("%s is for a ring of boards (--ports, --ring-file or --virtual N)" % given[0])
@@ -90,6 +95,8 @@ def _check_args(args):
         n = len(targets)
     elif args.virtual is not None:
         n = args.virtual
+    elif args.emulated is not None:
+        n = args.emulated
     else:
         n = ring_size(args, 5)
     if on_ring and args.n is not None and args.n != n:
@@ -117,6 +124,19 @@ def do_compare(args):
         reports = run_flashed(protocols, targets, args.workload, args.requests, args.seed, args.rate, args.period,
                               baud=args.baud, board=args.board, unit_ms=args.unit_ms or 2.0, mpy=not args.no_mpy, say=say)
         where = "%d boards" % n + (" at %d baud" % args.baud if args.baud else "")
+    elif args.emulated is not None:
+        from ..emulated.supervisor import EmulatedRing
+        from ..ring.ports import targets_from_args
+        from .run import run_flashed
+
+        ring = EmulatedRing(n, args.firmware, args.bootrom, say=say)
+        try:
+            targets, _ = targets_from_args(",".join(ring.ports))
+            reports = run_flashed(protocols, targets, args.workload, args.requests, args.seed, args.rate, args.period,
+                                  baud=args.baud, unit_ms=args.unit_ms or 2.0, say=say)
+        finally:
+            ring.stop()
+        where = "%d emulated Picos" % n
     elif args.virtual is not None:
         from .run import run_virtual
 

@@ -19,6 +19,8 @@ def argparse_dash(sub):
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--replay", metavar="TRACE", help="replay a trace file")
     where.add_argument("--virtual", type=int, metavar="N", help="start N virtual boards and run a workload on them, live")
+    where.add_argument("--emulated", type=int, metavar="N", help="start N emulated Picos (the Pico's firmware on "
+                                                                 "rp2040js; docs/emulated.md), flash, run a workload, live")
     where.add_argument("--sim", action="store_true", help="run the simulator, paced to --speed")
     where.add_argument("--ports", help="real (or already running) boards, in ring order: run a workload on them, live")
     where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
@@ -40,6 +42,9 @@ def argparse_dash(sub):
     p.add_argument("--trace", metavar="FILE", help="--sim/--virtual: also write the trace here")
     p.add_argument("--refresh", type=float, default=12, help="screen refreshes per second (default 12)")
     p.add_argument("--exit", action="store_true", help="quit at the end instead of waiting for q")
+    from .emulated import add_file_args
+
+    add_file_args(p)
 
 
 def do_dash(args):
@@ -62,6 +67,8 @@ def do_dash(args):
                                "fram --cs-hold-us %d" % args.cs_hold_us)
         ports, resetter = run_ports(args)
         return _dash_ring(args, console, ports, resetter, None, workload_args(args, len(ports), boards="--ports"))
+    if args.emulated is not None:
+        return _dash_emulated(args, console)
     return _dash_virtual(args, console)
 
 
@@ -152,6 +159,17 @@ def _dash_virtual(args, console):
     ring = start_virtual(n, args.protocol, args.baud, args.cs_us, console, resource=args.resource,
                          cs_hold_us=args.cs_hold_us)
     return _dash_ring(args, console, [b.usb_path for b in ring.boards], ring.reset, ring, workload)
+
+
+def _dash_emulated(args, console):
+    from ..emulated.session import start_flashed
+
+    if args.emulated < 2:
+        raise CommandError("--emulated needs at least 2 boards")
+    workload = workload_args(args, args.emulated)  # before any board starts
+    ring, ports, resetter = start_flashed(args.emulated, args.protocol, cs_us=args.cs_us, firmware=args.firmware,
+                                          bootrom=args.bootrom, log=console.print)
+    return _dash_ring(args, console, ports, resetter, ring, workload)
 
 
 def _dash_ring(args, console, ports, resetter, ring, workload):

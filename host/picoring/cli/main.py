@@ -11,7 +11,8 @@ import signal
 import sys
 
 from .. import __version__
-from . import bench, boards, compare, dash, explore, figures, helptext, run, sim, virtual
+from ..emulated.assets import EmulatedError
+from . import bench, boards, compare, dash, emulated, explore, figures, helptext, run, sim, virtual
 from .common import CommandError, ProtocolsShown, apply_options, protocol_table
 
 _COMMANDS = {
@@ -20,6 +21,7 @@ _COMMANDS = {
     "compare": (compare.do_compare, compare.argparse_compare),
     "bench": (bench.do_bench, bench.argparse_bench),
     "virtual": (virtual.do_virtual, virtual.argparse_virtual),
+    "emulated": (emulated.do_emulated, emulated.argparse_emulated),
     "run": (run.do_run, run.argparse_run),
     "demo": (run.do_demo, run.argparse_demo),
     "boards": (boards.do_boards, boards.argparse_boards),
@@ -90,7 +92,7 @@ def _main(handler, args):
             print("picoring: %s" % e, file=sys.stderr)
             return 2
         return _quiet_exit_on_broken_pipe()
-    except (CommandError, ValueError, OSError) as e:
+    except (CommandError, EmulatedError, ValueError, OSError) as e:
         print("picoring: %s" % e, file=sys.stderr)
         return 2
     except Terminated:

@@ -16,6 +16,9 @@ def argparse_run(sub):
     where.add_argument("--ports", help="USB ports in ring order, comma separated (paths, id:SERIAL, pyserial URLs)")
     where.add_argument("--ring-file", metavar="FILE", help="ring order from picoring discover (default ./ring.json)")
     where.add_argument("--virtual", type=int, metavar="N", help="start N virtual boards, deploy, run, tear down")
+    where.add_argument("--emulated", type=int, metavar="N", help="start N emulated Picos (the Pico's firmware on "
+                                                                 "rp2040js, chip time), flash, run, tear down "
+                                                                 "(docs/emulated.md; --firmware, --bootrom)")
     add_protocol_arg(p, what="the protocol the boards run (flashed by `picoring flash`; a virtual ring is deployed "
                              "with it)")
     add_workload_args(p, 100)
@@ -39,6 +42,9 @@ def argparse_run(sub):
                    help="end the run when requests are outstanding and nothing was served for S seconds (default 5)")
     p.add_argument("--regen-ms", type=int, default=500, metavar="MS",
                    help="virtual ring: the boards' base token-regeneration timeout (default 500; docs/recovery.md)")
+    from .emulated import add_file_args
+
+    add_file_args(p)
 
 
 def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, connected=None):
@@ -80,6 +86,10 @@ def do_run(args):
         if args.virtual < 2:
             raise CommandError("--virtual needs at least 2 boards")
         n = args.virtual
+    elif args.emulated is not None:
+        if args.emulated < 2:
+            raise CommandError("--emulated needs at least 2 boards")
+        n = args.emulated
     else:
         ports, resetter = run_ports(args)  # --ports, --ring-file or ./ring.json
         n = len(ports)
@@ -115,17 +125,53 @@ def do_run(args):
                 if failed_audit is not None:
                     report["ok"] = False
                     report["violations"].insert(0, failed_audit)
+        elif args.emulated is not None:
+            from ..emulated.session import start_flashed
+
+            ring, ports, resetter = start_flashed(n, args.protocol, cs_us=args.cs_us, regen_ms=args.regen_ms,
+                                                  firmware=args.firmware, bootrom=args.bootrom)
+            at_start = []
+            report = _run_ring(ports, args.protocol, workload, args, resetter=resetter, progress=progress,
+                               connected=lambda: at_start.append(ring.clock()))
+            note_chip_time(report, at_start[0] if at_start else None, ring.clock())
         else:
             report = _run_ring(ports, args.protocol, workload, args, resetter=resetter, progress=progress)
     except HarnessError as e:
-        raise CommandError(str(e))
+        stopped = ring.stopped_boards() if hasattr(ring, "stopped_boards") else []
+        raise CommandError("; ".join(stopped + [str(e)]))
     finally:
         if shown is not None:
             shown.close()
         if ring is not None:
             ring.stop()
     print_report(report, args.json)
+    if report.get("emulated") and not args.json:
+        print(chip_time_text(report["emulated"]))
     return 0 if report["ok"] else 1
+
+
+def note_chip_time(report, before, after):
+    """An emulated ring's own count of chip time against wall time over the run (the emulator
+    counts every cycle): report["emulated"], and each board's clock_rate where the pings left it
+    unknown (their round trips, seconds long on a loaded machine, leave it too unsure)."""
+    from ..emulated.supervisor import clock_over
+
+    report["emulated"] = clock_over(before, after)
+    rate = report["emulated"]["chip_per_wall"]
+    for b in report.get("boards", []):
+        b["clock_rate_from"] = "pings" if b.get("clock_rate") is not None else "emulator"
+        if b.get("clock_rate") is None:
+            b["clock_rate"] = rate
+
+
+def chip_time_text(clock):
+    """One line: an emulated ring's chip time against wall time over the run."""
+    if not clock.get("chip_per_wall"):
+        return "emulated Picos: chip time not measured (the run was shorter than the emulator's 0.5 s samples)"
+    load = " ".join("%.0f%%" % (100 * x) for x in clock["load"] if x is not None)
+    return ("emulated Picos: %.2f s of chip time in %.1f s of wall time (%.3f chip-seconds per wall-second); CPU load "
+            "per board %s; latencies above are host time" % (clock["chip_s"], clock["wall_s"], clock["chip_per_wall"],
+                                                            load))
 
 
 def run_protocols(protocols, ports, configure, workload, requests, seed, rate=None, period=None, resetter=None,

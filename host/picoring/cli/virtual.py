@@ -23,6 +23,12 @@ def argparse_virtual(sub):
                     help="wires without wire time: bytes arrive as soon as the relay passes them on (for tests; "
                          "faults still apply)")
     up.add_argument("--heapsize", help="MicroPython heap per board, e.g. 192K (default: the unix port's 2M)")
+    up.add_argument("--chip", choices=("unix", "rp2040"), default="unix",
+                    help="unix: MicroPython unix-port processes (default); rp2040: emulated Picos, the Pico's own "
+                         "firmware on rp2040js, the same as `picoring emulated up` (docs/emulated.md)")
+    from .emulated import add_file_args
+
+    add_file_args(up)
     up.add_argument("--faults", metavar="SPEC",
                     help="inject faults, e.g. corrupt=0.01,drop=0.005,restart=1@10s,seed=7 (docs/faults.md)")
     st = vsub.add_parser("status", parents=[common], help="boards (pid, alive, paths) and byte counters per wire")
@@ -52,6 +58,15 @@ def _run(args, out=None, err=None):
     err = err or sys.stderr
     state_dir = Path(args.dir) if args.dir else supervisor.default_state_dir()
     action = args.virtual_command
+    if action == "up" and args.chip == "rp2040":
+        from ..emulated.supervisor import default_state_dir
+        from .emulated import emulated_up
+
+        if args.faults or args.heapsize or args.unpaced or args.baud != 115200:
+            raise ValueError("--chip rp2040: --faults, --heapsize, --unpaced and --baud are for unix-port boards "
+                             "(an emulated Pico's wires run at the baud its firmware programs)")
+        return emulated_up(Path(args.dir) if args.dir else default_state_dir(), args.n, args.firmware, args.bootrom,
+                           out, err)
     if action == "up":
         if args.n < 2:
             raise ValueError("-n must be at least 2: a ring of boards (the firmware takes size >= 2)")
@@ -114,6 +129,10 @@ def _run(args, out=None, err=None):
               % (", ".join(sorted({c["protocol"] for c in each})), len(state["boards"])), file=err)
         return 0
     if action == "down":
+        from ..emulated import supervisor as emulated
+
+        if not args.dir and emulated.stop(emulated.default_state_dir()):  # `virtual up --chip rp2040`'s ring
+            print("emulated Picos in %s are down" % emulated.default_state_dir(), file=err)
         if supervisor.down(state_dir):
             print("virtual ring in %s is down" % state_dir, file=err)
         else:

@@ -280,10 +280,15 @@ def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=
     with tempfile.TemporaryDirectory(prefix="picoring-deploy-") as tmp:
         if config is not None:
             cfg = Path(tmp) / CONFIG_NAME
-            cfg.write_text(json.dumps(config, sort_keys=True))
+            cfg.write_bytes(config_bytes(config))
             files.append(cfg)
             names.append(CONFIG_NAME)
         return copy_files(port, files, names, timeout, before=before, after=after, clock=clock)
+
+
+def config_bytes(config):
+    """picoring.json's bytes on a board, as deploy_board writes them (flash compares their hash)."""
+    return json.dumps(config, sort_keys=True).encode()
 
 
 def board_config(config, index, uart, n, baud, i2c=None):

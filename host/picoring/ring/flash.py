@@ -21,6 +21,7 @@ what state every board is left in.
 """
 
 import concurrent.futures
+import hashlib
 import queue
 import re
 import time
@@ -49,6 +50,38 @@ ID_CODE = ("import sys\n"
            "print(%r, sys.implementation.name, sys.platform, '.'.join(str(x) for x in sys.implementation.version[:3]), uid, "
            "getattr(sys.implementation, '_mpy', '-'))"
            % ID_MARK)
+
+
+HASH_MARK = "@@picoring-sha"
+# Runs with ID_CODE in the same session: the SHA-256 of every file on the board, so that a flash
+# copies only what differs and, with nothing to copy, opens no second session.
+HASH_CODE = ("import os, hashlib, binascii\n"
+             "def _sha(d):\n"
+             " for e in os.ilistdir(d or '.'):\n"
+             "  p = d + '/' + e[0] if d else e[0]\n"
+             "  if e[1] == 0x4000:\n"
+             "   _sha(p)\n"
+             "   continue\n"
+             "  h = hashlib.sha256()\n"
+             "  with open(p, 'rb') as f:\n"
+             "   while True:\n"
+             "    b = f.read(1024)\n"
+             "    if not b:\n"
+             "     break\n"
+             "    h.update(b)\n"
+             "  print(%r, binascii.hexlify(h.digest()).decode(), p)\n"
+             "_sha('')\n" % HASH_MARK)
+
+
+def board_hashes(out):
+    """{name: SHA-256 hex} from HASH_CODE's output."""
+    found = {}
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(HASH_MARK):
+            parts = line[len(HASH_MARK):].split(None, 1)
+            if len(parts) == 2:
+                found[parts[1].strip()] = parts[0]
+    return found
 
 
 def remove_code(names):
@@ -355,7 +388,9 @@ def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeou
     "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
     None). Raises deploy.DeployError."""
     log = log or (lambda text: None)
-    ident = _identity(deploy.exec_code(port, ID_CODE, timeout, clock))
+    t0 = time.monotonic()
+    out = deploy.exec_code(port, ID_CODE + "\n" + HASH_CODE, timeout, clock)
+    ident, on_board = _identity(out), board_hashes(out)
     if ident and ident["implementation"] != "micropython":
         return None, ident, None
     tag = ident.get("mpy") if ident else None
@@ -368,10 +403,24 @@ def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeou
         log(note)
     form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpymod.tag_text(mpymod.decode_tag(tag)))
             if sel["compiled"] else "sources")
-    log("copying the firmware (%s) and picoring.json%s" % (form, " (%s)" % what if what else ""))
-    summary = deploy.deploy_board(port, cfg, sel["files"], timeout, names=sel["names"],
-                                  after=["exec", remove_code(sel["remove"])], clock=clock)
+    config_bytes = deploy.config_bytes(cfg)
+    wanted = dict(zip(sel["names"], (hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in sel["files"])))
+    wanted[deploy.CONFIG_NAME] = hashlib.sha256(config_bytes).hexdigest()
+    same = sorted(name for name, digest in wanted.items() if on_board.get(name) == digest)
+    stale = [name for name in sel["remove"] if name in on_board]
+    where = " (%s)" % what if what else ""
+    if len(same) == len(wanted) and not stale:
+        log("up to date: its %d files have the same SHA-256 (%.1f s)%s" % (len(same), time.monotonic() - t0, where))
+        return {"copied": [], "up_to_date": same, "removed": [], "output": out}, ident, sel
+    todo = [(f, name) for f, name in zip(sel["files"], sel["names"]) if name not in same]
+    log("copying %d of %d files: the firmware (%s)%s%s" % (
+        len(todo) + (deploy.CONFIG_NAME not in same), len(wanted), form,
+        " and picoring.json" if deploy.CONFIG_NAME not in same else "", where))
+    summary = deploy.deploy_board(port, cfg if deploy.CONFIG_NAME not in same else None, [f for f, _ in todo], timeout,
+                                  names=[name for _, name in todo], after=["exec", remove_code(stale)], clock=clock)
+    summary["up_to_date"] = sorted(set(summary["up_to_date"]) | set(same))
     summary["removed"] = _removed(summary["output"])
+    log("copied in %.1f s" % (time.monotonic() - t0))
     return summary, ident, sel
 
 

@@ -107,6 +107,9 @@ def run_report(checker, record, streams, merger, quiescent, reason):
                                      "message": "%d events were lost between the boards and the host: the counts are incomplete" % lost})
         report["ok"] = False
     report["run_conditions"] = run_conditions(record, streams, merger, report)
+    # Board events are placed on the host's clock (each board's ticks through its clock offset),
+    # so latencies are host microseconds: on emulated Picos, chip time times 1/clock_rate.
+    report["latency_unit"] = "host us"
     return report
 
 
