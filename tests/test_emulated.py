@@ -83,7 +83,7 @@ def test_no_node_or_too_old(tmp_path, monkeypatch):
     monkeypatch.setenv("PICORING_NODE", str(tmp_path / "no-node"))
     with pytest.raises(EmulatedError, match="need Node.js: cannot run"):
         assets.node_command()
-    old = tmp_path / "node"
+    old = tmp_path / "old-node"  # a stand-in, not node: named so that the slow guard does not take it for one
     old.write_text("#!/bin/sh\necho v18.19.0\n")
     old.chmod(0o755)
     monkeypatch.setenv("PICORING_NODE", str(old))

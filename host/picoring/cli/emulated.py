@@ -17,14 +17,9 @@ def add_file_args(p):
 
 
 def argparse_emulated(sub):
+    # description and examples: cli/helptext.py, as for every command
     p = sub.add_parser("emulated", help="a ring of emulated Picos (MicroPython for the Pico on rp2040js): up, status, "
-                                        "down", description="Emulated Raspberry Pi Picos: the Pico's own MicroPython "
-                                        "firmware on rp2040js (Node.js), chip time counted in cycles, UART0 of board i "
-                                        "wired to board i+1's, each USB serial a pty. `picoring flash --ports` and "
-                                        "`run --ports` take their ports as they take Picos on USB. docs/emulated.md.",
-                       epilog="examples:\n  picoring emulated up -n 3 --firmware pico.uf2 --bootrom bootrom.ts\n"
-                              "  picoring flash --ports $(picoring emulated status --ports) -p q\n"
-                              "  picoring emulated down", formatter_class=_raw())
+                                        "down, cost")
     common = __import__("argparse").ArgumentParser(add_help=False)
     common.add_argument("--dir", metavar="D", help="state directory (default $XDG_RUNTIME_DIR/picoring/emulated or "
                                                    "~/.cache/picoring/emulated-ring)")
@@ -43,12 +38,6 @@ def argparse_emulated(sub):
     cost.add_argument("-n", type=int, default=3, help="number of boards (default 3)")
     cost.add_argument("--seconds", type=float, default=10.0, help="wall seconds measured per step (default 10)")
     add_file_args(cost)
-
-
-def _raw():
-    import argparse
-
-    return argparse.RawDescriptionHelpFormatter
 
 
 def _say(text):

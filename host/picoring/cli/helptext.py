@@ -98,6 +98,43 @@ HELP = {
             "picoring virtual down",
             "picoring virtual down --dir /tmp/my-ring",
         ]),
+    ("emulated",): (
+        "Emulated Raspberry Pi Picos: the Pico's own MicroPython firmware (the rp2 port, a .uf2 you give) on "
+        "rp2040js under Node.js, every instruction's cycles counted as chip time, UART0 of board i wired to board "
+        "i+1's, each USB serial a pty. `picoring flash --ports` and `run --ports` take their ports as they take "
+        "Picos on USB (docs/emulated.md).", [
+            "picoring emulated up -n 3 --firmware pico.uf2 --bootrom bootrom.ts",
+            "P=$(picoring emulated status --ports) && picoring flash --ports $P -p q",
+            "picoring emulated down",
+        ]),
+    ("emulated", "up"): (
+        "Starts N emulated Picos wired into a ring, under a supervisor that owns the node process (it stops it on "
+        "`down`, and when the supervisor dies), and prints their USB serial ports in ring order. The firmware .uf2 "
+        "and the boot ROM come from --firmware and --bootrom, or PICORING_PICO_UF2 and PICORING_RP2040_BOOTROM, "
+        "and are checked before a chip starts.", [
+            "picoring emulated up -n 3",
+            "picoring emulated up -n 3 --firmware pico.uf2 --bootrom bootrom.ts --dir /tmp/picos",
+        ]),
+    ("emulated", "status"): (
+        "Prints the emulated boards' ports in ring order, each chip's time against wall time (how fast the "
+        "emulator runs it on this machine) and the node process's CPU load; --ports prints only the ports, "
+        "comma separated, for --ports.", [
+            "picoring emulated status",
+            "picoring emulated status --ports",
+        ]),
+    ("emulated", "down"): (
+        "Stops every emulated Pico of the ring, its node process and its supervisor, and removes the ring's "
+        "ports and state. Safe to call twice, or when no ring is up.", [
+            "picoring emulated down",
+            "picoring emulated down --dir /tmp/picos",
+        ]),
+    ("emulated", "cost"): (
+        "Measures what busy emulated Picos cost this machine: starts N boards, makes 0, 1, ... N of them busy "
+        "(a `while True: pass` loop) and prints chip-seconds per wall-second and the node process's CPU for each "
+        "step, then stops them.", [
+            "picoring emulated cost",
+            "picoring emulated cost -n 3 --seconds 5",
+        ]),
     ("run",): (
         "Drives a ring of boards over their USB serial ports: Picos given in ring order (--ports, or the order "
         "`picoring discover` saved), or a fresh ring of N virtual boards (started, deployed with mpremote, torn "
