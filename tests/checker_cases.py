@@ -225,6 +225,27 @@ def api_cases():
             yield name, checker.finish(quiescent=[True, False][seed], reason=None if seed == 0 else "stalled")
 
 
+def crafted_cases():
+    """(name, report) of a request of BinarySearch's that goes over every per-request bound at
+    once: its search forwarded, overtaken by all and by one, its service traffic (the order in
+    which the over-bound counts and the violations are found)."""
+    checker = Checker("bs", 4)
+    checker.request(0, 0)
+    checker.message_sent(0, 0, 1 << 16)  # node 0's search for its request (number 1)
+    for t, node in enumerate((1, 2, 3), 1):
+        checker.message_sent(node, 0, 1 << 16)  # ... forwarded three times
+    for t in range(4, 10):
+        other = 1 if t % 3 else 2
+        checker.request(t, other)
+        checker.count_to(40 * t, t)
+        checker.enter(t, other)
+        checker.exit(t, other)
+    checker.count_to(900, 20)
+    checker.enter(12, 0)
+    checker.exit(13, 0)
+    yield "crafted:bs:over-every-bound", checker.finish()
+
+
 def figure_cases():
     """(name, report or row) of the wandering token's figures, small."""
     rep, c, nodes = figures_wt.run_wt(12, 20_000, scale=10, transients=2)
@@ -244,6 +265,7 @@ def all_cases(folder):
     yield from sim_cases(folder)
     yield from fuzz_cases()
     yield from api_cases()
+    yield from crafted_cases()
     yield from figure_cases()
 
 
