@@ -52,7 +52,7 @@ from .parts.soft_exclusion import CLOCK_UNIT, SoftExclusion  # noqa: F401
 
 # The listener methods the Checker feeds (parts/__init__.py), each to every part that has it.
 EVENTS = ("request", "enter", "exit", "fail", "restarted", "events_lost", "frame", "token_seen", "regen",
-          "discard", "timeout", "lost_frame", "tokens", "lost", "message_sent", "start", "clock_rates", "event")
+          "discard", "timeout", "lost_frame", "tokens", "lost", "message_sent", "start", "clock_rates", "res")
 
 # The report's keys, in the order it has always had them (the parts give them).
 REPORT_KEYS = ("protocol", "n", "requests", "served", "messages", "logical_messages", "hop_frames",
@@ -90,14 +90,15 @@ def standard_parts(ledger, exclusion="hard", time_unit="hop"):
     bounds = Bounds(ledger)
     recovery = Recovery(ledger)
     return {
+        "resource": Resource(ledger, recovery),  # first: it sees every exit (safety may end one)
         "safety": Safety(ledger),
         "soft": SoftExclusion(ledger, exclusion, time_unit),
-        "forwards": Forwards(ledger, bounds),  # before fairness: the paper's counts, in the order found
+        "forwards": Forwards(ledger, bounds),  # before fairness: the requests over the printed bounds
+        # are counted in the order found (over_paper_fairness), forwards first
         "fairness": Fairness(ledger, bounds),
         "liveness": Liveness(ledger),
         "bounds": bounds,
         "recovery": recovery,
-        "resource": Resource(ledger, recovery),
     }
 
 
@@ -107,6 +108,9 @@ def _listens(listener, name):
 
 
 class Checker:
+    """The run's events, each fed to each part (standard_parts) and to any listener added; the
+    report put together from the parts'. What its readers read of it is the parts' (VIEW)."""
+
     def __init__(self, protocol, n, max_violations=100, time_unit="hop"):
         self.exclusion = registry.about(protocol).get("exclusion", "hard")
         self.ledger = Ledger(protocol, n, self.exclusion != "hard", max_violations)
@@ -218,12 +222,27 @@ class Checker:
     # -- a trace's events ----------------------------------------------------------------
     def feed(self, event):
         """Consume one trace Event."""
-        for on in self._on_event:
-            on(event)
         ev = event.ev
         t = event.t
         if ev == "send":
-            self._sent(event)
+            led = self.ledger
+            kind = event.kind
+            if kind == "token":
+                for on in self._on_token_seen:
+                    on(t)
+                led.token_msgs += 1
+            elif kind == "request":
+                led.request_msgs += 1
+            elif kind == "msg":
+                led.msg_frames += 1
+                p = event.payload or {}
+                if not p.get("fwd"):
+                    led.msg_logical += 1
+                    if self._on_message_sent:
+                        self.message_sent(p.get("src"), p.get("mkind"), p.get("seq"))
+            else:
+                for on in self._on_frame:
+                    on(t, kind)
         elif ev == "recv":
             if event.kind in ("token", "request", "msg"):
                 self.ledger.recv_msgs += 1
@@ -231,10 +250,12 @@ class Checker:
             self.request(t, event.node)
         elif ev == "enter":
             self.enter(t, event.node, (event.payload or {}).get("seq"))
-            self._token_seen(t)
+            for on in self._on_token_seen:
+                on(t)
         elif ev == "exit":
             self.exit(t, event.node)
-            self._token_seen(t)
+            for on in self._on_token_seen:
+                on(t)
         elif ev == "regen":
             for on in self._on_regen:
                 on(event)
@@ -254,34 +275,15 @@ class Checker:
                 self.restarted(t, event.node)
             elif what == "events lost":
                 self.events_lost(t, event.node)
+        elif ev == "res":
+            if any([on(event) for on in self._on_res]):  # (a list: every one is fed)
+                self._route()  # a part listens to more from now on (parts/resource.py)
         elif ev == "end":
             self._end(event.extra or {})
         if t is not None:
             self.ledger.last_t = t
 
     __call__ = feed
-
-    def _sent(self, event):
-        led = self.ledger
-        kind = event.kind
-        if kind == "token":
-            self._token_seen(event.t)
-            led.token_msgs += 1
-        elif kind == "request":
-            led.request_msgs += 1
-        elif kind == "msg":
-            led.msg_frames += 1
-            p = event.payload or {}
-            if not p.get("fwd"):
-                led.msg_logical += 1
-                self.message_sent(p.get("src"), p.get("mkind"), p.get("seq"))
-        else:
-            for on in self._on_frame:
-                on(event.t, kind)
-
-    def _token_seen(self, t):
-        for on in self._on_token_seen:
-            on(t)
 
     def _end(self, extra):
         led = self.ledger

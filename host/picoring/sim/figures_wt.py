@@ -11,9 +11,10 @@ of a component; Figure 4: the stabilisation time after a token loss (100 transie
 Here: the wandering token is wt (firmware/proto_wt.py) on the saturated workload (every component
 always wants the operation, as the paper's do), the benchmark is random (firmware/proto_random.py)
 on the periodic workload (period Delta_min plus a bias in [0, Delta_min/2]); both run in
-sim/simcore.py on the paper's full mesh (complete=True), measured by the checker's soft mode
-(check/checker.py). simcore's messages take one time unit; so that a pass is negligible, as in
-the paper, a paper time unit is `scale` simulator units (default 100: a pass is 1% of Delta_skip).
+sim/simcore.py on the paper's full mesh (complete=True), measured by the checker's soft exclusion
+part (check/parts/soft_exclusion.py) and, for Figure 4 and the phases below, by Losses, one more
+listener of the checker's. simcore's messages take one time unit; so that a pass is negligible, as
+in the paper, a paper time unit is `scale` simulator units (default 100: a pass is 1% of Delta_skip).
 Every time below is in paper units.
 
 Figure 4's transient (the paper does not define its end): a loss is injected (the next message of

@@ -4,19 +4,34 @@ first among the run's violations, since it does not rest on the boards' own repo
 
 from ..audit import FramAudit
 
+_AUDITING = ("res", "enter", "exit", "restarted")
+
 
 class Resource:
     def __init__(self, ledger, recovery):
         self.ledger = ledger
         self.recovery = recovery  # restarts and lost events: writes the host never saw
         self.audit = None  # FramAudit; None: the run had no res event
+        self.listens = ("res",)  # until the first: then the critical sections too (_AUDITING)
 
-    def event(self, event):
-        if self.audit is None:
-            if event.ev != "res":
-                return
+    def res(self, event):
+        """A res event (an access to the shared resource): the first starts the audit, which
+        then listens to more (a true result: the checker routes the events again)."""
+        started = self.audit is None
+        if started:
             self.audit = FramAudit()
-        self.audit.feed(event)
+            self.listens = _AUDITING
+        self.audit.res(event)
+        return started
+
+    def enter(self, t, node, seq):
+        self.audit.enter(t, node, seq)
+
+    def exit(self, t, node):
+        self.audit.exit(node)
+
+    def restarted(self, t, node):
+        self.audit.restarted(node)
 
     def result(self):
         """The audit's report (None: no resource), its violations put first in the ledger's."""
