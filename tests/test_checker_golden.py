@@ -1,6 +1,6 @@
 """The checker's full reports, key for key and in the same order, as the one-class checker gave
 them before it became composed parts (tests/checker_cases.py: the runs; tests/data/
-checker_golden.jsonl.gz: their reports, written by main's checker at 3467f67)."""
+checker_golden.jsonl.gz: their reports, written by main's one-class checker at e4e97ac)."""
 
 import gzip
 import json

@@ -94,7 +94,10 @@ class SoftExclusion:
         self._tokens_to(event.t, self.tokens_alive + 1)
 
     def discard(self, t, node):
-        self._tokens_to(t, self.tokens_alive - 1)
+        # A node removes a token only where another is alive (one that precedes it met there, or
+        # the current epoch's at the epoch gate): at least one stays. A removal at 1 is of a token
+        # the count never saw (made before the ring formed).
+        self._tokens_to(t, max(1, self.tokens_alive - 1))
 
     def tokens(self, t, node, a):
         """The simulator's note that a handler regenerated or discarded a token (action bits)."""
