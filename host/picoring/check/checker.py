@@ -39,6 +39,9 @@ sequence numbers (parts/safety.py), and that every request is served or reported
 failed with a reason (parts/liveness.py).
 """
 
+from operator import attrgetter
+from types import SimpleNamespace
+
 from . import registry
 from .parts.bounds import Bounds, bounds_for, paper_bounds_for  # noqa: F401 (the explorers' import)
 from .parts.fairness import Fairness
@@ -66,7 +69,7 @@ RECOVERY_KEYS = ("faults_at", "regenerations", "regenerated", "discarded_tokens"
                  "entry_numbers_reused_after_a_restart", "events_lost_at")
 
 # What the checker's readers (the dashboard, plots, the harness, the simulator, tests) read of
-# it, by the part that keeps it.
+# it, by the part that keeps it: read-only properties of the Checker (below the class).
 VIEW = {
     "ledger": ("protocol", "n", "soft", "total", "logical", "token_msgs", "request_msgs", "msg_frames",
                "msg_logical", "recv_msgs", "requests", "served", "entries", "pending", "in_cs", "faults_at",
@@ -82,24 +85,24 @@ VIEW = {
     "soft": ("running", "concurrency_time", "intervals", "tokens_alive", "tokens_time", "tokens_lost", "settle",
              "soft_report"),
 }
-_KEEPER = {name: part for part, names in VIEW.items() for name in names}
 
 
 def standard_parts(ledger, exclusion="hard", time_unit="hop"):
-    """The checker's parts by name, in the order each event reaches them (parts/__init__.py)."""
+    """The checker's parts by name (attributes), in the order each event reaches them
+    (parts/__init__.py)."""
     bounds = Bounds(ledger)
     recovery = Recovery(ledger)
-    return {
-        "resource": Resource(ledger, recovery),  # first: it sees every exit (safety may end one)
-        "safety": Safety(ledger),
-        "soft": SoftExclusion(ledger, exclusion, time_unit),
-        "forwards": Forwards(ledger, bounds),  # before fairness: the requests over the printed bounds
+    return SimpleNamespace(
+        resource=Resource(ledger, recovery),  # first: it sees every exit (safety may end one)
+        safety=Safety(ledger),
+        soft=SoftExclusion(ledger, exclusion, time_unit),
+        forwards=Forwards(ledger, bounds),  # before fairness: the requests over the printed bounds
         # are counted in the order found (over_paper_fairness), forwards first
-        "fairness": Fairness(ledger, bounds),
-        "liveness": Liveness(ledger),
-        "bounds": bounds,
-        "recovery": recovery,
-    }
+        fairness=Fairness(ledger, bounds),
+        liveness=Liveness(ledger),
+        bounds=bounds,
+        recovery=recovery,
+    )
 
 
 def _listens(listener, name):
@@ -115,7 +118,7 @@ class Checker:
         self.exclusion = registry.about(protocol).get("exclusion", "hard")
         self.ledger = Ledger(protocol, n, self.exclusion != "hard", max_violations)
         self.parts = standard_parts(self.ledger, self.exclusion, time_unit)
-        self._liveness = self.parts["liveness"]
+        self._liveness = self.parts.liveness
         # count_to(token, request, msg_frames=0, msg_logical=0): the simulator's bulk counts,
         # straight into the ledger (called before each of its events)
         self.count_to = self.ledger.count_to
@@ -130,15 +133,9 @@ class Checker:
 
     def _route(self):
         """For each event, its handlers in order: a tuple per event, so that feeding one is a loop."""
-        order = self._listeners + list(self.parts.values())
+        order = self._listeners + list(vars(self.parts).values())
         for name in EVENTS:
             setattr(self, "_on_" + name, tuple(getattr(x, name) for x in order if _listens(x, name)))
-
-    def __getattr__(self, name):
-        keeper = _KEEPER.get(name)
-        if keeper is None:
-            raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
-        return getattr(self.ledger if keeper == "ledger" else self.parts[keeper], name)
 
     @property
     def last_t(self):
@@ -151,7 +148,7 @@ class Checker:
     @property
     def resource(self):
         """The shared counter's audit (check/audit.py FramAudit), None before the first res event."""
-        return self.parts["resource"].audit
+        return self.parts.resource.audit
 
     @property
     def wants_messages(self):
@@ -301,13 +298,13 @@ class Checker:
             led.quiescent = quiescent
         if reason is not None:
             led.stop_reason = reason
-        for part in self.parts.values():
+        for part in vars(self.parts).values():
             if hasattr(part, "finish"):
                 part.finish()
         if led.quiescent is False:
             led.violate("quiescence", None, None, led.last_t, "the ring did not become quiescent: %s"
                         % (led.stop_reason or "token still moving"))
-        resource = self.parts["resource"].result()
+        resource = self.parts.resource.result()
         report = self.report()
         if resource is not None:
             report["resource"] = resource
@@ -316,7 +313,7 @@ class Checker:
     def report(self):
         """The report so far: every part's keys, in REPORT_KEYS' order."""
         keys = {}
-        for part in (self.ledger, *self.parts.values()):
+        for part in (self.ledger, *vars(self.parts).values()):
             if hasattr(part, "report"):
                 for key, value in part.report().items():
                     if key == "recovery":
@@ -325,6 +322,13 @@ class Checker:
                         keys[key] = value
         keys["recovery"] = {k: keys["recovery"][k] for k in RECOVERY_KEYS}
         return {k: keys[k] for k in REPORT_KEYS if k in keys}
+
+
+for _keeper, _names in VIEW.items():
+    for _name in _names:  # e.g. Checker.served: ledger.served; Checker.tokens_alive: parts.soft's
+        assert not hasattr(Checker, _name), _name  # (a name of its own would be hidden)
+        setattr(Checker, _name, property(attrgetter(("%s.%s" if _keeper == "ledger" else "parts.%s.%s")
+                                                    % (_keeper, _name))))
 
 
 def finish_trace(checker):

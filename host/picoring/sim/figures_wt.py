@@ -175,7 +175,7 @@ def run_wt(n, time_units, scale=100, seed=1, transients=0, per=None, complete=Tr
     nodes = [make_node(spec, i, n) for i in range(n)]
     wl = make_workload("saturated", n, 1 << 40, seed=seed)
     c = Checker(spec, n)
-    losses = Losses(c.parts["soft"], n, scale, transients, 3 * MAX * scale)
+    losses = Losses(c.parts.soft, n, scale, transients, 3 * MAX * scale)
     c.add(losses)
     c.start(0)
 
