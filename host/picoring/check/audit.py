@@ -69,7 +69,8 @@ def violation(result):
 
 class FramAudit:
     """The FRAM counter of --resource fram against the critical sections (docs/fram.md), from
-    the run's events: the Checker feeds it every event once the first res event has come.
+    the run's events: the checker's resource part (check/parts/resource.py) feeds it the entries,
+    exits, restarts and res events once the first res event has come.
 
     Every critical section reads the counter at entry (res read) and writes what it read plus
     one at its exit (res write). The host sets the counter before the run (res set) and reads
@@ -92,21 +93,18 @@ class FramAudit:
         self.lost = 0  # lost updates witnessed so far: sections that read a value another had written back
 
     # -- events ----------------------------------------------------------------
-    def feed(self, event):
-        ev = event.ev
-        if ev == "enter":
-            sec = {"node": event.node, "t": event.t, "seq": (event.payload or {}).get("seq"), "read": None,
-                   "wrote": None, "failed": None}
-            self.sections.append(sec)
-            self._open[event.node] = sec
-        elif ev == "exit":
-            self._open.pop(event.node, None)
-        elif ev == "notice" and (event.extra or {}).get("what") == "restarted":
-            self._open.pop(event.node, None)  # its section ended there, its write never made
-        elif ev == "res":
-            self._res(event)
+    def enter(self, t, node, seq):
+        sec = {"node": node, "t": t, "seq": seq, "read": None, "wrote": None, "failed": None}
+        self.sections.append(sec)
+        self._open[node] = sec
 
-    def _res(self, event):
+    def exit(self, node):
+        self._open.pop(node, None)
+
+    def restarted(self, node):
+        self._open.pop(node, None)  # its section ended there, its write never made
+
+    def res(self, event):
         x = event.extra or {}
         op, errno, value = x.get("op"), x.get("errno"), x.get("value")
         if op == "set":

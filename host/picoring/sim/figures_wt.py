@@ -11,9 +11,10 @@ of a component; Figure 4: the stabilisation time after a token loss (100 transie
 Here: the wandering token is wt (firmware/proto_wt.py) on the saturated workload (every component
 always wants the operation, as the paper's do), the benchmark is random (firmware/proto_random.py)
 on the periodic workload (period Delta_min plus a bias in [0, Delta_min/2]); both run in
-sim/simcore.py on the paper's full mesh (complete=True), measured by the checker's soft mode
-(check/checker.py). simcore's messages take one time unit; so that a pass is negligible, as in
-the paper, a paper time unit is `scale` simulator units (default 100: a pass is 1% of Delta_skip).
+sim/simcore.py on the paper's full mesh (complete=True), measured by the checker's soft exclusion
+part (check/parts/soft_exclusion.py) and, for Figure 4 and the phases below, by Losses, one more
+listener of the checker's. simcore's messages take one time unit; so that a pass is negligible, as
+in the paper, a paper time unit is `scale` simulator units (default 100: a pass is 1% of Delta_skip).
 Every time below is in paper units.
 
 Figure 4's transient (the paper does not define its end): a loss is injected (the next message of
@@ -36,7 +37,7 @@ import csv
 import os
 
 from ..check.checker import Checker
-from ..firmware.protocol import make_node
+from ..firmware.protocol import DISCARDED, REGENERATED, make_node
 from . import simcore
 from .workload import make_workload
 
@@ -58,11 +59,16 @@ def wt_spec(scale, per=None):
     return spec if per is None else spec + ",per=%d" % (per * scale)
 
 
-class _Losses(Checker):
-    """The checker, plus Figure 4's losses and transients (module doc)."""
+class Losses:
+    """Figure 4's losses and transients, and the time with k operations running split into stable
+    operation and stabilisation (module doc): a listener of the checker's (Checker.add), so fed
+    each of the simulator's events before the checker's parts, while their state is the one the
+    event ends. It reads the soft exclusion part (check/parts/soft_exclusion.py): the tokens
+    alive, the components reached, the operations running."""
 
-    def __init__(self, protocol, n, scale, transients, first_at):
-        Checker.__init__(self, protocol, n)
+    def __init__(self, soft, n, scale, transients, first_at):
+        self.soft = soft
+        self.n = n
         self.scale = scale
         self.hold = MAX * scale
         self.wanted = transients
@@ -73,41 +79,82 @@ class _Losses(Checker):
         self.in_transient_time = 0
         self.by_phase = {True: {}, False: {}}  # stable? -> {operations running: time} (module doc)
         self.warm_until = None
+        self._since = None  # the start of the stretch under way: the last change of either count
 
-    def stable(self):
+    @property
+    def intervals(self):
+        return self.soft.intervals
+
+    @property
+    def tokens_lost(self):
+        return self.soft.tokens_lost
+
+    def stable(self, tokens):
         """One token alive, every component reached, and no transient under way: a loss's
         transient counts as over here once a token is alive again (one_since), as its
         stabilisation time does; a domino removal after that is counted stable (rare)."""
-        return (self.tokens_alive == 1 and len(self._last_entry) == self.n
+        return (tokens == 1 and len(self.soft.last_entry) == self.n
                 and (self.loss_at is None or self.one_since is not None))
 
-    def _concurrency_to(self, t, k):
-        if self.warm_until is None and len(self._last_entry) == self.n:
+    def _stretch(self, t, tokens):
+        """The stretch since the last change ends at t: its time into its phase."""
+        if self.warm_until is None and len(self.soft.last_entry) == self.n:
             self.warm_until = t  # every component has had its operation: the warm-up is over
-        if self._k_since is not None and t is not None:
-            k0, phase = len(self.running), self.by_phase[self.stable()]
-            phase[k0] = phase.get(k0, 0) + (t - self._k_since)
-        Checker._concurrency_to(self, t, k)
-
-    def close(self, t):
-        """The run ends at t: the last stretch into the time with k running, in its phase."""
-        self.last_t = t
-        self._concurrency_to(t, None)
+        if self._since is not None and t is not None:
+            k0, phase = len(self.soft.running), self.by_phase[self.stable(tokens)]
+            phase[k0] = phase.get(k0, 0) + (t - self._since)
+        self._since = t
 
     def _tokens_to(self, t, k):
-        self._concurrency_to(t, None)  # the stretch before goes into the phase it was in
-        Checker._tokens_to(self, t, k)
         if k == 0:
             self.one_since = None
         elif self.loss_at is not None and self.one_since is None:
             self.one_since = t
 
-    def drop(self, t, node, dst, mkind):
+    # -- the checker's events (check/parts/__init__.py) --------------------------------------
+    def start(self, t):
+        if self._since is None:
+            self._since = t
+
+    def request(self, t, node, rid):
+        self.start(t)
+
+    def enter(self, t, node, seq):
+        self.start(t)
+        self._stretch(t, self.soft.tokens_alive)
+
+    def exit(self, t, node):
+        if node in self.soft.running:
+            self._stretch(t, self.soft.tokens_alive)
+
+    def tokens(self, t, node, a):
+        k = self.soft.tokens_alive
+        if a & REGENERATED:
+            self._stretch(t, k)
+            k += 1
+            self._tokens_to(t, k)
+        if a & DISCARDED:
+            self._stretch(t, k)
+            k -= 1
+            self._tokens_to(t, k)
+
+    def lost(self, t, node):
+        k = self.soft.tokens_alive
+        self._stretch(t, k)
+        self._tokens_to(t, k - 1)
+
+    # -- the run's -------------------------------------------------------------------------
+    def close(self, t):
+        """The run ends at t: the last stretch into its phase."""
+        self._stretch(t, self.soft.tokens_alive)
+
+    def due(self, t):
+        """simcore's drop, asked for each message frame: True when the next loss is due now (the
+        caller then loses the frame and tells the checker)."""
         self._settle(t)
         if (self.loss_at is None and len(self.stabilisation) < self.wanted and t >= self.next_loss
-                and self.tokens_alive == 1):
+                and self.soft.tokens_alive == 1):
             self.loss_at = t
-            self.lost(t, node)
             return True
         return False
 
@@ -122,17 +169,28 @@ class _Losses(Checker):
 
 def run_wt(n, time_units, scale=100, seed=1, transients=0, per=None, complete=True):
     """The wandering token on the saturated workload for time_units paper units; with transients,
-    Figure 4's losses, the run ending once that many are measured. Returns (report, checker, nodes)."""
+    Figure 4's losses, the run ending once that many are measured. Returns (report, measure,
+    nodes): the measure (Losses) has the checker's intervals and tokens lost besides its own."""
     spec = wt_spec(scale, per) + ",seed=%d" % seed
     nodes = [make_node(spec, i, n) for i in range(n)]
     wl = make_workload("saturated", n, 1 << 40, seed=seed)
-    c = _Losses(spec, n, scale, transients, 3 * MAX * scale)
+    c = Checker(spec, n)
+    losses = Losses(c.parts.soft, n, scale, transients, 3 * MAX * scale)
+    c.add(losses)
     c.start(0)
+
+    def drop(t, node, dst, mkind):
+        if not losses.due(t):
+            return False
+        c.lost(t, node)
+        return True
+
     out = simcore.run(nodes, wl, OP * scale, c, complete=complete, until=time_units * scale,
-                      starve_horizon=1 << 50, drop=c.drop if transients else None,
-                      stop_when=(lambda: len(c.stabilisation) >= transients) if transients else None)
-    c.close(out["end_time"])
-    return c.finish(), c, nodes
+                      starve_horizon=1 << 50, drop=drop if transients else None,
+                      stop_when=(lambda: len(losses.stabilisation) >= transients) if transients else None)
+    c.last_t = out["end_time"]
+    losses.close(out["end_time"])
+    return c.finish(), losses, nodes
 
 
 def run_benchmark(n, time_units, scale=100, seed=1):

@@ -1,0 +1,187 @@
+"""Soft mutual exclusion (a descriptor's "exclusion": "soft", the wandering token, or "none", its
+random-access benchmark): two nodes in their critical sections at once are not a violation. This
+part measures instead, as Ciuffoletti's paper does, the time spent with k operations running
+(k = 0, 1, 2, ...; the fraction with k >= 2), the intervals between two successive operations of
+one node, and the time spent with k tokens alive (from the regenerated and discarded tokens, the
+losses a simulator injects and those a ring trace's "lost" events show), and the stabilisation
+after a token loss (check/soft.py). Entry numbers are not checked (several tokens count entries
+independently)."""
+
+from array import array
+from bisect import bisect_right
+
+from ...firmware.protocol import DISCARDED, REGENERATED
+from .. import registry, soft
+from ..quantile import nearest_rank
+
+# A trace's time units per unit of a clocked protocol's clock (protocol.py's header: Time): the
+# simulator's hop times are both; a board's clock counts milliseconds (firmware/node.py).
+CLOCK_UNIT = {"hop": 1, "us": 1000}
+
+
+class SoftExclusion:
+    def __init__(self, ledger, exclusion, time_unit="hop"):
+        self.ledger = ledger
+        self.exclusion = exclusion
+        self.listens = None if ledger.soft else ()  # (None: every method it has)
+        protocol = ledger.protocol
+        self.running = set()  # nodes in their critical sections
+        self.concurrency_time = {}  # k -> time spent with k critical sections running
+        self._k_since = None
+        self.intervals = array("d")  # between two successive entries of one node
+        self.last_entry = {}  # node -> its last entry time
+        self.tokens_alive = 1  # the first token, + regenerated - discarded - lost
+        self.tokens_time = {}  # k -> time spent with k tokens alive
+        self._tok_since = None
+        self.tokens_lost = 0
+        # The token count's history (k alive from t on), so that a token found lost later (a
+        # ring trace's "lost" event, when the next frame on its wire showed the gap) counts from
+        # its send, and the losses: what the stabilisation after a loss is measured from (soft.py)
+        self._tok_t = array("d")
+        self._tok_k = array("l")
+        self._losses = array("d")
+        # ... until a token has been alive for this long (trace units; None: not measured)
+        settle = registry.settle_time(protocol, ledger.n) if isinstance(protocol, str) and ledger.soft else None
+        self.settle = None if settle is None else settle * CLOCK_UNIT[time_unit]
+        self._token_kinds = {k for k, role in registry.message_roles(registry.about(protocol)).items()
+                             if role == "token"} if isinstance(protocol, str) else set()
+
+    def start(self, t):
+        """The run begins at t (the time the measures count from)."""
+        if self._k_since is None:
+            self._k_since = t
+        if self._tok_since is None:
+            self._tok_since = t
+            self._tok_t.append(t)
+            self._tok_k.append(self.tokens_alive)
+
+    def request(self, t, node, rid):
+        self.start(t)
+
+    def enter(self, t, node, seq):
+        self.start(t)
+        self._concurrency_to(t)
+        self.running.add(node)
+        last = self.last_entry.get(node)
+        if last is not None and t is not None:
+            self.intervals.append(t - last)
+        self.last_entry[node] = t
+
+    def exit(self, t, node):
+        if node not in self.running:
+            self.ledger.unsafe(node, t, "node %d left a critical section it was not in" % node)
+            return
+        self._concurrency_to(t)
+        self.running.discard(node)
+
+    def _concurrency_to(self, t):
+        if self._k_since is not None and t is not None:
+            k0 = len(self.running)
+            self.concurrency_time[k0] = self.concurrency_time.get(k0, 0) + (t - self._k_since)
+        self._k_since = t
+
+    def _tokens_to(self, t, k):
+        if self._tok_since is not None and t is not None:
+            k0 = self.tokens_alive
+            self.tokens_time[k0] = self.tokens_time.get(k0, 0) + (t - self._tok_since)
+        self._tok_since = t
+        self.tokens_alive = k
+        if t is not None:
+            self._tok_t.append(t)
+            self._tok_k.append(k)
+
+    def regen(self, event):
+        self._tokens_to(event.t, self.tokens_alive + 1)
+
+    def discard(self, t, node):
+        # A node removes a token only where another is alive (one that precedes it met there, or
+        # the current epoch's at the epoch gate): at least one stays. A removal at 1 is of a token
+        # the count never saw (made before the ring formed).
+        self._tokens_to(t, max(1, self.tokens_alive - 1))
+
+    def tokens(self, t, node, a):
+        """The simulator's note that a handler regenerated or discarded a token (action bits)."""
+        if a & REGENERATED:
+            self._tokens_to(t, self.tokens_alive + 1)
+        if a & DISCARDED:
+            self._tokens_to(t, self.tokens_alive - 1)
+
+    def lost(self, t, node=None):
+        """A token was lost on a wire (a simulator's injected loss)."""
+        self.tokens_lost += 1
+        self._losses.append(t)
+        self._tokens_to(t, self.tokens_alive - 1)
+
+    def _carries_token(self, event):
+        if event.kind == "token":
+            return True
+        return event.kind == "msg" and (event.payload or {}).get("mkind") in self._token_kinds
+
+    def lost_frame(self, event):
+        """A ring trace's "lost" event: a frame its receiver never got (a gap on its wire), at
+        the gap's time, sent at extra["sent_t"]. A token lost so counts from when it was sent:
+        the time since then moves down one token."""
+        if not self._carries_token(event):
+            return
+        sent_t = (event.extra or {}).get("sent_t", event.t)
+        self.tokens_lost += 1
+        self._losses.append(sent_t)
+        if self._tok_since is None or sent_t >= self._tok_since:
+            self._tokens_to(sent_t, self.tokens_alive - 1)  # nothing changed since it was sent
+            return
+        # The changes since sent_t were counted one token too high: move their time down.
+        ts, ks = self._tok_t, self._tok_k
+        first = bisect_right(ts, sent_t) - 1
+        if first < 0:
+            return  # sent before the run's start: not placed
+        for i in range(first, len(ts)):
+            b = ts[i + 1] if i + 1 < len(ts) else self._tok_since
+            moved = b - max(ts[i], sent_t)
+            k = ks[i]
+            if moved > 0 and k > 0:
+                self.tokens_time[k] = self.tokens_time.get(k, 0) - moved
+                self.tokens_time[k - 1] = self.tokens_time.get(k - 1, 0) + moved
+            if i > first:
+                ks[i] = max(0, k - 1)
+        ts.insert(first + 1, sent_t)
+        ks.insert(first + 1, max(0, ks[first] - 1))
+        self.tokens_alive = max(0, self.tokens_alive - 1)
+
+    def clock_rates(self, rates):
+        """The boards' clocks ran at these rates against the trace's time (emulated Picos on a busy
+        machine; ring/runreport.py clock_rates_noted). The stabilisation after a loss waits for
+        Delta_max of the boards' clocks: in the trace's time, that long over their mean rate."""
+        if rates and self.settle is not None:
+            self.settle = round(self.settle * len(rates) / sum(rates))
+
+    def soft_report(self):
+        """The measures of soft mutual exclusion so far (module doc)."""
+        last_t = self.ledger.last_t
+        conc = dict(self.concurrency_time)
+        if self._k_since is not None and last_t is not None and last_t > self._k_since:
+            k = len(self.running)
+            conc[k] = conc.get(k, 0) + (last_t - self._k_since)
+        toks = dict(self.tokens_time)
+        if self._tok_since is not None and last_t is not None and last_t > self._tok_since:
+            toks[self.tokens_alive] = toks.get(self.tokens_alive, 0) + (last_t - self._tok_since)
+        total = sum(conc.values())
+        over = sum(v for k, v in conc.items() if k >= 2)
+        iv = sorted(self.intervals)
+        return {
+            "exclusion": self.exclusion,
+            "time": total,
+            "time_with_k_running": {k: conc[k] for k in sorted(conc)},
+            "over_one_fraction": (over / total) if total else 0.0,
+            "max_running": max((k for k, v in conc.items() if v > 0), default=0),
+            "intervals": {"count": len(iv), "mean": (sum(iv) / len(iv)) if iv else 0.0,
+                          "p50": nearest_rank(iv, 0.5) if iv else None, "p99": nearest_rank(iv, 0.99) if iv else None,
+                          "max": iv[-1] if iv else None},
+            "time_with_k_tokens": {k: toks[k] for k in sorted(toks)},
+            "tokens_lost": self.tokens_lost,
+            **({"stabilisation": dict(soft.summary(soft.transients(
+                self._tok_t, self._tok_k, self._losses, self.settle, last_t)), settle=self.settle)}
+               if self.settle is not None else {}),
+        }
+
+    def report(self):
+        return {"soft": self.soft_report()} if self.ledger.soft else {}
