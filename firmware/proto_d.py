@@ -64,6 +64,7 @@ class NodeDLiteral(Node):
         "citation": CITATION + ", section 4",
         "exclusion": "hard",
         "rests": True,  # at rest in state check when no request is pending
+        "positions": False,  # no rule reads a node's index: a ring's rotation is a symmetry (the explorer)
         # The dashboard (host): the token frame's fields to show, request frames, a per-node flag.
         "view": {"token_state": ("check", "ACTIVE"), "token_count": "count", "requests": True, "flags": "M_p"},
         "messages": {"token": "frame.TOKEN to the next node", "request": "frame.REQUEST to the next node"},

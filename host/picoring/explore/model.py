@@ -172,7 +172,9 @@ _ENT_SHIFT = 6  # bits 6-11: node that entered its critical section + 1
 _REQ_SHIFT = 12  # bits 12-17: node that made a request + 1
 _T_SHIFT = 18  # bits 18-25: transition index within the state
 _FWD_SHIFT = 26  # bits 26-31: node whose search message (Lemma 6) another node sent on + 1
-_SUCC_SHIFT = 32
+_ROT_SHIFT = 32  # bits 32-37: the rotation that made the successor its class's representative
+_ROT = 0x3F
+_SUCC_SHIFT = 38
 # the weights a measure reads from an edge: (shift, mask)
 HOP_FRAMES = (0, _HOPS)
 LOGICAL = (_LOG_SHIFT, 0x3)
@@ -263,6 +265,28 @@ def _check_size(n, most, what):
         raise ValueError("n too large for %s" % what)
 
 
+def _rotated(st, r):
+    """State st renumbered so that its node and link r become 0 (a rotation of the ring)."""
+    nodes, links, budget = st
+    return (nodes[r:] + nodes[:r], links[r:] + links[:r], budget[r:] + budget[:r])
+
+
+def rotation_symmetric(cls, n):
+    """True when rotating a state of a ring of cls gives a state of the same ring with the same
+    transitions: its descriptor says its rules never name an absolute position
+    (about["positions"] is False), it sends no messages of the layer (theirs carry node
+    numbers), and no subclass below the descriptor's class changes a handler (a planted bug
+    inherits its base's descriptor, not its symmetry)."""
+    if cls.about.get("positions", True) is not False or has_messages(cls, n):
+        return False
+    for c in cls.__mro__:
+        if "about" in c.__dict__:
+            return True
+        if any(callable(v) or isinstance(v, (staticmethod, classmethod)) for v in c.__dict__.values()):
+            return False
+    return False
+
+
 def _walk_back(parent, sid, shift):
     """(state, transition) steps from the initial state to sid, following parent
     (state -> (previous state << shift) | transition index)."""
@@ -294,7 +318,8 @@ class Explorer:
     subclass (a planted bug in the tests).
     """
 
-    def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=None):
+    def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=None,
+                 rotations=False):
         self.cls, self.protocol = _protocol_class(protocol, start)
         if start is None:
             start = self.cls.first  # the holder option (0 unless given)
@@ -325,6 +350,13 @@ class Explorer:
         self.token_kinds = kinds if kinds or not self.messages else None
         # a protocol whose requests search for the token (BinarySearch): each request's forwards
         self.search = search_of(self.cls.about)
+        if rotations and not rotation_symmetric(self.cls, n):
+            raise ValueError("protocol %s is not rotation-symmetric (its descriptor's about['positions'] is not "
+                             "False, or it sends messages of the layer, or a subclass changes its handlers)"
+                             % self.protocol)
+        # Rotation symmetry (rotation_symmetric): one state per rotation class, see _canonical.
+        self.rotations = bool(rotations)
+        self.init_shift = 0  # the initial state is its representative rotated back by this
 
     # -- nodes <-> tuples ----------------------------------------------------
     def _load(self, i, values):
@@ -386,6 +418,32 @@ class Explorer:
         if a & ~(SEND_TOKEN | SEND_MSG):
             raise RuntimeError("give_token returned %d" % a)
         return (nodes, tuple(links), (self.R,) * self.n)
+
+    def _canonical(self, st):
+        """(rep, r): the representative of st's rotation class, st rotated by r (rep's node j
+        is st's node j + r, its link j st's link j + r). With exactly one token (held, or a
+        token frame on a link) the token's place goes to 0: one look, no comparisons; any
+        other state (a planted bug's second token) takes the rotation with the least repr."""
+        nodes, links, budget = st
+        at = -1
+        tokens = 0
+        for i in range(self.n):
+            if nodes[i][P_HAS_TOKEN]:
+                tokens += 1
+                at = i
+            q = links[i]
+            if q:
+                k = len(q) - q.count(REQ)
+                if k:
+                    tokens += k
+                    at = i
+        if tokens == 1:
+            r = at
+        else:
+            r = min(range(self.n), key=lambda k: repr(_rotated(st, k)))
+        if r == 0:
+            return st, 0
+        return _rotated(st, r), r
 
     # -- transitions -------------------------------------------------------
     def _call(self, i, v, ev):
@@ -509,6 +567,9 @@ class Explorer:
         progress: called as progress(expanded, found) every 4096 states expanded."""
         t0 = time.perf_counter()
         init = self.initial()
+        if self.rotations:
+            init, self.init_shift = self._canonical(init)
+        canonical = self._canonical if self.rotations else None
         index = {init: 0}
         states = [init]
         parent = array("q", [-1])  # (parent id << 8) | transition index
@@ -526,6 +587,9 @@ class Explorer:
         while k < len(states):
             st = states[k]
             for t, (label, s2, w, ent, req) in enumerate(self.successors(st)):
+                r = 0
+                if canonical is not None:
+                    s2, r = canonical(s2)
                 sid = index.get(s2)
                 if sid is None:
                     sid = len(states)
@@ -538,7 +602,8 @@ class Explorer:
                     depth.append(depth[k] + 1)
                     self._check_state(sid, s2)
                 edges.append(
-                    (sid << _SUCC_SHIFT) | (t << _T_SHIFT) | ((req + 1) << _REQ_SHIFT) | ((ent + 1) << _ENT_SHIFT) | w
+                    (sid << _SUCC_SHIFT) | (r << _ROT_SHIFT) | (t << _T_SHIFT) | ((req + 1) << _REQ_SHIFT)
+                    | ((ent + 1) << _ENT_SHIFT) | w
                 )
             if self.budget_hit:
                 break
@@ -589,11 +654,39 @@ class Explorer:
 
     # -- schedules -----------------------------------------------------------
     def label_of(self, sid, t):
+        """Transition t of state sid, in sid's own numbering (with rotations: its representative's)."""
         return self.successors(self.states[sid])[t][0]
+
+    def _shift(self, sid, t):
+        return (self._edge(sid, t) >> _ROT_SHIFT) & _ROT if self.rotations else 0
+
+    def real_labels(self, steps, o=None):
+        """(labels, offset): the labels of steps [(state, t)] as the ring's own schedule from the
+        initial state, and the offset after the last step (the ring's node of a representative's
+        node j is j + offset). o: the offset before steps[0] (default: the initial state's)."""
+        if o is None:
+            o = self.init_shift
+        n = self.n
+        out = []
+        for u, t in steps:
+            lb = self.label_of(u, t)
+            if o:
+                lb = (lb[0], (lb[1] + o) % n) + lb[2:]
+            out.append(lb)
+            if self.rotations:
+                o = (o + self._shift(u, t)) % n
+        return out, o
+
+    def offset_of(self, sid):
+        """The offset (real_labels) of sid reached by its shortest schedule."""
+        o = self.init_shift
+        for u, t in _walk_back(self.parent, sid, 8):
+            o = (o + self._shift(u, t)) % self.n
+        return o
 
     def _path(self, pred, sid):
         """Transition labels from the initial state to sid, following pred (state -> (prev << 8) | t)."""
-        return [self.label_of(u, t) for u, t in _walk_back(pred, sid, 8)]
+        return self.real_labels(_walk_back(pred, sid, 8))[0]
 
     def path_to(self, sid):
         """Shortest schedule from the initial state to sid."""
@@ -664,7 +757,9 @@ class Explorer:
         return self
 
     def cycle_from(self, root):
-        """Shortest cycle through root (breadth-first within cyclic states): labels."""
+        """Shortest cycle through root (breadth-first within cyclic states): labels, in the
+        numbering of root's shortest schedule (with rotations, a cycle of representatives
+        may end at a rotation of root's state: it is repeated until it is a cycle of the ring)."""
         prev = {root: None}
         dq = deque([root])
         while dq:
@@ -679,7 +774,12 @@ class Explorer:
                         steps.append((u, tu))
                         v = u
                     steps.reverse()
-                    return [self.label_of(u, tu) for u, tu in steps]
+                    o = self.offset_of(root)
+                    labels, end = self.real_labels(steps, o)
+                    while end != o:  # back at a rotation of root's state: go round again
+                        more, end = self.real_labels(steps, end)
+                        labels += more
+                    return labels
                 if self.cyclic[w] and w not in prev:
                     prev[w] = (v, t)
                     dq.append(w)
@@ -712,6 +812,11 @@ class Explorer:
     def _pending_of(self, v):
         return [i for i, x in enumerate(self.states[v][0]) if x[P_PENDING]]
 
+    def pending_at(self, v):
+        """The pending nodes of state v, numbered as on v's shortest schedule."""
+        o = self.offset_of(v)
+        return sorted((i + o) % self.n for i in self._pending_of(v))
+
     def service_traffic(self, a=HOP_FRAMES, b=DELIVERED):
         """Exact worst service traffic in two readings, each an edge weight: by default
         (a) hop frames sent and (b) frames delivered (LOGICAL: logical messages sent).
@@ -742,6 +847,8 @@ class Explorer:
             for k in range(start[v], start[v + 1]):
                 e = edges[k]
                 w = e >> _SUCC_SHIFT
+                # node p of v is node p - rot of w (rot: the rotation to w's representative)
+                rot = (e >> _ROT_SHIFT) & _ROT
                 ut = (v << 8) | ((e >> _T_SHIFT) & 0xFF)
                 wa = (e >> sha) & ma
                 wb = (e >> shb) & mb
@@ -760,12 +867,13 @@ class Explorer:
                             if best[r] < 0:
                                 best[r], best_w[r] = 0, (req, ut)
                     else:
-                        if wa > La[req][w]:
-                            La[req][w] = wa
-                            Pa[req][w] = -2 - ut
-                        if wb > Lb[req][w]:
-                            Lb[req][w] = wb
-                            Pb[req][w] = -2 - ut
+                        q = req - rot if req >= rot else req - rot + n
+                        if wa > La[q][w]:
+                            La[q][w] = wa
+                            Pa[q][w] = -2 - ut
+                        if wb > Lb[q][w]:
+                            Lb[q][w] = wb
+                            Pb[q][w] = -2 - ut
                 for p in pend:
                     ca = La[p][v] + (wa if fwd < 0 else p == fwd)
                     cb = Lb[p][v] + wb
@@ -775,12 +883,13 @@ class Explorer:
                         if cb > best["b"]:
                             best["b"], best_w["b"] = cb, (p, ut)
                     else:
-                        if ca > La[p][w]:
-                            La[p][w] = ca
-                            Pa[p][w] = ut
-                        if cb > Lb[p][w]:
-                            Lb[p][w] = cb
-                            Pb[p][w] = ut
+                        q = p - rot if p >= rot else p - rot + n
+                        if ca > La[q][w]:
+                            La[q][w] = ca
+                            Pa[q][w] = ut
+                        if cb > Lb[q][w]:
+                            Lb[q][w] = cb
+                            Pb[q][w] = ut
         res = {}
         for r, P in (("a", Pa), ("b", Pb)):
             if unbounded:
@@ -792,19 +901,24 @@ class Explorer:
             p, ut = best_w[r]
             chain = [ut]
             cur = ut >> 8
+            q = p  # p in the numbering of the chain's states, walking back
             if ((self._edge(cur, ut & 0xFF) >> _REQ_SHIFT) & 0x3F) - 1 != p:
                 while True:
-                    pr = P[p][cur]
-                    if pr <= -2:
+                    pr = P[q][cur]
+                    last = pr <= -2
+                    if last:
                         pr = -2 - pr
-                        chain.append(pr)
-                        cur = pr >> 8
-                        break
                     chain.append(pr)
                     cur = pr >> 8
+                    q = (q + self._shift(cur, pr & 0xFF)) % n
+                    if last:
+                        break
             chain.reverse()
-            prefix = self.path_to(cur)
-            res[r] = (best[r], (p, len(prefix), prefix + [self.label_of(x >> 8, x & 0xFF) for x in chain]))
+            prefix = _walk_back(self.parent, cur, 8)
+            labels, o = self.real_labels(prefix + [(x >> 8, x & 0xFF) for x in chain])
+            # the requester: p of the entering edge's state, whose offset is o before that edge
+            o_last = (o - self._shift(ut >> 8, ut & 0xFF)) % n
+            res[r] = (best[r], ((p + o_last) % n, len(prefix), labels))
         return res
 
     def _edge(self, v, t):
