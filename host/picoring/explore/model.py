@@ -129,7 +129,7 @@ from collections import deque
 from ..check.registry import evaluate, message_roles, search_of, with_options
 from ..firmware import protocol as _fw
 from ..firmware.frame import MSG, MSG_HEAD
-from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN
+from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN, sends
 from ..sim.simcore import first_word
 
 REQ = -1  # a request frame in a link queue; a token frame is a tuple of its fields
@@ -411,12 +411,10 @@ class Explorer:
         a = fresh[h].give_token()
         nodes = tuple(self._store(x) for x in fresh)
         links = [()] * self.n
-        if a & SEND_MSG:  # a token that starts moving as a message (BinarySearch's rotation)
-            links[h] = (self._message(fresh[h], h),)
-        if a & SEND_TOKEN:
-            links[h] += (self._frame(fresh[h]),)
         if a & ~(SEND_TOKEN | SEND_MSG):
             raise RuntimeError("give_token returned %d" % a)
+        # a token that starts moving (as a message: BinarySearch's rotation), in protocol.ACTIONS' order
+        links[h] = tuple([self._message(fresh[h], h) if b == SEND_MSG else self._frame(fresh[h]) for b in sends(a)])
         return (nodes, tuple(links), (self.R,) * self.n)
 
     def _canonical(self, st):
@@ -494,15 +492,10 @@ class Explorer:
             raise RuntimeError("node %d returned unknown action bits %d" % (i, a))
         if len(node.__dict__) != self._nattrs:
             raise RuntimeError("node %d: a handler made a new attribute (the explorer keeps those __init__ makes)" % i)
-        sent = ()
-        # the node loop's order (NodeLoop._act): the message, then the token; S, Q
-        # and D never send a request and a token together
-        if a & SEND_MSG:
-            sent += (self._message(node, i),)
-        if a & SEND_REQUEST:
-            sent += (REQ,)
-        if a & SEND_TOKEN:
-            sent += (self._frame(node),)
+        # the frames in the node loop's order (protocol.ACTIONS): the message, then the
+        # token (or the request frame)
+        sent = tuple([self._message(node, i) if b == SEND_MSG else REQ if b == SEND_REQUEST else self._frame(node)
+                      for b in sends(a)])
         if a & ENTER_CS and not node.in_cs:
             raise RuntimeError("node %d returned ENTER_CS but is not in its critical section" % i)
         w = (hops + len(sent)) | (len(sent) << _LOG_SHIFT)

@@ -7,7 +7,7 @@ import time
 from collections import deque
 from fractions import Fraction
 
-from ..firmware.protocol import BROADCAST, ENTER_CS, REGISTRY, SEND_MSG, SEND_REQUEST, SEND_TOKEN, load
+from ..firmware.protocol import BROADCAST, ENTER_CS, REGISTRY, SEND_MSG, SEND_REQUEST, load, sends
 from .model import (DELIVERED, ENTERED, FORWARDS, HOP_FRAMES, INF, LOGICAL, Explorer, Msg, StateBudgetExceeded, _protocol_class,
                     _schedule_lines, message_buffer, rotation_symmetric)
 
@@ -264,19 +264,21 @@ def replay(protocol, n, labels, start=None, checker=None):
         return tok + req + mf, tok + req + ml
 
     def act(i, a):
-        # the node loop's order: the message, then the token (or the request frame)
+        # the frames in the node loop's order (protocol.ACTIONS): the message, then the
+        # token (or the request frame)
         nonlocal tok, req, mf, ml
         nd = nodes[i]
-        if a & SEND_MSG:
-            links[i].append(("msg", nd.out_kind, i, nd.out_dst, bytes(nd.out[:nd.out_len])))
-            mf += 1
-            ml += 1
-        if a & SEND_REQUEST:
-            links[i].append(None)
-            req += 1
-        if a & SEND_TOKEN:
-            links[i].append((nd.count, nd.state, nd.seq, nd.epoch))
-            tok += 1
+        for b in sends(a):
+            if b == SEND_MSG:
+                links[i].append(("msg", nd.out_kind, i, nd.out_dst, bytes(nd.out[:nd.out_len])))
+                mf += 1
+                ml += 1
+            elif b == SEND_REQUEST:
+                links[i].append(None)
+                req += 1
+            else:
+                links[i].append((nd.count, nd.state, nd.seq, nd.epoch))
+                tok += 1
         return bool(a & ENTER_CS)
 
     def entered(i):
