@@ -124,6 +124,7 @@ it (explore, replay, format_report); lossy_model.py and lossy.py are the lossy m
 
 import time
 from array import array
+from bisect import bisect_right
 from collections import deque
 
 from ..check.registry import evaluate, message_roles, search_of, with_options
@@ -309,6 +310,95 @@ def _schedule_lines(lines, label, steps, indent="      "):
 
 class StateBudgetExceeded(Exception):
     pass
+
+
+class _Widen(Exception):
+    """A table of _StateStore outgrew its number width."""
+
+
+class _StateStore:
+    """The reachable states, stored compactly. A state (nodes, links, budget) is kept as the
+    bytes of its node tuples' and link queues' numbers in tables of the distinct ones (tens to
+    thousands of them, against millions of states) and its budgets: about 6n + 33 bytes
+    against about 50n for the tuples (n = 8: ~400 bytes a state less). Every node tuple and
+    queue stays one shared object (the explorer interns them anyway), so decoding gives back
+    an equal state. typecode: "H" (numbers below 65535), else "I" (_Widen: build again)."""
+
+    def __init__(self, n, typecode="H"):
+        self.n = n
+        self.typecode = typecode
+        self.limit = (1 << (8 * array(typecode).itemsize)) - 1
+        self.node_ids, self.nodes = {}, []
+        self.queue_ids, self.queues = {}, []
+        self.keys = []  # state id -> bytes
+        self.index = {}  # bytes -> state id
+
+    def _number(self, ids, vals, v):
+        i = ids.get(v)
+        if i is None:
+            i = ids[v] = len(vals)
+            vals.append(v)
+            if i >= self.limit:
+                raise _Widen()
+        return i
+
+    def encode(self, st):
+        nodes, links, budget = st
+        g, h = self.node_ids.get, self.queue_ids.get
+        ids = [g(v) for v in nodes] + [h(q) for q in links]
+        if None in ids:
+            ids = ([self._number(self.node_ids, self.nodes, v) for v in nodes]
+                   + [self._number(self.queue_ids, self.queues, q) for q in links])
+        ids += budget
+        return array(self.typecode, ids).tobytes()
+
+    def decode(self, key):
+        a = array(self.typecode)
+        a.frombytes(key)
+        n = self.n
+        nv, qv = self.nodes, self.queues
+        return tuple([nv[i] for i in a[:n]]), tuple([qv[i] for i in a[n:2 * n]]), tuple(a[2 * n:])
+
+
+class _States:
+    """Explorer.states: the states by id, decoded on demand (a sequence)."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __len__(self):
+        return len(self._store.keys)
+
+    def __getitem__(self, sid):
+        return self._store.decode(self._store.keys[sid])
+
+    def __iter__(self):
+        return map(self._store.decode, self._store.keys)
+
+
+class _Index:
+    """Explorer.index: a state's id (a mapping from states)."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def get(self, st, default=None):
+        try:
+            return self._store.index.get(self._store.encode(st), default)
+        except _Widen:
+            return default
+
+    def __getitem__(self, st):
+        sid = self.get(st)
+        if sid is None:
+            raise KeyError(st)
+        return sid
+
+    def __contains__(self, st):
+        return self.get(st) is not None
+
+    def __len__(self):
+        return len(self._store.index)
 
 
 class Explorer:
@@ -558,15 +648,26 @@ class Explorer:
     def build(self, progress=None):
         """Breadth-first: every reachable state once, parent pointers for shortest schedules.
         progress: called as progress(expanded, found) every 4096 states expanded."""
+        try:
+            return self._build(progress, "H")
+        except _Widen:  # more than 65534 distinct node tuples or link queues
+            return self._build(progress, "I")
+
+    def _build(self, progress, typecode):
         t0 = time.perf_counter()
         init = self.initial()
         if self.rotations:
             init, self.init_shift = self._canonical(init)
         canonical = self._canonical if self.rotations else None
-        index = {init: 0}
-        states = [init]
+        store = _StateStore(self.n, typecode)
+        encode, decode = store.encode, store.decode
+        key = encode(init)
+        index = store.index
+        index[key] = 0
+        states = store.keys
+        states.append(key)
         parent = array("q", [-1])  # (parent id << 8) | transition index
-        depth = array("l", [0])
+        depth = array("i", [0])
         start = array("q", [0])
         edges = array("q")
         self.first_safety = None
@@ -578,19 +679,20 @@ class Explorer:
         k = 0
         max_states = self.max_states
         while k < len(states):
-            st = states[k]
+            st = decode(states[k])
             for t, (label, s2, w, ent, req) in enumerate(self.successors(st)):
                 r = 0
                 if canonical is not None:
                     s2, r = canonical(s2)
-                sid = index.get(s2)
+                key = encode(s2)
+                sid = index.get(key)
                 if sid is None:
                     sid = len(states)
                     if sid >= max_states:
                         self.budget_hit = True
                         break
-                    index[s2] = sid
-                    states.append(s2)
+                    index[key] = sid
+                    states.append(key)
                     parent.append((k << 8) | t)
                     depth.append(depth[k] + 1)
                     self._check_state(sid, s2)
@@ -604,8 +706,8 @@ class Explorer:
             k += 1
             if progress is not None and not k & 4095:
                 progress(k, len(states))
-        self.index = index
-        self.states = states
+        self.index = _Index(store)
+        self.states = _States(store)
         self.parent = parent
         self.depth = depth
         self.start = start
@@ -696,12 +798,12 @@ class Explorer:
         components) and self.cyclic (bytearray: state lies on a cycle)."""
         N = len(self.states)
         start, edges = self.start, self.edges
-        idx = array("l", [-1]) * N
-        low = array("l", [0]) * N
+        idx = array("i", [-1]) * N  # (4 bytes: fewer than 2**31 states)
+        low = array("i", [0]) * N
         onst = bytearray(N)
         cyclic = bytearray(N)
         stack = []
-        rev_topo = []
+        rev_topo = array("i")
         c = 0
         work = [[0, start[0]]]
         idx[0] = low[0] = 0
@@ -824,11 +926,13 @@ class Explorer:
         edges, start, cyclic = self.edges, self.start, self.cyclic
         sha, ma = a
         shb, mb = b
-        La = [array("l", [-1]) * N for _ in range(n)]
-        Lb = [array("l", [-1]) * N for _ in range(n)]
-        # predecessors (u << 8 | t); -2 - (u << 8 | t) marks p's request edge
-        Pa = [array("q", [-1]) * N for _ in range(n)]
-        Pb = [array("q", [-1]) * N for _ in range(n)]
+        # (4-byte numbers where they fit: these 4n arrays are most of the analysis' memory)
+        La = [array("i", [-1]) * N for _ in range(n)]
+        Lb = [array("i", [-1]) * N for _ in range(n)]
+        # predecessors: the edge's index k in edges; -2 - k marks p's request edge
+        pc = "i" if len(edges) < (1 << 31) - 2 else "q"
+        Pa = [array(pc, [-1]) * N for _ in range(n)]
+        Pb = [array(pc, [-1]) * N for _ in range(n)]
         best = {"a": -1, "b": -1}
         best_w = {"a": None, "b": None}
         unbounded = False
@@ -863,10 +967,10 @@ class Explorer:
                         q = req - rot if req >= rot else req - rot + n
                         if wa > La[q][w]:
                             La[q][w] = wa
-                            Pa[q][w] = -2 - ut
+                            Pa[q][w] = -2 - k
                         if wb > Lb[q][w]:
                             Lb[q][w] = wb
-                            Pb[q][w] = -2 - ut
+                            Pb[q][w] = -2 - k
                 for p in pend:
                     ca = La[p][v] + (wa if fwd < 0 else p == fwd)
                     cb = Lb[p][v] + wb
@@ -879,10 +983,10 @@ class Explorer:
                         q = p - rot if p >= rot else p - rot + n
                         if ca > La[q][w]:
                             La[q][w] = ca
-                            Pa[q][w] = ut
+                            Pa[q][w] = k
                         if cb > Lb[q][w]:
                             Lb[q][w] = cb
-                            Pb[q][w] = ut
+                            Pb[q][w] = k
         res = {}
         for r, P in (("a", Pa), ("b", Pb)):
             if unbounded:
@@ -897,13 +1001,14 @@ class Explorer:
             q = p  # p in the numbering of the chain's states, walking back
             if ((self._edge(cur, ut & 0xFF) >> _REQ_SHIFT) & 0x3F) - 1 != p:
                 while True:
-                    pr = P[q][cur]
-                    last = pr <= -2
+                    k = P[q][cur]
+                    last = k <= -2
                     if last:
-                        pr = -2 - pr
-                    chain.append(pr)
-                    cur = pr >> 8
-                    q = (q + self._shift(cur, pr & 0xFF)) % n
+                        k = -2 - k
+                    e = edges[k]
+                    cur = bisect_right(start, k) - 1  # the state whose edge k is
+                    chain.append((cur << 8) | ((e >> _T_SHIFT) & 0xFF))
+                    q = (q + ((e >> _ROT_SHIFT) & _ROT)) % n
                     if last:
                         break
             chain.reverse()
