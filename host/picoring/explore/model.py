@@ -44,9 +44,12 @@ For S, Q and D every rule is the same at every node (a node's index is never rea
 by the rules), for the toy every rule is the same up to a rotation of the indices
 (ring order counted from the node itself), and every node has the same request
 budget, so rotating a reachable state by k gives a reachable state of the ring
-started at node k, with the same measures: node 0 suffices. A protocol whose rules
-are not rotation-symmetric (a fixed tree) must be explored from every start
-(`picoring explore --start K`, Explorer(start=k)).
+started at node k, with the same measures: node 0 suffices. Where a rule reads no
+index at all (S, Q, D: about["positions"] is False) the explorer also keeps one state
+per rotation class (Explorer(rotations=True), states.py), each edge carrying the
+rotation so that every measure and schedule stays in the ring's own numbering. A
+protocol whose rules are not rotation-symmetric (a fixed tree) must be explored from
+every start (`picoring explore --start K`, Explorer(start=k)).
 
 Abstract state: per node a tuple of attributes, the link queues, the per-node
 remaining request budget. The node's attributes kept:
@@ -118,8 +121,9 @@ message of the kind about["messages"]["token"] names in flight) and no handler
 counted an error; for a protocol with messages whose descriptor names no token kind
 only "at most one holder" can be checked (the report says so).
 
-This module: the fault-free state graph (Explorer). search.py runs the analysis over
-it (explore, replay, format_report); lossy_model.py and lossy.py are the lossy mode.
+This module: the fault-free state graph (Explorer); states.py how its states are kept.
+search.py runs the analysis over it (explore, replay, format_report); lossy_model.py
+and lossy.py are the lossy mode.
 """
 
 import time
@@ -132,26 +136,11 @@ from ..firmware import protocol as _fw
 from ..firmware.frame import MSG, MSG_HEAD
 from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN, sends
 from ..sim.simcore import first_word
+from .states import (P_COUNT, P_ERRORS, P_FLAG, P_HAS_TOKEN, P_IN_CS, P_PENDING, P_STALE, REQ, IndexView, Msg,
+                     StatesView, StateStore, Widen, _restore, _snapshot, canonical, has_messages, node_attributes,
+                     rotation_symmetric)
 
-REQ = -1  # a request frame in a link queue; a token frame is a tuple of its fields
-
-FIELDS = ("pending", "in_cs", "has_token", "count", "state", "flag", "errors", "stale_counts")
-EXACT_FIELDS = FIELDS + ("seq", "epoch")
-P_PENDING, P_IN_CS, P_HAS_TOKEN, P_COUNT, P_STATE, P_FLAG, P_ERRORS, P_STALE = range(8)
-CONSTANTS = ("index", "n", "msg_sizes")  # never state, not even with exact=True
 _OBSERVER_BYTES = bytes(6)  # seq u32, epoch u16 at the head of a token message's payload
-
-
-class Msg(tuple):
-    """A message frame in a link queue: (kind, src, dst, payload bytes). It is the same
-    frame at every hop (the node loop passes the bytes on unchanged)."""
-
-    __slots__ = ()
-
-    def text(self, i, n):
-        """As a schedule shows its delivery over link i -> i+1."""
-        kind, src, dst, _ = self
-        return "msg %d->%d kind=%d from=%d to=%s" % (i, (i + 1) % n, kind, src, "all" if dst == BROADCAST else dst)
 
 
 def message_buffer(kind, src, dst, payload):
@@ -218,74 +207,11 @@ def _check_explorable(cls, name):
                          "(picoring sim, compare, figures) or on a ring" % (name, "; ".join(why)))
 
 
-def has_messages(cls, n):
-    """True when the protocol declares messages of the layer (message_sizes)."""
-    return any(size != NO_SIZE for size in cls(0, n).msg_sizes)
-
-
-def node_attributes(cls, n, exact=False):
-    """(plain, buffers): the attribute names the explorer keeps of a node of cls (see
-    the module docstring), plain ones (immutable values) and buffers (bytearray, array,
-    list: kept as their contents). Raises ValueError for a value it cannot keep."""
-    node = cls(0, n)
-    base = set(_fw.Node(0, n).__dict__)
-    plain = list(EXACT_FIELDS if exact else FIELDS)
-    buffers = []
-    for k in sorted(node.__dict__):
-        if k in plain or k in CONSTANTS or (k in base and not exact):
-            continue
-        v = node.__dict__[k]
-        if isinstance(v, memoryview):
-            continue  # a view of a buffer kept elsewhere
-        if isinstance(v, (bytearray, array, list)):
-            buffers.append(k)
-        elif v is None or isinstance(v, (bool, int, float, str, bytes, tuple)):
-            plain.append(k)
-        else:
-            raise ValueError("%s.%s is a %s: the explorer keeps ints, bools, strings, bytes, tuples and "
-                             "bytearray/array/list buffers" % (cls.__name__, k, type(v).__name__))
-    return tuple(plain), tuple(buffers)
-
-
-def _snapshot(v):
-    return bytes(v) if isinstance(v, bytearray) else tuple(v)
-
-
-def _restore(cur, v):
-    """Copy a buffer's kept contents back into the node's own buffer object."""
-    if isinstance(cur, array):
-        cur[:] = array(cur.typecode, v)
-    else:
-        cur[:] = v
-
-
 def _check_size(n, most, what):
     if n < 2:
         raise ValueError("a ring needs at least 2 nodes")
     if n > most:
         raise ValueError("n too large for %s" % what)
-
-
-def _rotated(st, r):
-    """State st renumbered so that its node and link r become 0 (a rotation of the ring)."""
-    nodes, links, budget = st
-    return (nodes[r:] + nodes[:r], links[r:] + links[:r], budget[r:] + budget[:r])
-
-
-def rotation_symmetric(cls, n):
-    """True when rotating a state of a ring of cls gives a state of the same ring with the same
-    transitions: its descriptor says its rules never name an absolute position
-    (about["positions"] is False), it sends no messages of the layer (theirs carry node
-    numbers), and no subclass below the descriptor's class changes a handler (a planted bug
-    inherits its base's descriptor, not its symmetry)."""
-    if cls.about.get("positions", True) is not False or has_messages(cls, n):
-        return False
-    for c in cls.__mro__:
-        if "about" in c.__dict__:
-            return True
-        if any(callable(v) or isinstance(v, (staticmethod, classmethod)) for v in c.__dict__.values()):
-            return False
-    return False
 
 
 def _walk_back(parent, sid, shift):
@@ -310,95 +236,6 @@ def _schedule_lines(lines, label, steps, indent="      "):
 
 class StateBudgetExceeded(Exception):
     pass
-
-
-class _Widen(Exception):
-    """A table of _StateStore outgrew its number width."""
-
-
-class _StateStore:
-    """The reachable states, stored compactly. A state (nodes, links, budget) is kept as the
-    bytes of its node tuples' and link queues' numbers in tables of the distinct ones (tens to
-    thousands of them, against millions of states) and its budgets: about 6n + 33 bytes
-    against about 50n for the tuples (n = 8: ~400 bytes a state less). Every node tuple and
-    queue stays one shared object (the explorer interns them anyway), so decoding gives back
-    an equal state. typecode: "H" (numbers below 65535), else "I" (_Widen: build again)."""
-
-    def __init__(self, n, typecode="H"):
-        self.n = n
-        self.typecode = typecode
-        self.limit = (1 << (8 * array(typecode).itemsize)) - 1
-        self.node_ids, self.nodes = {}, []
-        self.queue_ids, self.queues = {}, []
-        self.keys = []  # state id -> bytes
-        self.index = {}  # bytes -> state id
-
-    def _number(self, ids, vals, v):
-        i = ids.get(v)
-        if i is None:
-            i = ids[v] = len(vals)
-            vals.append(v)
-            if i >= self.limit:
-                raise _Widen()
-        return i
-
-    def encode(self, st):
-        nodes, links, budget = st
-        g, h = self.node_ids.get, self.queue_ids.get
-        ids = [g(v) for v in nodes] + [h(q) for q in links]
-        if None in ids:
-            ids = ([self._number(self.node_ids, self.nodes, v) for v in nodes]
-                   + [self._number(self.queue_ids, self.queues, q) for q in links])
-        ids += budget
-        return array(self.typecode, ids).tobytes()
-
-    def decode(self, key):
-        a = array(self.typecode)
-        a.frombytes(key)
-        n = self.n
-        nv, qv = self.nodes, self.queues
-        return tuple([nv[i] for i in a[:n]]), tuple([qv[i] for i in a[n:2 * n]]), tuple(a[2 * n:])
-
-
-class _States:
-    """Explorer.states: the states by id, decoded on demand (a sequence)."""
-
-    def __init__(self, store):
-        self._store = store
-
-    def __len__(self):
-        return len(self._store.keys)
-
-    def __getitem__(self, sid):
-        return self._store.decode(self._store.keys[sid])
-
-    def __iter__(self):
-        return map(self._store.decode, self._store.keys)
-
-
-class _Index:
-    """Explorer.index: a state's id (a mapping from states)."""
-
-    def __init__(self, store):
-        self._store = store
-
-    def get(self, st, default=None):
-        try:
-            return self._store.index.get(self._store.encode(st), default)
-        except _Widen:
-            return default
-
-    def __getitem__(self, st):
-        sid = self.get(st)
-        if sid is None:
-            raise KeyError(st)
-        return sid
-
-    def __contains__(self, st):
-        return self.get(st) is not None
-
-    def __len__(self):
-        return len(self._store.index)
 
 
 class Explorer:
@@ -444,7 +281,7 @@ class Explorer:
             raise ValueError("protocol %s is not rotation-symmetric (its descriptor's about['positions'] is not "
                              "False, or it sends messages of the layer, or a subclass changes its handlers)"
                              % self.protocol)
-        # Rotation symmetry (rotation_symmetric): one state per rotation class, see _canonical.
+        # Rotation symmetry (rotation_symmetric): one state per rotation class (states.canonical).
         self.rotations = bool(rotations)
         self.init_shift = 0  # the initial state is its representative rotated back by this
 
@@ -506,32 +343,6 @@ class Explorer:
         # a token that starts moving (as a message: BinarySearch's rotation), in protocol.ACTIONS' order
         links[h] = tuple([self._message(fresh[h], h) if b == SEND_MSG else self._frame(fresh[h]) for b in sends(a)])
         return (nodes, tuple(links), (self.R,) * self.n)
-
-    def _canonical(self, st):
-        """(rep, r): the representative of st's rotation class, st rotated by r (rep's node j
-        is st's node j + r, its link j st's link j + r). With exactly one token (held, or a
-        token frame on a link) the token's place goes to 0: one look, no comparisons; any
-        other state (a planted bug's second token) takes the rotation with the least repr."""
-        nodes, links, budget = st
-        at = -1
-        tokens = 0
-        for i in range(self.n):
-            if nodes[i][P_HAS_TOKEN]:
-                tokens += 1
-                at = i
-            q = links[i]
-            if q:
-                k = len(q) - q.count(REQ)
-                if k:
-                    tokens += k
-                    at = i
-        if tokens == 1:
-            r = at
-        else:
-            r = min(range(self.n), key=lambda k: repr(_rotated(st, k)))
-        if r == 0:
-            return st, 0
-        return _rotated(st, r), r
 
     # -- transitions -------------------------------------------------------
     def _call(self, i, v, ev):
@@ -650,16 +461,16 @@ class Explorer:
         progress: called as progress(expanded, found) every 4096 states expanded."""
         try:
             return self._build(progress, "H")
-        except _Widen:  # more than 65534 distinct node tuples or link queues
+        except Widen:  # more than 65534 distinct node tuples or link queues
             return self._build(progress, "I")
 
     def _build(self, progress, typecode):
         t0 = time.perf_counter()
         init = self.initial()
         if self.rotations:
-            init, self.init_shift = self._canonical(init)
-        canonical = self._canonical if self.rotations else None
-        store = _StateStore(self.n, typecode)
+            init, self.init_shift = canonical(init, self.n)
+        rotate = self.rotations
+        store = StateStore(self.n, typecode)
         encode, decode = store.encode, store.decode
         key = encode(init)
         index = store.index
@@ -682,8 +493,8 @@ class Explorer:
             st = decode(states[k])
             for t, (label, s2, w, ent, req) in enumerate(self.successors(st)):
                 r = 0
-                if canonical is not None:
-                    s2, r = canonical(s2)
+                if rotate:
+                    s2, r = canonical(s2, self.n)
                 key = encode(s2)
                 sid = index.get(key)
                 if sid is None:
@@ -706,8 +517,8 @@ class Explorer:
             k += 1
             if progress is not None and not k & 4095:
                 progress(k, len(states))
-        self.index = _Index(store)
-        self.states = _States(store)
+        self.index = IndexView(store)
+        self.states = StatesView(store)
         self.parent = parent
         self.depth = depth
         self.start = start
