@@ -95,25 +95,22 @@ SEND_MSG = const(128)
 
 # What an action bit does: one table, read by the node loop's slow path (firmware/node.py,
 # NodeLoop._act), the simulator (sim/simcore.py) and both explorers (explore/model.py,
-# explore/lossy_model.py). A row: (bit, what the caller does, the node attributes it reads
-# right after the handler returned). The frames go on the wire in the rows' order, and then
-# the critical section starts; a token frame goes instead of a request frame (a handler
-# returning both sends the token only). The node loop's hot path (a token or a request frame
-# passed straight on: a mask of that one bit) keeps its inline copy of the first two rows
-# (tests/test_layer.py checks that they agree).
+# explore/lossy_model.py). A row: (bit, the kind of the frame it sends (frame.py), 0: none).
+# The frames go on the wire in the rows' order, and then the critical section starts; a token
+# frame goes instead of a request frame (a handler returning both sends the token only). The
+# node loop's hot path (a token or a request frame passed straight on: a mask of that one bit)
+# keeps its inline copy of those two rows (tests/test_node_loop.py checks that they agree).
 ACTIONS = (
-    (SEND_MSG, "frame.MSG to out_dst (a node, or BROADCAST)", ("out_kind", "out_dst", "out", "out_len")),
-    (SEND_TOKEN, "frame.TOKEN to the next node", ("count", "state", "seq", "epoch")),
-    (SEND_REQUEST, "frame.REQUEST to the next node, unless SEND_TOKEN", ()),
-    (SEND_AGAIN, "frame.AGAIN to the next node", ("again_origin",)),
-    (SEND_CLAIM, "frame.CLAIM to the next node", ("claim_epoch", "claim_origin", "claim_join", "claim_seq",
-                                                  "claim_nonce")),
-    (ENTER_CS, "the critical section starts (after the frames); exit_cs() at its end", ("seq", "epoch")),
-    (REGENERATED, "logged: a new token was made here", ("state", "count", "seq", "epoch")),
-    (DISCARDED, "logged: a token of an old epoch was dropped here", ("seq", "epoch")),
+    (SEND_MSG, 7),  # frame.MSG: out_kind to out_dst (a node or BROADCAST), payload out[0:out_len]
+    (SEND_TOKEN, 1),  # frame.TOKEN to the next node: count, state, seq, epoch
+    (SEND_REQUEST, 2),  # frame.REQUEST to the next node, unless SEND_TOKEN
+    (SEND_AGAIN, 6),  # frame.AGAIN to the next node: again_origin
+    (SEND_CLAIM, 5),  # frame.CLAIM to the next node: claim_epoch, _origin, _join, _seq, _nonce
+    (ENTER_CS, 0),  # the critical section starts (after the frames); exit_cs() at its end
+    (REGENERATED, 0),  # for the log: a new token was made here
+    (DISCARDED, 0),  # for the log: a token of an old epoch was dropped here
 )
 SENDS = const(0x9B)  # SEND_MSG | SEND_TOKEN | SEND_REQUEST | SEND_AGAIN | SEND_CLAIM: the bits that send a frame
-ALL_ACTIONS = const(0xFF)
 
 
 def _wire_order(a):
