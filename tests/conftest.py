@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from picoring import ttystall
+from picoring.clock import WallClock
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRMWARE = ROOT / "firmware"
@@ -52,6 +53,24 @@ def why_not_ok(report):
     return "\n".join(lines) or "(no violation and no run condition)"
 
 
+class StalledClock(WallClock):
+    """A stall-aware clock (picoring.clock) for a test to pass in: stalled() is the test's
+    function (seconds the serial ports stood still so far), now() the test's list's one value
+    when `now` is given."""
+
+    stall_aware = True
+
+    def __init__(self, stalled=lambda: 0.0, now=None):
+        self._stalled = stalled
+        self._now = now
+
+    def stalled(self):
+        return self._stalled()
+
+    def now(self):
+        return self._now[0] if self._now is not None else super().now()
+
+
 TIMEOUT = 20.0  # seconds: what a virtual ring may take to answer, on a loaded machine
 
 
@@ -59,8 +78,127 @@ def wait_for(condition, timeout=TIMEOUT, what="condition"):
     """Poll condition() until it is true; an AssertionError naming `what` after timeout s of
     time in which the serial ports delivered (ttystall: a loaded machine's ptys stood still for
     seconds while every process ran on time)."""
-    deadline = ttystall.Deadline(timeout)
+    deadline = ttystall.STALL.deadline(timeout)
     while not condition():
         if deadline.expired():
             raise AssertionError("timed out after %.1fs%s waiting for %s" % (timeout, deadline.not_counted(), what))
         time.sleep(0.01)
+
+
+# -- the fast tier: `pytest -m "not slow"` ------------------------------------------------
+#
+# A test that starts a MicroPython process, a ring of virtual boards (their supervisor) or an
+# emulated Pico takes seconds and a share of the machine: it is marked `slow`, and the tests
+# marked `boards` or `rp2040` (they need Picos, real or emulated) are slow by definition. So the
+# rule holds in future, a test that starts one of them without the mark fails, saying so: every
+# subprocess the test process starts is looked at (one check of its argv; the rings and the
+# boards of the in-process VirtualRing are started this way too), and so is every one that the
+# Python processes it starts start (tests/slowguard/sitecustomize.py, through PYTHONPATH).
+
+SLOW_MARKS = ("boards", "rp2040")
+_GUARD_DIR = Path(__file__).resolve().parent / "slowguard"
+sys.path.insert(0, str(_GUARD_DIR))
+import slowguard  # noqa: E402
+
+
+class _SlowGuard:
+    """Records what the test in hand started that makes it slow, and the fixtures that did
+    (a test that uses a session's ring is slow though an earlier test started it)."""
+
+    def __init__(self):
+        self.item = None
+        self.started = []
+        self.fixtures = []  # the fixtures being set up, innermost last
+        self.slow_fixtures = set()
+        self.log = None  # what the test's child Pythons started (slowguard.log_to_file)
+        self._undo = None
+
+    def install(self, log):
+        self.log = Path(log)
+        self.log.write_text("")
+        os.environ[slowguard.LOG_VAR] = str(self.log)
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_GUARD_DIR), os.environ.get("PYTHONPATH")]))
+        self._undo = slowguard.watch_popen(self.saw)
+
+    def uninstall(self):
+        if self._undo is not None:
+            self._undo()
+
+    def begin(self, item):
+        self.item, self.started = item, []
+        os.environ[slowguard.TEST_VAR] = item.nodeid
+
+    def saw(self, what):
+        if self.item is not None:
+            self.started.append(what)
+        self.slow_fixtures.update(self.fixtures)
+
+    def why_slow(self, item):
+        """What makes item slow, as a text ('' if nothing it did so far)."""
+        why = set(self.started)
+        if self.log is not None and self.log.stat().st_size:
+            for line in self.log.read_text().splitlines():
+                test, _, what = line.partition("\t")
+                if test == item.nodeid:
+                    why.add("%s (in a child process)" % what)
+        why = sorted(why) + ["fixture %s" % f for f in sorted(self.slow_fixtures.intersection(item.fixturenames))]
+        return ", ".join(why)
+
+
+_guard = _SlowGuard()
+
+
+def pytest_configure(config):
+    import tempfile
+
+    fd, log = tempfile.mkstemp(prefix="picoring-slow-guard-", suffix=".log")
+    os.close(fd)
+    _guard.install(log)
+
+
+def pytest_unconfigure(config):
+    _guard.uninstall()
+    if _guard.log is not None:
+        _guard.log.unlink(missing_ok=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The tests marked boards or rp2040 are slow too (before `-m` deselects)."""
+    for item in items:
+        if any(item.get_closest_marker(m) for m in SLOW_MARKS) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _guard.begin(item)
+    try:
+        yield
+    finally:
+        _guard.item = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    _guard.fixtures.append(fixturedef.argname)
+    try:
+        yield
+    finally:
+        _guard.fixtures.pop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if call.when == "teardown" or item.get_closest_marker("slow"):
+        return
+    why = _guard.why_slow(item)
+    if not why:
+        return
+    message = ("%s starts %s without the `slow` mark: mark it @pytest.mark.slow (or its module with "
+               "pytestmark = pytest.mark.slow) so that `pytest -m \"not slow\"` stays fast" % (item.nodeid, why))
+    if report.passed:
+        report.outcome, report.longrepr = "failed", message
+    elif report.failed:
+        report.sections.append(("slow mark", message))

@@ -5,9 +5,12 @@ import contextlib
 import io
 import json
 
+import pytest
+
 from picoring.cli.main import main
 
 
+@pytest.mark.slow
 def test_bench_ring_quick_json():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -68,6 +71,7 @@ def test_bench_ring_table(capsys):
             "45/210 us after it was delivered (log off; log on -/-; minimal relay -/-)") in text
 
 
+@pytest.mark.slow
 def test_micropython_setraw_drops_what_came_before(micropython, tmp_path):
     """Why the direct pty pair waits for its second relay's !ready before the first sends:
     MicroPython's termios.setraw flushes the input queue (TCSAFLUSH), so a frame that

@@ -16,6 +16,8 @@ from picoring.ring import hostlink as hl
 
 from conftest import FIRMWARE, ROOT, run_micropython
 
+pytestmark = pytest.mark.slow  # every test here starts MicroPython or a ring (tests/conftest.py)
+
 
 class PtyRing:
     def __init__(self, micropython, tmp_path, proto, n, extra=None):
@@ -253,6 +255,11 @@ def test_bad_config_is_reported_as_text(micropython, tmp_path):
     out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
                          timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout
     assert out.startswith("!err config: picoring.json: not JSON")
+    (tmp_path / "picoring.json").write_text('{"position": 0, "size": 2}')  # issue 37, item 8: says what to run
+    out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout
+    assert out.startswith("!err config: picoring.json: missing 'protocol': picoring flash -p P (or picoring virtual "
+                          "deploy -p P) writes it"), out
     (tmp_path / "picoring.json").write_text('{"position": 0, "size": 2, "protocol": "q", "virtual": {"uart": [3]}}')
     out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
                          timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout

@@ -20,7 +20,7 @@ import pytest
 from conftest import ROOT, why_not_ok
 from picoring.sim.simulate import simulate
 
-pytestmark = pytest.mark.boards
+pytestmark = [pytest.mark.boards, pytest.mark.slow]
 
 RP2040 = ROOT.parent / "shared" / "rp2040"
 

@@ -232,6 +232,7 @@ def test_the_paper_model_is_one_time_unit_per_message():
     assert lat[True] <= math.ceil(math.log2(n)) + 2 < lat[False]
 
 
+@pytest.mark.slow
 def test_the_node_loop_runs_it_alike_under_micropython_and_cpython(micropython):
     from conftest import FIRMWARE, ROOT, run_micropython
 
@@ -246,6 +247,7 @@ def test_the_node_loop_runs_it_alike_under_micropython_and_cpython(micropython):
     assert sum(res["all"]["tx"]) > 0 and res["bad"]["bad"] == [0, 0, 2, 0, 0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [3, 32])
 def test_the_node_loop_allocates_nothing_under_micropython(micropython, n):
     from conftest import FIRMWARE, ROOT, run_micropython
@@ -335,6 +337,7 @@ def test_the_explorer_shows_a_request_forwarded_more_often_than_a_claim_allows(m
 # -- on a ring of boards (virtual by default; --ring-ports for Picos) -------------------------
 
 
+@pytest.mark.slow
 def test_on_a_ring_of_boards_each_message_takes_the_simulators_hop_frames(ring, tmp_path):
     """The token never rests, so a run's totals depend on how long it lasts, not only on its
     schedule; what the simulator fixes is each message's cost: a message to a node d ahead is d

@@ -64,6 +64,7 @@ def test_without_the_distribution_flash_says_what_to_install(monkeypatch):
         flash.flash([Target("/dev/null-a"), Target("/dev/null-b")], "q", resource="fram")
 
 
+@pytest.mark.slow
 def test_flash_copies_the_package_into_lib_as_mpy_and_the_board_imports_it(tmp_path):
     # flash's copy for a board that is not virtual (copy_firmware), on a unix-port board that
     # loads .mpy: lib/ and lib/adafruit_bus_device/ are made, the package goes there compiled,
@@ -88,6 +89,7 @@ def test_flash_copies_the_package_into_lib_as_mpy_and_the_board_imports_it(tmp_p
         assert again["copied"] == [] and "lib/adafruit_bus_device/i2c_device.mpy" in again["up_to_date"]
 
 
+@pytest.mark.slow
 def test_adapter_bus_device_and_fram_counter_under_micropython(micropython, board_lib, tmp_path):
     image = tmp_path / "fram.img"
     image.write_bytes(bytes(32768))
@@ -155,6 +157,7 @@ except ValueError as e:
 '''
 
 
+@pytest.mark.slow
 def test_the_pico_path_frees_a_stuck_bus_then_opens_i2c0_and_reaches_the_fram(micropython, board_lib, tmp_path):
     # hal_rp2 on the unix port over a stand-in machine module (tests/fake_machine.py) whose SDA
     # and SCL behave as open-drain lines with a slave that may hold SDA low, and whose I2C
@@ -334,6 +337,7 @@ def run_json(capsys, *argv):
     return status, json.loads(out) if out.strip() else None, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["s", "q", "d"])
 def test_a_correct_ring_ends_with_the_fram_counter_equal_to_its_entries(capsys, tmp_path, protocol):
     trace = tmp_path / "run.jsonl"
@@ -349,6 +353,7 @@ def test_a_correct_ring_ends_with_the_fram_counter_equal_to_its_entries(capsys, 
     assert checked["resource"] == res and checked["ok"]
 
 
+@pytest.mark.slow
 def test_on_lossy_links_with_recovery_no_update_is_lost(capsys):
     status, report, err = run_json(capsys, "run", "--virtual", "4", "--resource", "fram", "-p", "d", "-k", "200",
                                    "--seed", "5", "--regen-ms", "150", "--faults", "corruptframe=1%,drop=0.5%,seed=4")
@@ -362,6 +367,7 @@ def test_on_lossy_links_with_recovery_no_update_is_lost(capsys):
     assert report["safety_violations"] == 0 and status == 0 and report["ok"], why_not_ok(report) + "\n" + err
 
 
+@pytest.mark.slow
 def test_a_board_that_enters_without_the_token_loses_updates_that_the_run_reports(capsys, tmp_path):
     # Board 2 enters at once on every request (fault rogue=2) and holds its read 3 ms; the
     # burst workload asks every board at once, so it overlaps the token holder's section.

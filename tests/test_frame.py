@@ -4,6 +4,7 @@ The same deterministic run is compared between CPython and the real MicroPython.
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import FIRMWARE, ROOT, run_micropython
@@ -115,6 +116,7 @@ def test_idle_delimiters_are_not_bad():
     assert dec.bad == 0
 
 
+@pytest.mark.slow
 def test_same_output_under_micropython_and_cpython(micropython):
     cpy = subprocess.run([sys.executable, DRIVER, str(FIRMWARE)], capture_output=True, text=True, timeout=60, check=True).stdout
     mpy = run_micropython(micropython, DRIVER, str(FIRMWARE))

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import FIRMWARE, ROOT, run_micropython
@@ -72,6 +73,7 @@ def drive(interpreter, case_list, tmp_path):
     return json.loads(out)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(case_list=cases)
 def test_viper_and_python_twins_agree(micropython, tmp_path_factory, case_list):

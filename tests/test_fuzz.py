@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from picoring.ring import hostlink as hl
@@ -252,6 +253,7 @@ def _fuzz_stream(seed, size=6000):
     return "\n".join(chunks) + "\n"
 
 
+@pytest.mark.slow
 def test_decoder_fuzz_micropython_matches_cpython(micropython, tmp_path):
     for seed in range(3):
         path = tmp_path / ("chunks%d.txt" % seed)

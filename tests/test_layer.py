@@ -28,11 +28,13 @@ def runs(micropython):
     return mp["results"], cp["results"]
 
 
+@pytest.mark.slow
 def test_micropython_and_cpython_agree_frame_for_frame(runs):
     mp, cp = runs
     assert mp == cp  # hop frames per wire, deliveries, entries and the event records' bytes
 
 
+@pytest.mark.slow
 def test_one_request_broadcast_once_round_token_routed_to_the_requester(runs):
     one = runs[0]["one"]
     # Node 3 of 5 asks; node 0 holds the token. The broadcast: 3->4->0->1->2->3 (5 hop
@@ -45,6 +47,7 @@ def test_one_request_broadcast_once_round_token_routed_to_the_requester(runs):
     assert one["bad"] == [0] * 5 and one["errors"] == [0] * 5
 
 
+@pytest.mark.slow
 def test_the_event_records_count_logical_messages_and_hop_frames(runs):
     one = runs[0]["one"]
     events = []
@@ -63,6 +66,7 @@ def test_the_event_records_count_logical_messages_and_hop_frames(runs):
     assert recv_token[-1].payload["seq"] == 0 and recv_token[-1].payload["epoch"] == 0
 
 
+@pytest.mark.slow
 def test_every_node_asks_at_once_each_served_once_in_ring_order(runs):
     a = runs[0]["all"]
     # Node 3 held the token (entry 2); then 4, 0, 1, 2 in ring order.
@@ -75,6 +79,7 @@ def test_every_node_asks_at_once_each_served_once_in_ring_order(runs):
     assert sum(1 for got in a["got"] for kind, _src in got if kind == 1) == 4
 
 
+@pytest.mark.slow
 def test_undeclared_or_wrong_size_messages_are_bad_frames_not_delivered(runs):
     bad = runs[0]["bad"]
     assert bad["bad"] == [0, 0, 2, 0, 0] and bad["got"] == [[]] * 5 and sum(bad["tx"]) == 0

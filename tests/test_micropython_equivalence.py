@@ -11,6 +11,8 @@ from picoring.sim.simulate import simulate
 
 from conftest import FIRMWARE, ROOT, run_micropython
 
+pytestmark = pytest.mark.slow  # every test here starts MicroPython or a ring (tests/conftest.py)
+
 DRIVER = str(ROOT / "tests" / "mpy_sim_driver.py")
 SIMCORE_DIR = str(ROOT / "host" / "picoring" / "sim")
 

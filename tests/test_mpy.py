@@ -157,6 +157,7 @@ def test_without_mpy_cross_or_when_it_fails_the_sources_go(tmp_path):
     assert not list((tmp_path / "cache").rglob("*.mpy"))  # no half-written file left to be taken later
 
 
+@pytest.mark.slow
 def test_copy_firmware_to_a_board_that_loads_mpy(compiler, tmp_path):
     """flash's copy for a board that is not virtual, on the unix port (x64 .mpy 6.3): the .mpy
     files go on, the stale sources come off, the firmware imports from the .mpy files (native

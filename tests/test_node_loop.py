@@ -302,6 +302,7 @@ def _without_hello(results):
     return strip(results)
 
 
+@pytest.mark.slow
 def test_a_token_finished_while_landing_is_given_to_the_protocol_in_that_pass(micropython):
     """Bytes landing one at a time (a Pico's UART at 1 Mbaud): every frame is finished in
     NodeLoop._finish_frame, which gives a token to the protocol and passes it on before

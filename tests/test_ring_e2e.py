@@ -17,6 +17,7 @@ from picoring.sim.workload import make_workload
 from conftest import wait_for, why_not_ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["q", "d"])
 @pytest.mark.parametrize("workload", ["sequential", "adversarial"])
 def test_exact_counts_match_the_simulator(ring, protocol, workload):
@@ -32,6 +33,7 @@ def test_exact_counts_match_the_simulator(ring, protocol, workload):
         assert report["messages"]["total"] == 12 * per_request
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["s", "q", "d"])
 def test_poisson_all_served_within_bounds(ring, protocol):
     report = ring.run(protocol, "poisson", 40, seed=1, rate=0.3)
@@ -44,6 +46,7 @@ def test_poisson_all_served_within_bounds(ring, protocol):
         assert report["quiescent"] is True
 
 
+@pytest.mark.slow
 def test_ring_order_is_checked(ring):
     ring.flash("q")
     ports = list(ring.ports)
@@ -56,6 +59,7 @@ def test_ring_order_is_checked(ring):
         run.close()
 
 
+@pytest.mark.slow
 def test_wrong_protocol_is_a_clear_error(ring):
     ring.flash("d")
     run = ring.make_run(ring.ports, "q", make_workload("sequential", ring.n, 1))
@@ -73,6 +77,7 @@ def test_not_a_port():
     run.close()
 
 
+@pytest.mark.slow
 def test_run_command_writes_a_trace_that_check_agrees_with(ring, tmp_path, capsys):
     # `picoring run --ports` restarts the boards as it would real ones: Ctrl-C, Ctrl-D over USB.
     ring.flash("d")
@@ -88,6 +93,7 @@ def test_run_command_writes_a_trace_that_check_agrees_with(ring, tmp_path, capsy
         assert offline[key] == live[key]
 
 
+@pytest.mark.slow
 def test_run_command_with_a_fresh_virtual_ring(tmp_path, capsys):
     status = main(["run", "--virtual", "3", "-p", "q", "-w", "sequential", "-k", "4", "--json"])
     live = json.loads(capsys.readouterr().out)
@@ -95,6 +101,7 @@ def test_run_command_with_a_fresh_virtual_ring(tmp_path, capsys):
     assert live["served"] == 4
 
 
+@pytest.mark.slow
 def test_an_s_run_starts_from_a_consistent_cut(ring):
     # S's token never rests: a run that threw away the start-up's events cut it in half (a
     # receive kept, its send dropped), and the merger then placed receives by clock estimates
@@ -105,6 +112,7 @@ def test_an_s_run_starts_from_a_consistent_cut(ring):
     assert report["causal_forced"] == 0 and [c for c in report["run_conditions"] if c["kind"] == "order"] == []
 
 
+@pytest.mark.slow
 def test_start_up_claims_do_not_pair_the_links(ring):
     # The boards restart one after another, and a board that is stopped or booting loses the
     # claims the restarted ones send it: counted as sent since their boot, never received.
@@ -140,19 +148,20 @@ def test_a_restarted_boards_events_wait_for_a_sample_of_its_new_clock():
     from picoring.ring.hostlink import BoardEvent, Reply
 
     run = RingRun(["a", "b", "c"], "q", make_workload("sequential", 3, 1))
-    run.t0 = 0
     run.links = [BoardLink(i, port, run.inbox, 3) for i, port in enumerate(run.ports)]
+    run.begin(0)
+    stream = run.streams[2]
     link = run.links[2]
     link.unwrap(5_000_000)
     link.offset = 4_000_000  # board ahead of the host by 4 s
-    run._place(2, 1_000_000, BoardEvent(2, 1, 5_000_000, "send", link=2, kind="token"))
+    stream.place(1_000_000, BoardEvent(2, 1, 5_000_000, "send", link=2, kind="token"))
     run._restarted(2, 1_100_000, t_rx=1_100_000)
     assert link.offset is None  # the old incarnation's offset says nothing about the new clock
-    run._place(2, 1_101_000, BoardEvent(2, 1, 1_000, "recv", link=1, kind="token"))  # 1 ms after its boot
+    stream.place(1_101_000, BoardEvent(2, 1, 1_000, "recv", link=1, kind="token"))  # 1 ms after its boot
     assert [e.ev for _, e, _ in run.merger.queues[2]] == ["send"]  # the rest waits for the clock
-    run._clock_sample(2, 1_102_500, Reply(2, "pong", "7 2000"), {7: 1_090_000})  # sent before the hello
-    assert link.offset is None and run.unplaced[2]
-    run._clock_sample(2, 1_102_500, Reply(2, "pong", "8 2000"), {8: 1_101_500})  # tick 2000 at host 1_102_000
+    stream.clock_sample(1_102_500, Reply(2, "pong", "7 2000"), 1_090_000)  # a ping sent before the hello
+    assert link.offset is None and stream.unplaced
+    stream.clock_sample(1_102_500, Reply(2, "pong", "8 2000"), 1_101_500)  # tick 2000 at host 1_102_000
     placed = [(t, e.ev) for t, e, _ in run.merger.queues[2]]
     assert placed == [(1_000_000, "send"), (1_100_000, "notice"), (1_101_000, "recv")]
 
@@ -201,6 +210,7 @@ class _HeldWrites:
             self.released = True
 
 
+@pytest.mark.slow
 def test_a_board_whose_ctrl_c_comes_late_is_stopped_before_the_others_start(ring):
     # Loaded suite at 29de4bf: one board's USB input stood still for seconds, and its Ctrl-C
     # reached it after the other boards had restarted. Still running, it answered their join
@@ -223,6 +233,7 @@ def test_a_board_whose_ctrl_c_comes_late_is_stopped_before_the_others_start(ring
     assert report["served"] == 3
 
 
+@pytest.mark.slow
 def test_a_board_left_at_its_repl_is_restarted_into_the_firmware(ring):
     # Stopped by hand (Ctrl-C in a terminal): at its REPL a board says no "!stopped" when the
     # next run stops the ring; its fresh prompt tells the harness it is not running.

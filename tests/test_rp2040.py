@@ -19,7 +19,7 @@ import pytest
 
 from conftest import FIRMWARE, ROOT
 
-pytestmark = pytest.mark.rp2040
+pytestmark = [pytest.mark.rp2040, pytest.mark.slow]
 
 RP2040 = ROOT.parent / "shared" / "rp2040"
 EXEC = RP2040 / "exec"

@@ -178,6 +178,7 @@ def test_the_descriptors_bounds_hold(name, workload):
     assert rep["logical_messages"] <= 2 * 300 and rep["hop_frames"] <= (2 * n - 1) * 300
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BOTH)
 @pytest.mark.parametrize("workload", ["sequential", "adversarial"])
 def test_on_a_ring_the_counts_are_the_simulators(ring, name, workload):
@@ -408,6 +409,7 @@ def loop_runs(micropython):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BOTH)
 def test_the_node_loop_runs_them_alike_under_micropython_and_cpython(loop_runs, name):
     mp, cp = loop_runs[name]
@@ -426,6 +428,7 @@ def test_the_node_loop_runs_them_alike_under_micropython_and_cpython(loop_runs, 
         assert scenario["errors"] == [0] * 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BOTH)
 @pytest.mark.parametrize("n", [3, 32])
 def test_the_node_loop_allocates_nothing_under_micropython(micropython, name, n):

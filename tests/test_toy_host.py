@@ -59,6 +59,7 @@ def test_the_toy_keeps_its_descriptors_bounds(workload):
     assert rep["hop_frames"] > rep["logical_messages"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", ["sequential", "adversarial"])
 def test_on_a_ring_the_toy_counts_as_in_the_simulator(ring, workload):
     """Through the pytest plugin's ring (virtual boards by default): flash picks the toy's

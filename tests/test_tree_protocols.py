@@ -315,6 +315,7 @@ def test_explorer_complete_at_4(spec, invariants, graph):
 NAMES = ("raymond:tree=binary", "nt", "dag:graph=complete")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_the_node_loop_runs_them_alike_under_micropython_and_cpython(micropython, name):
     from conftest import FIRMWARE, ROOT, run_micropython
@@ -331,6 +332,7 @@ def test_the_node_loop_runs_them_alike_under_micropython_and_cpython(micropython
     assert sorted(res["all"]["seq"])[-1] == 6 and res["all"]["errors"] == [0] * 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_the_node_loop_allocates_nothing_under_micropython(micropython, name):
     from conftest import FIRMWARE, ROOT, run_micropython
@@ -342,6 +344,7 @@ def test_the_node_loop_allocates_nothing_under_micropython(micropython, name):
 
 # -- a virtual ring per protocol ----------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["raymond:tree=path,holder=2", "nt:holder=1", "dag:graph=complete"])
 def test_on_a_virtual_ring_the_counts_are_the_simulators(ring, name):
     n, k = ring.n, 8

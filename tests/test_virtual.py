@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import serial
 
-from picoring import ttystall
+from picoring.clock import WALL
 from picoring.ring import deploy
 from picoring.virtual import boards, supervisor
 from picoring.cli.main import main
@@ -31,7 +31,7 @@ from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropy
 from picoring.virtual.remote import RemoteRing
 from picoring.virtual.wire import Histogram, Wire, bucket_us, histogram_percentile, histogram_since
 
-from conftest import TIMEOUT, wait_for
+from conftest import TIMEOUT, StalledClock, wait_for
 
 # A tiny firmware: byte 'w' on the host link sends `send` bytes (0, 1, 2, ...) on the UART;
 # UART bytes are counted and every `report`-th one reported as "rx COUNT SUM"; 0x03 stops it.
@@ -253,6 +253,7 @@ print("\n".join(got))
 '''
 
 
+@pytest.mark.slow
 def test_a_board_reads_no_byte_of_its_uart_before_its_time(tmp_path, micropython):
     # Given ahead of time, a record's bytes stay unread until their time (firmware/hal_unix.py),
     # under the real MicroPython, whose ticks_us is the relay's clock (CLOCK_MONOTONIC)
@@ -279,6 +280,7 @@ def test_a_board_reads_no_byte_of_its_uart_before_its_time(tmp_path, micropython
     assert int(reads[2][1]) >= math.ceil((due + 0.03) * 1e6)
 
 
+@pytest.mark.slow
 def test_the_ring_times_each_hop_frame_ends_and_board_turnarounds(tmp_path, test_main):
     # The status says how late the relay delivered frame ends and how soon a board wrote after
     # a delivery (bench ring prints both): a board that answers each frame with one of its own
@@ -334,6 +336,7 @@ def test_wire_hooks_delay_and_transform():
 
 # -- boards ------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_ring_of_three_starts_and_boards_answer_in_the_repl(ring):
     for b in ring.boards:
         assert stat.S_ISCHR(os.stat(b.usb_path).st_mode)
@@ -352,6 +355,7 @@ def test_ring_of_three_starts_and_boards_answer_in_the_repl(ring):
     assert out.decode().strip() == ring.boards[1].fs_dir
 
 
+@pytest.mark.slow
 def test_deploy_reset_and_paced_wire(tmp_path, test_main, monkeypatch):
     baud, count = 9600, 200
     # What a board says just after its reset ("ready") is kept for a host that opens the port
@@ -389,6 +393,7 @@ def test_deploy_reset_and_paced_wire(tmp_path, test_main, monkeypatch):
               % (deploy_s, count, baud, elapsed * 1e3, wire_time * 1e3))
 
 
+@pytest.mark.slow
 def test_an_unpaced_ring_does_not_hold_bytes_for_their_wire_time(tmp_path, test_main, monkeypatch):
     # 200 bytes at 10 baud: 200 s on a paced wire
     monkeypatch.setattr(boards, "_POWER_ON_HOLD_S", 0.0)
@@ -405,6 +410,7 @@ def test_an_unpaced_ring_does_not_hold_bytes_for_their_wire_time(tmp_path, test_
         assert ring.status()["paced"] is False
 
 
+@pytest.mark.slow
 def test_a_host_that_opens_the_port_while_the_last_ones_hang_up_is_handled_loses_nothing(
         tmp_path, test_main, monkeypatch):
     # On a host's hang-up the USB thread flushes what the board wrote and nobody read (a tty's
@@ -444,6 +450,7 @@ def test_a_host_that_opens_the_port_while_the_last_ones_hang_up_is_handled_loses
                 usb.close()
 
 
+@pytest.mark.slow
 def test_cut_wire_delivers_nothing(tmp_path, test_main):
     with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
         deploy.deploy_virtual(ring, {"send": 50, "report": 1}, files=[test_main], timeout=TIMEOUT)
@@ -460,6 +467,7 @@ def test_cut_wire_delivers_nothing(tmp_path, test_main):
             ring.boards[1].wait_output(b"rx 50 %d\n" % sum(range(50)), TIMEOUT)
 
 
+@pytest.mark.slow
 def test_reset_reruns_main_and_keeps_the_paths(ring, test_main):
     b = ring.boards[0]
     b.wait_output(b">>> ", TIMEOUT)
@@ -476,6 +484,7 @@ def test_reset_reruns_main_and_keeps_the_paths(ring, test_main):
         ring.reset(3)
 
 
+@pytest.mark.slow
 def test_a_board_that_exits_is_restarted(ring):
     b = ring.boards[2]
     b.wait_output(b">>> ", TIMEOUT)
@@ -486,6 +495,7 @@ def test_a_board_that_exits_is_restarted(ring):
     b.wait_output(b">>> ", TIMEOUT)
 
 
+@pytest.mark.slow
 def test_stop_leaves_no_process(tmp_path):
     ring = VirtualRing(3, workdir=tmp_path / "ring").start()
     pids = [b.pid for b in ring.boards]
@@ -497,6 +507,7 @@ def test_stop_leaves_no_process(tmp_path):
         ring.reset(0)
 
 
+@pytest.mark.slow
 def test_temporary_workdir_is_removed():
     with VirtualRing(1) as ring:
         workdir = ring.workdir
@@ -540,6 +551,7 @@ def run_cli(capsys, *argv):
     return status, out, err
 
 
+@pytest.mark.slow
 def test_cli_up_status_reset_down(tmp_path, capsys):
     d = str(tmp_path / "state")  # a path longer than the old fixed columns
     try:
@@ -604,6 +616,7 @@ def test_cli_up_status_reset_down(tmp_path, capsys):
         supervisor.down(d)
 
 
+@pytest.mark.slow
 def test_a_start_interrupted_stops_the_supervisor_before_it_returns(tmp_path, monkeypatch):
     """kill -TERM of `run --virtual` while its ring was starting: the temporary folder was
     removed, but the supervisor, still starting, wrote its state.json there afterwards, and
@@ -623,6 +636,7 @@ def test_a_start_interrupted_stops_the_supervisor_before_it_returns(tmp_path, mo
     assert not (tmp_path / supervisor.STATE).exists()
 
 
+@pytest.mark.slow
 def test_killing_the_supervisor_kills_the_boards(tmp_path):
     d = tmp_path / "state"
     try:
@@ -639,6 +653,7 @@ def test_killing_the_supervisor_kills_the_boards(tmp_path):
     assert not (d / "state.json").exists()
 
 
+@pytest.mark.slow
 def test_a_remote_ring_is_driven_as_an_in_process_one(tmp_path, test_main):
     # run --virtual, demo, dash and bench ring run their ring in a supervisor process
     # (remote.RemoteRing); deploy and the harness use it as a VirtualRing.
@@ -662,6 +677,7 @@ def test_a_remote_ring_is_driven_as_an_in_process_one(tmp_path, test_main):
     assert not ring.running() and not workdir.exists()  # its temporary directory goes with it
 
 
+@pytest.mark.slow
 def test_a_remote_ring_goes_when_its_command_is_killed(tmp_path):
     # A command killed with SIGKILL cannot stop its ring: the supervisor stops by itself
     # (PR_SET_PDEATHSIG), its boards with it, and its temporary directory goes.
@@ -684,6 +700,7 @@ def test_a_remote_ring_goes_when_its_command_is_killed(tmp_path):
             proc.wait()
 
 
+@pytest.mark.slow
 def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
     d = tmp_path / "state"
     monkeypatch.setattr(deploy, "FIRMWARE_FILES", [test_main])
@@ -697,13 +714,17 @@ def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
         assert status == 0, (err, status == 0 or supervisor.status(d))
         for i in range(2):
             with open(d / ("board%d" % i) / "picoring.json") as f:
-                assert json.load(f)["send"] == 10
+                cfg_on_board = json.load(f)
+            assert cfg_on_board["send"] == 10
+            assert cfg_on_board["protocol"] == "d"  # -p's default: the config named none (issue 37, item 8)
+        assert "deployed protocol d to 2 board(s)" in err
         state = supervisor.read_state(d)
         assert deploy.list_files(state["boards"][0]["usb"], timeout=TIMEOUT) == ["main.py", "picoring.json"]
     finally:
         supervisor.down(d)
 
 
+@pytest.mark.slow
 def test_sigterm_of_run_virtual_cleans_up_like_ctrl_c(tmp_path):
     """kill PID of `picoring run --virtual` stops the boards and removes their temporary
     folder, as Ctrl-C does (issue 18, item 3). Sent once the folder exists, at whatever point
@@ -741,16 +762,17 @@ def relay_stuck_in_its_loop(ring, seconds):
     wait_for(lambda: ring._housekeeping is housekeeping, what="the relay to get stuck")
 
 
-def test_a_relay_that_does_not_answer_says_where_it_is(monkeypatch):
+@pytest.mark.slow
+def test_a_relay_that_does_not_answer_says_where_it_is():
     # Once, under two busy loops, a supervisor's ring did not start: "the relay did not answer
     # within 15.0s", and nothing said what it was doing. The message now names its frames.
-    monkeypatch.setattr(ttystall, "stalled", lambda: 0.0)  # every second counts (a loaded machine's need not)
-    with VirtualRing(2) as ring:
+    with VirtualRing(2, clock=WALL) as ring:  # every second counts (a loaded machine's need not)
         relay_stuck_in_its_loop(ring, 1.0)
         with pytest.raises(VirtualBoardError, match=r"did not answer within 0.1s \(reset board 1\); it was at: .*sleep_in_the_relay"):
             ring.reset(1, timeout=0.1)
 
 
+@pytest.mark.slow
 def test_a_call_the_relay_has_taken_up_is_waited_for_beyond_its_timeout(monkeypatch):
     # In a loaded suite run a reset through the supervisor failed: "the relay did not answer
     # within 10.0s; it was at: ... set < _run_calls": the relay was done with the reset (its
@@ -764,12 +786,13 @@ def test_a_call_the_relay_has_taken_up_is_waited_for_beyond_its_timeout(monkeypa
         # not for ever: one that outlasts _CALL_IN_HAND_S is said to be stuck, and where. (The
         # wait counts time in which the serial ports delivered; in a loaded suite run they stood
         # still for most of the 1 s sleep, and it did not count as 0.3 s: here every second counts.)
-        monkeypatch.setattr(ttystall, "stalled", lambda: 0.0)
+        ring.clock = WALL
         monkeypatch.setattr(boards, "_CALL_IN_HAND_S", 0.3)
         with pytest.raises(VirtualBoardError, match=r"at work on calls for 0.3s.*it is on: sleep a while, at: .*sleep_in_the_relay"):
             ring._call(lambda: sleep_in_the_relay(1.0), 0.1, "sleep a while")
 
 
+@pytest.mark.slow
 def test_a_call_queued_behind_a_slow_one_waits_for_it(capfd):
     # Again a loaded suite run: "did not answer within 10.0s; it was at: ... kill": the relay was
     # on another call (a board's kill) the whole time. A relay at work on calls is not stuck.
@@ -788,6 +811,7 @@ def sleep_in_the_relay(seconds):
     time.sleep(seconds)
 
 
+@pytest.mark.slow
 def test_a_supervisor_at_work_on_a_slow_call_keeps_its_client_waiting(monkeypatch):
     # The client's wait for an answer restarts on every byte from the supervisor; a slow reset
     # (here 1.5 s of fork and exec) sends spaces meanwhile, and the answer comes after them.
@@ -807,7 +831,7 @@ def test_a_supervisor_at_work_on_a_slow_call_keeps_its_client_waiting(monkeypatc
             try:
                 client.sendall(b'{"cmd": "reset", "board": 1}\n')
                 client.settimeout(0.1)
-                reply = supervisor._read_line(client, limit=None, deadline=ttystall.Deadline(0.5))
+                reply = supervisor._read_line(client, limit=None, deadline=ring.clock.deadline(0.5))
             finally:
                 serving.join()
     assert reply.startswith(" ") and json.loads(reply)["ok"]
@@ -832,6 +856,7 @@ def test_reading_a_host_port_empty_goes_past_a_status_that_is_not_a_flush():
             os.close(fd)
 
 
+@pytest.mark.slow
 def test_what_the_host_sent_the_old_process_does_not_reach_the_reset_one(tmp_path, test_main):
     # The harness stops every board with a Ctrl-C, then resets them. On a loaded machine the
     # relay had not yet passed the Ctrl-C on when the reset came, and passed it to the new
@@ -863,6 +888,7 @@ def test_what_the_host_sent_the_old_process_does_not_reach_the_reset_one(tmp_pat
                 assert lines[-1] == b"rx 1 0\n", lines
 
 
+@pytest.mark.slow
 def test_what_the_host_writes_right_after_a_reset_reaches_the_new_process(tmp_path, monkeypatch):
     # `virtual deploy` resets each board to its REPL and runs mpremote at once, which writes
     # Ctrl-C and Ctrl-A and waits for the raw REPL's banner (a pty read without timeout). The
@@ -925,6 +951,7 @@ def test_a_signal_inside_the_relay_threads_start_still_cleans_up(monkeypatch, tm
     assert ring.workdir is not None and not ring.workdir.exists()
 
 
+@pytest.mark.slow
 def test_a_power_cycle_right_after_a_reset_does_not_leave_the_new_port_deaf(tmp_path):
     # A reset drops what the host sent the old process until the USB thread has drained the
     # port; a power cycle before that replaces the port, and the drain's answer then names a
@@ -968,6 +995,7 @@ def test_a_board_that_outlives_its_sigkill_for_a_while_does_not_stop_the_reset(t
     assert "board 1 (pid 4242) still exiting 0.0 s after SIGKILL" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_host_that_reads_late_loses_none_of_the_boards_output(tmp_path):
     # On a loaded machine the kernel's tty worker, which moves what the relay writes into a
     # board's pty on to the host's side, did not run for seconds ("workqueue lockup" in the
@@ -994,14 +1022,13 @@ def test_a_host_that_reads_late_loses_none_of_the_boards_output(tmp_path):
             assert b.usb_dropped == dropped
 
 
-def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_path, monkeypatch):
+def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_path):
     # A supervisor busy with its boards' ptys answered after 15 s in a loaded suite run (the
     # machine's tty worker stood still): the wait counts only time in which the serial ports
     # delivered (ttystall). Here a supervisor that answers after 0.8 s, all of it stalled, and
     # a 0.3 s wait; then one that never answers still fails, saying what was not counted.
     import socket
     import threading
-    from picoring import ttystall
 
     held = supervisor._lock(tmp_path)  # "a supervisor holds the lock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -1019,29 +1046,28 @@ def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_p
                 time.sleep(3)
 
     t0 = time.monotonic()
-    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
+    clock = StalledClock(lambda: min(time.monotonic() - t0, 1.5))
     threading.Thread(target=serve, args=(True,), daemon=True).start()
     try:
-        assert supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3)["said"] == "late"
+        assert supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3, clock=clock)["said"] == "late"
         threading.Thread(target=serve, args=(False,), daemon=True).start()
         t0 = time.monotonic()
         with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
-            supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3)
+            supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3, clock=clock)
     finally:
         server.close()
         os.close(held)
 
 
+@pytest.mark.slow
 def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, monkeypatch):
     # A loaded suite run: the relay sat 15 s in subprocess's fork and exec of a board, and the
     # ring's start failed ("the virtual ring's relay did not answer within 15.0s"). Like the
     # other waits on a board, the wait for the relay to take a call up counts only time in which
     # the serial ports delivered (ttystall); a relay that never gets to it still fails, saying
     # what was not counted. (The relay is held up in its own loop meanwhile.)
-    from picoring import ttystall
-
     t0 = time.monotonic()
-    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
+    monkeypatch.setattr(ring, "clock", StalledClock(lambda: min(time.monotonic() - t0, 1.5)))
     relay_stuck_in_its_loop(ring, 0.8)
     assert ring._call(lambda: "late", timeout=0.3) == "late"
     relay_stuck_in_its_loop(ring, 3)

@@ -111,6 +111,7 @@ def ticks_until_dead(port):
 
 # -- pyserial on the host side -------------------------------------------------------
 
+@pytest.mark.slow
 def test_unplug_hangs_up_the_host_and_the_port_comes_back_under_the_same_path(ring):
     b = ring.boards[0]
     path, pid = b.usb_path, b.pid
@@ -142,6 +143,7 @@ def test_unplug_hangs_up_the_host_and_the_port_comes_back_under_the_same_path(ri
     assert info["unplugs"] == 1 and info["power_cycles"] == 0 and info["usb_dropped"] > 0
 
 
+@pytest.mark.slow
 def test_unplug_until_plug(ring):
     b = ring.boards[1]
     ring.unplug(1)
@@ -153,6 +155,7 @@ def test_unplug_until_plug(ring):
         assert readline(usb).startswith(b"!tick ")
 
 
+@pytest.mark.slow
 def test_power_cycle_loses_the_tx_fifo_and_the_host_sees_hello_again(ring, monkeypatch):
     b0, b1 = ring.boards
     # What a board just powered on says is kept for the host for _POWER_ON_HOLD_S (2 s); under
@@ -187,6 +190,7 @@ def test_power_cycle_loses_the_tx_fifo_and_the_host_sees_hello_again(ring, monke
     assert line.split()[1] == b"rx=%d" % w.bytes_out
 
 
+@pytest.mark.slow
 def test_a_host_that_flushes_late_in_its_open_still_gets_the_hello(ring, monkeypatch):
     """pyserial's open() opens the pty, then sets it up, then flushes its input: what the ring
     wrote to the port in between is thrown away by the host itself. Under load those steps once
@@ -208,6 +212,7 @@ def test_a_host_that_flushes_late_in_its_open_still_gets_the_hello(ring, monkeyp
         assert readline(usb) == b"!tick 1\n"
 
 
+@pytest.mark.slow
 def test_a_host_that_opens_the_port_just_before_a_reset_gets_the_new_boards_output(ring, monkeypatch):
     """flash opens a board's port (pyserial flushes its input in open()) and resets the board at
     once. The reset's drain of the port read that flush before the ring's look had seen the host
@@ -224,6 +229,7 @@ def test_a_host_that_opens_the_port_just_before_a_reset_gets_the_new_boards_outp
         assert b0.host_attached  # (once the port is closed, the ring may see the hang-up at any time)
 
 
+@pytest.mark.slow
 def test_a_host_that_never_flushes_gets_the_hello_too(ring, monkeypatch):
     """The wait for the host's flush is not for ever: a plain open (cat, a terminal) gets the
     board's output after _HOST_FLUSH_WAIT_S."""
@@ -234,7 +240,7 @@ def test_a_host_that_never_flushes_gets_the_hello_too(ring, monkeypatch):
     fd = os.open(b0.usb_path, os.O_RDWR | os.O_NOCTTY)
     try:
         got = b""
-        deadline = ttystall.Deadline(TIMEOUT)
+        deadline = ring.clock.deadline(TIMEOUT)
         while b"\n" not in got and not deadline.expired():
             if select.select([fd], [], [], 0.1)[0]:
                 got += os.read(fd, 100)
@@ -243,6 +249,7 @@ def test_a_host_that_never_flushes_gets_the_hello_too(ring, monkeypatch):
     assert got.startswith(b"!hello fw=t pos=0 n=2\n")
 
 
+@pytest.mark.slow
 def test_what_a_host_writes_just_before_it_closes_the_port_reaches_the_board(ring):
     # echo '!ping 5' > usb1: open, write, close, all between two of the ring's looks at the
     # port. The bytes stayed in the pty until the next host opened it (if one ever did).
@@ -254,6 +261,7 @@ def test_what_a_host_writes_just_before_it_closes_the_port_reaches_the_board(rin
     assert not b1.host_attached  # nobody has the port open: the board's answer went nowhere
 
 
+@pytest.mark.slow
 def test_power_off_for_a_while(ring, monkeypatch):
     b = ring.boards[1]
     pid = b.pid
@@ -281,6 +289,7 @@ def test_power_off_for_a_while(ring, monkeypatch):
     assert dropped >= len(b"!hello fw=t pos=1 n=2\n")
 
 
+@pytest.mark.slow
 def test_restart_and_unplug_from_the_fault_spec(ring):
     b0, b1 = ring.boards
     pids = [b0.pid, b1.pid]
@@ -303,7 +312,7 @@ def test_restart_and_unplug_from_the_fault_spec(ring):
 def notices(inbox, until, timeout=TIMEOUT):
     """Inbox items up to and including the first that satisfies until(item)."""
     got = []
-    deadline = ttystall.Deadline(timeout)  # (time in which the serial ports delivered)
+    deadline = ttystall.STALL.deadline(timeout)  # (time in which the serial ports delivered)
     while True:
         try:
             _, _, item = inbox.get(timeout=max(0.01, min(0.5, deadline.left())))
@@ -325,9 +334,10 @@ def ticks(items):
     return [int(i.text) for i in items if isinstance(i, Reply) and i.word == "tick"]
 
 
+@pytest.mark.slow
 def test_boardlink_rides_through_an_unplug(ring):
     inbox = queue.Queue()
-    link = BoardLink(0, ring.boards[0].usb_path, inbox, 2).open()
+    link = BoardLink(0, ring.boards[0].usb_path, inbox, 2, clock=ring.clock).open()
     try:
         before = ticks(notices(inbox, lambda i: isinstance(i, Reply) and i.word == "tick"))
         # Unplugged until plug(): with unplug(0, 1.0) a loaded machine that stalled for seconds
@@ -359,9 +369,10 @@ def test_boardlink_rides_through_an_unplug(ring):
         link.close()
 
 
+@pytest.mark.slow
 def test_boardlink_sees_hello_after_a_power_cycle_through_the_reopened_port(ring):
     inbox = queue.Queue()
-    link = BoardLink(1, ring.boards[1].usb_path, inbox, 2).open()
+    link = BoardLink(1, ring.boards[1].usb_path, inbox, 2, clock=ring.clock).open()
     try:
         notices(inbox, lambda i: isinstance(i, Reply) and i.word == "tick")
         ring.power_cycle(1)

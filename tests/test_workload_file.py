@@ -130,6 +130,7 @@ def test_a_trace_of_a_larger_ring_says_which_line_does_not_fit(tmp_path, capsys)
     assert "is a trace of a ring of 5 nodes; its requests are replayed on 7" in err
 
 
+@pytest.mark.slow
 def test_a_ring_runs_trace_replays_in_the_simulator(tmp_path, capsys):
     """End to end: `run --virtual 3` writes the trace, `sim -w file:` replays its requests: each
     node's k-th request at the first whole time unit (--unit-ms, 2 ms) at or after its time on

@@ -1,0 +1,44 @@
+"""The fast tier's guard (tests/conftest.py, tests/slowguard): a test that starts MicroPython,
+itself or through a Python process it starts, fails without the `slow` mark."""
+
+import shutil
+
+import pytest
+
+from conftest import ROOT
+
+pytest_plugins = ["pytester"]
+
+INNER = '''
+import subprocess, sys
+import pytest
+from conftest import find_micropython
+
+def test_unmarked_direct():
+    subprocess.run([find_micropython(), "-c", "pass"], check=True)
+
+def test_unmarked_in_a_child():
+    code = "import subprocess, sys; subprocess.run([sys.argv[1], '-c', 'pass'], check=True)"
+    subprocess.run([sys.executable, "-c", code, find_micropython()], check=True)
+
+@pytest.mark.slow
+def test_marked():
+    subprocess.run([find_micropython(), "-c", "pass"], check=True)
+
+def test_starts_nothing():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+'''
+
+
+@pytest.mark.slow
+def test_a_test_that_starts_micropython_without_the_slow_mark_fails(pytester):
+    pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text())
+    shutil.copytree(ROOT / "tests" / "slowguard", pytester.path / "slowguard")
+    pytester.makeini("[pytest]\nmarkers =\n    slow: s\n    boards: b\n    rp2040: r\n")
+    pytester.makepyfile(test_inner=INNER)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(["*::test_unmarked_direct starts *micropython without the `slow` mark*"])
+    result.stdout.fnmatch_lines(["*::test_unmarked_in_a_child starts *micropython (in a child process)*"])
+    assert "test_inner.py::test_unmarked_in_a_child" in result.stdout.str()
+    assert result.stdout.str().count("without the `slow` mark") == 2
