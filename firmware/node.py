@@ -11,6 +11,7 @@ import frame
 import hostlink
 from frame import scan, token as encode_token, message as encode_message, seal
 from hostlink import record_fields, record_token
+from protocol import sends
 from array import array
 from hostlink import EV_REQ, EV_SEND, EV_RECV, EV_ENTER, EV_EXIT, EV_BAD, EV_REJECT, EV_BOOT
 from hostlink import EV_REGEN, EV_DISCARD, EV_TIMEOUT, EV_HOSTERR, EV_GAP, EV_RES
@@ -659,19 +660,21 @@ class NodeLoop:
         node = self.node
         st = self._dst
         uart = self.uart
-        if a & _SEND_MSG:
-            encode_message(self._eraw, self._mout, node, self._mfields)
-            uart.write(self._mviews[node.out_kind])
-        if a & _SEND_TOKEN:
-            encode_token(self._eraw, self._tout, node)
-            uart.write(self._tout)
-        elif a & _SEND_REQUEST:
-            uart.write(self.enc.request())
-        if a & _SEND_AGAIN:
-            uart.write(self.enc.again(node.again_origin))
-        if a & _SEND_CLAIM:
-            uart.write(self.enc.claim(node.claim_epoch, node.claim_origin, node.claim_join, node.claim_seq,
-                                      node.claim_nonce))
+        sent = sends(a)  # the frames, in wire order (protocol.ACTIONS)
+        for b in sent:
+            if b == _SEND_MSG:
+                encode_message(self._eraw, self._mout, node, self._mfields)
+                uart.write(self._mviews[node.out_kind])
+            elif b == _SEND_TOKEN:
+                encode_token(self._eraw, self._tout, node)
+                uart.write(self._tout)
+            elif b == _SEND_REQUEST:
+                uart.write(self.enc.request())
+            elif b == _SEND_AGAIN:
+                uart.write(self.enc.again(node.again_origin))
+            else:
+                uart.write(self.enc.claim(node.claim_epoch, node.claim_origin, node.claim_join, node.claim_seq,
+                                          node.claim_nonce))
         if a & _ENTER_CS:
             self._cs_start = t
         log = self.log
@@ -696,21 +699,17 @@ class NodeLoop:
             # capped): the wandering token's rule against regeneration storms.
             self.gen_us = min(self.gen_us * 3 // 2, self.regen_us * 64)
             log.record(EV_REGEN, _TOKEN, node.state, node.count, node.seq, node.epoch, t)
-        if a & (_SEND_TOKEN | _SEND_REQUEST | _SEND_AGAIN | _SEND_CLAIM | _SEND_MSG):
-            if a & _SEND_MSG:
-                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+        for b in sent:
+            self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+            if b == _SEND_MSG:
                 record_fields(self._lbuf, self._lst, _CODE_SEND_MSG, self._mfields, 0, self.ticks_us())
-            if a & _SEND_TOKEN:
-                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+            elif b == _SEND_TOKEN:
                 log.record(EV_SEND, _TOKEN, node.state, node.count, node.seq, node.epoch)
-            elif a & _SEND_REQUEST:
-                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+            elif b == _SEND_REQUEST:
                 log.record(EV_SEND, _REQUEST, 0, 0, 0, 0)
-            if a & _SEND_AGAIN:
-                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+            elif b == _SEND_AGAIN:
                 log.record(EV_SEND, _AGAIN, 0, node.again_origin, 0, 0)
-            if a & _SEND_CLAIM:
-                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+            else:
                 log.record(EV_SEND, _CLAIM, node.claim_join, node.claim_origin, node.claim_seq, node.claim_epoch)
         if a & _ENTER_CS:
             log.record(EV_ENTER, 0, 0, 0, node.seq, node.epoch, t)

@@ -64,6 +64,7 @@ class NodeDLiteral(Node):
         "citation": CITATION + ", section 4",
         "exclusion": "hard",
         "rests": True,  # at rest in state check when no request is pending
+        "positions": False,  # no rule reads a node's index: a ring's rotation is a symmetry (the explorer)
         # What a run may show that the project has found and documented (a violation's kind ->
         # where and why): `compare` reports it as expected, not as a failure.
         "findings": {"quiescence": "docs/bounds.md, finding 1: a stale request message wakes the resting "

@@ -53,6 +53,7 @@ class NodeQ(Node):
         "citation": CITATION + ", section 3",
         "exclusion": "hard",
         "rests": True,  # at rest at the last holder when no request is pending
+        "positions": False,  # no rule reads a node's index: a ring's rotation is a symmetry (the explorer)
         # The dashboard (host): the token frame's fields to show, request frames, a per-node flag.
         "view": {"token_count": "counter", "requests": True},
         "messages": {"token": "frame.TOKEN to the next node", "request": "frame.REQUEST to the next node"},

@@ -55,6 +55,7 @@ class NodeS(Node):
         "citation": CITATION + ", section 2",
         "exclusion": "hard",
         "rests": False,  # S's token never rests (Thm 2.1): runs stop at an idle horizon
+        "positions": False,  # no rule reads a node's index: a ring's rotation is a symmetry (the explorer)
         # The dashboard (host): the token frame's fields to show, request frames, a per-node flag.
         "view": {},
         "messages": {"token": "frame.TOKEN to the next node"},

@@ -93,6 +93,44 @@ REGENERATED = const(32)
 DISCARDED = const(64)
 SEND_MSG = const(128)
 
+# What an action bit does: one table, read by the node loop's slow path (firmware/node.py,
+# NodeLoop._act), the simulator (sim/simcore.py) and both explorers (explore/model.py,
+# explore/lossy_model.py). A row: (bit, the kind of the frame it sends (frame.py), 0: none).
+# The frames go on the wire in the rows' order, and then the critical section starts; a token
+# frame goes instead of a request frame (a handler returning both sends the token only). The
+# node loop's hot path (a token or a request frame passed straight on: a mask of that one bit)
+# keeps its inline copy of those two rows (tests/test_node_loop.py checks that they agree).
+ACTIONS = (
+    (SEND_MSG, 7),  # frame.MSG: out_kind to out_dst (a node or BROADCAST), payload out[0:out_len]
+    (SEND_TOKEN, 1),  # frame.TOKEN to the next node: count, state, seq, epoch
+    (SEND_REQUEST, 2),  # frame.REQUEST to the next node, unless SEND_TOKEN
+    (SEND_AGAIN, 6),  # frame.AGAIN to the next node: again_origin
+    (SEND_CLAIM, 5),  # frame.CLAIM to the next node: claim_epoch, _origin, _join, _seq, _nonce
+    (ENTER_CS, 0),  # the critical section starts (after the frames); exit_cs() at its end
+    (REGENERATED, 0),  # for the log: a new token was made here
+    (DISCARDED, 0),  # for the log: a token of an old epoch was dropped here
+)
+SENDS = const(0x9B)  # SEND_MSG | SEND_TOKEN | SEND_REQUEST | SEND_AGAIN | SEND_CLAIM: the bits that send a frame
+
+
+def _wire_order(a):
+    if a & SEND_TOKEN:
+        a &= ~SEND_REQUEST
+    return tuple([row[0] for row in ACTIONS if a & row[0] & SENDS])
+
+
+# sends(a)'s answers, made once (32 masks): the node loop allocates nothing per action
+_SENDS_OF = {}
+for _a in range(SENDS + 1):
+    if not _a & ~SENDS:
+        _SENDS_OF[_a] = _wire_order(_a)
+
+
+def sends(a):
+    """The SEND_* bits of action mask a, one per frame sent, in the order the frames go on
+    the wire (ACTIONS)."""
+    return _SENDS_OF[a & SENDS]
+
 # Messages of the layer (frame.MSG frames, docs/frames.md).
 BROADCAST = const(0xFF)  # destination: every node (frame.BROADCAST)
 PAYLOAD_AT = const(5)  # a delivered message's payload starts at buf[PAYLOAD_AT] (frame.MSG_HEAD)

@@ -490,3 +490,77 @@ def test_a_rogue_board_enters_at_once_without_the_token():
     assert evs[1].payload == {"seq": 0, "epoch": 0}  # the last token number it saw: none
     assert ring.frames() == 0 and ring.loops[0].node.has_token and not ring.loops[2].node.pending
     assert cell == [1]
+
+
+class Capture:
+    """A UART that keeps what the node writes, and reads what is put in inbox."""
+
+    def __init__(self, inbox=b""):
+        self.out = bytearray()
+        self.inbox = bytearray(inbox)
+
+    def write(self, data):
+        self.out += data
+        return len(data)
+
+    def readinto(self, buf, n=None):
+        n = min(len(buf) if n is None else n, len(self.inbox))
+        buf[:n] = self.inbox[:n]
+        del self.inbox[:n]
+        return n
+
+
+def _frames_written(data):
+    dec = fw_frame.Decoder()
+    dec.feed(data, len(data))
+    kinds = []
+    k = dec.next()
+    while k:
+        kinds.append((k, dec.st[fw_frame.F_LSEQ]))
+        k = dec.next()
+    return kinds
+
+
+FRAME_OF_BIT = dict(protocol.ACTIONS)
+
+
+def test_the_action_table_names_the_frames_of_frame_py():
+    assert protocol.ACTIONS == (
+        (protocol.SEND_MSG, fw_frame.MSG), (protocol.SEND_TOKEN, fw_frame.TOKEN),
+        (protocol.SEND_REQUEST, fw_frame.REQUEST), (protocol.SEND_AGAIN, fw_frame.AGAIN),
+        (protocol.SEND_CLAIM, fw_frame.CLAIM), (protocol.ENTER_CS, 0), (protocol.REGENERATED, 0),
+        (protocol.DISCARDED, 0))
+    assert protocol.SENDS == sum(bit for bit, kind in protocol.ACTIONS if kind)
+    assert sum(bit for bit, _ in protocol.ACTIONS) == 0xFF  # every bit a handler may return
+
+
+@pytest.mark.parametrize("mask", sorted(protocol._SENDS_OF))
+def test_the_slow_path_sends_the_frames_of_the_action_table_in_its_order(mask):
+    # every combination of the sending bits, through NodeLoop._act: one frame per bit of
+    # protocol.sends(mask) (a token instead of a request), on the wire in ACTIONS' order
+    lp = fw_node.NodeLoop(protocol.make_node("toy", 1, 3), Capture(), Host(), lambda: 0, lambda a, b: a - b)
+    node = lp.node
+    node.send(0, 2)  # a declared message for SEND_MSG
+    lp._act(mask, 0)
+    assert [k for k, _ in _frames_written(bytes(lp.uart.out))] == [FRAME_OF_BIT[b] for b in protocol.sends(mask)]
+    assert lp.tx_frames == len(protocol.sends(mask))
+
+
+@pytest.mark.parametrize("what", ["token", "request"])
+def test_the_hot_path_and_the_action_table_send_the_same_frame(what):
+    # The hot path passes a token (on_token returned SEND_TOKEN) or a request frame
+    # (on_request returned SEND_REQUEST) straight on with its own inline copy of the table's
+    # rows; the slow path (_act) given the same mask must put the same bytes on the wire.
+    bit = protocol.SEND_TOKEN if what == "token" else protocol.SEND_REQUEST
+    assert protocol.sends(bit) == (bit,)
+    enc = fw_frame.Encoder()
+    frame_in = bytes(enc.token(3, 0, 7, 0) if what == "token" else enc.request())
+    hot = fw_node.NodeLoop(protocol.make_node("q", 1, 3), Capture(frame_in), Host(), lambda: 0, lambda a, b: a - b)
+    hot.start(give_token=False)
+    hot.step()
+    assert hot.tx_frames == 1 and not hot.uart.inbox
+    slow = fw_node.NodeLoop(protocol.make_node("q", 1, 3), Capture(), Host(), lambda: 0, lambda a, b: a - b)
+    for k in ("count", "state", "seq", "epoch", "has_token", "pending"):
+        setattr(slow.node, k, getattr(hot.node, k))
+    slow._act(bit, 0)
+    assert bytes(slow.uart.out) == bytes(hot.uart.out) and _frames_written(bytes(hot.uart.out))

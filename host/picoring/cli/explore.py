@@ -24,6 +24,9 @@ def argparse_explore(sub):
                         "the toy's; a protocol with a layout of its own, a tree, is built with its holder at K)")
     p.add_argument("--exact", action="store_true",
                    help="keep every node attribute (seq, epoch, dead counters): slower, same results")
+    p.add_argument("--no-symmetry", dest="symmetry", action="store_false",
+                   help="store every state, not one per rotation class (S, Q and D take the reduction: their "
+                        "rules name no position; same verdicts and worst cases, slower; for cross-checking)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     progress_line.add_progress_args(p)
     p.add_argument("--faults", metavar="SPEC", default=None,
@@ -104,7 +107,7 @@ def _explore(args, progress):
     if args.start is not None and not 0 <= args.start < args.n:
         raise ValueError("--start must be a node of the ring, 0..%d" % (args.n - 1))
     return explore(args.protocol, args.n, args.requests_per_node, max_states=args.max_states, exact=args.exact,
-                   start=args.start, progress=progress), format_report
+                   start=args.start, progress=progress, symmetry=None if args.symmetry else False), format_report
 
 
 def argparse_fidelity(sub):

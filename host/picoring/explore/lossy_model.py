@@ -5,7 +5,7 @@ import time
 from array import array
 
 from ..firmware.protocol import (DISCARDED, ENTER_CS, REGENERATED, SEND_AGAIN, SEND_CLAIM, SEND_REQUEST,
-                                 SEND_TOKEN)
+                                 SEND_TOKEN, sends)
 from .model import StateBudgetExceeded, _check_size, _protocol_class, _walk_back, has_messages
 
 # -- lossy mode: the recovery's safety under bounded faults ------------------------
@@ -181,16 +181,18 @@ def frame_text(f, i, n):
 
 
 def _frames_of(node, a):
-    """The frames a handler's action bits send, in firmware/node.py's order."""
+    """The frames a handler's action bits send, in the node loop's order (protocol.ACTIONS)."""
     out = []
-    if a & SEND_TOKEN:
-        out.append((F_TOKEN, node.count, node.state, node.seq, node.epoch))
-    elif a & SEND_REQUEST:
-        out.append(FRAME_REQUEST)
-    if a & SEND_AGAIN:
-        out.append((F_AGAIN, node.again_origin))
-    if a & SEND_CLAIM:
-        out.append((F_CLAIM, node.claim_epoch, node.claim_origin, node.claim_join, node.claim_seq, node.claim_nonce))
+    for b in sends(a):
+        if b == SEND_TOKEN:
+            out.append((F_TOKEN, node.count, node.state, node.seq, node.epoch))
+        elif b == SEND_REQUEST:
+            out.append(FRAME_REQUEST)
+        elif b == SEND_AGAIN:
+            out.append((F_AGAIN, node.again_origin))
+        else:  # SEND_CLAIM (_call refuses SEND_MSG: the lossy mode covers no messages)
+            out.append((F_CLAIM, node.claim_epoch, node.claim_origin, node.claim_join, node.claim_seq,
+                        node.claim_nonce))
     return out
 
 

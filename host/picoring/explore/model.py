@@ -44,9 +44,12 @@ For S, Q and D every rule is the same at every node (a node's index is never rea
 by the rules), for the toy every rule is the same up to a rotation of the indices
 (ring order counted from the node itself), and every node has the same request
 budget, so rotating a reachable state by k gives a reachable state of the ring
-started at node k, with the same measures: node 0 suffices. A protocol whose rules
-are not rotation-symmetric (a fixed tree) must be explored from every start
-(`picoring explore --start K`, Explorer(start=k)).
+started at node k, with the same measures: node 0 suffices. Where a rule reads no
+index at all (S, Q, D: about["positions"] is False) the explorer also keeps one state
+per rotation class (Explorer(rotations=True), states.py), each edge carrying the
+rotation so that every measure and schedule stays in the ring's own numbering. A
+protocol whose rules are not rotation-symmetric (a fixed tree) must be explored from
+every start (`picoring explore --start K`, Explorer(start=k)).
 
 Abstract state: per node a tuple of attributes, the link queues, the per-node
 remaining request budget. The node's attributes kept:
@@ -118,39 +121,26 @@ message of the kind about["messages"]["token"] names in flight) and no handler
 counted an error; for a protocol with messages whose descriptor names no token kind
 only "at most one holder" can be checked (the report says so).
 
-This module: the fault-free state graph (Explorer). search.py runs the analysis over
-it (explore, replay, format_report); lossy_model.py and lossy.py are the lossy mode.
+This module: the fault-free state graph (Explorer); states.py how its states are kept.
+search.py runs the analysis over it (explore, replay, format_report); lossy_model.py
+and lossy.py are the lossy mode.
 """
 
 import time
 from array import array
+from bisect import bisect_right
 from collections import deque
 
 from ..check.registry import evaluate, message_roles, search_of, with_options
 from ..firmware import protocol as _fw
 from ..firmware.frame import MSG, MSG_HEAD
-from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN
+from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN, sends
 from ..sim.simcore import first_word
+from .states import (P_COUNT, P_ERRORS, P_FLAG, P_HAS_TOKEN, P_IN_CS, P_PENDING, P_STALE, REQ, IndexView, Msg,
+                     StatesView, StateStore, Widen, _restore, _snapshot, canonical, has_messages, node_attributes,
+                     rotation_symmetric)
 
-REQ = -1  # a request frame in a link queue; a token frame is a tuple of its fields
-
-FIELDS = ("pending", "in_cs", "has_token", "count", "state", "flag", "errors", "stale_counts")
-EXACT_FIELDS = FIELDS + ("seq", "epoch")
-P_PENDING, P_IN_CS, P_HAS_TOKEN, P_COUNT, P_STATE, P_FLAG, P_ERRORS, P_STALE = range(8)
-CONSTANTS = ("index", "n", "msg_sizes")  # never state, not even with exact=True
 _OBSERVER_BYTES = bytes(6)  # seq u32, epoch u16 at the head of a token message's payload
-
-
-class Msg(tuple):
-    """A message frame in a link queue: (kind, src, dst, payload bytes). It is the same
-    frame at every hop (the node loop passes the bytes on unchanged)."""
-
-    __slots__ = ()
-
-    def text(self, i, n):
-        """As a schedule shows its delivery over link i -> i+1."""
-        kind, src, dst, _ = self
-        return "msg %d->%d kind=%d from=%d to=%s" % (i, (i + 1) % n, kind, src, "all" if dst == BROADCAST else dst)
 
 
 def message_buffer(kind, src, dst, payload):
@@ -172,7 +162,9 @@ _ENT_SHIFT = 6  # bits 6-11: node that entered its critical section + 1
 _REQ_SHIFT = 12  # bits 12-17: node that made a request + 1
 _T_SHIFT = 18  # bits 18-25: transition index within the state
 _FWD_SHIFT = 26  # bits 26-31: node whose search message (Lemma 6) another node sent on + 1
-_SUCC_SHIFT = 32
+_ROT_SHIFT = 32  # bits 32-37: the rotation that made the successor its class's representative
+_ROT = 0x3F
+_SUCC_SHIFT = 38
 # the weights a measure reads from an edge: (shift, mask)
 HOP_FRAMES = (0, _HOPS)
 LOGICAL = (_LOG_SHIFT, 0x3)
@@ -215,47 +207,6 @@ def _check_explorable(cls, name):
                          "(picoring sim, compare, figures) or on a ring" % (name, "; ".join(why)))
 
 
-def has_messages(cls, n):
-    """True when the protocol declares messages of the layer (message_sizes)."""
-    return any(size != NO_SIZE for size in cls(0, n).msg_sizes)
-
-
-def node_attributes(cls, n, exact=False):
-    """(plain, buffers): the attribute names the explorer keeps of a node of cls (see
-    the module docstring), plain ones (immutable values) and buffers (bytearray, array,
-    list: kept as their contents). Raises ValueError for a value it cannot keep."""
-    node = cls(0, n)
-    base = set(_fw.Node(0, n).__dict__)
-    plain = list(EXACT_FIELDS if exact else FIELDS)
-    buffers = []
-    for k in sorted(node.__dict__):
-        if k in plain or k in CONSTANTS or (k in base and not exact):
-            continue
-        v = node.__dict__[k]
-        if isinstance(v, memoryview):
-            continue  # a view of a buffer kept elsewhere
-        if isinstance(v, (bytearray, array, list)):
-            buffers.append(k)
-        elif v is None or isinstance(v, (bool, int, float, str, bytes, tuple)):
-            plain.append(k)
-        else:
-            raise ValueError("%s.%s is a %s: the explorer keeps ints, bools, strings, bytes, tuples and "
-                             "bytearray/array/list buffers" % (cls.__name__, k, type(v).__name__))
-    return tuple(plain), tuple(buffers)
-
-
-def _snapshot(v):
-    return bytes(v) if isinstance(v, bytearray) else tuple(v)
-
-
-def _restore(cur, v):
-    """Copy a buffer's kept contents back into the node's own buffer object."""
-    if isinstance(cur, array):
-        cur[:] = array(cur.typecode, v)
-    else:
-        cur[:] = v
-
-
 def _check_size(n, most, what):
     if n < 2:
         raise ValueError("a ring needs at least 2 nodes")
@@ -294,7 +245,8 @@ class Explorer:
     subclass (a planted bug in the tests).
     """
 
-    def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=None):
+    def __init__(self, protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=None,
+                 rotations=False):
         self.cls, self.protocol = _protocol_class(protocol, start)
         if start is None:
             start = self.cls.first  # the holder option (0 unless given)
@@ -325,6 +277,13 @@ class Explorer:
         self.token_kinds = kinds if kinds or not self.messages else None
         # a protocol whose requests search for the token (BinarySearch): each request's forwards
         self.search = search_of(self.cls.about)
+        if rotations and not rotation_symmetric(self.cls, n):
+            raise ValueError("protocol %s is not rotation-symmetric (its descriptor's about['positions'] is not "
+                             "False, or it sends messages of the layer, or a subclass changes its handlers)"
+                             % self.protocol)
+        # Rotation symmetry (rotation_symmetric): one state per rotation class (states.canonical).
+        self.rotations = bool(rotations)
+        self.init_shift = 0  # the initial state is its representative rotated back by this
 
     # -- nodes <-> tuples ----------------------------------------------------
     def _load(self, i, values):
@@ -379,12 +338,10 @@ class Explorer:
         a = fresh[h].give_token()
         nodes = tuple(self._store(x) for x in fresh)
         links = [()] * self.n
-        if a & SEND_MSG:  # a token that starts moving as a message (BinarySearch's rotation)
-            links[h] = (self._message(fresh[h], h),)
-        if a & SEND_TOKEN:
-            links[h] += (self._frame(fresh[h]),)
         if a & ~(SEND_TOKEN | SEND_MSG):
             raise RuntimeError("give_token returned %d" % a)
+        # a token that starts moving (as a message: BinarySearch's rotation), in protocol.ACTIONS' order
+        links[h] = tuple([self._message(fresh[h], h) if b == SEND_MSG else self._frame(fresh[h]) for b in sends(a)])
         return (nodes, tuple(links), (self.R,) * self.n)
 
     # -- transitions -------------------------------------------------------
@@ -436,15 +393,10 @@ class Explorer:
             raise RuntimeError("node %d returned unknown action bits %d" % (i, a))
         if len(node.__dict__) != self._nattrs:
             raise RuntimeError("node %d: a handler made a new attribute (the explorer keeps those __init__ makes)" % i)
-        sent = ()
-        # the node loop's order (NodeLoop._act): the message, then the token; S, Q
-        # and D never send a request and a token together
-        if a & SEND_MSG:
-            sent += (self._message(node, i),)
-        if a & SEND_REQUEST:
-            sent += (REQ,)
-        if a & SEND_TOKEN:
-            sent += (self._frame(node),)
+        # the frames in the node loop's order (protocol.ACTIONS): the message, then the
+        # token (or the request frame)
+        sent = tuple([self._message(node, i) if b == SEND_MSG else REQ if b == SEND_REQUEST else self._frame(node)
+                      for b in sends(a)])
         if a & ENTER_CS and not node.in_cs:
             raise RuntimeError("node %d returned ENTER_CS but is not in its critical section" % i)
         w = (hops + len(sent)) | (len(sent) << _LOG_SHIFT)
@@ -507,12 +459,26 @@ class Explorer:
     def build(self, progress=None):
         """Breadth-first: every reachable state once, parent pointers for shortest schedules.
         progress: called as progress(expanded, found) every 4096 states expanded."""
+        try:
+            return self._build(progress, "H")
+        except Widen:  # more than 65534 distinct node tuples or link queues
+            return self._build(progress, "I")
+
+    def _build(self, progress, typecode):
         t0 = time.perf_counter()
         init = self.initial()
-        index = {init: 0}
-        states = [init]
+        if self.rotations:
+            init, self.init_shift = canonical(init, self.n)
+        rotate = self.rotations
+        store = StateStore(self.n, typecode)
+        encode, decode = store.encode, store.decode
+        key = encode(init)
+        index = store.index
+        index[key] = 0
+        states = store.keys
+        states.append(key)
         parent = array("q", [-1])  # (parent id << 8) | transition index
-        depth = array("l", [0])
+        depth = array("i", [0])
         start = array("q", [0])
         edges = array("q")
         self.first_safety = None
@@ -524,21 +490,26 @@ class Explorer:
         k = 0
         max_states = self.max_states
         while k < len(states):
-            st = states[k]
+            st = decode(states[k])
             for t, (label, s2, w, ent, req) in enumerate(self.successors(st)):
-                sid = index.get(s2)
+                r = 0
+                if rotate:
+                    s2, r = canonical(s2, self.n)
+                key = encode(s2)
+                sid = index.get(key)
                 if sid is None:
                     sid = len(states)
                     if sid >= max_states:
                         self.budget_hit = True
                         break
-                    index[s2] = sid
-                    states.append(s2)
+                    index[key] = sid
+                    states.append(key)
                     parent.append((k << 8) | t)
                     depth.append(depth[k] + 1)
                     self._check_state(sid, s2)
                 edges.append(
-                    (sid << _SUCC_SHIFT) | (t << _T_SHIFT) | ((req + 1) << _REQ_SHIFT) | ((ent + 1) << _ENT_SHIFT) | w
+                    (sid << _SUCC_SHIFT) | (r << _ROT_SHIFT) | (t << _T_SHIFT) | ((req + 1) << _REQ_SHIFT)
+                    | ((ent + 1) << _ENT_SHIFT) | w
                 )
             if self.budget_hit:
                 break
@@ -546,8 +517,8 @@ class Explorer:
             k += 1
             if progress is not None and not k & 4095:
                 progress(k, len(states))
-        self.index = index
-        self.states = states
+        self.index = IndexView(store)
+        self.states = StatesView(store)
         self.parent = parent
         self.depth = depth
         self.start = start
@@ -589,11 +560,39 @@ class Explorer:
 
     # -- schedules -----------------------------------------------------------
     def label_of(self, sid, t):
+        """Transition t of state sid, in sid's own numbering (with rotations: its representative's)."""
         return self.successors(self.states[sid])[t][0]
+
+    def _shift(self, sid, t):
+        return (self._edge(sid, t) >> _ROT_SHIFT) & _ROT if self.rotations else 0
+
+    def real_labels(self, steps, o=None):
+        """(labels, offset): the labels of steps [(state, t)] as the ring's own schedule from the
+        initial state, and the offset after the last step (the ring's node of a representative's
+        node j is j + offset). o: the offset before steps[0] (default: the initial state's)."""
+        if o is None:
+            o = self.init_shift
+        n = self.n
+        out = []
+        for u, t in steps:
+            lb = self.label_of(u, t)
+            if o:
+                lb = (lb[0], (lb[1] + o) % n) + lb[2:]
+            out.append(lb)
+            if self.rotations:
+                o = (o + self._shift(u, t)) % n
+        return out, o
+
+    def offset_of(self, sid):
+        """The offset (real_labels) of sid reached by its shortest schedule."""
+        o = self.init_shift
+        for u, t in _walk_back(self.parent, sid, 8):
+            o = (o + self._shift(u, t)) % self.n
+        return o
 
     def _path(self, pred, sid):
         """Transition labels from the initial state to sid, following pred (state -> (prev << 8) | t)."""
-        return [self.label_of(u, t) for u, t in _walk_back(pred, sid, 8)]
+        return self.real_labels(_walk_back(pred, sid, 8))[0]
 
     def path_to(self, sid):
         """Shortest schedule from the initial state to sid."""
@@ -610,12 +609,12 @@ class Explorer:
         components) and self.cyclic (bytearray: state lies on a cycle)."""
         N = len(self.states)
         start, edges = self.start, self.edges
-        idx = array("l", [-1]) * N
-        low = array("l", [0]) * N
+        idx = array("i", [-1]) * N  # (4 bytes: fewer than 2**31 states)
+        low = array("i", [0]) * N
         onst = bytearray(N)
         cyclic = bytearray(N)
         stack = []
-        rev_topo = []
+        rev_topo = array("i")
         c = 0
         work = [[0, start[0]]]
         idx[0] = low[0] = 0
@@ -664,7 +663,9 @@ class Explorer:
         return self
 
     def cycle_from(self, root):
-        """Shortest cycle through root (breadth-first within cyclic states): labels."""
+        """Shortest cycle through root (breadth-first within cyclic states): labels, in the
+        numbering of root's shortest schedule (with rotations, a cycle of representatives
+        may end at a rotation of root's state: it is repeated until it is a cycle of the ring)."""
         prev = {root: None}
         dq = deque([root])
         while dq:
@@ -679,7 +680,12 @@ class Explorer:
                         steps.append((u, tu))
                         v = u
                     steps.reverse()
-                    return [self.label_of(u, tu) for u, tu in steps]
+                    o = self.offset_of(root)
+                    labels, end = self.real_labels(steps, o)
+                    while end != o:  # back at a rotation of root's state: go round again
+                        more, end = self.real_labels(steps, end)
+                        labels += more
+                    return labels
                 if self.cyclic[w] and w not in prev:
                     prev[w] = (v, t)
                     dq.append(w)
@@ -712,6 +718,11 @@ class Explorer:
     def _pending_of(self, v):
         return [i for i, x in enumerate(self.states[v][0]) if x[P_PENDING]]
 
+    def pending_at(self, v):
+        """The pending nodes of state v, numbered as on v's shortest schedule."""
+        o = self.offset_of(v)
+        return sorted((i + o) % self.n for i in self._pending_of(v))
+
     def service_traffic(self, a=HOP_FRAMES, b=DELIVERED):
         """Exact worst service traffic in two readings, each an edge weight: by default
         (a) hop frames sent and (b) frames delivered (LOGICAL: logical messages sent).
@@ -726,11 +737,13 @@ class Explorer:
         edges, start, cyclic = self.edges, self.start, self.cyclic
         sha, ma = a
         shb, mb = b
-        La = [array("l", [-1]) * N for _ in range(n)]
-        Lb = [array("l", [-1]) * N for _ in range(n)]
-        # predecessors (u << 8 | t); -2 - (u << 8 | t) marks p's request edge
-        Pa = [array("q", [-1]) * N for _ in range(n)]
-        Pb = [array("q", [-1]) * N for _ in range(n)]
+        # (4-byte numbers where they fit: these 4n arrays are most of the analysis' memory)
+        La = [array("i", [-1]) * N for _ in range(n)]
+        Lb = [array("i", [-1]) * N for _ in range(n)]
+        # predecessors: the edge's index k in edges; -2 - k marks p's request edge
+        pc = "i" if len(edges) < (1 << 31) - 2 else "q"
+        Pa = [array(pc, [-1]) * N for _ in range(n)]
+        Pb = [array(pc, [-1]) * N for _ in range(n)]
         best = {"a": -1, "b": -1}
         best_w = {"a": None, "b": None}
         unbounded = False
@@ -742,6 +755,8 @@ class Explorer:
             for k in range(start[v], start[v + 1]):
                 e = edges[k]
                 w = e >> _SUCC_SHIFT
+                # node p of v is node p - rot of w (rot: the rotation to w's representative)
+                rot = (e >> _ROT_SHIFT) & _ROT
                 ut = (v << 8) | ((e >> _T_SHIFT) & 0xFF)
                 wa = (e >> sha) & ma
                 wb = (e >> shb) & mb
@@ -760,12 +775,13 @@ class Explorer:
                             if best[r] < 0:
                                 best[r], best_w[r] = 0, (req, ut)
                     else:
-                        if wa > La[req][w]:
-                            La[req][w] = wa
-                            Pa[req][w] = -2 - ut
-                        if wb > Lb[req][w]:
-                            Lb[req][w] = wb
-                            Pb[req][w] = -2 - ut
+                        q = req - rot if req >= rot else req - rot + n
+                        if wa > La[q][w]:
+                            La[q][w] = wa
+                            Pa[q][w] = -2 - k
+                        if wb > Lb[q][w]:
+                            Lb[q][w] = wb
+                            Pb[q][w] = -2 - k
                 for p in pend:
                     ca = La[p][v] + (wa if fwd < 0 else p == fwd)
                     cb = Lb[p][v] + wb
@@ -775,12 +791,13 @@ class Explorer:
                         if cb > best["b"]:
                             best["b"], best_w["b"] = cb, (p, ut)
                     else:
-                        if ca > La[p][w]:
-                            La[p][w] = ca
-                            Pa[p][w] = ut
-                        if cb > Lb[p][w]:
-                            Lb[p][w] = cb
-                            Pb[p][w] = ut
+                        q = p - rot if p >= rot else p - rot + n
+                        if ca > La[q][w]:
+                            La[q][w] = ca
+                            Pa[q][w] = k
+                        if cb > Lb[q][w]:
+                            Lb[q][w] = cb
+                            Pb[q][w] = k
         res = {}
         for r, P in (("a", Pa), ("b", Pb)):
             if unbounded:
@@ -792,19 +809,25 @@ class Explorer:
             p, ut = best_w[r]
             chain = [ut]
             cur = ut >> 8
+            q = p  # p in the numbering of the chain's states, walking back
             if ((self._edge(cur, ut & 0xFF) >> _REQ_SHIFT) & 0x3F) - 1 != p:
                 while True:
-                    pr = P[p][cur]
-                    if pr <= -2:
-                        pr = -2 - pr
-                        chain.append(pr)
-                        cur = pr >> 8
+                    k = P[q][cur]
+                    last = k <= -2
+                    if last:
+                        k = -2 - k
+                    e = edges[k]
+                    cur = bisect_right(start, k) - 1  # the state whose edge k is
+                    chain.append((cur << 8) | ((e >> _T_SHIFT) & 0xFF))
+                    q = (q + ((e >> _ROT_SHIFT) & _ROT)) % n
+                    if last:
                         break
-                    chain.append(pr)
-                    cur = pr >> 8
             chain.reverse()
-            prefix = self.path_to(cur)
-            res[r] = (best[r], (p, len(prefix), prefix + [self.label_of(x >> 8, x & 0xFF) for x in chain]))
+            prefix = _walk_back(self.parent, cur, 8)
+            labels, o = self.real_labels(prefix + [(x >> 8, x & 0xFF) for x in chain])
+            # the requester: p of the entering edge's state, whose offset is o before that edge
+            o_last = (o - self._shift(ut >> 8, ut & 0xFF)) % n
+            res[r] = (best[r], ((p + o_last) % n, len(prefix), labels))
         return res
 
     def _edge(self, v, t):

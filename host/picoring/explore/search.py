@@ -7,9 +7,9 @@ import time
 from collections import deque
 from fractions import Fraction
 
-from ..firmware.protocol import BROADCAST, ENTER_CS, REGISTRY, SEND_MSG, SEND_REQUEST, SEND_TOKEN, load
+from ..firmware.protocol import BROADCAST, ENTER_CS, REGISTRY, SEND_MSG, SEND_REQUEST, load, sends
 from .model import (DELIVERED, ENTERED, FORWARDS, HOP_FRAMES, INF, LOGICAL, Explorer, Msg, StateBudgetExceeded, _protocol_class,
-                    _schedule_lines, message_buffer)
+                    _schedule_lines, message_buffer, rotation_symmetric)
 
 # -- the whole analysis ------------------------------------------------------
 
@@ -71,23 +71,25 @@ def _per_request(ex, longest, paper, checked, sched):
     return d
 
 
-def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=None, progress=None):
+def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False, start=None, progress=None,
+            symmetry=None):
     """Explore and analyse; returns a JSON-able report dict. progress(expanded, found): as the
-    state graph grows (model.Explorer.build)."""
-    from ..check import registry
-    from ..check.checker import bounds_for, paper_bounds_for
-
+    state graph grows (model.Explorer.build). symmetry: store one state per rotation class
+    (model.rotation_symmetric); None: whenever the protocol allows it."""
     t0 = time.perf_counter()
-    ex = Explorer(protocol, n, requests_per_node, max_states=max_states, exact=exact, start=start)
-    name = ex.protocol
-    start = ex.start_node
+    if symmetry is None:
+        symmetry = rotation_symmetric(_protocol_class(protocol, start)[0], n)
+    ex = Explorer(protocol, n, requests_per_node, max_states=max_states, exact=exact, start=start,
+                  rotations=symmetry)
     rep = {
-        "protocol": name,
+        "protocol": ex.protocol,
         "n": n,
         "requests_per_node": requests_per_node,
         "model": ("asynchronous, FIFO links; token starts at rest at node %d (rules the same at every node up "
-                  "to a rotation: any start is a rotation of this one)" % start),
+                  "to a rotation: any start is a rotation of this one)" % ex.start_node),
         "abstraction": "full attributes" if exact else "seq/epoch dropped, dead count/state of non-holders zeroed",
+        "symmetry": ("rotation: one state per rotation class (states, transitions and state counts are of "
+                     "classes)" if symmetry else None),
         "state_attributes": list(ex.fields + ex.buffers),
         "layer_messages": ex.messages,  # the protocol sends messages of the layer: counts can differ
     }
@@ -121,7 +123,7 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     if ex.stuck:
         s = min(ex.stuck, key=lambda v: ex.depth[v])
         rep["deadlock"] = {"ok": False, "states": len(ex.stuck), "schedule": sched(ex.path_to(s)),
-                           "pending": ex._pending_of(s)}
+                           "pending": ex.pending_at(s)}
     else:
         rep["deadlock"] = {"ok": True}
     # cycles
@@ -130,7 +132,7 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     if starving:
         s = min(starving, key=lambda v: ex.depth[v])
         rep["starvation"] = {"ok": False, "states": len(starving), "prefix": sched(ex.path_to(s)),
-                             "cycle": sched(ex.cycle_from(s)), "pending": ex._pending_of(s)}
+                             "cycle": sched(ex.cycle_from(s)), "pending": ex.pending_at(s)}
     else:
         rep["starvation"] = {"ok": True}
     served_ok = not starving and not ex.stuck
@@ -145,6 +147,19 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     else:
         rep["livelock"] = {"ok": True}
     rep["quiescent_states"] = len(ex.quiescent)
+    _worst_cases(ex, rep, sched)
+    rep["seconds"] = round(time.perf_counter() - t0, 3)
+    rep["failures"] = _failures(rep, served_ok, live and ex.uses_requests)
+    rep["ok"] = not rep["failures"]
+    return rep
+
+
+def _worst_cases(ex, rep, sched):
+    """The exact worst cases into rep: messages per request, fairness, forwards, service traffic."""
+    from ..check import registry
+    from ..check.checker import bounds_for, paper_bounds_for
+
+    n, requests_per_node = ex.n, ex.R
     # worst cases: hop frames (the checker's messages) and logical messages; for S, Q
     # and D every message is one hop, the two the same
     base = _base_protocol(ex.cls)  # a variant (a planted bug) is held to its base's bounds
@@ -199,7 +214,10 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
             if pb is not None and d["worst"] is not None:
                 d["within_paper"] = d["worst"] <= pb
         rep[key] = d
-    rep["seconds"] = round(time.perf_counter() - t0, 3)
+
+
+def _failures(rep, served_ok, not_quiescent):
+    """The report's failed checks, by name."""
     fails = []
     if not rep["safety"]["ok"]:
         fails.append("safety")
@@ -207,7 +225,7 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         fails.append("token")
     if not served_ok:
         fails.append("liveness")
-    if live and ex.uses_requests:
+    if not_quiescent:
         fails.append("quiescence")
     for key in ("service_traffic_sent",):
         if rep[key].get("within_checked") is False:
@@ -219,9 +237,7 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     fw = rep.get("forwards_per_request") or {}
     if fw.get("within_checked") is False and fw["exact"]:
         fails.append("checked forwards-per-request bound")
-    rep["failures"] = fails
-    rep["ok"] = not fails
-    return rep
+    return fails
 
 
 def replay(protocol, n, labels, start=None, checker=None):
@@ -248,19 +264,21 @@ def replay(protocol, n, labels, start=None, checker=None):
         return tok + req + mf, tok + req + ml
 
     def act(i, a):
-        # the node loop's order: the message, then the token (or the request frame)
+        # the frames in the node loop's order (protocol.ACTIONS): the message, then the
+        # token (or the request frame)
         nonlocal tok, req, mf, ml
         nd = nodes[i]
-        if a & SEND_MSG:
-            links[i].append(("msg", nd.out_kind, i, nd.out_dst, bytes(nd.out[:nd.out_len])))
-            mf += 1
-            ml += 1
-        if a & SEND_REQUEST:
-            links[i].append(None)
-            req += 1
-        if a & SEND_TOKEN:
-            links[i].append((nd.count, nd.state, nd.seq, nd.epoch))
-            tok += 1
+        for b in sends(a):
+            if b == SEND_MSG:
+                links[i].append(("msg", nd.out_kind, i, nd.out_dst, bytes(nd.out[:nd.out_len])))
+                mf += 1
+                ml += 1
+            elif b == SEND_REQUEST:
+                links[i].append(None)
+                req += 1
+            else:
+                links[i].append((nd.count, nd.state, nd.seq, nd.epoch))
+                tok += 1
         return bool(a & ENTER_CS)
 
     def entered(i):
@@ -335,6 +353,8 @@ def format_report(rep):
     lines.append(head)
     lines.append("  model: " + rep["model"])
     lines.append("  abstraction: " + rep["abstraction"])
+    if rep.get("symmetry"):
+        lines.append("  symmetry: " + rep["symmetry"])
     lines.append("  node state kept: " + ", ".join(rep["state_attributes"]))
     if not rep.get("complete"):
         lines.append("  INCOMPLETE: " + rep.get("error", ""))

@@ -23,9 +23,9 @@
 # binary and compare traces with CPython.
 
 try:
-    from picoring.firmware.protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST, REGENERATED, DISCARDED
+    from picoring.firmware.protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST, REGENERATED, DISCARDED, sends
 except ImportError:  # MicroPython test runner: files side by side
-    from protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST, REGENERATED, DISCARDED
+    from protocol import SEND_TOKEN, SEND_REQUEST, ENTER_CS, SEND_MSG, BROADCAST, REGENERATED, DISCARDED, sends
 from heapq import heappush, heappop
 
 _MSG = 7  # the message frame's kind (firmware/frame.py MSG): a delivered buffer starts as the frame
@@ -118,14 +118,15 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
         return wakes[0][0] if wakes else None
 
     def done_by(i, a, t):
-        # After a clocked node's handler: its wake-up, the recovery actions, then the actions.
+        # After a clocked node's handler: its wake-up, the recovery actions, then what the
+        # action bits say (protocol.ACTIONS): the frames in its order, then the entry.
         arm(i)
         if a & (REGENERATED | DISCARDED) and on_tokens is not None:
             on_tokens(t, i, a)
+        for b in sends(a):
+            send(i, b, t)
         if a & ENTER_CS:
             enter(i, t)
-        elif a:
-            send(i, a, t)
 
     def post(i, m, t, fwd):
         # Node i puts message frame m = (.., src, dst, mkind, payload, hop) on its wire.
