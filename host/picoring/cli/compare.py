@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..check import compare, registry
-from .common import PROTOCOLS, CommandError, add_opt_arg, add_workload_args, ring_size, user_errors, workload_args
+from .common import PROTOCOLS, CommandError, add_labgrid_args, add_opt_arg, add_workload_args, ring_size, user_errors, workload_args
 
 
 def argparse_compare(sub):
@@ -28,6 +28,7 @@ def argparse_compare(sub):
                        help="run on these boards, in ring order (paths, id:SERIAL, pyserial URLs, virtual:I), "
                             "flashed for each protocol in turn as `picoring flash` does")
     where.add_argument("--ring-file", metavar="FILE", help="the boards in the order `picoring discover` saved, as --ports")
+    add_labgrid_args(p, where)
     p.add_argument("--virtual-dir", metavar="D", help="state directory of `picoring virtual up` (for virtual:I ports)")
     p.add_argument("--baud", type=int, help="boards: UART baud of the ring (default: the board file's, 115200)")
     p.add_argument("--board", help="boards given by --ports: board type (boards/*.toml; default pico)")

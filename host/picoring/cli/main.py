@@ -12,7 +12,7 @@ import sys
 
 from .. import __version__
 from . import bench, boards, compare, dash, explore, figures, run, sim, virtual
-from .common import CommandError, apply_options
+from .common import CommandError, apply_options, labgrid_ports, release_places
 
 _COMMANDS = {
     "sim": (sim.do_sim, sim.argparse_sim),
@@ -77,6 +77,7 @@ def main(argv=None):
 def _main(handler, args):
     try:
         apply_options(args)
+        labgrid_ports(args)
         status = handler(args)
         sys.stdout.flush()  # here, so a reader that went away (| head) shows as BrokenPipeError below
         return status
@@ -94,6 +95,8 @@ def _main(handler, args):
     except KeyboardInterrupt:
         print("picoring: interrupted", file=sys.stderr)
         return 130
+    finally:
+        release_places()
 
 
 

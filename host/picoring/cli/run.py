@@ -5,8 +5,8 @@ import json
 import time
 
 from . import progress as progress_line
-from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, print_report, resource_args,
-                     run_ports, workload_args)
+from .common import (CommandError, add_labgrid_args, add_protocol_arg, add_resource_args, add_workload_args,
+                     print_report, resource_args, run_ports, workload_args)
 
 
 def argparse_run(sub):
@@ -15,6 +15,7 @@ def argparse_run(sub):
     where.add_argument("--ports", help="USB ports in ring order, comma separated (paths, id:SERIAL, pyserial URLs)")
     where.add_argument("--ring-file", metavar="FILE", help="ring order from picoring discover (default ./ring.json)")
     where.add_argument("--virtual", type=int, metavar="N", help="start N virtual boards, deploy, run, tear down")
+    add_labgrid_args(p, where)
     add_protocol_arg(p, what="the protocol the boards run (flashed by `picoring flash`; a virtual ring is deployed "
                              "with it)")
     add_workload_args(p, 100)
