@@ -121,6 +121,9 @@ class Farm:
         self.spawn("exporter-" + host, _tool("labgrid-exporter"), "-c", self.address, "-n", host, "--hostname",
                    "127.0.0.1", str(config))
 
+    def logs(self):
+        return "\n".join("%s: %s" % (log.name, log.read_text()[-1500:]) for log in sorted(self.root.glob("*.log")))
+
     def resources(self):
         try:
             with labgrid.Coordinator(self.address, timeout=2) as c:
@@ -144,7 +147,10 @@ def farm(tmp_path_factory):
         farm.spawn("coordinator", _tool("labgrid-coordinator"), "-l", farm.address)
         farm.exporter("host1", range(0, N // 2))  # two "hosts", half of the ring each
         farm.exporter("host2", range(N // 2, N))
-        _wait(lambda: farm.resources() == N, 30, "exporters with %d serial ports at the coordinator" % N)
+        try:  # (each exporter takes ~2 s to start, alone; a loaded machine has taken over 30)
+            _wait(lambda: farm.resources() == N, 90, "exporters with %d serial ports at the coordinator" % N)
+        except AssertionError as e:
+            raise AssertionError("%s; the farm said:\n%s" % (e, farm.logs())) from None
         for argv in (("-p", PLACE, "create"), ("-p", PLACE, "add-match", "*/ring/NetworkSerialPort/*")):
             made = farm.client(*argv)
             assert made.returncode == 0, made.stderr
@@ -194,6 +200,27 @@ def test_flash_and_run_by_place(farm):
     assert report["notices"] == [] and report["link_events"] == []
     assert len(trace.read_text().splitlines()) > N * k
     assert farm.holder() is None  # released: the next user can have it
+
+
+PLUGIN_TEST = """
+def test_on_the_place(ring, boards):
+    assert [t.port.startswith("rfc2217://127.0.0.1:") for t in boards] == [True] * %d
+    report = ring.run("q", "adversarial", 8)
+    assert report["ok"] and report["messages"]["total"] == %d * 8
+"""
+
+
+@pytest.mark.slow
+@needs_farm
+def test_the_pytest_plugin_runs_on_a_place(farm):
+    """--ring-labgrid PLACE: the session's boards are the place's (flashed for Q by the test above)."""
+    (farm.root / "test_on_place.py").write_text(PLUGIN_TEST % (N, N))
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ring-labgrid", PLACE,
+                          "--ring-flashed", "q", "test_on_place.py"], cwd=farm.root, env=farm.env,
+                         capture_output=True, text=True, timeout=180)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "1 passed" in ran.stdout
+    assert farm.holder() is None  # released when the session ended
 
 
 # -- bad input ------------------------------------------------------------------------
