@@ -9,156 +9,34 @@ Needs labgrid (pip install 'picoring[labgrid]', in the test extra) and ser2net (
 apt-get install ser2net; .ci/run installs it when it can); skipped, saying which, without."""
 
 import json
-import os
-import shutil
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
+from picoring.bench.labgrid import LoopbackFarm, free_port, missing
 from picoring.cli.common import CommandError, labgrid_ports
 from picoring.cli.main import main
 from picoring.ring import labgrid, ports
 
-BIN = Path(sys.executable).parent
 N = 4
 PLACE = "ring"
 USER = "picoring-test"  # LG_USERNAME of the picoring runs: the place's holder is known
+MISSING = missing()
 
-
-def _tool(name):
-    here = BIN / name
-    return str(here) if here.exists() else shutil.which(name)
-
-
-def _ser2net():
-    return shutil.which("ser2net") or ("/usr/sbin/ser2net" if os.path.exists("/usr/sbin/ser2net") else None)
-
-
-def _missing():
-    missing = []
-    try:
-        import labgrid.remote.client  # noqa: F401
-    except ImportError:
-        missing.append("labgrid (pip install 'picoring[labgrid]')")
-    else:
-        missing += ["%s (part of labgrid)" % t for t in ("labgrid-coordinator", "labgrid-exporter", "labgrid-client")
-                    if _tool(t) is None]
-    if _ser2net() is None:
-        missing.append("ser2net (Debian: apt-get install ser2net)")
-    return missing
-
-
-needs_farm = pytest.mark.skipif(bool(_missing()), reason="a labgrid farm on 127.0.0.1 needs " + ", ".join(_missing()))
-needs_labgrid = pytest.mark.skipif(any(m.startswith("labgrid (") for m in _missing()),
+needs_farm = pytest.mark.skipif(bool(MISSING), reason="a labgrid farm on 127.0.0.1 needs " + ", ".join(MISSING))
+needs_labgrid = pytest.mark.skipif(any(m.startswith("labgrid (") for m in MISSING),
                                    reason="needs labgrid: pip install 'picoring[labgrid]'")
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("no %s within %.0f s" % (what, timeout))
-        time.sleep(0.2)
-
-
-class Farm:
-    """The coordinator, the exporters and the virtual boards behind them; every process in a
-    session of its own, so that stopping one stops its ser2nets too."""
-
-    def __init__(self, root):
-        self.root = root
-        self.address = "127.0.0.1:%d" % _free_port()
-        self.state = root / "runtime" / "picoring" / "virtual"  # the default state dir under XDG_RUNTIME_DIR
-        self.env = dict(os.environ, LG_COORDINATOR=self.address, XDG_RUNTIME_DIR=str(root / "runtime"),
-                        LG_USERNAME=USER, PYTHONUNBUFFERED="1")
-        self.procs = {}
-        self.usb = []
-
-    def spawn(self, name, *argv):
-        log = open(self.root / (name + ".log"), "w")
-        self.procs[name] = subprocess.Popen(list(argv), cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
-
-    def stop(self, name):
-        proc = self.procs.pop(name, None)
-        if proc is None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)  # the exporter and the ser2nets it started
-            proc.wait(10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(5)
-
-    def picoring(self, *argv, env=None, timeout=180):
-        return subprocess.run([str(BIN / "picoring"), *argv], env=dict(self.env, **(env or {})), cwd=self.root,
-                              capture_output=True, text=True, timeout=timeout)
-
-    def client(self, *argv, user=USER):
-        return subprocess.run([_tool("labgrid-client"), "-x", self.address, *argv], env=dict(self.env, LG_USERNAME=user),
-                              capture_output=True, text=True, timeout=30)
-
-    def exporter(self, host, boards):
-        config = self.root / ("exporter-%s.yaml" % host)
-        config.write_text("ring:\n" + "".join(
-            "  board%d:\n    cls: RawSerialPort\n    port: %s\n    speed: 115200\n" % (i, os.path.realpath(self.usb[i]))
-            for i in boards))
-        self.spawn("exporter-" + host, _tool("labgrid-exporter"), "-c", self.address, "-n", host, "--hostname",
-                   "127.0.0.1", str(config))
-
-    def logs(self):
-        return "\n".join("%s: %s" % (log.name, log.read_text()[-1500:]) for log in sorted(self.root.glob("*.log")))
-
-    def resources(self):
-        try:
-            with labgrid.Coordinator(self.address, timeout=2) as c:
-                return sum(len(g) for groups in c.session.resources.values() for g in groups.values()
-                           if any(r.avail for r in g.values()))
-        except labgrid.LabgridError:
-            return -1
-
-    def holder(self):
-        with labgrid.Coordinator(self.address) as c:
-            return c.place(PLACE).acquired
 
 
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory):
-    farm = Farm(tmp_path_factory.mktemp("farm"))
-    up = farm.picoring("virtual", "up", "-n", str(N), "--dir", str(farm.state), timeout=60)
-    assert up.returncode == 0, up.stderr
-    farm.usb = up.stdout.split()
-    try:
-        farm.spawn("coordinator", _tool("labgrid-coordinator"), "-l", farm.address)
-        farm.exporter("host1", range(0, N // 2))  # two "hosts", half of the ring each
-        farm.exporter("host2", range(N // 2, N))
-        try:  # (each exporter takes ~2 s to start, alone; a loaded machine has taken over 30)
-            _wait(lambda: farm.resources() == N, 90, "exporters with %d serial ports at the coordinator" % N)
-        except AssertionError as e:
-            raise AssertionError("%s; the farm said:\n%s" % (e, farm.logs())) from None
-        for argv in (("-p", PLACE, "create"), ("-p", PLACE, "add-match", "*/ring/NetworkSerialPort/*")):
-            made = farm.client(*argv)
-            assert made.returncode == 0, made.stderr
+    """Two "hosts" (exporters host1 and host2), half of a ring of N virtual boards each."""
+    with LoopbackFarm(tmp_path_factory.mktemp("farm"), N, hosts=2, place=PLACE, user=USER) as farm:
         yield farm
-    finally:
-        for name in list(farm.procs):
-            farm.stop(name)
-        farm.picoring("virtual", "down", "--dir", str(farm.state), timeout=60)
 
 
 def _one_line(result):
@@ -249,7 +127,7 @@ def test_a_place_another_user_holds_says_who(farm):
 
 @needs_labgrid
 def test_a_coordinator_nobody_runs(monkeypatch, capsys):
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     assert main(["run", "--labgrid", PLACE, "--coordinator", "127.0.0.1:%d" % port, "-p", "q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["picoring: the labgrid coordinator at 127.0.0.1:%d does not answer (cannot connect): is "
@@ -293,7 +171,7 @@ def test_an_exporter_that_goes_away_mid_run(farm, monkeypatch, capsys):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not gone.is_set():
             if trace.exists() and len(trace.read_text().splitlines()) > 200:
-                farm.stop("exporter-host2")
+                farm.stop_process("exporter-host2")
                 gone.set()
                 return
             time.sleep(0.1)
@@ -306,7 +184,7 @@ def test_an_exporter_that_goes_away_mid_run(farm, monkeypatch, capsys):
     finally:
         gone.set()
         puller.join()
-        farm.exporter("host2", range(N // 2, N))  # back, for whatever runs after
+        farm.exporter("host2", farm.shares()["host2"])  # back, for whatever runs after
     out, err = capsys.readouterr()
     report = json.loads(out)
     assert status == 1 and not report["ok"]

@@ -1,0 +1,265 @@
+"""`picoring bench labgrid`: what a labgrid farm's network path costs (docs/labgrid.md).
+
+The token never leaves the boards, but every event a board reports and every request the
+host sends crosses the farm: the board's USB serial, the exporter's ser2net, RFC 2217 over
+TCP, pyserial's RFC 2217 client. This bench starts a loopback farm (LoopbackFarm: a
+virtual ring, a labgrid coordinator and two exporters on 127.0.0.1, one place for the
+ring), flashes Q onto the boards through their own ports, and runs the same saturated
+workload twice on the same boards: through their local ports, then through the place.
+Per path it prints:
+
+- the link round trip: the median, over the boards, of the harness's clock pings
+  (host -> board -> host, a line each way): what one event's trip costs, twice;
+- request latency p50 and p99 (us, from the host's injection to the entry);
+- the hop rate (token and request frames on the ring per second of run) and the events
+  per second the host took in.
+
+Needs labgrid and ser2net; says which is missing. It takes about a minute (--quick: fewer
+requests); -n sets the ring size (default 4).
+"""
+
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .common import run_command
+
+PLACE = "ring"
+N_BOARDS = 4
+REQUESTS = (2000, 300)  # (full, --quick)
+
+
+def _tool(name):
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else shutil.which(name)
+
+
+def ser2net():
+    return shutil.which("ser2net") or ("/usr/sbin/ser2net" if os.path.exists("/usr/sbin/ser2net") else None)
+
+
+def missing():
+    """What a loopback farm needs and this machine lacks, as words for a skip or an error."""
+    out = []
+    try:
+        import labgrid.remote.client  # noqa: F401
+    except ImportError:
+        out.append("labgrid (pip install 'picoring[labgrid]')")
+    else:
+        out += ["%s (part of labgrid)" % t for t in ("labgrid-coordinator", "labgrid-exporter", "labgrid-client")
+                if _tool(t) is None]
+    if ser2net() is None:
+        out.append("ser2net (Debian: apt-get install ser2net)")
+    return out
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LoopbackFarm:
+    """A labgrid farm on this host: a virtual ring of n boards (`picoring virtual up`), a
+    coordinator, `hosts` exporters that export a share of the boards each as RawSerialPorts
+    named board0..board{n-1} (group "ring"), and one place, `place`, matching them all.
+    Every process runs in a session of its own: stopping an exporter stops its ser2nets.
+    Use as a context manager; root is a folder for its state and logs."""
+
+    def __init__(self, root, n=N_BOARDS, hosts=2, place=PLACE, user=None):
+        self.root = Path(root)
+        self.n, self.hosts, self.place = n, hosts, place
+        self.address = "127.0.0.1:%d" % free_port()
+        # the default state dir under XDG_RUNTIME_DIR: a `picoring run` of this env finds the boards' resets
+        self.state = self.root / "runtime" / "picoring" / "virtual"
+        self.env = dict(os.environ, LG_COORDINATOR=self.address, XDG_RUNTIME_DIR=str(self.root / "runtime"),
+                        PYTHONUNBUFFERED="1")
+        if user:
+            self.env["LG_USERNAME"] = user
+        self.procs = {}
+        self.usb = []
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def shares(self):
+        """{exporter name: [board index]}: the ring cut into `hosts` runs of boards."""
+        return {"host%d" % (h + 1): list(range(h * self.n // self.hosts, (h + 1) * self.n // self.hosts))
+                for h in range(self.hosts)}
+
+    def start(self, timeout=90):
+        up = self.picoring("virtual", "up", "-n", str(self.n), "--dir", str(self.state), timeout=120)
+        if up.returncode != 0:
+            raise RuntimeError("picoring virtual up failed: %s" % up.stderr.strip())
+        self.usb = up.stdout.split()
+        self.spawn("coordinator", _tool("labgrid-coordinator"), "-l", self.address)
+        for host, boards in self.shares().items():
+            self.exporter(host, boards)
+        deadline = time.monotonic() + timeout  # an exporter takes ~2 s to start; a loaded machine has taken 30
+        while self.resources() != self.n:
+            if time.monotonic() > deadline:
+                raise RuntimeError("no %d serial ports at the coordinator within %.0f s; the farm said:\n%s"
+                                   % (self.n, timeout, self.logs()))
+            time.sleep(0.2)
+        for argv in (("create",), ("add-match", "*/ring/NetworkSerialPort/*")):
+            made = self.client("-p", self.place, *argv)
+            if made.returncode != 0:
+                raise RuntimeError("labgrid-client %s failed: %s" % (" ".join(argv), made.stderr.strip()))
+
+    def stop(self):
+        for name in list(self.procs):
+            self.stop_process(name)
+        if self.usb:
+            self.picoring("virtual", "down", "--dir", str(self.state), timeout=60)
+            self.usb = []
+
+    def spawn(self, name, *argv):
+        with open(self.root / (name + ".log"), "w") as log:
+            self.procs[name] = subprocess.Popen(list(argv), cwd=self.root, env=self.env, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop_process(self, name):
+        proc = self.procs.pop(name, None)
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # the exporter and the ser2nets it started
+            proc.wait(10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(5)
+
+    def exporter(self, host, boards):
+        """Start (again) the exporter `host`, exporting `boards`."""
+        config = self.root / ("exporter-%s.yaml" % host)
+        config.write_text("ring:\n" + "".join(
+            "  board%d:\n    cls: RawSerialPort\n    port: %s\n    speed: 115200\n" % (i, os.path.realpath(self.usb[i]))
+            for i in boards))
+        self.spawn("exporter-" + host, _tool("labgrid-exporter"), "-c", self.address, "-n", host, "--hostname",
+                   "127.0.0.1", str(config))
+
+    def picoring(self, *argv, env=None, timeout=180):
+        return subprocess.run([sys.executable, "-m", "picoring.cli.main", *argv], env=dict(self.env, **(env or {})),
+                              cwd=self.root, capture_output=True, text=True, timeout=timeout)
+
+    def client(self, *argv, user=None):
+        env = dict(self.env, **({"LG_USERNAME": user} if user else {}))
+        return subprocess.run([_tool("labgrid-client"), "-x", self.address, *argv], env=env, capture_output=True,
+                              text=True, timeout=30)
+
+    def logs(self):
+        return "\n".join("%s: %s" % (log.name, log.read_text()[-1500:]) for log in sorted(self.root.glob("*.log")))
+
+    def resources(self):
+        """How many serial ports the coordinator has from the exporters (-1: no answer)."""
+        from ..ring import labgrid
+
+        try:
+            with labgrid.Coordinator(self.address, timeout=2) as c:
+                return sum(1 for groups in c.session.resources.values() for group in groups.values()
+                           for entry in group.values() if entry.avail)
+        except labgrid.LabgridError:
+            return -1
+
+    def holder(self):
+        """Who holds the place (HOST/USER), or None."""
+        from ..ring import labgrid
+
+        with labgrid.Coordinator(self.address) as c:
+            return c.place(self.place).acquired
+
+
+# -- the bench --------------------------------------------------------------------------
+
+def _one_run(targets, requests, log):
+    from ..ring.harness import RingRun
+    from ..ring.ports import resetter_for
+    from ..sim.workload import make_workload
+
+    workload = make_workload("saturated", len(targets), requests, seed=1)
+    run = RingRun([t.port for t in targets], "q", workload, resetter=resetter_for(targets), seed=1)
+    try:
+        run.connect()
+        t0 = time.monotonic()
+        report = run.run()
+        seconds = time.monotonic() - t0
+    finally:
+        run.close()
+    events = sum(b["events"] for b in report["boards"])
+    rtts = [b["clock_rtt_us"] for b in report["boards"] if b.get("clock_rtt_us") is not None]
+    if log:
+        log("  %s: %d requests in %.1f s" % (targets[0].port.split(":")[0], requests, seconds))
+    return {"ok": report["ok"], "served": report["served"], "seconds": round(seconds, 2),
+            "messages_per_request": report["messages_per_request"],
+            "link_rtt_us": statistics.median(rtts) if rtts else None,
+            "latency_p50_us": report["latency_quantiles"]["p50"], "latency_p99_us": report["latency_quantiles"]["p99"],
+            "hops_per_s": round(report["hop_frames"] / seconds), "events_per_s": round(events / seconds)}
+
+
+def run(quick=False, log=None, n=N_BOARDS, requests=None):
+    from ..ring import flash, labgrid, ports
+
+    lacking = missing()
+    if lacking:
+        raise RuntimeError("bench labgrid needs " + ", ".join(lacking))
+    requests = requests or REQUESTS[bool(quick)]
+    say = log or (lambda text: None)
+    root = tempfile.mkdtemp(prefix="picoring-bench-labgrid-")
+    try:
+        say("starting a loopback farm: %d virtual boards, a coordinator, 2 exporters..." % n)
+        t0 = time.monotonic()
+        with LoopbackFarm(root, n) as farm:
+            up_s = time.monotonic() - t0
+            local = ports.resolve_many(farm.usb, farm.state)
+            say("flashing Q through the local ports...")
+            flash.flash(local, "q")
+            t0 = time.monotonic()
+            placed = ports.resolve_many([labgrid.make_spec(farm.place, farm.address)], farm.state, ports=[])
+            acquire_s = time.monotonic() - t0
+            try:
+                result = {"n": n, "requests": requests, "farm_up_s": round(up_s, 1),
+                          "acquire_s": round(acquire_s, 1),
+                          "local": _one_run(local, requests, log), "labgrid": _one_run(placed, requests, log)}
+            finally:
+                labgrid.release_held(say=lambda text: None)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    result["ok"] = result["local"]["ok"] and result["labgrid"]["ok"]
+    return result
+
+
+def print_table(r):
+    rows = [("link round trip (median of boards' pings)", "link_rtt_us", "us"),
+            ("request latency p50", "latency_p50_us", "us"), ("request latency p99", "latency_p99_us", "us"),
+            ("hop rate", "hops_per_s", "frames/s"), ("events taken in", "events_per_s", "events/s"),
+            ("messages per request (Q: n)", "messages_per_request", ""), ("run time", "seconds", "s")]
+    print("Q, saturated, %d requests, on one virtual ring of %d boards (farm up in %.1f s, place acquired in %.1f s)"
+          % (r["requests"], r["n"], r["farm_up_s"], r["acquire_s"]))
+    print("%-44s %14s %14s" % ("", "local ports", "labgrid place"))
+    for text, key, unit in rows:
+        print("%-44s %14s %14s" % ("%s%s" % (text, " (%s)" % unit if unit else ""), r["local"][key], r["labgrid"][key]))
+    if not r["ok"]:
+        print("NOT OK: a run's check failed")
+
+
+def main(args):
+    return run_command(args, lambda quick, log: run(quick, log, n=args.n or N_BOARDS, requests=args.requests),
+                       print_table)
