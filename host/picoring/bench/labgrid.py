@@ -4,15 +4,16 @@ The token never leaves the boards, but every event a board reports and every req
 host sends crosses the farm: the board's USB serial, the exporter's ser2net, RFC 2217 over
 TCP, pyserial's RFC 2217 client. This bench starts a loopback farm (LoopbackFarm: a
 virtual ring, a labgrid coordinator and two exporters on 127.0.0.1, one place for the
-ring), flashes Q onto the boards through their own ports, and runs the same saturated
-workload twice on the same boards: through their local ports, then through the place.
-Per path it prints:
+ring), flashes Q onto the boards through their own ports, and runs the same workloads on
+the same boards through their local ports, then through the place. Per path it prints:
 
 - the link round trip: the median, over the boards, of the harness's clock pings
   (host -> board -> host, a line each way): what one event's trip costs, twice;
-- request latency p50 and p99 (us, from the host's injection to the entry);
-- the hop rate (token and request frames on the ring per second of run) and the events
-  per second the host took in.
+- request latency p50 and p99 of a sequential workload (one request at a time, so no
+  queueing: us from the host's injection to the entry);
+- of a saturated workload (every node always wants in): the hop rate (token and request
+  frames on the ring per second of run) and the events per second the host took in. Q's
+  requests come from the host, so the hop rate is the path's too.
 
 Needs labgrid and ser2net; says which is missing. It takes about a minute (--quick: fewer
 requests); -n sets the ring size (default 4).
@@ -108,6 +109,11 @@ class LoopbackFarm:
             raise RuntimeError("picoring virtual up failed: %s" % up.stderr.strip())
         self.usb = up.stdout.split()
         self.spawn("coordinator", _tool("labgrid-coordinator"), "-l", self.address)
+        deadline = time.monotonic() + timeout
+        while not self._listening():  # an exporter that finds no coordinator gives up
+            if time.monotonic() > deadline or self.procs["coordinator"].poll() is not None:
+                raise RuntimeError("the labgrid coordinator did not start; it said:\n%s" % self.logs())
+            time.sleep(0.1)
         for host, boards in self.shares().items():
             self.exporter(host, boards)
         deadline = time.monotonic() + timeout  # an exporter takes ~2 s to start; a loaded machine has taken 30
@@ -120,6 +126,14 @@ class LoopbackFarm:
             made = self.client("-p", self.place, *argv)
             if made.returncode != 0:
                 raise RuntimeError("labgrid-client %s failed: %s" % (" ".join(argv), made.stderr.strip()))
+
+    def _listening(self):
+        host, _, port = self.address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return True
+        except OSError:
+            return False
 
     def stop(self):
         for name in list(self.procs):
@@ -189,29 +203,39 @@ class LoopbackFarm:
 
 # -- the bench --------------------------------------------------------------------------
 
-def _one_run(targets, requests, log):
+def _one_run(targets, workload, requests):
+    """(report, seconds) of Q on the boards, by the harness as `picoring run` does."""
     from ..ring.harness import RingRun
     from ..ring.ports import resetter_for
     from ..sim.workload import make_workload
 
-    workload = make_workload("saturated", len(targets), requests, seed=1)
-    run = RingRun([t.port for t in targets], "q", workload, resetter=resetter_for(targets), seed=1)
+    wl = make_workload(workload, len(targets), requests, seed=1)
+    run = RingRun([t.port for t in targets], "q", wl, resetter=resetter_for(targets), seed=1)
     try:
         run.connect()
         t0 = time.monotonic()
         report = run.run()
-        seconds = time.monotonic() - t0
+        return report, time.monotonic() - t0
     finally:
         run.close()
-    events = sum(b["events"] for b in report["boards"])
-    rtts = [b["clock_rtt_us"] for b in report["boards"] if b.get("clock_rtt_us") is not None]
-    if log:
-        log("  %s: %d requests in %.1f s" % (targets[0].port.split(":")[0], requests, seconds))
-    return {"ok": report["ok"], "served": report["served"], "seconds": round(seconds, 2),
-            "messages_per_request": report["messages_per_request"],
+
+
+def _measure(targets, requests, log):
+    """The figures of one path: a saturated run for the rates, a sequential one (one request at a
+    time, nothing queued) for the latency."""
+    say = log or (lambda text: None)
+    say("  %s: %d saturated requests..." % (targets[0].port.split(":")[0], requests))
+    saturated, seconds = _one_run(targets, "saturated", requests)
+    say("  %s: %d sequential requests..." % (targets[0].port.split(":")[0], requests // 10))
+    sequential, _ = _one_run(targets, "sequential", requests // 10)
+    rtts = [b["clock_rtt_us"] for b in saturated["boards"] if b.get("clock_rtt_us") is not None]
+    return {"ok": saturated["ok"] and sequential["ok"], "seconds": round(seconds, 2),
+            "messages_per_request": round(saturated["messages_per_request"], 2),
             "link_rtt_us": statistics.median(rtts) if rtts else None,
-            "latency_p50_us": report["latency_quantiles"]["p50"], "latency_p99_us": report["latency_quantiles"]["p99"],
-            "hops_per_s": round(report["hop_frames"] / seconds), "events_per_s": round(events / seconds)}
+            "latency_p50_us": sequential["latency_quantiles"]["p50"],
+            "latency_p99_us": sequential["latency_quantiles"]["p99"],
+            "hops_per_s": round(saturated["hop_frames"] / seconds),
+            "events_per_s": round(sum(b["events"] for b in saturated["boards"]) / seconds)}
 
 
 def run(quick=False, log=None, n=N_BOARDS, requests=None):
@@ -237,7 +261,7 @@ def run(quick=False, log=None, n=N_BOARDS, requests=None):
             try:
                 result = {"n": n, "requests": requests, "farm_up_s": round(up_s, 1),
                           "acquire_s": round(acquire_s, 1),
-                          "local": _one_run(local, requests, log), "labgrid": _one_run(placed, requests, log)}
+                          "local": _measure(local, requests, log), "labgrid": _measure(placed, requests, log)}
             finally:
                 labgrid.release_held(say=lambda text: None)
     finally:
@@ -247,15 +271,16 @@ def run(quick=False, log=None, n=N_BOARDS, requests=None):
 
 
 def print_table(r):
-    rows = [("link round trip (median of boards' pings)", "link_rtt_us", "us"),
-            ("request latency p50", "latency_p50_us", "us"), ("request latency p99", "latency_p99_us", "us"),
-            ("hop rate", "hops_per_s", "frames/s"), ("events taken in", "events_per_s", "events/s"),
-            ("messages per request (Q: n)", "messages_per_request", ""), ("run time", "seconds", "s")]
-    print("Q, saturated, %d requests, on one virtual ring of %d boards (farm up in %.1f s, place acquired in %.1f s)"
-          % (r["requests"], r["n"], r["farm_up_s"], r["acquire_s"]))
-    print("%-44s %14s %14s" % ("", "local ports", "labgrid place"))
+    rows = [("link round trip (median of the boards' pings)", "link_rtt_us", "us"),
+            ("request latency p50, sequential", "latency_p50_us", "us"),
+            ("request latency p99, sequential", "latency_p99_us", "us"),
+            ("hop rate, saturated", "hops_per_s", "frames/s"), ("events taken in, saturated", "events_per_s", "events/s"),
+            ("messages per request, saturated", "messages_per_request", ""), ("saturated run", "seconds", "s")]
+    print("Q on one virtual ring of %d boards, %d saturated then %d sequential requests per path (farm up in %.1f s, "
+          "place acquired in %.1f s)" % (r["n"], r["requests"], r["requests"] // 10, r["farm_up_s"], r["acquire_s"]))
+    print("%-52s %14s %14s" % ("", "local ports", "labgrid place"))
     for text, key, unit in rows:
-        print("%-44s %14s %14s" % ("%s%s" % (text, " (%s)" % unit if unit else ""), r["local"][key], r["labgrid"][key]))
+        print("%-52s %14s %14s" % ("%s%s" % (text, " (%s)" % unit if unit else ""), r["local"][key], r["labgrid"][key]))
     if not r["ok"]:
         print("NOT OK: a run's check failed")
 

@@ -31,6 +31,7 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -94,6 +95,20 @@ class _QuietLabgrid(logging.Filter):
         return "labgrid" not in record.pathname
 
 
+_loops = threading.local()
+
+
+def _event_loop():
+    """This thread's event loop for labgrid's sessions, made once and never closed (as
+    labgrid-client keeps one): grpc's poller may still call into a loop after its channel is
+    closed, and logs "Event loop is closed" for one that was."""
+    loop = getattr(_loops, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _loops.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)  # grpc's channel binds to the thread's loop
+    return loop
+
+
 class Coordinator:
     """One connection to a labgrid coordinator: labgrid's own ClientSession (the one
     labgrid-client drives), on an event loop of its own. Use as a context manager."""
@@ -105,9 +120,9 @@ class Coordinator:
         self.address = coordinator_address(address)
         self._quiet = _QuietLabgrid()
         logging.getLogger().addFilter(self._quiet)
-        self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)  # grpc's channel binds to the thread's loop
+        self.loop = _event_loop()
         self.session = None
+        self.closed = False
         try:
             grpc_address = proxymanager.get_grpc_address(self.address, default_port=COORDINATOR_PORT)
             self.session = client.ClientSession(grpc_address, self.loop,
@@ -133,18 +148,18 @@ class Coordinator:
         return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
     def close(self):
-        if self.loop.is_closed():
+        if self.closed:
             return
+        self.closed = True
         try:
-            if self.session is not None:
+            # Each step on its own: grpc's poller stays bound to this loop until the channel is
+            # closed, and calls into it after loop.close() otherwise ("Event loop is closed").
+            for step in (self.session.stop, self.session.close) if self.session is not None else ():
                 try:
-                    self._run(self.session.stop(), 2.0)
-                    self._run(self.session.close(), 2.0)
-                except (asyncio.TimeoutError, Exception):
+                    self._run(step(), 2.0)
+                except Exception:  # a session that never started, a coordinator gone: closed all the same
                     pass
         finally:
-            self.loop.close()
-            asyncio.set_event_loop(None)
             logging.getLogger().removeFilter(self._quiet)
 
     @property
