@@ -41,6 +41,10 @@ DEFAULT_COORDINATOR = "127.0.0.1:20408"  # labgrid-client's default
 COORDINATOR_PORT = 20408
 CONNECT_TIMEOUT_S = 5.0  # the coordinator answers a local client in ~0.1 s
 SERIAL_TIMEOUT_S = 15.0  # an exporter starts ser2net within ~1 s of an acquire
+# The coordinator answers an acquire once every exporter has started the place's ser2nets, one
+# after another, each given 0.5 s to fail (labgrid's exporter): 16 boards took over 5 s.
+ACQUIRE_TIMEOUT_S = 10.0
+ACQUIRE_PER_PORT_S = 1.0
 SERIAL_CLASS = "NetworkSerialPort"  # what an exported RawSerialPort or USBSerialPort is to a client
 # pyserial's RFC 2217 client waits for the server to acknowledge the DTR and RTS it sets;
 # ser2net never does on a pty (virtual boards) and pyserial fails with "timeout while waiting
@@ -201,11 +205,15 @@ class Coordinator:
             self.session.check_matches(place)
         except client.Error as e:
             raise LabgridError("place %s: %s (is every exporter running?)" % (place.name, e.args[0])) from None
+        ports = sum(1 for exporter, groups in self.session.resources.items() for group_name, group in groups.items()
+                    for name, entry in group.items() if place.hasmatch((exporter, group_name, entry.cls, name)))
+        timeout = ACQUIRE_TIMEOUT_S + ACQUIRE_PER_PORT_S * ports
         try:
-            self._run(self.session.stub.AcquirePlace(pb2.AcquirePlaceRequest(placename=place.name)))
+            self._run(self.session.stub.AcquirePlace(pb2.AcquirePlaceRequest(placename=place.name)), timeout)
             self._run(self.session.sync_with_coordinator())
         except asyncio.TimeoutError:
-            raise LabgridError("place %s: the coordinator at %s did not answer the acquire" % (place.name, self.address)) from None
+            raise LabgridError("place %s: the coordinator at %s did not answer the acquire within %.0f s"
+                               % (place.name, self.address, timeout)) from None
         except Exception as e:  # grpc's AioRpcError: its details say why
             details = e.details() if hasattr(e, "details") else str(e)
             raise LabgridError("place %s cannot be acquired: %s" % (place.name, details)) from None
