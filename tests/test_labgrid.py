@@ -238,3 +238,27 @@ def test_ring_file_of_a_place(tmp_path):
         "labgrid:ring", ["host2/ring/board2", "host1/ring/board0", "host1/ring/board1", "host2/ring/board3"])
     assert labgrid.ring_file_order(entries, "other") is None
     assert labgrid.ring_file_order([{"position": 0, "port": "/dev/ttyACM0"}]) is None
+
+
+@needs_labgrid
+def test_the_example_farm_files_are_what_labgrid_reads():
+    """boards/labgrid/: two exporters' configurations of one 16-Pico ring, read as labgrid's
+    exporter reads them (a Jinja template: a comment starting with a single # is a statement)."""
+    import contextlib
+    import io
+
+    from labgrid.remote.config import ResourceConfig
+    from labgrid.resource.udev import USBSerialPort
+
+    from conftest import ROOT
+
+    boards = {}
+    for host in ("host1", "host2"):
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints what it read
+            config = ResourceConfig(str(ROOT / "boards" / "labgrid" / ("exporter-%s.yaml" % host)))
+        for name, resource in config.data["ring-a"].items():
+            assert resource["cls"] == "USBSerialPort"
+            USBSerialPort(target=None, name=None, match=dict(resource["match"]))  # labgrid takes the match
+            boards[name] = resource["match"]["ID_SERIAL_SHORT"]
+    assert sorted(boards, key=labgrid._natural) == ["pico%02d" % i for i in range(16)]  # ring order by name
+    assert len(set(boards.values())) == 16
