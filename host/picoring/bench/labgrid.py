@@ -15,6 +15,9 @@ the same boards through their local ports, then through the place. Per path it p
   frames on the ring per second of run) and the events per second the host took in. Q's
   requests come from the host, so the hop rate is the path's too.
 
+In a source tree it measures the place a third time, its exporters restarted with
+boards/labgrid/ser2net first on their PATH (ser2net without its character delay).
+
 Needs labgrid and ser2net; says which is missing. It takes about a minute (--quick: fewer
 requests); -n sets the ring size (default 4).
 """
@@ -34,6 +37,8 @@ from .common import run_command
 
 PLACE = "ring"
 N_BOARDS = 4
+# boards/labgrid/ser2net of the source tree: ser2net with chardelay off (docs/labgrid.md)
+NODELAY_SER2NET = Path(__file__).resolve().parents[3] / "boards" / "labgrid" / "ser2net"
 REQUESTS = (2000, 300)  # (full, --quick)
 
 
@@ -116,12 +121,7 @@ class LoopbackFarm:
             time.sleep(0.1)
         for host, boards in self.shares().items():
             self.exporter(host, boards)
-        deadline = time.monotonic() + timeout  # an exporter takes ~2 s to start; a loaded machine has taken 30
-        while self.resources() != self.n:
-            if time.monotonic() > deadline:
-                raise RuntimeError("no %d serial ports at the coordinator within %.0f s; the farm said:\n%s"
-                                   % (self.n, timeout, self.logs()))
-            time.sleep(0.2)
+        self.wait_resources(timeout)
         for argv in (("create",), ("add-match", "*/ring/NetworkSerialPort/*")):
             made = self.client("-p", self.place, *argv)
             if made.returncode != 0:
@@ -134,6 +134,22 @@ class LoopbackFarm:
                 return True
         except OSError:
             return False
+
+    def restart_exporters(self, timeout=90):
+        """Stop every exporter and start it again (with the farm's env as it is now)."""
+        for host in self.shares():
+            self.stop_process("exporter-" + host)
+        for host, boards in self.shares().items():
+            self.exporter(host, boards)
+        self.wait_resources(timeout)
+
+    def wait_resources(self, timeout=90):
+        deadline = time.monotonic() + timeout  # an exporter takes ~2 s to start; a loaded machine has taken 30
+        while self.resources() != self.n:
+            if time.monotonic() > deadline:
+                raise RuntimeError("no %d serial ports at the coordinator within %.0f s; the farm said:\n%s"
+                                   % (self.n, timeout, self.logs()))
+            time.sleep(0.2)
 
     def stop(self):
         for name in list(self.procs):
@@ -238,8 +254,21 @@ def _measure(targets, requests, log):
             "events_per_s": round(sum(b["events"] for b in saturated["boards"]) / seconds)}
 
 
+def _through_place(farm, requests, log):
+    """Acquire the farm's place, measure through it, release it: (seconds to acquire, figures)."""
+    from ..ring import labgrid, ports
+
+    t0 = time.monotonic()
+    placed = ports.resolve_many([labgrid.make_spec(farm.place, farm.address)], farm.state, ports=[])
+    acquired_s = time.monotonic() - t0
+    try:
+        return acquired_s, _measure(placed, requests, log)
+    finally:
+        labgrid.release_held(say=lambda text: None)
+
+
 def run(quick=False, log=None, n=N_BOARDS, requests=None):
-    from ..ring import flash, labgrid, ports
+    from ..ring import flash, ports
 
     lacking = missing()
     if lacking:
@@ -251,23 +280,25 @@ def run(quick=False, log=None, n=N_BOARDS, requests=None):
         say("starting a loopback farm: %d virtual boards, a coordinator, 2 exporters..." % n)
         t0 = time.monotonic()
         with LoopbackFarm(root, n) as farm:
-            up_s = time.monotonic() - t0
+            result = {"n": n, "requests": requests, "farm_up_s": round(time.monotonic() - t0, 1)}
             local = ports.resolve_many(farm.usb, farm.state)
             say("flashing Q through the local ports...")
             flash.flash(local, "q")
-            t0 = time.monotonic()
-            placed = ports.resolve_many([labgrid.make_spec(farm.place, farm.address)], farm.state, ports=[])
-            acquire_s = time.monotonic() - t0
-            try:
-                result = {"n": n, "requests": requests, "farm_up_s": round(up_s, 1),
-                          "acquire_s": round(acquire_s, 1),
-                          "local": _measure(local, requests, log), "labgrid": _measure(placed, requests, log)}
-            finally:
-                labgrid.release_held(say=lambda text: None)
+            result["local"] = _measure(local, requests, log)
+            acquire_s, result["labgrid"] = _through_place(farm, requests, log)
+            result["acquire_s"] = round(acquire_s, 1)
+            if NODELAY_SER2NET.exists():  # (a source tree: the wrapper is not installed with the package)
+                say("the exporters again, with ser2net's chardelay off...")
+                farm.env["PATH"] = "%s%s%s" % (NODELAY_SER2NET.parent, os.pathsep, farm.env.get("PATH", ""))
+                farm.restart_exporters()
+                result["labgrid_nodelay"] = _through_place(farm, requests, log)[1]
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    result["ok"] = result["local"]["ok"] and result["labgrid"]["ok"]
+    result["ok"] = all(result[k]["ok"] for k in PATHS if k in result)
     return result
+
+
+PATHS = {"local": "local ports", "labgrid": "labgrid place", "labgrid_nodelay": "no chardelay"}
 
 
 def print_table(r):
@@ -276,11 +307,14 @@ def print_table(r):
             ("request latency p99, sequential", "latency_p99_us", "us"),
             ("hop rate, saturated", "hops_per_s", "frames/s"), ("events taken in, saturated", "events_per_s", "events/s"),
             ("messages per request, saturated", "messages_per_request", ""), ("saturated run", "seconds", "s")]
+    paths = [k for k in PATHS if k in r]
     print("Q on one virtual ring of %d boards, %d saturated then %d sequential requests per path (farm up in %.1f s, "
           "place acquired in %.1f s)" % (r["n"], r["requests"], r["requests"] // 10, r["farm_up_s"], r["acquire_s"]))
-    print("%-52s %14s %14s" % ("", "local ports", "labgrid place"))
+    print("%-52s" % "" + "".join(" %14s" % PATHS[k] for k in paths))
     for text, key, unit in rows:
-        print("%-52s %14s %14s" % ("%s%s" % (text, " (%s)" % unit if unit else ""), r["local"][key], r["labgrid"][key]))
+        print("%-52s" % ("%s%s" % (text, " (%s)" % unit if unit else "")) + "".join(" %14s" % r[k][key] for k in paths))
+    if "labgrid_nodelay" in r:
+        print("no chardelay: the place again, its exporters' ser2net wrapped by %s" % NODELAY_SER2NET)
     if not r["ok"]:
         print("NOT OK: a run's check failed")
 
