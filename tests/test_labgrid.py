@@ -9,6 +9,7 @@ Needs labgrid (pip install 'picoring[labgrid]', in the test extra) and ser2net (
 apt-get install ser2net; .ci/run installs it when it can); skipped, saying which, without."""
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -99,6 +100,27 @@ def test_the_pytest_plugin_runs_on_a_place(farm):
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "1 passed" in ran.stdout
     assert farm.holder() is None  # released when the session ended
+
+
+@pytest.mark.slow
+@needs_farm
+def test_ctrl_c_releases_the_place(farm):
+    run = subprocess.Popen([sys.executable, "-m", "picoring.cli.main", "run", "--labgrid", PLACE, "-p", "q", "-k", "5000"],
+                           env=farm.env, cwd=farm.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        said = [run.stderr.readline()]
+        assert said[0].startswith("picoring: labgrid: acquired place %s" % PLACE), said
+        time.sleep(2)  # connecting, or running
+        assert farm.holder().endswith("/" + USER)
+        run.send_signal(signal.SIGINT)
+        said += run.stderr.readlines()
+        assert run.wait(60) == 130, said
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert said[-1] == "picoring: labgrid: released place %s\n" % PLACE, said
+    assert farm.holder() is None
 
 
 # -- bad input ------------------------------------------------------------------------
