@@ -284,3 +284,23 @@ def test_the_example_farm_files_are_what_labgrid_reads():
             boards[name] = resource["match"]["ID_SERIAL_SHORT"]
     assert sorted(boards, key=labgrid._natural) == ["pico%02d" % i for i in range(16)]  # ring order by name
     assert len(set(boards.values())) == 16
+
+
+def test_without_labgrid_a_place_says_how_to_install_it(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "labgrid.remote", None)  # as if labgrid were not installed
+    monkeypatch.setitem(sys.modules, "labgrid.remote.client", None)
+    assert main(["flash", "--labgrid", PLACE, "-p", "q"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "picoring: labgrid is not installed: %s -m pip install 'picoring[labgrid]'" % sys.executable]
+
+
+def test_picoring_does_not_import_labgrid_unless_a_place_is_named():
+    code = ("import contextlib, io, sys\n"
+            "from picoring.cli.main import main\n"
+            "from picoring.ring import ports\n"
+            "ports.resolve_many(['/dev/null'])\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['run', '--help'])\n"
+            "print(sorted(m for m in sys.modules if 'labgrid' in m))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr
