@@ -140,7 +140,7 @@ def test_a_place_another_user_holds_says_who(farm):
     assert farm.client("-p", PLACE, "acquire", user="alice").returncode == 0
     try:
         line = _one_line(farm.picoring("run", "--labgrid", PLACE, "-p", "q", "-k", "4"))
-        assert line.startswith("picoring: place %s is held by alice on %s (since " % (PLACE, socket.gethostname()))
+        assert line.startswith("picoring: place %s is held by alice on %s (place last changed " % (PLACE, socket.gethostname()))
         assert "labgrid-client -p %s allow %s/%s" % (PLACE, socket.gethostname(), USER) in line
         assert farm.holder() == "%s/alice" % socket.gethostname()  # not taken from her, not released
     finally:

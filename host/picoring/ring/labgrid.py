@@ -58,10 +58,6 @@ class LabgridError(ValueError):
     not answer, its ports do not come up. The message says which and what to do."""
 
 
-def is_spec(text):
-    return (text or "").strip().startswith(SCHEME)
-
-
 def parse_spec(spec):
     """labgrid:PLACE[@COORDINATOR] -> (place, coordinator address or None)."""
     place, _, coordinator = spec.strip()[len(SCHEME):].partition("@")
@@ -95,8 +91,14 @@ class _QuietLabgrid(logging.Filter):
     """labgrid's client logs a lost coordinator on the root logger ("coordinator is unavailable:
     ..."); picoring says it once, in its own words."""
 
+    def __init__(self):
+        super().__init__()
+        import labgrid
+
+        self.package = os.path.dirname(labgrid.__file__) + os.sep
+
     def filter(self, record):
-        return "labgrid" not in record.pathname
+        return not record.pathname.startswith(self.package)
 
 
 _loops = threading.local()
@@ -115,7 +117,7 @@ def _event_loop():
 
 class Coordinator:
     """One connection to a labgrid coordinator: labgrid's own ClientSession (the one
-    labgrid-client drives), on an event loop of its own. Use as a context manager."""
+    labgrid-client drives), on this thread's event loop. Use as a context manager."""
 
     def __init__(self, address=None, timeout=CONNECT_TIMEOUT_S):
         client = _client()
@@ -198,7 +200,7 @@ class Coordinator:
         if place.acquired:
             host, _, user = place.acquired.partition("/")
             since = time.strftime("%Y-%m-%d %H:%M", time.localtime(place.changed))
-            raise LabgridError("place %s is held by %s on %s (since %s): ask them to release it (labgrid-client -p %s "
+            raise LabgridError("place %s is held by %s on %s (place last changed %s): ask them to release it (labgrid-client -p %s "
                                "release), or to let you use it with them (labgrid-client -p %s allow %s)"
                                % (place.name, user, host, since, place.name, place.name, self.me))
         try:
