@@ -1,4 +1,4 @@
-"""`picoring bench sim | dash | ring | soak | chip`: each a module of picoring.bench."""
+"""`picoring bench sim | dash | ring | soak | chip | labgrid`: each a module of picoring.bench."""
 
 import argparse
 
@@ -17,6 +17,9 @@ BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, it
             "on -n N node loops), and no allocation under heap_lock; for a protocol whose token is a message (sk, "
             "ra) the chip time of a hop that passes the token on and of the hop that delivers it; a board's heap "
             "after start for rings of 16 and 32",
+    "labgrid": "the same virtual ring (-n boards, default 4) through its local ports and through a labgrid place "
+               "(a loopback farm: coordinator, two exporters, ser2net): link round trip, request latency, hop rate "
+               "(docs/labgrid.md; needs labgrid and ser2net)",
 }
 
 
@@ -47,7 +50,8 @@ def argparse_bench(sub):
                       help="the protocol (soak: default d; chip: one protocol, default s, q and d); `picoring "
                            "protocols` (or -p help) lists them")
     p.set_defaults(protocol_choices=PROTOCOLS)  # -p checked by common.apply_options: one line if unknown
-    soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3)")
+    soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3); "
+                                           "labgrid: virtual boards (default 4)")
     soak.add_argument("--requests", "-k", type=int, help="default 10000 (--quick: 1000)")
     soak.add_argument("--faults", metavar="SPEC", help="default corruptframe=0.01,drop=0.005,seed=1")
     soak.add_argument("--restart", type=int, metavar="BOARD",
@@ -67,6 +71,8 @@ def do_bench(args):
         from ..bench import soak as bench
     elif args.what == "chip":
         from ..bench import chip as bench
+    elif args.what == "labgrid":
+        from ..bench import labgrid as bench
     else:
         _need("simpy", "bench sim measures against SimPy")
         from ..bench import sim as bench

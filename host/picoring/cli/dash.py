@@ -8,8 +8,8 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 import threading
 
 from ..ttystall import for_ports
-from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, resource_args, ring_size,
-                     run_ports, workload_args)
+from .common import (CommandError, add_labgrid_args, add_protocol_arg, add_resource_args, add_workload_args,
+                     resource_args, ring_size, run_ports, workload_args)
 
 # -- dash --------------------------------------------------------------------
 
@@ -24,6 +24,7 @@ def argparse_dash(sub):
     where.add_argument("--sim", action="store_true", help="run the simulator, paced to --speed")
     where.add_argument("--ports", help="real (or already running) boards, in ring order: run a workload on them, live")
     where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
+    add_labgrid_args(p, where)
     add_protocol_arg(p, what="--sim, --virtual, --ports: the protocol")
     p.add_argument("-n", type=int, help="--sim: ring size (default 8, or the ring of a trace given as -w file:TRACE)")
     add_workload_args(p, 100)
