@@ -37,8 +37,9 @@ import sys
 import time
 
 from ..check.checker import Checker
-from ..firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN, make_node
+from ..firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN
 from ..sim import simcore
+from ..sim.nodes import make_nodes
 from ..sim.workload import make_workload
 from .common import run_command
 
@@ -300,7 +301,7 @@ def _outcome(checker, end_time, nodes):
 
 
 def _setup(protocol, n, workload, requests, seed, cs_time):
-    nodes = [make_node(protocol, i, n) for i in range(n)]
+    nodes = make_nodes(protocol, n)
     wl = workload() if callable(workload) else make_workload(workload, n, requests, seed=seed, cs_time=cs_time)
     return nodes, wl, Checker(protocol, n)
 

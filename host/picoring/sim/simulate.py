@@ -14,8 +14,8 @@ from pathlib import Path
 from ..check import registry
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
-from ..firmware.protocol import make_node
 from . import simcore
+from .nodes import make_nodes
 from .workload import WorkloadError, make_workload
 
 
@@ -68,7 +68,7 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
         raise ValueError("drop: %s sends no messages of the protocol layer, whose frames the simulator can lose "
                          "(on a ring of boards: run --virtual N --faults drop=P, with --regen-ms for recovery)"
                          % protocol)
-    nodes = [make_node(protocol, i, n) for i in range(n)]
+    nodes = make_nodes(protocol, n)
     if isinstance(workload, str):
         wl = make_workload(workload, n, requests, seed=seed, cs_time=cs_time, rate=rate, period=period)
     else:
