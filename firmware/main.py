@@ -47,8 +47,9 @@ def check_config(cfg, path=CONFIG):
     if not isinstance(cfg, dict):
         raise ConfigError("%s: must be a JSON object" % path)
     for key in ("position", "size", "protocol"):
-        if key not in cfg:
-            raise ConfigError("%s: missing %r" % (path, key))
+        if key not in cfg:  # what writes them: flash (a Pico), virtual deploy (a virtual ring)
+            raise ConfigError("%s: missing %r: picoring flash -p P (or picoring virtual deploy -p P) writes it"
+                              % (path, key))
     size = cfg["size"]
     pos = cfg["position"]
     if not isinstance(size, int) or size < 2:

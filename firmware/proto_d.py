@@ -64,14 +64,22 @@ class NodeDLiteral(Node):
         "citation": CITATION + ", section 4",
         "exclusion": "hard",
         "rests": True,  # at rest in state check when no request is pending
+        # What a run may show that the project has found and documented (a violation's kind ->
+        # where and why): `compare` reports it as expected, not as a failure.
+        "findings": {"quiescence": "docs/bounds.md, finding 1: a stale request message wakes the resting "
+                                   "token, and rule 4 passes it on for ever"},
         # The dashboard (host): the token frame's fields to show, request frames, a per-node flag.
         "view": {"token_state": ("check", "ACTIVE"), "token_count": "count", "requests": True, "flags": "M_p"},
         "messages": {"token": "frame.TOKEN to the next node", "request": "frame.REQUEST to the next node"},
         "bounds": {
             # Printed 2n (Thm 4.1), exceeded; the checked bound is empirical (docs/bounds.md).
-            "messages_per_request": {"paper": "2*n", "checked": "3*n", "where": "Thm 4.1; docs/bounds.md"},
+            "messages_per_request": {"paper": "2*n", "checked": "3*n", "where": "Thm 4.1; docs/bounds.md",
+                                     "why": "a request message that follows T crosses up to 2n - 2 edges; the "
+                                            "checked 3n is empirical (docs/bounds.md, finding 4)"},
             # Printed 3n - 3 (Thm 4.1), exceeded at n = 3; corrected 3n - 2.
-            "service_traffic": {"paper": "3*n - 3", "checked": "3*n - 2", "where": "Thm 4.1; docs/bounds.md"},
+            "service_traffic": {"paper": "3*n - 3", "checked": "3*n - 2", "where": "Thm 4.1; docs/bounds.md",
+                                "why": "T resets the flags it passes, so an edge carries more than one "
+                                       "request message (docs/bounds.md, finding 3)"},
         },
     }
     active_budget = False  # rule 4 passes an active T on, whatever happens
@@ -193,7 +201,7 @@ class NodeD(NodeDLiteral):
     """
 
     name = "d"
-    about = dict(NodeDLiteral.about, name="d", title="D, corrected (rules 2 and 4: a hop budget)")
+    about = dict(NodeDLiteral.about, name="d", title="D, corrected (rules 2 and 4: a hop budget)", findings=None)
     active_budget = True  # rule 4: see NodeDLiteral.on_token
 
     def _activate(self):

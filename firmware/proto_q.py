@@ -62,7 +62,10 @@ class NodeQ(Node):
             # Printed 3/2 n^2 - 5/2 n + 1 (section 3), exceeded at n = 2..5; the checked
             # bound is the corrected one of docs/bounds.md (worst found: (2n-1)(n-1)).
             "service_traffic": {"paper": "(3*n*n - 5*n + 2)//2", "checked": "(5*n*n - 5*n + 2)//2",
-                                "where": "Thm 3.1 / section 3; corrected: docs/bounds.md"},
+                                "where": "Thm 3.1 / section 3; corrected: docs/bounds.md",
+                                # why the checked bound is not the printed one (`report` says it)
+                                "why": "the proof misses requests made while T is on the wire, requests "
+                                       "made again, and stale request messages (docs/bounds.md, finding 2)"},
         },
     }
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from picoring import ttystall
+from picoring.clock import WallClock
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRMWARE = ROOT / "firmware"
@@ -52,6 +53,24 @@ def why_not_ok(report):
     return "\n".join(lines) or "(no violation and no run condition)"
 
 
+class StalledClock(WallClock):
+    """A stall-aware clock (picoring.clock) for a test to pass in: stalled() is the test's
+    function (seconds the serial ports stood still so far), now() the test's list's one value
+    when `now` is given."""
+
+    stall_aware = True
+
+    def __init__(self, stalled=lambda: 0.0, now=None):
+        self._stalled = stalled
+        self._now = now
+
+    def stalled(self):
+        return self._stalled()
+
+    def now(self):
+        return self._now[0] if self._now is not None else super().now()
+
+
 TIMEOUT = 20.0  # seconds: what a virtual ring may take to answer, on a loaded machine
 
 
@@ -59,7 +78,7 @@ def wait_for(condition, timeout=TIMEOUT, what="condition"):
     """Poll condition() until it is true; an AssertionError naming `what` after timeout s of
     time in which the serial ports delivered (ttystall: a loaded machine's ptys stood still for
     seconds while every process ran on time)."""
-    deadline = ttystall.Deadline(timeout)
+    deadline = ttystall.STALL.deadline(timeout)
     while not condition():
         if deadline.expired():
             raise AssertionError("timed out after %.1fs%s waiting for %s" % (timeout, deadline.not_counted(), what))

@@ -253,6 +253,11 @@ def test_bad_config_is_reported_as_text(micropython, tmp_path):
     out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
                          timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout
     assert out.startswith("!err config: picoring.json: not JSON")
+    (tmp_path / "picoring.json").write_text('{"position": 0, "size": 2}')  # issue 37, item 8: says what to run
+    out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout
+    assert out.startswith("!err config: picoring.json: missing 'protocol': picoring flash -p P (or picoring virtual "
+                          "deploy -p P) writes it"), out
     (tmp_path / "picoring.json").write_text('{"position": 0, "size": 2, "protocol": "q", "virtual": {"uart": [3]}}')
     out = subprocess.run([micropython, str(FIRMWARE / "main.py")], cwd=tmp_path, capture_output=True, text=True,
                          timeout=10, env=dict(os.environ, MICROPYPATH=str(FIRMWARE))).stdout

@@ -27,6 +27,21 @@ def test_d_as_printed_never_goes_quiet():
     assert report["schedule"] == [{"t": 0, "node": 1}, {"t": 1, "node": 0}]
 
 
+def test_the_report_of_d_as_printed_names_the_documented_finding():
+    import io
+
+    from rich.console import Console
+
+    from picoring.check.report import print_report
+
+    console = Console(record=True, width=200, file=io.StringIO())
+    print_report(run("d-literal", 2, TWO_NODE), console)
+    text = console.export_text()
+    assert ("quiescence, a documented finding: docs/bounds.md, finding 1: a stale request message wakes the resting "
+            "token, and rule 4 passes it on for ever") in text
+    assert "CHECK FAILED" in text  # the run itself still fails its checks (compare reports it as expected)
+
+
 def test_d_literal_livelock_grows_with_the_horizon_it_is_given():
     # the token keeps moving: more time, more messages
     events = []
@@ -84,3 +99,28 @@ def test_d_total_exceeds_2n_per_request_even_corrected():
     assert report["over_paper_total_bound"] is True  # 21 > 2n * 2 = 20
     assert report["quiescent"] is True
     assert report["ok"]  # the checked (empirical) bound is 3n per request
+
+
+def test_a_report_over_a_printed_bound_says_which_bound_was_checked_and_why():
+    """Next to "requests over the paper's printed bound": the bound checked instead, and a line
+    under the table with where the printed one is printed and why it does not hold (the
+    descriptor's "why")."""
+    import io
+
+    from rich.console import Console
+
+    from picoring.check.report import print_report
+
+    console = Console(record=True, width=80, file=io.StringIO())
+    print_report(run("q", 3, [(0, 2), (1, 0), (1, 1), (3, 1), (4, 2)]), console)
+    text = " ".join(console.export_text().split())
+    assert "printed 7; checked 16 ¹" in text
+    assert ("¹ service traffic: the paper's 7 (Thm 3.1 / section 3) does not hold: the proof misses requests made "
+            "while T is on the wire, requests made again, and stale request messages (docs/bounds.md, finding 2); "
+            "the run is checked against 16 instead") in text
+    console = Console(record=True, width=80, file=io.StringIO())
+    print_report(run("d", 5, [(0, 4), (1, 0)]), console)  # finding 4: 21 messages for 2 requests > 2n each
+    text = " ".join(console.export_text().split())
+    assert "printed 10; checked 15 ¹" in text and "printed 12; checked 13 ²" in text
+    assert "¹ messages per request: the paper's 10 (Thm 4.1) does not hold: a request message that follows T" in text
+    assert "² service traffic: the paper's 12 (Thm 4.1) does not hold: T resets the flags it passes" in text

@@ -39,12 +39,33 @@ def status_err(capsys, *argv):
     (["dash", "--sim", "--speed", "-1", "--exit"], "--speed must be >= 0"),
     (["virtual", "up", "-n", "1", "--dir", "/nonexistent/picoring-state"], "-n must be at least 2"),
     (["sim", "-p", "s", "--idle-horizon", "-5"], "--idle-horizon cannot be negative"),
+    # issue 37, items 5 and 6: a ring the frames cannot address, a run with nothing to serve
+    (["run", "--virtual", "500"], "--virtual 500: a ring of boards has at most 255 (a board's address is one byte"),
+    (["virtual", "up", "-n", "500", "--dir", "/nonexistent/picoring-state"], "-n 500: a ring of boards has at most 255"),
+    (["demo", "-n", "256"], "-n 256: a ring of boards has at most 255"),
+    (["dash", "--virtual", "256", "--exit"], "--virtual 256: a ring of boards has at most 255"),
+    (["run", "--virtual", "4", "-p", "q", "-k", "0"], "-k 0: no request to serve"),
+    (["dash", "--virtual", "4", "-k", "0", "--exit"], "-k 0: no request to serve"),
+    (["demo", "-k", "0"], "-k 0: no request to serve"),
 ])
 def test_bad_arguments_fail_before_any_board_starts(no_boards, capsys, argv, message):
     status, err = status_err(capsys, *argv)
     assert status == 2
     assert err.startswith("picoring: ") and message in err, err
-    assert "Traceback" not in err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["sim", "-p", "zzz"], ["run", "--virtual", "3", "-p", "zzz"], ["compare", "-p", "zzz"],
+    ["dash", "--sim", "-p", "zzz", "--exit"], ["explore", "-p", "zzz"], ["flash", "-p", "zzz"],
+    ["bench", "soak", "-p", "zzz"],
+])
+def test_an_unknown_protocol_is_one_line_naming_the_valid_ones(no_boards, capsys, argv):
+    """No usage block before it, on every command (issue 37, item 7)."""
+    status, err = status_err(capsys, *argv)
+    assert status == 2
+    assert err.count("\n") == 1 and err.startswith("picoring: unknown protocol"), err
+    assert "zzz" in err and "known: s, q, d, d-literal," in err, err
 
 
 def test_requests_with_a_file_workload_is_said_to_be_ignored(tmp_path, capsys):
@@ -90,3 +111,65 @@ def test_a_reader_that_goes_away_is_no_error(argv):
         os.close(w)
     assert proc.stderr.decode() == ""
     assert proc.returncode == 1
+
+
+def test_bench_sim_without_simpy_is_one_line_and_exit_2(monkeypatch, capsys):
+    """As every other missing dependency (issue 37, item 10): no traceback, what to install."""
+    monkeypatch.setitem(sys.modules, "simpy", None)  # importlib.util.find_spec: not installed
+    status, err = status_err(capsys, "bench", "sim", "--quick")
+    assert status == 2
+    assert err == "picoring: bench sim measures against SimPy, which is not installed: pip install -e '.[bench]'\n"
+
+
+@pytest.mark.parametrize("argv,config,expected", [
+    ([], None, {"protocol": "d"}),
+    (["-p", "q"], None, {"protocol": "q"}),
+    (["-p", "q"], {"protocol": "s", "cs_us": 5}, {"protocol": "s", "cs_us": 5}),  # the file's own wins
+    (["-p", "raymond:tree=path"], [{}, {"cs_us": 1}],
+     [{"protocol": "raymond:tree=path"}, {"cs_us": 1, "protocol": "raymond:tree=path"}]),
+])
+def test_virtual_deploy_takes_the_protocol(tmp_path, monkeypatch, capsys, argv, config, expected):
+    """`virtual deploy` then `run --ports virtual:0,...` ran into the boards' `missing 'protocol'`
+    after 10 s: deploy now gives the boards one (issue 37, item 8)."""
+    got = []
+    monkeypatch.setattr(deploy, "deploy_virtual_cli", lambda state_dir, cfg: got.append(cfg) or {"boards": [0, 1]})
+    if config is not None:
+        (tmp_path / "cfg.json").write_text(json.dumps(config))
+        argv = argv + ["--config", str(tmp_path / "cfg.json")]
+    status, err = status_err(capsys, "virtual", "deploy", "--dir", str(tmp_path), *argv)
+    assert status == 0, err
+    assert got == [expected]
+    assert err.startswith("deployed protocol ")
+
+
+@pytest.mark.parametrize("argv,message", [
+    ([], "no MicroPython board found (USB VID:PID 2e8a:0005; --all-ports: every USB serial port) and no virtual "
+         "ring up\n"),
+    (["--all-ports"], "no USB serial port found (of any kind) and no virtual ring up\n"),
+])
+def test_boards_says_what_it_looked_for(tmp_path, monkeypatch, capsys, argv, message):
+    """--all-ports turns the VID:PID filter off: an empty list must not name it (issue 37, item 9)."""
+    from picoring.ring import ports
+
+    monkeypatch.setattr(ports, "comports", lambda: [])
+    status, err = status_err(capsys, "boards", "--virtual-dir", str(tmp_path / "none"), *argv)
+    assert status == 0
+    assert err.endswith(message), err
+
+
+def test_a_supervisor_that_dies_starting_is_one_line_with_its_error(tmp_path, monkeypatch, capsys):
+    """`virtual up` printed the supervisor's thread traceback; the error it ended with is the
+    message, and the traceback stays in its log (issue 37, item 5)."""
+    real_popen = subprocess.Popen
+
+    def crashing_supervisor(cmd, **kw):  # a thread of it dies, then it exits
+        code = "import threading\nt = threading.Thread(target=lambda: 1 / 0)\nt.start(); t.join()\nraise SystemExit(1)"
+        return real_popen([sys.executable, "-c", code], **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", crashing_supervisor)
+    status, err = status_err(capsys, "virtual", "up", "-n", "2", "--dir", str(tmp_path / "ring"))
+    assert status == 2
+    log = tmp_path / "ring" / "supervisor.log"
+    assert err == ("picoring: the virtual ring supervisor exited with status 1 before the ring was up: "
+                   "ZeroDivisionError: division by zero (its log: %s)\n" % log)
+    assert "Traceback" in log.read_text()

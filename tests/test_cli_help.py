@@ -40,11 +40,24 @@ def help_text(capsys, *argv):
     return " ".join(capsys.readouterr().out.split())  # argparse's wrapping undone
 
 
-def test_protocol_choices_are_explained_from_the_descriptors(capsys):
-    for argv in (["sim"], ["run"], ["dash"], ["flash"], ["explore"]):
+def test_the_protocol_list_lives_in_one_place(capsys):
+    """`picoring protocols` and -p help explain every protocol from its descriptor; the
+    commands' --help points there instead of repeating the list (issue 37, item 21)."""
+    assert main(["protocols"]) == 0
+    listed = " ".join(capsys.readouterr().out.split())
+    for argv in (["sim", "-p", "help"], ["run", "-p", "help"], ["compare", "-p", "help"]):
+        assert main(argv) == 0
+        assert " ".join(capsys.readouterr().out.split()) == listed, argv
+    for name in registry.names():
+        assert "%s %s" % (name, " ".join(registry.about(name)["title"].split())) in listed, name
+    for key, text in registry.option_help(registry.names()):
+        assert "%s: %s" % (key, " ".join(text.split())) in listed, key
+    for argv in (["sim"], ["run"], ["dash"], ["flash"], ["explore"], ["compare"], ["bench"]):
         text = help_text(capsys, *argv)
-        for name in registry.names():
-            assert "%s = %s" % (name, " ".join(registry.about(name)["title"].split())) in text, (argv, name)
+        assert "`picoring protocols`" in text, argv
+        for name in ("sk", "raymond", "dag"):  # no longer repeated on every command
+            assert " ".join(registry.about(name)["title"].split()) not in text, (argv, name)
+        assert "Delta_max" not in text, argv
 
 
 def test_the_options_the_issue_names(capsys):
@@ -67,3 +80,26 @@ def test_the_options_the_issue_names(capsys):
     assert "1% of frames corrupted" in bench
     report = help_text(capsys, "report")
     assert "--csv also write the figures as CSV" in report and "--no-plots" in report
+
+
+def test_every_command_says_what_it_does_and_shows_examples(capsys):
+    """A paragraph and two or three examples on every command's --help, and every example
+    is a command line the parser takes (issue 37, item 21)."""
+    import shlex
+
+    parser = build_parser()
+    for path, p in commands(parser):
+        assert len((p.description or "").split()) >= 15, path
+        epilog = p.epilog or ""
+        assert epilog.startswith("examples:\n"), path
+        examples = epilog.splitlines()[1:]
+        assert 2 <= len(examples) <= 3, path
+        assert examples[0].split()[1:len(path) + 1] == list(path), path  # the command's own, first
+        for line in examples:
+            for part in line.split("#")[0].replace("&&", "|").split("|"):
+                words = shlex.split(part)
+                if words[0] != "picoring":
+                    continue  # jq, a shell's
+                build_parser().parse_args(words[1:])  # argparse exits (status 2) on a bad one
+        text = help_text(capsys, *path)
+        assert "examples: " + examples[0].strip().split("  ")[0] in text, path

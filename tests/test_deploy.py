@@ -23,16 +23,16 @@ def test_a_copy_that_stops_printing_is_killed_and_says_how_far_it_got():
     assert deploy.copy_progress(r.stdout) == (["f0.py"], [])
 
 
-def test_a_copy_silent_while_the_serial_ports_stood_still_is_not_cut_off(monkeypatch):
+def test_a_copy_silent_while_the_serial_ports_stood_still_is_not_cut_off():
     # mpremote went silent for 30 s under two busy loops while a loaded machine's tty worker
     # stood still (a pty took 7.7 s to deliver a byte), and the copy was killed as a board that
     # does not answer. The silence counted is the time in which the serial ports delivered
-    # (ttystall): here 0.9 s of silence (and the start of a Python), all of it stalled, against
-    # a budget of 0.5 s.
-    from picoring import ttystall
+    # (the stall-aware clock): here 0.9 s of silence (and the start of a Python), all of it
+    # stalled, against a budget of 0.5 s.
+    from conftest import StalledClock
 
     t0 = time.monotonic()
-    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 5.0))
+    clock = StalledClock(lambda: min(time.monotonic() - t0, 5.0))
     r = deploy._run_watched([sys.executable, "-c", "import time; time.sleep(0.9); print('cp f0.py :f0.py')"],
-                            quiet_timeout=0.5)
+                            quiet_timeout=0.5, clock=clock)
     assert not r.timed_out and r.returncode == 0

@@ -1,6 +1,7 @@
 """The exhaustive explorer (picoring.explore): planted bugs are found with a
 schedule, exact worst cases for n = 2, 3, the simulator stays within them."""
 
+import json
 import random
 
 import pytest
@@ -343,3 +344,42 @@ def test_finding_q_service_traffic_exceeds_the_first_corrected_bound_at_n5():
     rep = checker.finish()
     assert not [v for v in rep["violations"] if v["kind"] == "bound"]
     assert rep["max_service_traffic"] == 36
+
+
+def test_fidelity_writes_where_told_and_checks_it_can_before_computing(tmp_path, monkeypatch, capsys):
+    """Outside the project, with no output named: the tables on standard output, no file made;
+    an output that cannot be written stops it at once, before the explorer runs."""
+    from picoring.cli.main import main
+    from picoring.explore import fidelity
+
+    monkeypatch.chdir(tmp_path)
+    small = ["fidelity", "--max-n", "2", "--sim-runs", "2", "--sim-n", "4"]
+    assert main(small) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(fidelity.MARKER) and "| q | 2 | 1 |" in out and "the tables on standard output" in err
+    assert list(tmp_path.iterdir()) == []
+    assert main(small + ["--md", "f.md", "--json-out", "f.json", "--quiet"]) == 0
+    assert "wrote f.md and f.json" in capsys.readouterr().out
+    assert json.loads((tmp_path / "f.json").read_text())["meta"]["json"] == "f.json"
+
+    def no_computing(*a, **kw):
+        raise AssertionError("computed before checking its outputs")
+
+    monkeypatch.setattr(fidelity, "run_explorer", no_computing)
+    for extra, message in ((["--json-out", "docs/fidelity.json"], "--json-out docs/fidelity.json: no folder"),
+                           (["--md", str(tmp_path)], "a folder, not a file"),
+                           (["--md", "-", "--json-out", "-"], "cannot both go to standard output")):
+        assert main(small + extra) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_fidelity_counts_the_messages_of_a_token_that_never_rests():
+    """S never goes quiet (its runs end at an idle horizon): its messages per request are counted
+    as `picoring sim` counts them, not left at 0."""
+    from picoring.explore import fidelity
+
+    lines = []
+    rows = fidelity.run_simulator(protocols=("s",), large=(6,), runs=3, log=lines.append)
+    (row,) = rows
+    assert row["max_messages_per_request"] > 0
+    assert "messages/request %.3f (the token never rests" % row["max_messages_per_request"] in lines[0]

@@ -423,7 +423,7 @@ def test_an_unplugged_usb_link_loses_no_request(capsys):
     # the outage came after the last request, and only a slow machine met it: a flaky test).
     # What board 2 said meanwhile went nowhere: its requests served unseen are failed with that
     # reason, and the lost events are a run condition, explained by the outage.
-    from picoring.ring.harness import UNSEEN_IN_OUTAGE
+    from picoring.ring.runreport import UNSEEN_IN_OUTAGE
 
     status, report, err, took = run_json(capsys, "run", "--virtual", "3", "-p", "q", "-w", "poisson", "-k", "100",
                                          "--rate", "0.05", "--seed", "2", "--faults", "unplug=2@1s:600ms")
@@ -461,13 +461,14 @@ def test_an_unplug_amid_busy_traffic_orders_every_receive_after_its_send(capsys)
 def _board_frozen_in_run(monkeypatch, board, thaw_when, stood_still=False):
     """Board `board` of the next `picoring run --virtual` is frozen (SIGSTOP: the machine starved
     it) 0.3 s into the run, and let go once thaw_when(run) is true, or when the run ends.
-    stood_still: meanwhile the serial ports deliver nothing (ttystall), as in a workqueue lockup.
+    stood_still: meanwhile the serial ports deliver nothing, as in a workqueue lockup: the run
+    and its links get a clock (StalledClock) that says so.
     Returns a list that holds the board's pid once it is frozen."""
     import os
     import signal
     import threading
 
-    from picoring import ttystall
+    from conftest import StalledClock
     from picoring.ring import deploy, harness
 
     frozen = []
@@ -481,19 +482,21 @@ def _board_frozen_in_run(monkeypatch, board, thaw_when, stood_still=False):
     monkeypatch.setattr(deploy, "start_virtual", start_virtual)
     span = [None, None]  # when the freeze began and ended (monotonic)
     real_run = harness.RingRun.run
-    real_stalled = ttystall.stalled
-
-    def stalled():
-        begun, ended = span
-        if begun is None:
-            return real_stalled()
-        return real_stalled() + (ended if ended is not None else time.monotonic()) - begun
-
-    if stood_still:
-        monkeypatch.setattr(ttystall, "stalled", stalled)
 
     def run_with_a_board_frozen(self):
         ring = rings[-1]
+        if stood_still:
+            real_stalled = self.clock.stalled
+
+            def stalled():
+                begun, ended = span
+                if begun is None:
+                    return real_stalled()
+                return real_stalled() + (ended if ended is not None else time.monotonic()) - begun
+
+            self.clock = StalledClock(stalled)
+            for link in self.links:
+                link.clock = self.clock
 
         def freeze_then_thaw():
             time.sleep(0.3)
@@ -527,13 +530,13 @@ def test_a_run_given_up_does_not_count_requests_it_never_sent_as_sent(capsys, mo
     # is given up.
     import io
 
-    from picoring.ring import harness
+    from picoring.ring import driver
 
     # Given up after FROZEN_LIMIT stall limits when the frozen board's unanswered pings stop the
     # stall clock (12: about 20 s of this test's time); which of the two ends comes first is
     # the machine's doing, and either leaves requests queued at the host.
-    monkeypatch.setattr(harness, "FROZEN_LIMIT", 3)
-    frozen = _board_frozen_in_run(monkeypatch, 1, lambda run: run.host_lagged or run.stalled)
+    monkeypatch.setattr(driver, "FROZEN_LIMIT", 3)
+    frozen = _board_frozen_in_run(monkeypatch, 1, lambda run: run.record.host_lagged or run.record.stalled)
     status, report, err, _ = run_json(capsys, "run", "--virtual", "3", "-p", "d", "-w", "poisson", "-k", "300",
                                       "--rate", "0.5", "--seed", "1", "--stall-timeout", "0.5")
     assert report is not None, err
@@ -561,12 +564,12 @@ def test_a_run_waits_out_serial_ports_that_stood_still(capsys, monkeypatch):
     # answered, and after 12 stall limits of wall time the run was given up. Here board 1 is
     # frozen for longer than that while the ports stand still (ttystall): the run waits, and
     # when the ports deliver again it goes on and serves every request.
-    from picoring.ring import harness
+    from picoring.ring import driver
 
     # (a stall limit of 2 s, longer than a ping's grace: the frozen board's unanswered ping stops
     # the stall clock before it runs out; the give-up span 3 stall limits, 6 s)
-    monkeypatch.setattr(harness, "FROZEN_LIMIT", 3)
-    limit = harness.FROZEN_LIMIT * 2.0
+    monkeypatch.setattr(driver, "FROZEN_LIMIT", 3)
+    limit = driver.FROZEN_LIMIT * 2.0
     t0 = []
 
     def thaw_after_the_limit(run):

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from conftest import StalledClock
+from picoring.clock import WALL
 from picoring.ring.hostlink import Reply
 from picoring.ring.link import BoardLink, HarnessError, now_us
 
@@ -34,18 +36,26 @@ def test_requests_written_after_the_state_query_are_not_failed_by_its_answer():
     # read !status: a request written after it (counted in "after") is not in that answer and
     # must not be failed as lost (it was, and the board then refused the next request as one
     # too many: the host's count stayed at 1 forever, a false "ring stalled").
-    from picoring.ring.harness import RingRun, UNSEEN_IN_OUTAGE
+    from picoring.ring.harness import RingRun
+    from picoring.ring.runreport import UNSEEN_IN_OUTAGE
     from picoring.sim.workload import make_workload
 
     run = RingRun(["p0", "p1", "p2"], "q", make_workload("poisson", 3, 1, seed=0))
     run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]
+    run.begin(0)
+
+    def resync(b, status, outstanding, t, after):  # as the run loop applies a state query's answer
+        failed = run.streams[b].resynced(status, outstanding[b], t, after)
+        outstanding[b] -= failed
+        return failed
+
     outstanding = [0, 0, 1]
     status = {"pend": 0, "cs": 0}
-    assert run._resync(2, status, outstanding, 0, after=1) == 0 and outstanding == [0, 0, 1]
+    assert resync(2, status, outstanding, 0, after=1) == 0 and outstanding == [0, 0, 1]
     # one from before the query that the board no longer has: its events were lost
     outstanding = [0, 0, 2]
-    assert run._resync(2, status, outstanding, 0, after=1) == 1 and outstanding == [0, 0, 1]
-    assert any(UNSEEN_IN_OUTAGE in n for n in run.notices)
+    assert resync(2, status, outstanding, 0, after=1) == 1 and outstanding == [0, 0, 1]
+    assert any(UNSEEN_IN_OUTAGE in n for n in run.record.notices)
 
 
 def test_a_receive_waits_for_its_send_however_late_while_its_sender_lost_no_event():
@@ -309,7 +319,7 @@ def test_a_frame_lost_on_a_link_does_not_put_its_pairing_off():
 
 
 def _send_numbered(merger, seq, t, lseq):
-    """Board 0's token send, numbered as the host numbers them (RingRun._number_send)."""
+    """Board 0's token send, numbered as the host numbers them (BoardStream.number_send)."""
     from picoring.ring.hostlink import BoardEvent
 
     e = BoardEvent(0, seq, 0, "send", link=0, kind="token")
@@ -484,9 +494,9 @@ class _TalkingPort:
 
 
 @contextlib.contextmanager
-def _talking(port):
+def _talking(port, clock=WALL):
     """A BoardLink reading the fake port, closed afterwards."""
-    link = BoardLink(0, "fake", queue.Queue())
+    link = BoardLink(0, "fake", queue.Queue(), clock=clock)
     link._open_port = lambda: port
     link.open()
     try:
@@ -510,7 +520,7 @@ def test_a_board_that_talks_forever_but_never_answers_is_found():
     # The port talks for 100 s and never says "log": the wait ends at its cap (0.1 s times
     # REPLY_BACKLOG_FACTOR: "kept sending" is said only there), not when the port goes quiet.
     # (It asserted the wall time of the wait, < 1.6 s: 3.1 s in a loaded suite run, the machine
-    # starving the test's threads; the wait itself is in ttystall time. What tells a capped wait
+    # starving the test's threads; the wait itself is in the link's clock. What tells a capped wait
     # from one that waits for quiet is how much of its talk the port had still to send.)
     port = _TalkingPort([b"!status busy=%d\n" % k for k in range(10000)], 0.01)
     with _talking(port) as link, pytest.raises(HarnessError, match="kept sending"):
@@ -580,29 +590,33 @@ def test_a_board_that_restarts_as_the_run_ends_is_reported_restarted():
 
     run = RingRun(["p0", "p1", "p2"], "d", make_workload("poisson", 3, 1, seed=0))
     run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]
-    run.t0 = now_us()
-    run.outstanding[1] = 1
+    run.begin(now_us())
+    for s in run.streams:
+        s.in_run = True
+    run.driver.outstanding[1] = 1
     run.inbox.put((1, now_us(), Reply(1, "hello", "fw=0.6.0 proto=d pos=1 n=3 inc=77 rep=1")))
-    run._take_last([True] * 3)
-    assert run.restarts == [0, 1, 0] and run.outstanding == [0, 0, 0] and run.merger.restarted_sender[1]
-    assert any("p1: the board restarted" in text and "reported failed" in text for text in run.notices)
+    run._take_last()
+    assert [s.restarts for s in run.streams] == [0, 1, 0] and run.driver.outstanding == [0, 0, 0]
+    assert run.merger.restarted_sender[1]
+    assert any("p1: the board restarted" in text and "reported failed" in text for text in run.record.notices)
 
 
 
 def test_a_board_that_owes_a_ping_answer_gets_no_other_ping():
     # Pings every 0.5 s of wall time to an emulated Pico running at 1/30 of real time queued up
     # 26 deep on a loaded machine, and answering them took the chip time the ring needed.
-    from picoring.ring.harness import RingRun
-    from picoring.sim.workload import make_workload
+    from picoring.ring.stream import Pings
 
-    run = RingRun(["p0", "p1", "p2"], "q", make_workload("poisson", 3, 1, seed=0))
-    run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]
-    for link in run.links:
+    links = [BoardLink(i, p, queue.Queue(), 3) for i, p in enumerate(["p0", "p1", "p2"])]
+    for link in links:
         link.connected = True
-    assert run._boards_to_ping({}) == {0, 1, 2}
-    assert run._boards_to_ping({7: (0, {1}), 8: (500_000, {2})}) == {0}
-    run.links[0].connected = False  # its port is gone: a ping would be dropped
-    assert run._boards_to_ping({7: (0, {1})}) == {2}
+    pings = Pings(links, 0)
+    assert pings.boards_to_ping() == {0, 1, 2}
+    pings.pending = {7: (0, {1}), 8: (500_000, {2})}
+    assert pings.boards_to_ping() == {0}
+    links[0].connected = False  # its port is gone: a ping would be dropped
+    pings.pending = {7: (0, {1})}
+    assert pings.boards_to_ping() == {2}
 
 
 class _SlowStatus(_ScriptedStatus):
@@ -619,16 +633,14 @@ def test_answers_that_come_late_do_not_count_against_the_ring(monkeypatch):
     # A virtual board's USB link is a pty; under two busy loops a state query's answer took 1 to
     # 8 s (the kernel's tty worker), and the ring "did not come to rest in 15 s" after only
     # three rounds of queries. The time the answers were late extends the deadline.
-    from picoring import ttystall
     from picoring.ring import forming, harness
     from picoring.sim.workload import make_workload
 
     monkeypatch.setattr(forming, "PING_GRACE_S", 0.01)  # an answer is late after 10 ms
     # Every second counts: these stand-ins have no tty, and the machine's tty canary standing
     # still (two busy loops beside the suite) stopped wait_formed's clock for the settle time:
-    # a loaded run asked 5 rounds, not 3.
-    monkeypatch.setattr(ttystall, "stalled", lambda: 0.0)
-    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000)
+    # a loaded run asked 5 rounds, not 3. (Wall time: what a run on real boards is given.)
+    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000, clock=WALL)
     run.links = [_SlowStatus("p0", [_status(0, 1, 2), _status(1, 3, 3)], 0.3),
                  _SlowStatus("p1", [_status(0, 3, 3)], 0.3)]
     run.wait_formed(timeout=0.5)  # three rounds of 0.6 s: moving, at rest, still at rest
@@ -654,16 +666,15 @@ class _StalledStatus(_ScriptedStatus):
 
 
 def test_a_stall_of_the_serial_ports_is_not_discounted_twice(monkeypatch):
-    # wait_formed's deadline is in ttystall time, which a stall does not advance; the answers'
-    # lateness, measured by the wall clock, extended it once more for the same stall.
-    from picoring import ttystall
+    # wait_formed's deadline is in the stall-aware clock's time, which a stall does not advance;
+    # the answers' lateness, measured by the wall clock, extended it once more for the same stall.
     from picoring.ring import forming, harness
     from picoring.sim.workload import make_workload
 
     clock = [0.0]
-    monkeypatch.setattr(ttystall, "now", lambda: clock[0])
     monkeypatch.setattr(forming, "PING_GRACE_S", 0.01)
-    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000)
+    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000,
+                          clock=StalledClock(now=clock))
     two_tokens = _status(1, 1, 1)
     run.links = [_StalledStatus(p, [two_tokens], clock, 0.04, 0.004) for p in ("p0", "p1")]
     with pytest.raises(HarnessError, match="did not come to rest"):
@@ -686,10 +697,28 @@ def test_a_board_at_its_repl_is_given_up_on_sooner_than_a_silent_one(monkeypatch
         monkeypatch.setattr(link_module, "REPLY_TIMEOUT_S", silent_s)
         with _talking(_TalkingPort(lines, 0.1)) as link, pytest.raises(HarnessError, match=said) as e:
             link.wait_reply("status")
-        # (the wait as the link counts it, ttystall's: a stall of the machine's ttys is not in it)
+        # (the wait as the link counts it, by its clock: a stall of the machine's ttys is not in it)
         waited[limit] = float(re.search(r"within (\d+\.\d) s", str(e.value)).group(1))
         assert waited[limit] >= limit - 0.05
     assert waited[0.2] < 10.0  # given up on by the not-firmware limit, not the silent board's 20 s
+
+
+def test_on_real_boards_a_port_without_the_firmware_is_reported_within_3_s():
+    # The not-firmware limit was 10 s for every ring, sized for a loaded 2-core machine whose
+    # ptys stand still; a Pico on a quiet laptop answers in milliseconds. On wall time (real
+    # boards) a port that answers as a REPL is reported after 3 s; a stall-aware clock (virtual
+    # and emulated rings) keeps 10 s.
+    from picoring.ring import link as link_module
+
+    assert BoardLink(0, "usb0", queue.Queue(), clock=WALL).not_firmware_s() == 3.0
+    assert BoardLink(0, "usb0", queue.Queue(), clock=StalledClock()).not_firmware_s() == 10.0
+    assert link_module.REPLY_TIMEOUT_S > 10.0  # (a silent board is waited for longer)
+    repl = [b"\r\n", b"SyntaxError: invalid syntax\r\n", b">>> \r\n"]
+    t0 = time.monotonic()
+    with _talking(_TalkingPort(repl, 0.1), WALL) as link, pytest.raises(HarnessError, match="it sent: ") as e:
+        link.wait_reply("status")
+    assert time.monotonic() - t0 < 3.0 + 0.2 + 2.0  # its last line at 0.2 s, then 3 s (and a loaded machine's slack)
+    assert 3.0 <= float(re.search(r"within (\d+\.\d) s", str(e.value)).group(1)) < 4.0
 
 
 def test_a_boot_banner_is_not_taken_for_a_board_without_the_firmware(monkeypatch):
@@ -749,12 +778,12 @@ def test_events_lost_right_after_a_restart_are_counted_not_guessed():
     from picoring.sim.workload import make_workload
 
     run = RingRun(["p0", "p1", "p2"], "q", make_workload("poisson", 3, 1, seed=0))
-    run.t0 = 0
     run.links = [BoardLink(i, "p%d" % i, queue.Queue()) for i in range(3)]  # never opened
+    run.begin(0)
     run._restarted(1, 0)
-    run._events_lost(1, 0, 5)
+    run.streams[1].events_lost(0, 5)
     assert run.merger.unpaired == [False, False, False]
-    tally = run.link_tallies[1]
+    tally = run.streams[1].tally
     for seq, ev in ((5, "send"), (6, "recv"), (7, "send")):  # what came after the dropped five
         tally.event(BoardEvent(1, seq, 0, ev, link=1))
     # its status: 4 frames sent and 2 received since boot, 8 events made
@@ -834,23 +863,21 @@ def test_the_tty_stall_clock_counts_a_sleep_of_its_canary_that_woke_late():
         os.close(w)
 
 
-def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for(monkeypatch):
+def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for():
     # Beside two busy loops a pty delivered a byte 7.7 s late while every process ran on time:
     # a board that answered at once looked dead to a 1 s wait by the wall clock. The wait
     # counts only time in which the ports delivered (ttystall): here the reply comes 0.6 s
     # late, all of it stalled, and a 0.3 s wait takes it. (Without: "no 'log' reply".)
-    from picoring import ttystall
-
     t0 = time.monotonic()
-    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 0.6))
+    clock = StalledClock(lambda: min(time.monotonic() - t0, 0.6))
     port = _TalkingPort([], 0.6, last=b"!log 0\n")
-    with _talking(port) as link:
+    with _talking(port, clock) as link:
         t, reply = link.wait_reply("log", timeout=0.3)
     assert reply.word == "log"
     # and a board that does not answer still fails, saying what was not counted
     t0 = time.monotonic()
-    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
-    with _talking(_TalkingPort([], 100)) as link, pytest.raises(
+    clock = StalledClock(lambda: min(time.monotonic() - t0, 1.5))
+    with _talking(_TalkingPort([], 100), clock) as link, pytest.raises(
             HarnessError, match=r"no 'log' reply within 0\.\d s \(and \d+\.\d s more in which this "
                                 r"machine's serial ports delivered nothing: not counted\)"):
         link.wait_reply("log", timeout=0.3)
@@ -941,7 +968,6 @@ def test_a_write_held_up_while_the_serial_ports_stood_still_is_waited_for(monkey
     import select
     import threading
 
-    from picoring import ttystall
     from picoring.ring import link as link_mod
 
     master, slave = os.openpty()
@@ -951,7 +977,7 @@ def test_a_write_held_up_while_the_serial_ports_stood_still_is_waited_for(monkey
     got = bytearray()
     done, stop = threading.Event(), threading.Event()
     t0 = time.monotonic()
-    monkeypatch.setattr(ttystall, "stalled", lambda: time.monotonic() - t0 if not done.is_set() else 0.0)
+    clock = StalledClock(lambda: time.monotonic() - t0 if not done.is_set() else 0.0)
 
     def read_later():
         time.sleep(1.0)
@@ -961,7 +987,7 @@ def test_a_write_held_up_while_the_serial_ports_stood_still_is_waited_for(monkey
         done.set()
 
     reader = threading.Thread(target=read_later, daemon=True)
-    link = BoardLink(0, path, queue.Queue(), 2).open()
+    link = BoardLink(0, path, queue.Queue(), 2, clock=clock).open()
     try:
         reader.start()
         link.write(data)
@@ -1006,12 +1032,72 @@ def test_a_board_clock_that_runs_slow_over_the_run_is_a_run_condition():
             lk.clock_sampled(0, 0, 1_000)
             lk.clock_sampled(10_000_000, int(10_000_000 * rate), 1_000)
             links.append(lk)
-        run = SimpleNamespace(links=links, host_lagged=[], host_slow=[], frozen_s=0.0, slowness=1.0,
-                              merger=SimpleNamespace(forced_links=[0] * len(links)))
-        return run_conditions(run, {"ok": True})
+        record = SimpleNamespace(host_lagged=[], host_slow=[], frozen_s=0.0, slowness=1.0)
+        streams = [SimpleNamespace(link=lk) for lk in links]
+        return run_conditions(record, streams, SimpleNamespace(forced_links=[0] * len(links)), {"ok": True})
 
     assert conditions(1.0, 1 + CLOCK_RATE_NOTED / 2) == []  # a crystal's drift is ppm
     (c,) = conditions(0.2, 0.19, 0.21)
     assert c["kind"] == "clock" and c["explained"] and c["rates"] == pytest.approx([0.2, 0.19, 0.21])
     assert "ran at 0.19-0.21 of the host's" in c["message"] and "took up to 526 ms" in c["message"]
 
+
+
+class _Workload:
+    """A workload with nothing more to issue (its requests are already outstanding)."""
+
+    closed_loop = False
+    exhausted = True
+    defer_busy = True
+    total = issued = 2
+
+    def next_time(self):
+        return None
+
+    def describe(self):
+        return "stub"
+
+
+def _driver(clock, stall_s=1.0):
+    from types import SimpleNamespace
+
+    from picoring.ring.driver import Driver
+    from picoring.ring.runreport import RunRecord
+
+    links = [SimpleNamespace(index=i, port="p%d" % i, connected=True, writes_dropped=0, write=lambda data: None,
+                             parser=SimpleNamespace(missing_in_outages=0)) for i in range(2)]
+    streams = [SimpleNamespace(link=link, resync=None) for link in links]
+    record = RunRecord(_Workload(), 0, 2000)
+    driver = Driver(streams, "q", record.workload, record, clock, 0, 60_000, 5_000_000, int(stall_s * 1e6), 16_000)
+    driver.inject(0)
+    return driver, record
+
+
+def test_the_driver_stalls_by_its_clock_and_leaves_out_what_the_ports_stood_still():
+    # The stall rules on a clock passed in: a request outstanding and nothing entered for the
+    # stall limit (1 s) of passes in which the boards answered their pings is a stall. While a
+    # ping round is late the stall clock stands still; with the ports standing still the whole
+    # time (the clock says so) the run is given up only after WALL_LIMIT * FROZEN_LIMIT stall
+    # limits of wall time, not FROZEN_LIMIT.
+    from picoring.ring import driver as driver_module
+    from picoring.ring.driver import Stop
+
+    driver, record = _driver(WALL)
+    stop, now = None, 0
+    while stop is None:
+        now += 40_000  # passes 40 ms apart, every ping answered
+        stop = driver.step(now, pings_late=False)
+    assert isinstance(stop, Stop) and stop.reason.startswith("the ring stalled") and 1_000_000 < now <= 1_080_000
+    assert record.stalled == {"outstanding": 1, "queued": 0, "not_issued": 0, "seconds": 1.0}
+
+    stood_still = [0.0]
+    driver, record = _driver(StalledClock(lambda: stood_still[0]))
+    stop, now = None, 0
+    while stop is None:
+        now += 100_000
+        stood_still[0] = now / 1e6  # the ports delivered nothing at all
+        stop = driver.step(now, pings_late=True)
+    limit = driver_module.WALL_LIMIT * driver_module.FROZEN_LIMIT * 1_000_000
+    waited = now - 100_000  # (from the first pass, which found the ring busy)
+    assert stop.reason.startswith("given up") and limit < waited <= limit + 100_000
+    assert record.stalled is None and "in which this machine's serial ports delivered nothing" in record.host_lagged[0]

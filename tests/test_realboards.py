@@ -159,7 +159,8 @@ def test_wiring_drawing_and_pin_table(n, tmp_path, capsys):
         assert "USB   board %d (pico)" % i in out
     assert out.count("|<") == n  # one arrow into every RX
     doc = xml.dom.minidom.parse(str(tmp_path / "ring.svg"))
-    assert len(doc.getElementsByTagName("rect")) == n + 1  # the boards and the background
+    drawing = [r for r in doc.getElementsByTagName("rect") if r.parentNode.getAttribute("id") != "legend"]
+    assert len(drawing) == n + 1  # the boards and the background (the legend's swatches apart)
     d = wiring.Drawing(n, boarddefs.load("pico"))
     signal_ends = sorted((s[0], s[1]) for s in d.segments if s[4] == "signal")
     assert len(signal_ends) == 2 * n + (n - 1) + 1  # RX and TX stubs, n-1 links down, one wrap

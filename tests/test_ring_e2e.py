@@ -140,19 +140,20 @@ def test_a_restarted_boards_events_wait_for_a_sample_of_its_new_clock():
     from picoring.ring.hostlink import BoardEvent, Reply
 
     run = RingRun(["a", "b", "c"], "q", make_workload("sequential", 3, 1))
-    run.t0 = 0
     run.links = [BoardLink(i, port, run.inbox, 3) for i, port in enumerate(run.ports)]
+    run.begin(0)
+    stream = run.streams[2]
     link = run.links[2]
     link.unwrap(5_000_000)
     link.offset = 4_000_000  # board ahead of the host by 4 s
-    run._place(2, 1_000_000, BoardEvent(2, 1, 5_000_000, "send", link=2, kind="token"))
+    stream.place(1_000_000, BoardEvent(2, 1, 5_000_000, "send", link=2, kind="token"))
     run._restarted(2, 1_100_000, t_rx=1_100_000)
     assert link.offset is None  # the old incarnation's offset says nothing about the new clock
-    run._place(2, 1_101_000, BoardEvent(2, 1, 1_000, "recv", link=1, kind="token"))  # 1 ms after its boot
+    stream.place(1_101_000, BoardEvent(2, 1, 1_000, "recv", link=1, kind="token"))  # 1 ms after its boot
     assert [e.ev for _, e, _ in run.merger.queues[2]] == ["send"]  # the rest waits for the clock
-    run._clock_sample(2, 1_102_500, Reply(2, "pong", "7 2000"), {7: 1_090_000})  # sent before the hello
-    assert link.offset is None and run.unplaced[2]
-    run._clock_sample(2, 1_102_500, Reply(2, "pong", "8 2000"), {8: 1_101_500})  # tick 2000 at host 1_102_000
+    stream.clock_sample(1_102_500, Reply(2, "pong", "7 2000"), 1_090_000)  # a ping sent before the hello
+    assert link.offset is None and stream.unplaced
+    stream.clock_sample(1_102_500, Reply(2, "pong", "8 2000"), 1_101_500)  # tick 2000 at host 1_102_000
     placed = [(t, e.ev) for t, e, _ in run.merger.queues[2]]
     assert placed == [(1_000_000, "send"), (1_100_000, "notice"), (1_101_000, "recv")]
 

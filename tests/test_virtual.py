@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import serial
 
-from picoring import ttystall
+from picoring.clock import WALL
 from picoring.ring import deploy
 from picoring.virtual import boards, supervisor
 from picoring.cli.main import main
@@ -31,7 +31,7 @@ from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropy
 from picoring.virtual.remote import RemoteRing
 from picoring.virtual.wire import Histogram, Wire, bucket_us, histogram_percentile, histogram_since
 
-from conftest import TIMEOUT, wait_for
+from conftest import TIMEOUT, StalledClock, wait_for
 
 # A tiny firmware: byte 'w' on the host link sends `send` bytes (0, 1, 2, ...) on the UART;
 # UART bytes are counted and every `report`-th one reported as "rx COUNT SUM"; 0x03 stops it.
@@ -697,7 +697,10 @@ def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
         assert status == 0, (err, status == 0 or supervisor.status(d))
         for i in range(2):
             with open(d / ("board%d" % i) / "picoring.json") as f:
-                assert json.load(f)["send"] == 10
+                cfg_on_board = json.load(f)
+            assert cfg_on_board["send"] == 10
+            assert cfg_on_board["protocol"] == "d"  # -p's default: the config named none (issue 37, item 8)
+        assert "deployed protocol d to 2 board(s)" in err
         state = supervisor.read_state(d)
         assert deploy.list_files(state["boards"][0]["usb"], timeout=TIMEOUT) == ["main.py", "picoring.json"]
     finally:
@@ -741,11 +744,10 @@ def relay_stuck_in_its_loop(ring, seconds):
     wait_for(lambda: ring._housekeeping is housekeeping, what="the relay to get stuck")
 
 
-def test_a_relay_that_does_not_answer_says_where_it_is(monkeypatch):
+def test_a_relay_that_does_not_answer_says_where_it_is():
     # Once, under two busy loops, a supervisor's ring did not start: "the relay did not answer
     # within 15.0s", and nothing said what it was doing. The message now names its frames.
-    monkeypatch.setattr(ttystall, "stalled", lambda: 0.0)  # every second counts (a loaded machine's need not)
-    with VirtualRing(2) as ring:
+    with VirtualRing(2, clock=WALL) as ring:  # every second counts (a loaded machine's need not)
         relay_stuck_in_its_loop(ring, 1.0)
         with pytest.raises(VirtualBoardError, match=r"did not answer within 0.1s \(reset board 1\); it was at: .*sleep_in_the_relay"):
             ring.reset(1, timeout=0.1)
@@ -764,7 +766,7 @@ def test_a_call_the_relay_has_taken_up_is_waited_for_beyond_its_timeout(monkeypa
         # not for ever: one that outlasts _CALL_IN_HAND_S is said to be stuck, and where. (The
         # wait counts time in which the serial ports delivered; in a loaded suite run they stood
         # still for most of the 1 s sleep, and it did not count as 0.3 s: here every second counts.)
-        monkeypatch.setattr(ttystall, "stalled", lambda: 0.0)
+        ring.clock = WALL
         monkeypatch.setattr(boards, "_CALL_IN_HAND_S", 0.3)
         with pytest.raises(VirtualBoardError, match=r"at work on calls for 0.3s.*it is on: sleep a while, at: .*sleep_in_the_relay"):
             ring._call(lambda: sleep_in_the_relay(1.0), 0.1, "sleep a while")
@@ -807,7 +809,7 @@ def test_a_supervisor_at_work_on_a_slow_call_keeps_its_client_waiting(monkeypatc
             try:
                 client.sendall(b'{"cmd": "reset", "board": 1}\n')
                 client.settimeout(0.1)
-                reply = supervisor._read_line(client, limit=None, deadline=ttystall.Deadline(0.5))
+                reply = supervisor._read_line(client, limit=None, deadline=ring.clock.deadline(0.5))
             finally:
                 serving.join()
     assert reply.startswith(" ") and json.loads(reply)["ok"]
@@ -994,14 +996,13 @@ def test_a_host_that_reads_late_loses_none_of_the_boards_output(tmp_path):
             assert b.usb_dropped == dropped
 
 
-def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_path, monkeypatch):
+def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_path):
     # A supervisor busy with its boards' ptys answered after 15 s in a loaded suite run (the
     # machine's tty worker stood still): the wait counts only time in which the serial ports
     # delivered (ttystall). Here a supervisor that answers after 0.8 s, all of it stalled, and
     # a 0.3 s wait; then one that never answers still fails, saying what was not counted.
     import socket
     import threading
-    from picoring import ttystall
 
     held = supervisor._lock(tmp_path)  # "a supervisor holds the lock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -1019,14 +1020,14 @@ def test_a_supervisor_answer_held_up_by_stalled_serial_ports_is_waited_for(tmp_p
                 time.sleep(3)
 
     t0 = time.monotonic()
-    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
+    clock = StalledClock(lambda: min(time.monotonic() - t0, 1.5))
     threading.Thread(target=serve, args=(True,), daemon=True).start()
     try:
-        assert supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3)["said"] == "late"
+        assert supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3, clock=clock)["said"] == "late"
         threading.Thread(target=serve, args=(False,), daemon=True).start()
         t0 = time.monotonic()
         with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
-            supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3)
+            supervisor.request(tmp_path, {"cmd": "status"}, timeout=0.3, clock=clock)
     finally:
         server.close()
         os.close(held)
@@ -1038,10 +1039,8 @@ def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, 
     # other waits on a board, the wait for the relay to take a call up counts only time in which
     # the serial ports delivered (ttystall); a relay that never gets to it still fails, saying
     # what was not counted. (The relay is held up in its own loop meanwhile.)
-    from picoring import ttystall
-
     t0 = time.monotonic()
-    monkeypatch.setattr(ttystall, "stalled", lambda: min(time.monotonic() - t0, 1.5))
+    monkeypatch.setattr(ring, "clock", StalledClock(lambda: min(time.monotonic() - t0, 1.5)))
     relay_stuck_in_its_loop(ring, 0.8)
     assert ring._call(lambda: "late", timeout=0.3) == "late"
     relay_stuck_in_its_loop(ring, 3)

@@ -234,7 +234,7 @@ def test_a_host_that_never_flushes_gets_the_hello_too(ring, monkeypatch):
     fd = os.open(b0.usb_path, os.O_RDWR | os.O_NOCTTY)
     try:
         got = b""
-        deadline = ttystall.Deadline(TIMEOUT)
+        deadline = ring.clock.deadline(TIMEOUT)
         while b"\n" not in got and not deadline.expired():
             if select.select([fd], [], [], 0.1)[0]:
                 got += os.read(fd, 100)
@@ -303,7 +303,7 @@ def test_restart_and_unplug_from_the_fault_spec(ring):
 def notices(inbox, until, timeout=TIMEOUT):
     """Inbox items up to and including the first that satisfies until(item)."""
     got = []
-    deadline = ttystall.Deadline(timeout)  # (time in which the serial ports delivered)
+    deadline = ttystall.STALL.deadline(timeout)  # (time in which the serial ports delivered)
     while True:
         try:
             _, _, item = inbox.get(timeout=max(0.01, min(0.5, deadline.left())))
@@ -327,7 +327,7 @@ def ticks(items):
 
 def test_boardlink_rides_through_an_unplug(ring):
     inbox = queue.Queue()
-    link = BoardLink(0, ring.boards[0].usb_path, inbox, 2).open()
+    link = BoardLink(0, ring.boards[0].usb_path, inbox, 2, clock=ring.clock).open()
     try:
         before = ticks(notices(inbox, lambda i: isinstance(i, Reply) and i.word == "tick"))
         # Unplugged until plug(): with unplug(0, 1.0) a loaded machine that stalled for seconds
@@ -361,7 +361,7 @@ def test_boardlink_rides_through_an_unplug(ring):
 
 def test_boardlink_sees_hello_after_a_power_cycle_through_the_reopened_port(ring):
     inbox = queue.Queue()
-    link = BoardLink(1, ring.boards[1].usb_path, inbox, 2).open()
+    link = BoardLink(1, ring.boards[1].usb_path, inbox, 2, clock=ring.clock).open()
     try:
         notices(inbox, lambda i: isinstance(i, Reply) and i.word == "tick")
         ring.power_cycle(1)

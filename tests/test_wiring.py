@@ -263,3 +263,29 @@ def test_the_wiring_guide_shows_the_fram_drawing(capsys):
     guide = (ROOT / "wiring" / "README.md").read_text()
     assert "```\n" + drawn + "```\n" in guide
     assert (ROOT / "wiring" / "ring-4-fram.svg").read_text() == wiring.svg(4, boarddefs.load("pico"), fram=True)
+
+
+@pytest.mark.parametrize("fram", [False, True])
+def test_the_svg_has_its_title_inside_and_a_legend_of_distinct_colours(fram):
+    """issue 37, item 22: the title was clipped at the top left, SDA and SCL were one colour,
+    and no legend said which colour is which wire."""
+    cell_h, font = 16, 12
+    doc = xml.dom.minidom.parseString(wiring.svg(4, boarddefs.load("pico"), fram=fram))
+    texts = {t.firstChild.data: float(t.getAttribute("y")) for t in doc.getElementsByTagName("text")}
+    title = "picoring wiring: 4 x Raspberry Pi Pico in a ring on UART0 at 115200 baud"
+    assert title in texts
+    assert min(texts.values()) - font / 2 >= 4  # every line's top inside the picture, with a margin
+    width = float(doc.documentElement.getAttribute("width"))
+    assert max(float(t.getAttribute("x")) + 7.3 * len(t.firstChild.data)  # monospace at 12 px: 7.2 px a char
+               for t in doc.getElementsByTagName("text")) <= width
+    colour = {kind: wiring.SVG_KINDS[kind][0] for kind in wiring.SVG_KINDS}
+    used = {el.getAttribute("stroke") for el in doc.getElementsByTagName("line")}
+    assert len(set(colour.values())) == len(colour)  # SDA and SCL apart, as every other kind
+    assert (colour["sda"] in used and colour["scl"] in used) == fram
+    legend = [g for g in doc.getElementsByTagName("g") if g.getAttribute("id") == "legend"]
+    assert len(legend) == 1
+    swatches = {r.getAttribute("fill") for r in legend[0].getElementsByTagName("rect")}
+    assert swatches == used  # one legend entry for each colour drawn, none for one not drawn
+    for kind, (c, what) in wiring.SVG_KINDS.items():
+        assert (what in texts) == (c in used), kind
+    assert "a dot joins wires; wires that cross without one are not connected" in texts

@@ -28,6 +28,8 @@ import time
 
 import pytest
 
+from .ttystall import for_ports
+
 DEFAULT_VIRTUAL = 4
 _SHOW_LINES = 60  # lines of traffic per board in a failure report
 _KEEP_BYTES = 1 << 20  # per board per test
@@ -181,6 +183,9 @@ class Ring:
         self.traffic = traffic
         self.flashed = flashed  # (protocol, cs_us, drop_rx) the boards run, if known
         self.flash_results = None
+        # what the waits on the boards count: wall time for real boards, the stall-aware clock
+        # for virtual boards and emulated Picos (ptys of this machine)
+        self.clock = virtual.clock if virtual is not None else for_ports(self.ports)
 
     def tap(self, ports=None):
         return self.traffic.tap_for(list(ports or self.ports)) if self.traffic is not None else None
@@ -194,7 +199,7 @@ class Ring:
         if force or self.flashed != want:
             self.flashed = None
             self.flash_results = flash.flash(self.targets, protocol, baud=self.baud, board=self.board, cs_us=cs_us,
-                                             tap=self.tap(), drop_rx=drop_rx)
+                                             tap=self.tap(), drop_rx=drop_rx, clock=self.clock)
             self.flashed = want
         return self.flash_results
 
@@ -215,7 +220,7 @@ class Ring:
         try:
             for i, target in enumerate(self.targets):
                 try:
-                    links.append(flash.open_link(i, target))
+                    links.append(flash.open_link(i, target, clock=self.clock))
                 except PortError:
                     continue  # a board whose port is gone: the next test that needs it says so
             try:
@@ -239,6 +244,7 @@ class Ring:
 
         kw.setdefault("resetter", self.resetter_for(ports))
         kw.setdefault("tap", self.tap(ports))
+        kw.setdefault("clock", self.clock)
         return RingRun(list(ports), protocol, workload, **kw)
 
     def run(self, protocol, workload, requests, seed=0, cs_us=0, **kw):

@@ -10,7 +10,7 @@ waits for it by the wall clock, and a timeout of 30 s failed runs and tests that
 
 So the host keeps a canary: a pty pair of its own, a byte through it every PROBE_EVERY_S.
 Whatever the canary waits beyond LATE_S for its byte counts as stalled: no port delivered
-meanwhile, and a wait on a board (Deadline, or a deadline in now()) does not count it. The
+meanwhile, and a wait on a board by StallClock (picoring.clock: passed in) does not count it. The
 canary runs in a daemon thread, started at the first question; where there are no ptys,
 nothing counts as stalled and waits are by the wall clock.
 
@@ -23,9 +23,11 @@ waited for still in the select it was frozen in.
 """
 
 import os
-import select
 import threading
 import time
+
+from . import fdwait
+from .clock import WALL, WallClock
 
 PROBE_EVERY_S = 0.05
 LATE_S = 0.25  # a byte this late through the canary: the ports stand still from here on
@@ -92,7 +94,7 @@ class TtyStallClock:
             self._begin(0.0)
             try:
                 os.write(self._master, b"x")
-                while not select.select([self._slave], [], [], 1.0)[0]:
+                while not fdwait.wait([self._slave], (), 1.0)[0]:
                     if self._stop:
                         return
                 os.read(self._slave, 64)
@@ -123,48 +125,27 @@ def clock():
         return _clock
 
 
-def stalled():
-    return clock().stalled()
+class StallClock(WallClock):
+    """The clock of virtual and emulated rings (picoring.clock): wall time less the seconds
+    this machine's serial ports stood still (the process's canary)."""
+
+    stall_aware = True
+
+    def stalled(self):
+        return clock().stalled()
 
 
-def now():
-    """time.monotonic() less the seconds the serial ports stood still so far: the clock that
-    waits on a board are measured by."""
-    return time.monotonic() - stalled()
+STALL = StallClock()
 
 
-def not_counted(stalled_s):
-    """For a message about a wait: ' (and N s more ...)', or '' when the ports never stood still."""
-    if stalled_s < 0.1:
-        return ""
-    return " (and %.1f s more in which this machine's serial ports delivered nothing: not counted)" % stalled_s
+def for_ports(ports):
+    """The clock for a ring on these ports (paths or URLs): the stall-aware one when one of them
+    is a pty of this machine (a virtual board, an emulated Pico: whose bytes wait for this
+    machine's tty worker, which stands still when it is loaded), else wall time (real boards
+    on USB serial, or reached over the network)."""
+    return STALL if any(_is_pty(p) for p in ports) else WALL
 
 
-class Deadline:
-    """seconds of time in which the serial ports delivered (now()), from now: expired() once
-    they are over, left() what remains of them."""
-
-    def __init__(self, seconds):
-        self.seconds = seconds
-        self.restart()
-
-    def restart(self):
-        """From now again (a quiet timeout: the board said something)."""
-        self.start = time.monotonic()
-        self._stalled0 = stalled()
-
-    def stalled_s(self):
-        """The wall time since the start not counted."""
-        return stalled() - self._stalled0
-
-    def elapsed(self):
-        return time.monotonic() - self.start - self.stalled_s()
-
-    def left(self):
-        return self.seconds - self.elapsed()
-
-    def expired(self):
-        return self.left() <= 0
-
-    def not_counted(self):
-        return not_counted(self.stalled_s())
+def _is_pty(port):
+    port = getattr(port, "port", port)  # (a ports.Target)
+    return isinstance(port, str) and port.startswith("/") and os.path.realpath(port).startswith("/dev/pts/")

@@ -13,8 +13,9 @@ after LIFE seconds, or when the ports go away. docs/performance.md has the comma
 
 import argparse
 import os
-import select
 import time
+
+from .. import fdwait
 
 REQUEST = b"!r\n"
 
@@ -36,7 +37,7 @@ def feed(ports, period=0.01, life=60.0, clock=time.monotonic):
         due = clock()
         sent = 0
         while clock() < end and fds:
-            ready, _, _ = select.select(fds, [], [], 0.002)
+            ready, _ = fdwait.wait(fds, (), 0.002)
             for fd in ready:
                 try:
                     if not os.read(fd, 4096):

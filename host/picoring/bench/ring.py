@@ -227,7 +227,7 @@ def firmware_ring(baud, n=N_BOARDS, interval=1.0, repeats=3, log=None):
         links = []
         try:
             for i, b in enumerate(ring.boards):
-                links.append(BoardLink(i, b.usb_path, inbox, n).open())
+                links.append(BoardLink(i, b.usb_path, inbox, n, clock=ring.clock).open())
             pids = [b.pid for b in ring.boards]
             readers = [lk._thread for lk in links]
 

@@ -104,7 +104,7 @@ def run_soak(quick=False, log=None, protocol="d", n=N_BOARDS, requests=None, fau
     try:
         workload = make_workload("poisson", n, requests, seed=seed, rate=rate)
         run = RingRun([b.usb_path for b in ring.boards], protocol, workload, trace=trace, resetter=ring.reset,
-                      seed=seed, progress=progress, stall_timeout_s=120.0)
+                      seed=seed, progress=progress, stall_timeout_s=120.0, clock=ring.clock)
         try:
             run.connect()
             audit.reset(ring)

@@ -243,7 +243,10 @@ class Checker:
             self.discarded += 1
             self._faults(event.t)
             if self.soft:
-                self._tokens_to(event.t, self.tokens_alive - 1)
+                # A node removes a token only where another is alive (one that precedes it met
+                # there, or the current epoch's at the epoch gate): at least one stays. A removal
+                # at 1 is of a token the count never saw (made before the ring formed).
+                self._tokens_to(event.t, max(1, self.tokens_alive - 1))
         elif ev == "timeout":
             self.timeouts += 1
             extra = event.extra or {}

@@ -350,58 +350,95 @@ def check_plot_path(path):
     _pyplot()
 
 
+COMPARE_WIDTH = 13.0  # inches: 1,950 px at DPI, under 2,000; a laptop screen shows it whole
+
+
 def write_compare(rows, path, title, unit):
-    """compare's rows (check/compare.py row()) as one figure of two panels, a group of bars per
-    protocol: logical messages and hop frames per request, each with its checked bound as a tick
-    over its bar; latency p50 and p99 (unit: "hop times" or "µs"; on a log scale when they span
-    more than 30x). A protocol whose run is not OK has its name in red with "not OK". PNG or
-    SVG by the suffix (SVG keeps its text as text). Returns path."""
+    """compare's rows (check/compare.py row()) as small multiples: one panel per measure (logical
+    messages and hop frames per request, latency p50 and p99; unit "hop times" or "µs"), side by
+    side with the protocols down their shared axis, one horizontal bar each. A checked bound is
+    a red tick across its bar; a bar's value is written past the bar and past its bound, never
+    over the tick. A latency panel whose values span more than 30x is on a log scale. A protocol
+    whose run is not OK has its name in red with "not OK" (a documented finding: "expected", in
+    orange); a saturated run's latencies carry "*" (check/compare.py saturated). PNG or SVG by the
+    suffix (SVG keeps its text as text). Returns path."""
     plt = _pyplot()
-    names = [r["protocol"] for r in rows]
-    xs = list(range(len(rows)))
-    w = 0.38
-    with plt.rc_context({"svg.fonttype": "none"}):
-        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(max(FIGSIZE[0], 2.2 * len(rows) + 3), FIGSIZE[1]))
-        by = [{c["check"]: c for c in r["checks"]} for r in rows]
-        series = (("logical messages", "logical_per_request", "logical/req", -w / 2, "C0"),
-                  ("hop frames", "hop_frames_per_request", "hops/req", w / 2, "C1"))
-        bound_drawn = False
-        for label, key, check, dx, color in series:
-            bars = ax.bar([x + dx for x in xs], [r[key] for r in rows], w, color=color, label=label)
-            ax.bar_label(bars, labels=[number(round(r[key], 2)) for r in rows], fontsize=8, padding=1)
-            for x, checks in zip(xs, by):
-                bound = (checks.get(check) or {}).get("bound")
-                if bound is not None:
-                    ax.hlines(bound, x + dx - w / 2, x + dx + w / 2, color="C3", linewidth=2, linestyles=(0, (3, 1)),
-                              label=None if bound_drawn else "checked bound")
-                    bound_drawn = True
-        ax.set_title("Messages per request", pad=22)
-        ax.set_ylabel("per request")
-        ax.set_ylim(bottom=0)
-        ax.margins(y=0.15)
-        lat = (("p50", "latency_p50", -w / 2, "C2"), ("p99", "latency_p99", w / 2, "C4"))
-        values = [r[key] for _, key, _, _ in lat for r in rows if r[key]]
-        log = bool(values) and max(values) > 30 * min(values)  # one slow run must not flatten the others
-        for label, key, dx, color in lat:
-            bars = ax2.bar([x + dx for x in xs], [r[key] or 0 for r in rows], w, color=color, label="latency " + label)
-            ax2.bar_label(bars, labels=["-" if r[key] is None else number(r[key]) for r in rows], fontsize=8, padding=1)
-        ax2.set_title("Latency, request to critical section", pad=22)
-        ax2.set_ylabel(unit + (", log scale" if log else ""))
-        if log:
-            ax2.set_yscale("log")
-            ax2.set_ylim(bottom=10 ** math.floor(math.log10(min(values))))  # bars grow from a round figure
-        else:
-            ax2.set_ylim(bottom=0)
-            ax2.margins(y=0.15)
-        for a in (ax, ax2):
-            a.set_xticks(xs)
-            a.set_xticklabels([n if r["ok"] else "%s\nnot OK" % n for n, r in zip(names, rows)])
-            for tick, r in zip(a.get_xticklabels(), rows):
-                if not r["ok"]:
-                    tick.set_color("C3")
-            a.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8, frameon=False)
-        fig.suptitle(title, fontsize=10)
-        fig.tight_layout()
+    with plt.rc_context({"svg.fonttype": "none", "font.size": 10}):
+        fig = compare_figure(rows, title, unit)
         fig.savefig(path, dpi=DPI)
         plt.close(fig)
     return path
+
+
+def compare_figure(rows, title, unit):
+    """The figure of write_compare (matplotlib's; the caller closes it)."""
+    from .compare import saturated
+
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    ys = list(range(len(rows)))
+    in_ms = unit == "µs"  # a ring's microseconds, in ms as compare's table shows them
+    panels = (("logical messages", "per request", "logical_per_request", "logical/req", "C0"),
+              ("hop frames", "per request", "hop_frames_per_request", "hops/req", "C1"),
+              ("latency p50", "ms" if in_ms else unit, "latency_p50", None, "C2"),
+              ("latency p99", "ms" if in_ms else unit, "latency_p99", None, "C4"))
+    height = max(3.5, 0.3 * len(rows) + 1.8)
+    fig, axes = plt.subplots(1, len(panels), figsize=(COMPARE_WIDTH, height), sharey=True)
+    bound_drawn = False
+    for ax, (name, xlabel, key, check, color) in zip(axes, panels):
+        values = [r[key] for r in rows]
+        if in_ms and check is None:
+            values = [None if v is None else v / 1000.0 for v in values]
+        bounds = [({c["check"]: c for c in r["checks"]}.get(check) or {}).get("bound") if check else None
+                  for r in rows]
+        shown = [v for v in values if v] + [b for b in bounds if b]
+        log = check is None and len(shown) > 1 and max(shown) > 30 * min(shown)
+        ax.barh(ys, [v or 0 for v in values], 0.6, color=color)
+        for y, b in zip(ys, bounds):
+            if b is not None:
+                ax.vlines(b, y - 0.42, y + 0.42, color="C3", linewidth=2.2)
+                bound_drawn = True
+        top = max(shown) if shown else 1
+        if log:
+            ax.set_xscale("log")
+            ax.set_xlim(10 ** math.floor(math.log10(min(shown))), top * 6)
+        else:
+            ax.set_xlim(0, top * 1.35)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # tick labels that do not run together
+        # the data per point of text along x (linear panels: the only ones with bounds)
+        per_point = (ax.get_xlim()[1] - ax.get_xlim()[0]) / (ax.get_position().width * COMPARE_WIDTH * 72)
+        for y, v, b, r in zip(ys, values, bounds, rows):
+            text = "n/a" if v is None else number(round(v, 2))
+            if check is None and v is not None and saturated(r):
+                text += "*"
+            at = v or 0
+            # next to the bar, unless its bound's tick falls under the text: then past the tick
+            if b is not None and at <= b <= at + (len(text) * 6 + 8) * per_point:
+                at = b
+            ax.annotate(text, (at if at > 0 or not log else ax.get_xlim()[0], y), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=9)
+        ax.set_title(name, fontsize=11)
+        ax.set_xlabel(xlabel + (", log scale" if log else ""))
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[0].set_yticks(ys)
+    labels = []
+    for r in rows:
+        verdict = r.get("verdict") or ("ok" if r["ok"] else "failed")
+        labels.append(r["protocol"] + {"ok": "", "expected": "\n(expected)", "failed": "\nnot OK"}[verdict])
+    axes[0].set_yticklabels(labels)
+    for tick, r in zip(axes[0].get_yticklabels(), rows):
+        verdict = r.get("verdict") or ("ok" if r["ok"] else "failed")
+        if verdict != "ok":
+            tick.set_color("C3" if verdict == "failed" else "C1")
+    axes[0].invert_yaxis()  # the first protocol at the top, as in the table
+    notes = []
+    if bound_drawn:
+        notes.append("red tick: the checked bound")
+    if any(saturated(r) for r in rows):
+        notes.append("*: the ring was saturated, the latency is its queue's")
+    fig.suptitle(title, fontsize=12)
+    if notes:
+        fig.text(0.5, 0.005, "; ".join(notes), ha="center", va="bottom", fontsize=9)
+    fig.tight_layout(rect=(0, 0.04 if notes else 0, 1, 1))
+    return fig

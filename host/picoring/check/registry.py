@@ -103,6 +103,13 @@ def rests(protocol):
     return about(protocol).get("rests", True)
 
 
+def findings(protocol):
+    """{violation kind: where it is documented and why} of the descriptor's "findings": what a run
+    of this protocol may show that the project has found and documented (d-literal never goes
+    quiet); {} for a protocol with none."""
+    return dict(about(protocol).get("findings") or {})
+
+
 def bound(protocol, name, n, which="checked"):
     """A bound of the descriptor at ring size n: which is "checked" (what runs are held to) or
     "paper" (as printed); None where none is proven or the descriptor has no such bound."""

@@ -2,7 +2,7 @@
 
 import argparse
 
-from .common import PROTOCOLS
+from .common import PROTOCOLS, CommandError
 
 BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, its doc says how)
     "sim": "simulated messages per second against an equivalent SimPy model of the same protocol code (target: "
@@ -42,9 +42,10 @@ def argparse_bench(sub):
     p.add_argument("--rp2040", metavar="DIR", help="chip only: the rp2040 tools (default $PICORING_RP2040 or "
                                                    "../shared/rp2040 beside the source tree)")
     soak = p.add_argument_group("soak (docs/recovery.md) and chip")
-    soak.add_argument("--protocol", "-p", choices=PROTOCOLS, metavar="P",
-                      help="the protocol, one of %s (soak: default d; chip: one protocol, default s, q and d)"
-                      % ", ".join(PROTOCOLS))
+    soak.add_argument("--protocol", "-p", metavar="P",
+                      help="the protocol (soak: default d; chip: one protocol, default s, q and d); `picoring "
+                           "protocols` (or -p help) lists them")
+    p.set_defaults(protocol_choices=PROTOCOLS)  # -p checked by common.apply_options: one line if unknown
     soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3)")
     soak.add_argument("--requests", "-k", type=int, help="default 10000 (--quick: 1000)")
     soak.add_argument("--faults", metavar="SPEC", help="default corruptframe=0.01,drop=0.005,seed=1")
@@ -66,5 +67,14 @@ def do_bench(args):
     elif args.what == "chip":
         from ..bench import chip as bench
     else:
+        _need("simpy", "bench sim measures against SimPy")
         from ..bench import sim as bench
     return bench.main(args)
+
+
+def _need(module, why):
+    """A missing optional dependency: one line and exit 2, before anything runs."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise CommandError("%s, which is not installed: pip install -e '.[bench]'" % why)

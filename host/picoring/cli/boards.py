@@ -6,6 +6,7 @@ import os
 import sys
 import time
 
+from ..ttystall import for_ports
 from ..ring import boarddefs
 from .common import add_protocol_arg, add_resource_args, resource_args, user_errors
 
@@ -38,8 +39,12 @@ def do_boards(args, out=None):
         print(json.dumps(rows, sort_keys=True), file=out)
         return 0
     if not rows:
-        print("no MicroPython board found (USB VID:PID %s) and no virtual ring up"
-              % ", ".join(sorted("%04x:%04x" % v for v in boarddefs.micropython_ids())), file=sys.stderr)
+        if args.all_ports:  # no VID:PID filter: say so, not the filter the flag turned off
+            print("no USB serial port found (of any kind) and no virtual ring up", file=sys.stderr)
+        else:
+            print("no MicroPython board found (USB VID:PID %s; --all-ports: every USB serial port) and no "
+                  "virtual ring up" % ", ".join(sorted("%04x:%04x" % v for v in boarddefs.micropython_ids())),
+                  file=sys.stderr)
         return 0
     w = max(len(r["port"]) for r in rows)
     print("%-*s  %-18s  %-9s  %s" % (w, "port", "serial number", "VID:PID", "description"), file=out)
@@ -101,7 +106,7 @@ def do_flash(args, out=None):
     resource, hold = resource_args(args)
     results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us, regen_ms=args.regen_ms,
                     copy_timeout=args.timeout, log=say, mpy=not args.no_mpy, resource=resource, cs_hold_us=hold,
-                    drop_rx=drop_rx)
+                    drop_rx=drop_rx, clock=for_ports(targets))
     if not args.no_ring_check:
         _check_ring(targets, say)
     elapsed = time.monotonic() - t0
@@ -125,7 +130,7 @@ def _check_ring(targets, say):
     if say:
         say("checking the ring: a probe from each board must reach the next position's board...")
     try:
-        seconds = check_ring(targets)
+        seconds = check_ring(targets, clock=for_ports(targets))
     except WiringError as e:
         raise WiringError("%d board(s) flashed and confirmed, but %s" % (len(targets), e)) from None
     if say:
@@ -170,7 +175,7 @@ def do_discover(args, out=None):
     say = (lambda text: print(text, file=sys.stderr)) if not args.json else None
     ordered, info = discover(targets, board=args.board, baud=args.baud, first=first,
                              reflash=True if args.reflash else "auto", log=say,
-                             hello_timeout=args.timeout, probe_timeout=args.timeout)
+                             hello_timeout=args.timeout, probe_timeout=args.timeout, clock=for_ports(targets))
     doc = save(args.ring_file, ordered, args.board)
     if args.json:
         print(json.dumps({"ring_file": args.ring_file, "ring": doc, "info": info}, sort_keys=True), file=out)

@@ -1,11 +1,11 @@
 """What the command modules share: the error a user can fix, the protocol choices,
 printing a report, and the boards a ring command runs on."""
 
-import argparse
 import json
 import sys
 
 from ..check import registry
+from ..firmware import frame as _frame
 
 
 class CommandError(Exception):
@@ -15,37 +15,60 @@ class CommandError(Exception):
 PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
 
 
-def _spec_type(choices):
-    def spec(text):
-        try:
-            return registry.spec(text, choices)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    return spec
-
-
 def add_protocol_arg(p, choices=PROTOCOLS, default="d", required=False, what="the protocol"):
-    """--protocol/-p (a name, or a spec with options: raymond:tree=path), its help naming
-    every choice by its descriptor's title and its options; and --opt KEY=VALUE (options_args)."""
-    names = "; ".join("%s = %s" % (name, registry.about(name).get("title", name)) for name in choices)
-    p.add_argument("--protocol", "-p", type=_spec_type(choices), default=None if required else default,
-                   required=required, metavar="P", help="%s: %s%s" % (what, names, "" if required else " (default %s)" % default))
-    add_opt_arg(p, choices)
+    """--protocol/-p (a name, or a spec with options: raymond:tree=path) and --opt KEY=VALUE.
+    The list of protocols lives in one place, `picoring protocols` (or -p help): the name is
+    checked by apply_options, so an unknown one is one line naming the valid ones."""
+    p.add_argument("--protocol", "-p", default=None if required else default, required=required, metavar="P",
+                   help="%s%s: a name, or NAME:KEY=VALUE,... with its options; `picoring protocols` (or -p help) "
+                        "lists them" % (what, "" if required else " (default %s)" % default))
+    p.set_defaults(protocol_choices=tuple(choices))
+    add_opt_arg(p)
 
 
-def add_opt_arg(p, choices=PROTOCOLS):
+def add_opt_arg(p):
     """--opt KEY=VALUE, repeatable: the protocol's options, as its descriptor declares them."""
-    declared = registry.option_help(choices)
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="a protocol option (repeatable; also as -p NAME:KEY=VALUE,...): holder=K, the node where "
-                        "the first token starts (default 0), for every protocol%s" % "".join(
-                            "; %s (%s)" % (k, v) for k, v in declared))
+                        "the first token starts (default 0), for every protocol; the others: `picoring protocols`")
+
+
+def protocol_table(choices=PROTOCOLS):
+    """The text of `picoring protocols`: each protocol's name and title, then the options the
+    descriptors declare."""
+    width = max(len(name) for name in choices)
+    lines = ["%-*s  %s" % (width, name, " ".join(registry.about(name).get("title", name).split())) for name in choices]
+    lines += ["", "options (--opt KEY=VALUE, or -p NAME:KEY=VALUE,...):",
+              "  holder: every protocol: the node where the first token starts (default 0)"]
+    lines += ["  %s: %s" % (k, " ".join(v.split())) for k, v in registry.option_help(choices)]
+    return "\n".join(lines)
+
+
+class ProtocolsShown(Exception):
+    """-p help: the protocol list was printed; the command ends with status 0."""
+
+
+def _check_protocol(args):
+    """args.protocol checked and made canonical; -p help prints the list (ProtocolsShown)."""
+    choices = getattr(args, "protocol_choices", PROTOCOLS)
+    if args.protocol.strip() == "help":
+        print(protocol_table(choices))
+        raise ProtocolsShown()
+    try:
+        args.protocol = registry.spec(args.protocol, choices)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
 
 
 def apply_options(args):
-    """Put --opt KEY=VALUE into args.protocol (a spec), or into each of compare's args.protocols
+    """Check -p (an unknown protocol: one line with the valid names; -p help: the list), then
+    put --opt KEY=VALUE into args.protocol (a spec), or into each of compare's args.protocols
     that declares the option (holder: every one); an option none of them takes is an error."""
+    if getattr(args, "protocol", None) is not None and hasattr(args, "protocol_choices"):
+        _check_protocol(args)
+    if (getattr(args, "protocols", None) or "").strip() == "help":
+        print(protocol_table())
+        raise ProtocolsShown()
     opts = {}
     for item in getattr(args, "opt", None) or ():
         k, eq, v = item.partition("=")
@@ -140,21 +163,37 @@ def add_workload_args(p, requests_default):
     `file:` workload (whose file says how many requests) can tell a -k given from none."""
     p.add_argument("--workload", "-w", default="poisson",
                    help="poisson | burst | periodic | saturated | sequential | adversarial | file:PATH (JSON lines {\"t\": time, \"node\": i}, "
-                        "or a trace of sim or run: its requests replayed, times in its unit)")
+                        "or a trace of sim or run: its requests replayed, times in its unit); each is described "
+                        "in docs/commands.md")
     p.add_argument("--requests", "-k", type=int, default=None,
                    help="number of requests (default %d; a file: workload makes the requests in its file)"
                         % requests_default)
     p.set_defaults(requests_default=requests_default)
 
 
-def workload_args(args, n, cs_time=1, err=None):
+MAX_BOARDS = _frame.BROADCAST  # 255, positions 0..254: a link frame names a board in one byte, 0xFF every board
+
+
+def check_boards(n, what):
+    """A ring of n boards (virtual or real) is one the frames can address: one line otherwise,
+    before anything starts (what: the option that gave n)."""
+    if n > MAX_BOARDS:
+        raise CommandError("%s %d: a ring of boards has at most %d (a board's address is one byte in the link "
+                           "frames, 0x%X meaning every board); the simulator takes any -n" % (what, n, MAX_BOARDS,
+                                                                                          _frame.BROADCAST))
+
+
+def workload_args(args, n, cs_time=1, err=None, boards=None):
     """The Workload of args (-w, -k, --seed, --rate, --period) for a ring of n, built before
     any board starts, so a bad one costs nothing. Fills in args.requests. A -k that a file:
-    workload ignores is said on err (stderr)."""
+    workload ignores is said on err (stderr). boards: the option that gave n, for a ring of
+    boards: n within MAX_BOARDS, and at least one request (-k 0 would boot a ring for nothing)."""
     from ..sim.workload import make_workload
 
     if n < 2:
         raise CommandError("a ring needs at least 2 boards (nodes), got %d" % n)
+    if boards is not None:
+        check_boards(n, boards)
     given = args.requests
     if given is not None and given < 0:
         raise CommandError("--requests cannot be negative")
@@ -168,6 +207,10 @@ def workload_args(args, n, cs_time=1, err=None):
     for note in getattr(workload, "notes", ()):
         print("picoring: note: %s" % note, file=err or sys.stderr)
     args.requests = workload.total
+    if boards is not None and workload.total == 0:
+        what = "%s makes none" % workload.describe() if args.workload.startswith("file:") else "-k 0"
+        raise CommandError("%s: no request to serve, and a ring of boards is started only for a run of at least "
+                           "one" % what)
     return workload
 
 

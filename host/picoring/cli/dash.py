@@ -7,6 +7,7 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 
 import threading
 
+from ..ttystall import for_ports
 from . import progress as progress_line
 from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, resource_args, ring_size,
                      run_ports, workload_args)
@@ -28,7 +29,8 @@ def argparse_dash(sub):
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
     p.add_argument("--cs-time", type=int, default=1, help="--sim: critical section in hop times")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
-    p.add_argument("--period", type=int, help="burst: time units between bursts")
+    p.add_argument("--period", type=int, help="burst: time units between bursts; periodic: between a node's "
+                                                "requests")
     p.add_argument("--speed", type=float, default=1.0,
                    help="playback speed: 1 = real time for board traces, 10 hops/s for simulator traces; 0 = as fast as possible")
     p.add_argument("--baud", type=int, default=115200, help="--virtual: UART baud")
@@ -60,7 +62,7 @@ def do_dash(args):
             raise CommandError("--cs-hold-us is in the boards' picoring.json: flash them with picoring flash --resource "
                                "fram --cs-hold-us %d" % args.cs_hold_us)
         ports, resetter = run_ports(args)
-        return _dash_ring(args, console, ports, resetter, None, workload_args(args, len(ports)))
+        return _dash_ring(args, console, ports, resetter, None, workload_args(args, len(ports), boards="--ports"))
     return _dash_virtual(args, console)
 
 
@@ -147,7 +149,7 @@ def _dash_virtual(args, console):
     n = args.virtual
     if n < 2:
         raise CommandError("--virtual needs at least 2 boards")
-    workload = workload_args(args, n)  # before any board starts
+    workload = workload_args(args, n, boards="--virtual")  # before any board starts
     ring = start_virtual(n, args.protocol, args.baud, args.cs_us, console, resource=args.resource,
                          cs_hold_us=args.cs_hold_us)
     return _dash_ring(args, console, [b.usb_path for b in ring.boards], ring.reset, ring, workload)
@@ -167,7 +169,8 @@ def _dash_ring(args, console, ports, resetter, ring, workload):
     run = thread = None
     try:
         run = RingRun(ports, args.protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
-                      listener=feed, resetter=resetter, seed=args.seed, resource=args.resource)
+                      listener=feed, resetter=resetter, seed=args.seed, resource=args.resource,
+                      clock=for_ports(ports))
 
         def stats():
             return frame_counters([link.parser for link in run.links], run.bad_events)
@@ -226,8 +229,8 @@ def frame_counters(parsers, bad_events):
         "lost": sum(p.missing for p in parsers),  # events missing between a board and the host
         "garbage lines": lines(restart=False),  # lines that are no picoring line and no REPL's
         # what MicroPython prints when the harness restarts a board: main.py's Ctrl-C
-        # traceback and the banner; no fault
-        "boot banner": lines(restart=True),
+        # traceback and the banner; no fault (the dashboard says so, in a row of its own)
+        "restart lines": lines(restart=True),
     }
 
 

@@ -115,8 +115,12 @@ def argparse_fidelity(sub):
                    help="once a run for some n takes longer than this, larger R for that n is skipped (default 60)")
     p.add_argument("--sim-runs", type=int, default=40, help="random simulator runs per row (default 40)")
     p.add_argument("--sim-n", default="6,8,12,16,32", help="ring sizes for the simulator-only rows")
-    p.add_argument("--md", default="docs/fidelity.md", help="Markdown output (default docs/fidelity.md)")
-    p.add_argument("--json-out", default="docs/fidelity.json", help="JSON output (default docs/fidelity.json)")
+    p.add_argument("--md", default="-", metavar="FILE",
+                   help="the tables as Markdown to FILE (default -: standard output); a file with the generated "
+                        "part's marker line keeps what is above it (the project's: --md docs/fidelity.md "
+                        "--json-out docs/fidelity.json)")
+    p.add_argument("--json-out", default=None, metavar="FILE",
+                   help="the figures as JSON to FILE (- : standard output; default: not written)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr, only the summary")
 
 
@@ -127,11 +131,15 @@ def do_fidelity(args):
     large = tuple(int(x) for x in args.sim_n.split(",") if x.strip())
     cmd = "picoring fidelity --max-n %d --seconds %g --per-run %g --sim-runs %d --sim-n %s" % (
         args.max_n, args.seconds, args.per_run, args.sim_runs, args.sim_n)
+    # run() checks its outputs before the minutes of computing (a ValueError: exit 2)
     doc = fidelity.run(max_n=args.max_n, seconds=args.seconds, per_run=args.per_run, sim_runs=args.sim_runs, large=large,
-              md=args.md, json_path=args.json_out, log=log, command=cmd)
+                       md=args.md, json_path=args.json_out, log=log, command=cmd)
     bad = [c for c in doc["claims"] if c["holds"] is False]
     over = [r for r in doc["simulator"] if r.get("exceeded")]
-    print("%d claims checked, %d refuted; simulator above the explorer: %s; wrote %s and %s (%.0f s)" % (
-        len(doc["claims"]), len(bad), "never" if not over else "%d rows" % len(over), args.md, args.json_out,
-        doc["meta"]["seconds"]))
+    wrote = [p for p in (args.md, args.json_out) if p not in (None, "-")]
+    # the summary goes where it does not mix with a table written to standard output
+    print("%d claims checked, %d refuted; simulator above the explorer: %s; %s (%.0f s)" % (
+        len(doc["claims"]), len(bad), "never" if not over else "%d rows" % len(over),
+        "wrote " + " and ".join(wrote) if wrote else "the tables on standard output", doc["meta"]["seconds"]),
+        file=sys.stderr if "-" in (args.md, args.json_out) else sys.stdout)
     return 1 if over else 0

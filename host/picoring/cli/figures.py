@@ -23,6 +23,7 @@ def _ers(args):
     figures.write_table(rows, args.out)
     paths = [] if args.no_plots else figures.plot(rows, args.out)
     print(figures.markdown(rows))
+    print("\n".join(figures.verdicts(rows)))
     return paths + [os.path.join(args.out, "ers_table.csv"), os.path.join(args.out, "ers_table.md")]
 
 

@@ -11,8 +11,8 @@ import signal
 import sys
 
 from .. import __version__
-from . import bench, boards, compare, dash, explore, figures, run, sim, virtual
-from .common import CommandError, apply_options
+from . import bench, boards, compare, dash, explore, figures, helptext, run, sim, virtual
+from .common import CommandError, ProtocolsShown, apply_options, protocol_table
 
 _COMMANDS = {
     "sim": (sim.do_sim, sim.argparse_sim),
@@ -31,6 +31,8 @@ _COMMANDS = {
     "explore": (explore.do_explore, explore.argparse_explore),
     "fidelity": (explore.do_fidelity, explore.argparse_fidelity),
     "figures": (figures.do_figures, figures.argparse_figures),
+    "protocols": (lambda args: print(protocol_table()) or 0,  # the one list (-p help prints it too)
+                  lambda sub: sub.add_parser("protocols", help="the protocols -p takes, and their options (--opt)")),
 }
 
 
@@ -41,6 +43,7 @@ def build_parser():
     sub.required = True
     for _, (_, add) in _COMMANDS.items():
         add(sub)
+    helptext.apply(parser)
     return parser
 
 
@@ -80,6 +83,8 @@ def _main(handler, args):
         status = handler(args)
         sys.stdout.flush()  # here, so a reader that went away (| head) shows as BrokenPipeError below
         return status
+    except ProtocolsShown:  # -p help
+        return 0
     except BrokenPipeError as e:
         if not _stdout_gone():  # a serial port or a socket, not our reader
             print("picoring: %s" % e, file=sys.stderr)

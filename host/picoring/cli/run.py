@@ -5,8 +5,9 @@ import json
 import time
 
 from . import progress as progress_line
-from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, print_report, resource_args,
-                     run_ports, workload_args)
+from ..ttystall import for_ports
+from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, check_boards, print_report,
+                     resource_args, run_ports, workload_args)
 
 
 def argparse_run(sub):
@@ -26,7 +27,8 @@ def argparse_run(sub):
     add_resource_args(p, "a virtual ring is deployed with it; boards given by their ports must have been flashed "
                          "with it (picoring flash --resource fram), and board 0 sets and reads the counter")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per time unit (default 1/n)")
-    p.add_argument("--period", type=int, help="burst: time units between bursts")
+    p.add_argument("--period", type=int, help="burst: time units between bursts; periodic: between a node's "
+                                                "requests (default 1.5 * n)")
     p.add_argument("--trace", metavar="FILE",
                    help="write every event the boards report as a JSON-lines trace to FILE (docs/trace-format.md)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object instead of the table")
@@ -45,7 +47,8 @@ def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, con
 
     run = RingRun(ports, protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
                   resetter=resetter, seed=args.seed, progress=progress,
-                  stall_timeout_s=getattr(args, "stall_timeout", 5.0), resource=getattr(args, "resource", None))
+                  stall_timeout_s=getattr(args, "stall_timeout", 5.0), resource=getattr(args, "resource", None),
+                  clock=for_ports(ports))
     try:
         run.connect()
         if connected is not None:
@@ -82,7 +85,7 @@ def do_run(args):
         n = len(ports)
         if n < 2:
             raise CommandError("--ports needs at least 2 ports, in ring order")
-    workload = workload_args(args, n)
+    workload = workload_args(args, n, boards="--virtual" if args.virtual is not None else "--ports")
     shown = progress_line.maybe(args, "run %s on %d boards" % (args.protocol.upper(), n), "served", args.requests)
     progress = None
     if shown is not None:
@@ -152,6 +155,7 @@ def run_virtual(protocols, n, workload, requests, seed, rate=None, period=None, 
     protocols), each on the same workload and seed (`demo`, `compare --virtual`)."""
     from ..ring import deploy
 
+    check_boards(n, "--virtual")
     say = console.print if console is not None else None
     ring = deploy.start_virtual(n, protocols[0], baud, 0, console)
     deployed = [protocols[0]]
@@ -187,7 +191,8 @@ def run_flashed(protocols, targets, workload, requests, seed, rate=None, period=
     def configure(protocol):
         t0 = time.monotonic()
         say("flashing the %d boards for protocol %s..." % (len(targets), protocol.upper()))
-        flash.flash(targets, protocol, baud=baud, board=board or boarddefs.DEFAULT_BOARD, mpy=mpy)
+        flash.flash(targets, protocol, baud=baud, board=board or boarddefs.DEFAULT_BOARD, mpy=mpy,
+                    clock=for_ports(targets))
         say("  flashed and confirmed in %.1f s" % (time.monotonic() - t0))
 
     return run_protocols(protocols, [t.port for t in targets], configure, workload, requests, seed, rate, period,
@@ -200,7 +205,7 @@ def argparse_demo(sub):
                                    "wired into a ring), deploys the firmware to them with mpremote as to a Pico, "
                                    "runs protocol D and then Q with the same workload over the boards' USB serial, "
                                    "prints both runs checked against the paper's bounds, and tears the ring down "
-                                   "(about 10 s). Nothing is left running, nothing is written.")
+                                   "(about 15 s). Nothing is left running, nothing is written.")
     p.add_argument("-n", type=int, default=5, help="number of virtual boards (default 5)")
     add_workload_args(p, 200)
     p.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
@@ -212,7 +217,7 @@ def do_demo(args):
 
     from ..check.report import print_summary
 
-    workload_args(args, args.n)  # a bad -n, -k or -w stops here, before any board starts
+    workload_args(args, args.n, boards="-n")  # a bad -n, -k or -w stops here, before any board starts
     console = Console(stderr=args.json)
     start = time.monotonic()
     reports = run_virtual(("d", "q"), args.n, args.workload, args.requests, args.seed, console=console)

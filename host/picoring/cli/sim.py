@@ -24,7 +24,8 @@ def argparse_sim(sub):
                    help="workload seed (default 0): the same seed, workload and -n make the same run, event for event")
     p.add_argument("--cs-time", type=int, default=1, help="critical section length in hop times (default 1)")
     p.add_argument("--rate", type=float, help="poisson: ring-wide requests per hop time (default 1/n)")
-    p.add_argument("--period", type=int, help="burst: hop times between bursts")
+    p.add_argument("--period", type=int, help="burst: hop times between bursts; periodic: between a node's requests "
+                                                "(default 1.5 * cs-time * n)")
     p.add_argument("--idle-horizon", type=int,
                    help="S only: keep running this long after the last service (default 4n)")
     p.add_argument("--drop", type=float, default=0.0, metavar="P",
@@ -39,7 +40,7 @@ def argparse_sim(sub):
                         "$XDG_STATE_HOME/picoring/schedules, as nonquiescent-<protocol>-n<N>-seed<S>[-K].jsonl, "
                         "never over another file)")
     p.add_argument("--json", action="store_true",
-                   help="print the report as one JSON object instead of the table (its keys: the README, --json)")
+                   help="print the report as one JSON object instead of the table (its keys: docs/commands.md)")
     progress_line.add_progress_args(p)
 
 

@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from .common import CommandError
+from .common import CommandError, add_protocol_arg, check_boards
 
 
 def argparse_virtual(sub):
@@ -41,6 +41,7 @@ def argparse_virtual(sub):
     pl.add_argument("board", type=int, metavar="I", help="the board's ring position, 0 to N-1")
     dp = vsub.add_parser("deploy", parents=[common], help="copy the firmware and a config to every board with mpremote, then reset them")
     dp.add_argument("--config", metavar="FILE", help="JSON config for every board (each also gets its virtual UART path)")
+    add_protocol_arg(dp, what="the protocol the boards run, unless --config names one")
     vsub.add_parser("down", parents=[common], help="stop every board and the supervisor (safe to call twice)")
 
 
@@ -54,6 +55,7 @@ def _run(args, out=None, err=None):
     if action == "up":
         if args.n < 2:
             raise ValueError("-n must be at least 2: a ring of boards (the firmware takes size >= 2)")
+        check_boards(args.n, "-n")
         if args.baud <= 0:
             raise ValueError("--baud must be positive")
         if args.faults:
@@ -101,9 +103,15 @@ def _run(args, out=None, err=None):
     if action == "deploy":
         from ..ring.deploy import deploy_virtual_cli
 
-        config = json.loads(Path(args.config).read_text()) if args.config else None
+        config = json.loads(Path(args.config).read_text()) if args.config else {}
+        each = config if isinstance(config, list) else [config]  # one for every board, or one per board
+        if not all(isinstance(c, dict) for c in each):
+            raise ValueError("--config %s: a JSON object as a board's picoring.json, or a list of them" % args.config)
+        for c in each:
+            c.setdefault("protocol", args.protocol)  # without one, no board would start (firmware/main.py)
         state = deploy_virtual_cli(state_dir, config)
-        print("deployed to %d board(s) and reset them" % len(state["boards"]), file=err)
+        print("deployed protocol %s to %d board(s) and reset them"
+              % (", ".join(sorted({c["protocol"] for c in each})), len(state["boards"])), file=err)
         return 0
     if action == "down":
         if supervisor.down(state_dir):

@@ -213,8 +213,9 @@ class ScriptedKeys:
 
 _NODE_STYLE = {IDLE: "dim", REQUESTING: "bold yellow", IN_CS: "bold black on green"}
 _TOKEN_STYLE = "bold white on magenta"
-# frame counters that are no fault when non-zero: what MicroPython prints at a (re)start
-_NOT_ALARMS = ("boot banner",)
+# frame counters that are no fault when non-zero: what MicroPython prints when the harness
+# restarts a board (its banner, main.py's Ctrl-C traceback); a row of their own says what they are
+_NOT_ALARMS = ("restart lines",)
 
 
 class Dashboard:
@@ -377,6 +378,11 @@ class Dashboard:
     def _unit(self):
         return "us" if self.model.time_unit == "us" else "hop"
 
+    def _runs_on(self):
+        """True when a pause stops the screen only: a live feed taken as it comes (a ring, or the
+        simulator at --speed 0) goes on and is counted. A paced one waits for the playback."""
+        return isinstance(self.source, FeedSource) and self.speed is None
+
     def _title_line(self, width):
         m = self.model
         meta = self.meta
@@ -388,6 +394,9 @@ class Dashboard:
         text.append("  t=%s %s" % (_num(m.t), self._unit()))
         if self.finished:
             state = ("  ■ end", "bold")
+        elif self.paused and self._runs_on():  # only the screen stands still
+            state = ("  ▮▮ view paused, %s runs on" % ("sim" if self.meta.get("source") == "sim" else "ring"),
+                     "bold yellow")
         elif self.paused:
             state = ("  ▮▮ paused", "bold yellow")
         else:
@@ -561,12 +570,18 @@ class Dashboard:
             # recovery acted (docs/recovery.md): the fault-free bounds are reported, not checked
             for t in (mpr_text, svc):
                 t.append(" faults: not checked", style="dim")
-            safety.append("  regen %d  timeouts %d" % (len(c.regenerations), c.timeouts), style="yellow")
+            # tokens made, the layer's recovery timeouts, tokens removed (check/report.py says more)
+            safety.append("  tokens made %d  removed %d  timeouts %d" % (len(c.regenerations), c.discarded, c.timeouts),
+                          style="yellow")
         frames = self._frame_stats()
         rows = [("served", served), ("messages", msgs), ("msgs/req", mpr_text), ("max service", svc),
                 ("latency", lat), ("safety", safety)]
         if frames is not None:
             rows.append(("frames", frames))
+        restarts = (self.stats() or {}).get("restart lines") if self.stats is not None else None
+        if restarts:
+            rows.append(("restarts", Text("%s lines of MicroPython's banner as boards restarted: no fault"
+                                          % _num(restarts), style="dim")))
         if c.resource is not None:
             rows.append(("FRAM", _fram_text(c.resource)))
         if wide:
@@ -593,11 +608,10 @@ class Dashboard:
             return None
         s = self.stats() or {}
         text = Text()
-        for k, (label, v) in enumerate(s.items()):
+        for k, (label, v) in enumerate((label, v) for label, v in s.items() if label not in _NOT_ALARMS):
             if k:
                 text.append("  ")
-            alarm = v and label not in _NOT_ALARMS
-            text.append("%s %s" % (label, _num(v)), style="bold red" if alarm else "")
+            text.append("%s %s" % (label, _num(v)), style="bold red" if v else "")
         return text
 
     def _log_matches(self, event):
@@ -635,7 +649,8 @@ class Dashboard:
         return out
 
     def _footer(self, width):
-        keys = [("space", "pause"), ("n/N", "node"), ("0-9⏎", "node"), ("k", "kind"), ("c", "clear")]
+        pause = ("resume" if self.paused else "pause") + (" view" if self._runs_on() else "")
+        keys = [("space", pause), ("n/N", "node"), ("0-9⏎", "node"), ("k", "kind"), ("c", "clear")]
         if self.speed is not None:
             keys.append(("+/-", "speed"))
         keys.append(("q", "quit"))

@@ -26,7 +26,7 @@ import time
 import types
 from pathlib import Path
 
-from .. import ttystall
+from ..clock import WALL
 
 DEFAULT_TIMEOUT = 30.0
 CONFIG_NAME = "picoring.json"
@@ -120,20 +120,21 @@ def _check_port(port):
         raise DeployError("port not found: %s" % port)
 
 
-def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote"):
+def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote", clock=WALL):
     """Run `mpremote connect PORT resume ARGS...`; return its stdout (bytes) or raise DeployError.
 
     timeout: how long mpremote may go without printing anything. A copy of ten files prints a
     line per file, and through a slow path (a loaded machine, an RFC 2217 server) the whole copy
     once took longer than a budget meant for one board that does not answer: a board that
-    answers slowly but steadily is not a board that does not answer."""
+    answers slowly but steadily is not a board that does not answer. clock: what the timeout
+    counts (picoring.clock)."""
     _check_port(port)
     # mpremote knows a pty only by its /dev/pts/ name (and is 8x slower on one it takes for
     # a USB serial port); a virtual board's port is a symlink to one, as /dev/serial/by-id/
     # names are to /dev/ttyACM*. Give it the device itself.
     device = os.path.realpath(port) if port.startswith("/") else port
     cmd = [sys.executable, "-m", "mpremote", "connect", device, "resume", *args]
-    proc = _run_watched(cmd, timeout)
+    proc = _run_watched(cmd, timeout, clock)
     if proc.timed_out:
         raise DeployError("%s on %s: no answer within %.1fs%s%s (is it a MicroPython board, and does its firmware "
                           "stop on Ctrl-C?)" % (what, port, timeout, proc.not_counted,
@@ -152,14 +153,14 @@ def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote"):
                       % (what, port, proc.returncode, (err or out)[-2000:] or "no message"), proc.stdout)
 
 
-def _run_watched(cmd, quiet_timeout):
+def _run_watched(cmd, quiet_timeout, clock=WALL):
     """Run cmd to its end; kill it once it has printed nothing for quiet_timeout s. Returns its
     returncode, stdout, stderr, timed_out, and progress_s (how long it went on printing)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")  # its progress lines as they happen, not at exit
-    # Quiet: time in which the serial ports delivered (ttystall), so that a board that is only
-    # held up by a loaded machine's tty worker (mpremote silent for 30 s under two busy loops,
-    # the copy going on afterwards) is not taken for one that does not answer.
-    quiet = ttystall.Deadline(quiet_timeout)
+    # Quiet: by the clock given, for a virtual board a stall-aware one, so that a board that is
+    # only held up by a loaded machine's tty worker (mpremote silent for 30 s under two busy
+    # loops, the copy going on afterwards) is not taken for one that does not answer.
+    quiet = clock.deadline(quiet_timeout)
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out, err = bytearray(), bytearray()
     heard = [time.monotonic()]
@@ -193,7 +194,7 @@ def _run_watched(cmd, quiet_timeout):
                                  timed_out=timed_out, progress_s=heard[0] - start, not_counted=quiet.not_counted())
 
 
-def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT, before=None, after=None):
+def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT, before=None, after=None, clock=WALL):
     """Copy local files to the board's filesystem root (as dest_names, default their own names).
 
     mpremote's `fs cp` compares SHA-256 hashes and skips a file the board already
@@ -217,7 +218,7 @@ def copy_files(port, files, dest_names=None, timeout=DEFAULT_TIMEOUT, before=Non
         args += ["fs", "cp", str(f), ":" + name]
     if after:
         args += (["+"] if args else []) + list(after)
-    out = mpremote(port, args, timeout, what="copy %d file(s)" % len(files))
+    out = mpremote(port, args, timeout, what="copy %d file(s)" % len(files), clock=clock)
     started, up_to_date = copy_progress(out)
     return {"copied": [n for n in started if n not in up_to_date], "up_to_date": up_to_date, "output": out}
 
@@ -233,35 +234,36 @@ def copy_progress(out):
     return started, up_to_date
 
 
-def write_file(port, name, data, timeout=DEFAULT_TIMEOUT):
+def write_file(port, name, data, timeout=DEFAULT_TIMEOUT, clock=WALL):
     """Write bytes to file `name` on the board (e.g. its config, picoring.json)."""
     with tempfile.TemporaryDirectory(prefix="picoring-deploy-") as tmp:
         local = Path(tmp) / os.path.basename(name)
         local.write_bytes(data)
-        copy_files(port, [local], [name], timeout)
+        copy_files(port, [local], [name], timeout, clock=clock)
 
 
-def list_files(port, timeout=DEFAULT_TIMEOUT):
+def list_files(port, timeout=DEFAULT_TIMEOUT, clock=WALL):
     """Names in the board's filesystem root, sorted."""
     marker = "@@picoring-ls@@"
-    out = exec_code(port, "import os\nprint(%r, repr(sorted(os.listdir())))" % marker, timeout)
+    out = exec_code(port, "import os\nprint(%r, repr(sorted(os.listdir())))" % marker, timeout, clock)
     for line in out.decode(errors="replace").splitlines():
         if line.startswith(marker):
             return ast.literal_eval(line[len(marker):].strip())
     raise DeployError("list files on %s: unexpected answer %r" % (port, out[-200:]))
 
 
-def exec_code(port, code, timeout=DEFAULT_TIMEOUT):
+def exec_code(port, code, timeout=DEFAULT_TIMEOUT, clock=WALL):
     """Run Python code on the board in its REPL; return what it printed (bytes).
 
     An exception on the board is a DeployError carrying its traceback."""
-    return mpremote(port, ["exec", code], timeout, what="exec")
+    return mpremote(port, ["exec", code], timeout, what="exec", clock=clock)
 
 
 exec = exec_code  # noqa: A001 - the brief's name, as deploy.exec(port, code)
 
 
-def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=None, names=None, after=None):
+def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=None, names=None, after=None,
+                 clock=WALL):
     """Copy the firmware (default FIRMWARE_FILES and what the config's resource needs,
     resource_files; names: their names on the board, default their own) and, if given, the
     config dict as picoring.json, in one mpremote session. The board runs it after its next
@@ -281,7 +283,7 @@ def deploy_board(port, config=None, files=None, timeout=DEFAULT_TIMEOUT, before=
             cfg.write_text(json.dumps(config, sort_keys=True))
             files.append(cfg)
             names.append(CONFIG_NAME)
-        return copy_files(port, files, names, timeout, before=before, after=after)
+        return copy_files(port, files, names, timeout, before=before, after=after, clock=clock)
 
 
 def board_config(config, index, uart, n, baud, i2c=None):
@@ -330,7 +332,7 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     for b in ring.boards:
         b.wait_output(b">>> ", timeout)
         deploy_board(b.usb_path, board_config(config, b.index, b.uart, ring.n, ring.baud, ring.fram_image), files,
-                     timeout)
+                     timeout, clock=ring.clock)
     for i in start_order(ring.n, _protocol_of(config)):
         ring.reset(i)
         if files is None:
@@ -349,7 +351,7 @@ def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEO
         supervisor.reset(state_dir, b["index"], repl=True)
     for b in state["boards"]:
         deploy_board(b["usb"], board_config(config, b["index"], b["uart"], state["n"], state["baud"],
-                                            fram_image(state_dir)), files, timeout)
+                                            fram_image(state_dir)), files, timeout, clock=supervisor.CLOCK)
     for i in start_order(state["n"], _protocol_of(config)):
         supervisor.reset(state_dir, i)
     return state

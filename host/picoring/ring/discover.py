@@ -16,7 +16,7 @@ import time
 
 from . import boarddefs
 from . import flash as flashmod
-from .. import ttystall
+from ..clock import WALL
 from .link import HarnessError, drain
 from .hostlink import encode_command
 from .ports import write_ring_file
@@ -37,10 +37,11 @@ def successors(links, timeout=5.0):
     drain(inbox)
     for i, link in enumerate(links):
         link.write(encode_command("probe", i + 1))
-    deadline = ttystall.now() + timeout  # (time in which the serial ports delivered)
+    clock = links[0].clock
+    deadline = clock.now() + timeout
     acked = set()
     got = 0
-    while ttystall.now() < deadline and (got < n or len(acked) < n):
+    while clock.now() < deadline and (got < n or len(acked) < n):
         try:
             b, _, item = inbox.get(timeout=0.05)
         except queue.Empty:
@@ -117,7 +118,7 @@ def ring_order(labels, arrivals, first=0):
     return order
 
 
-def check_ring(targets, timeout=5.0, tap=None):
+def check_ring(targets, timeout=5.0, tap=None, clock=WALL):
     """After a flash (positions in the order of targets): every board's probe must reach the
     board at the next position, the last one's the first. Raises WiringError naming each TX
     that goes elsewhere; a TX that reaches none of the boards given most often means a board
@@ -127,7 +128,7 @@ def check_ring(targets, timeout=5.0, tap=None):
     inbox = queue.Queue()
     links = []
     try:
-        links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
+        links = [flashmod.open_link(i, t, inbox, tap, clock) for i, t in enumerate(targets)]
         arrivals = successors(links, timeout)
     finally:
         for link in links:
@@ -161,7 +162,7 @@ def _judge_hello(target, link, fw, deadline, waited_s):
     """None if the board says hello with the current firmware and a usable config before
     deadline, else why not (waited_s: the seconds it has had since its restart, for the text)."""
     try:
-        hello = flashmod.wait_hello(link, max(0.2, deadline - ttystall.now()))
+        hello = flashmod.wait_hello(link, max(0.2, deadline - link.clock.now()))
     except HarnessError:
         return "no picoring firmware answered within %gs" % waited_s
     if hello.get("fw") != fw:
@@ -171,7 +172,7 @@ def _judge_hello(target, link, fw, deadline, waited_s):
     return None
 
 
-def current_firmware(targets, links, fw, timeout):
+def current_firmware(targets, links, fw, timeout, clock=WALL):
     """Restart every board; for each, None if it comes up with the current firmware and a
     usable config (its !hello), else why not (a few words)."""
     why = ["it did not restart"] * len(targets)
@@ -182,7 +183,7 @@ def current_firmware(targets, links, fw, timeout):
         except Exception:
             continue
         restarted.append(i)
-    deadline = ttystall.now() + timeout  # one wait for all: a board without firmware never says hello
+    deadline = clock.now() + timeout  # one wait for all: a board without firmware never says hello
     for i in restarted:
         why[i] = _judge_hello(targets[i], links[i], fw, deadline, timeout)
     # A board without the firmware still says something at a restart (its REPL's banner or
@@ -190,7 +191,7 @@ def current_firmware(targets, links, fw, timeout):
     # machine too busy to pass its words on (under load a virtual board's pty was silent for
     # more than the 6 s and discover reflashed boards that ran the firmware). Silent ones get
     # SILENT_GRACE_S more, then are SILENT; a virtual board is there by construction.
-    grace_end = ttystall.now() + SILENT_GRACE_S
+    grace_end = clock.now() + SILENT_GRACE_S
     for i in restarted:
         if why[i] is not None and not links[i].parser.received:
             why[i] = _judge_hello(targets[i], links[i], fw, grace_end, timeout + SILENT_GRACE_S)
@@ -200,10 +201,11 @@ def current_firmware(targets, links, fw, timeout):
 
 
 def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_timeout=5.0, hello_timeout=6.0,
-             reflash="auto", tap=None, log=None):
+             reflash="auto", tap=None, log=None, clock=WALL):
     """Find the ring order of targets. Returns (ordered targets, info dict). Boards that do not
     answer with the current firmware get it with a provisional config (said on log); a port
-    where nothing at all answers within hello_timeout is an error before anything is flashed."""
+    where nothing at all answers within hello_timeout is an error before anything is flashed.
+    clock: what the waits on the boards count (picoring.clock)."""
     log = log or (lambda text: None)
     n = len(targets)
     flashmod.plan(targets)
@@ -215,9 +217,9 @@ def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_t
     links = []
     try:
         inbox = queue.Queue()
-        links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
+        links = [flashmod.open_link(i, t, inbox, tap, clock) for i, t in enumerate(targets)]
         if reflash == "auto":
-            why = current_firmware(targets, links, fw, hello_timeout)
+            why = current_firmware(targets, links, fw, hello_timeout, clock)
         else:
             why = [None if reflash is False else "asked to (--reflash)"] * n
         silent = [t.label() for t, reason in zip(targets, why) if reason == SILENT]
@@ -232,10 +234,10 @@ def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_t
             log("%s.\nSo discover flashes picoring firmware %s with a provisional config (protocol q, positions in "
                 "the order given) to all %d board(s), so that they answer probes; `picoring flash` writes the real "
                 "config afterwards." % ("; ".join("%s: %s" % (t.label(), r) for t, r in zip(targets, why) if r), fw, n))
-            flashmod.flash(targets, "q", baud=baud, board=board, tap=tap, log=log)
+            flashmod.flash(targets, "q", baud=baud, board=board, tap=tap, log=log, clock=clock)
             info["reflashed"] = True
             inbox = queue.Queue()
-            links = [flashmod.open_link(i, t, inbox, tap) for i, t in enumerate(targets)]
+            links = [flashmod.open_link(i, t, inbox, tap, clock) for i, t in enumerate(targets)]
         info["prepare_s"] = round(time.monotonic() - t0, 2)
         t1 = time.monotonic()
         arrivals = successors(links, probe_timeout)

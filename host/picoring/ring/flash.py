@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from ..check import registry
+from ..clock import WALL
 from . import boarddefs
 from . import deploy
 from . import mpy as mpymod
@@ -152,8 +153,8 @@ def plan(targets, positions=None):
 
 # -- restarting boards and reading what they say -----------------------------
 
-def open_link(index, target, inbox=None, tap=None):
-    link = BoardLink(index, target.port, inbox if inbox is not None else queue.Queue())
+def open_link(index, target, inbox=None, tap=None, clock=WALL):
+    link = BoardLink(index, target.port, inbox if inbox is not None else queue.Queue(), clock=clock)
     link.tap = tap
     try:
         return link.open()
@@ -213,7 +214,7 @@ def _state_text(states):
 
 def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions=None, cs_us=0, files=None, regen_ms=None,
           copy_timeout=COPY_TIMEOUT, confirm_timeout=CONFIRM_TIMEOUT, tap=None, log=None, mpy=True, mpy_cache=None,
-          resource=None, cs_hold_us=0, drop_rx=None):
+          resource=None, cs_hold_us=0, drop_rx=None, clock=WALL):
     """Flash and configure targets (positions[i] is targets[i]'s ring position, default i).
     resource "fram": the boards share an I2C FRAM (docs/fram.md); each also gets the
     adafruit_bus_device package in its lib/, from the installed PyPI distribution.
@@ -222,8 +223,9 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     Returns one dict per board: port, serial, position, config, copied, up_to_date,
     removed (stale files deleted), compiled (modules sent as .mpy), notes (why a module went
     as source), identity (implementation, platform, version, unique id, mpy), ver (its !ver
-    fields), copy_s, confirm_s. mpy=False copies sources to every board. Raises FlashError
-    (or PortError before anything was touched)."""
+    fields), copy_s, confirm_s. mpy=False copies sources to every board. clock: what the waits on
+    the boards count (picoring.clock). Raises FlashError (or PortError before anything was
+    touched)."""
     log = log or (lambda text: None)
     try:
         protocol = registry.spec(protocol)
@@ -276,11 +278,11 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                 log("%s: copying the firmware and picoring.json (position %d)" % (t.label(), positions[i]))
                 extra, extra_names = deploy.resource_files(cfg)
                 summary = deploy.deploy_board(t.port, cfg, list(files) + extra, copy_timeout, before=["exec", ID_CODE],
-                                              names=[Path(f).name for f in files] + extra_names)
+                                              names=[Path(f).name for f in files] + extra_names, clock=clock)
             else:
                 summary, ident, sel = copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout, mpy_cache,
                                                     log=lambda text: log("%s: %s" % (t.label(), text)),
-                                                    what="position %d" % positions[i])
+                                                    what="position %d" % positions[i], clock=clock)
                 if ident and ident["implementation"] != "micropython":
                     states[i]["state"] = "not changed"
                     raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
@@ -327,11 +329,11 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     for i in (index_of[p] for p in deploy.start_order(n, protocol)):
         t = targets[i]
         t0 = time.monotonic()
-        link = open_link(positions[i], t, tap=tap)
+        link = open_link(positions[i], t, tap=tap, clock=clock)
         try:
             restart(link, t)
             results[i]["ver"] = confirm(link, results[i]["config"], fw, confirm_timeout * slowness(rates))
-            rates += clock_rates([link])
+            rates += clock_rates([link], clock=clock)
         except (HarnessError, PortError) as e:
             states[i]["state"] += "; did not start the firmware as configured"
             fail(i, "restarted but not confirmed: %s" % e)
@@ -346,14 +348,14 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
 
 
 def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeout=COPY_TIMEOUT, cache=None, log=None,
-                  what=""):
+                  what="", clock=WALL):
     """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
     firmware in the form it takes (picoring.ring.mpy.select), its config as picoring.json, and delete
     the stale other form of each module (a second session). Returns (copy_files' summary with
     "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
     None). Raises deploy.DeployError."""
     log = log or (lambda text: None)
-    ident = _identity(deploy.exec_code(port, ID_CODE, timeout))
+    ident = _identity(deploy.exec_code(port, ID_CODE, timeout, clock))
     if ident and ident["implementation"] != "micropython":
         return None, ident, None
     tag = ident.get("mpy") if ident else None
@@ -368,7 +370,7 @@ def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeou
             if sel["compiled"] else "sources")
     log("copying the firmware (%s) and picoring.json%s" % (form, " (%s)" % what if what else ""))
     summary = deploy.deploy_board(port, cfg, sel["files"], timeout, names=sel["names"],
-                                  after=["exec", remove_code(sel["remove"])])
+                                  after=["exec", remove_code(sel["remove"])], clock=clock)
     summary["removed"] = _removed(summary["output"])
     return summary, ident, sel
 

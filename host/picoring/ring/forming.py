@@ -9,7 +9,7 @@ zeroes the counters would be counted as the run's traffic.
 import time
 
 from ..check import registry
-from .. import ttystall
+from ..clock import WALL
 from .link import HarnessError
 from .runreport import PING_GRACE_S
 
@@ -20,13 +20,14 @@ def _late(seconds):
     return " (and %.0f s more in which the boards' answers were late)" % seconds if seconds >= 0.5 else ""
 
 
-def wait_formed(links, protocol, settle_us, slowness, timeout=15.0):
+def wait_formed(links, protocol, settle_us, slowness, timeout=15.0, clock=WALL):
     """Until no board is fresh, position 0 has seen or made the token, and, for a protocol
     whose token rests, the ring is quiet: one board holds the token and no frame has moved
     for settle_us (board time). A busy machine can make the start-up take more rounds than
     one (a claim retried while the first was still going round: a newer epoch): what is
-    still moving when the run zeroes the counters would be counted as the run's traffic."""
-    deadline = ttystall.now() + timeout  # (time in which the serial ports delivered)
+    still moving when the run zeroes the counters would be counted as the run's traffic.
+    clock: what the deadline counts (picoring.clock)."""
+    deadline = clock.now() + timeout
     settle_s = settle_us * slowness / 1e6
     prompt_s = PING_GRACE_S * slowness
     rests = registry.rests(protocol)
@@ -36,13 +37,13 @@ def wait_formed(links, protocol, settle_us, slowness, timeout=15.0):
         statuses = []
         for link in links:
             # (by the same clock as the deadline: a stall of the serial ports is in neither)
-            asked = ttystall.now()
+            asked = clock.now()
             statuses.append(link.command("status")[1].fields)
-            late_s += max(0.0, ttystall.now() - asked - prompt_s)
+            late_s += max(0.0, clock.now() - asked - prompt_s)
         waiting = [(link, f) for link, f in zip(links, statuses) if f.get("fresh") or f.get("starting")]
         if not waiting and not rests:
             return
-        now = ttystall.now()
+        now = clock.now()
         holders = sum(1 for f in statuses if f.get("tok"))
         if not waiting:
             seen = [(f.get("tok"), f.get("rx_frames"), f.get("tx_frames")) for f in statuses]

@@ -6,7 +6,6 @@ above reports a board or port problem with."""
 import collections
 import os
 import queue
-import select
 import threading
 import time
 
@@ -15,7 +14,8 @@ try:
 except ImportError:  # Windows: pyserial's own (wall-time) write timeout
     fcntl = None
 
-from .. import ttystall
+from .. import fdwait
+from ..clock import WALL
 from .hostlink import CTRL_C, REPL_REASONS, LineParser, Reply, TickUnwrapper, encode_command
 from .ports import busy_message, is_lock_error
 
@@ -34,10 +34,12 @@ class HarnessError(RuntimeError):
 # wait for the kernel's tty worker; under two busy loops 3084 state queries took 1 ms median,
 # 8 ms at the 99th percentile and 7.9 s at most (a 60 s loop of !status on a ring of 4), and 10.7 s was seen
 # at load 9. A board that says something else instead (a REPL's echo and prompt, a traceback) is
-# given up on sooner, after REPLY_NOT_FIRMWARE_S: it is not running the firmware. (A boot banner
-# is not such a sign: an emulated Pico under load took over 10 s from it to its hello.)
+# given up on sooner, after REPLY_NOT_FIRMWARE_S: it is not running the firmware; 10 s on a ring
+# whose host may be loaded (a stall-aware clock: an emulated Pico under load took over 10 s from
+# its boot banner to its hello, so a banner is not such a sign), 3 s on real boards.
 REPLY_TIMEOUT_S = 30.0
-REPLY_NOT_FIRMWARE_S = 10.0
+REPLY_NOT_FIRMWARE_S = 3.0
+REPLY_NOT_FIRMWARE_LOADED_S = 10.0
 # A write that cannot go out this long: the board does not read. Not 2 s: a busy machine was seen
 # to stop every pty of a virtual ring (its relay, the boards, the host's writes) for 2 to 4 s, and
 # pyserial may report a timeout for a write that went out, so a timed-out write cannot be retried.
@@ -53,10 +55,10 @@ REPLY_BACKLOG_FACTOR = 6
 HELLO_PROMPT_S = 0.5  # events without a hello for this long: its hello went nowhere (wait_hello)
 RATE_WITHIN = 0.05  # a clock rate is taken once the pings' round trips leave it this unsure at most
 CLOCK_KEPT = 8  # clock samples kept from a run's start and from its latest pings (BoardLink.clock_rate)
-RATE_GIVE_UP_S = 3.0  # (of time in which the serial ports delivered) then the surest rate so far
+RATE_GIVE_UP_S = 3.0  # (of the links' clock: time in which the serial ports delivered) then the surest rate so far
 
 
-def clock_rates(links, span_s=0.1, within=RATE_WITHIN, give_up_s=RATE_GIVE_UP_S):
+def clock_rates(links, span_s=0.1, within=RATE_WITHIN, give_up_s=RATE_GIVE_UP_S, clock=WALL):
     """How fast each board's clock runs against the host's (board us per host us): about 1 on
     a real Pico; below 1 on an emulated one that this machine cannot keep in real time (3 busy
     emulated Picos: 0.2 on an idle 2-core machine, 0.02 to 0.05 seen on a busy one). None for
@@ -66,10 +68,11 @@ def clock_rates(links, span_s=0.1, within=RATE_WITHIN, give_up_s=RATE_GIVE_UP_S)
     loaded machine's tty worker holds answers back for seconds: two pings 0.1 s apart, one of
     them held up, once gave a rate 40 times too low, and the run's stall limit became 61 s
     where 1.5 s was asked. So pings go on, span_s apart, until two of them give the rate to
-    within `within` (relative), or give_up_s has passed: then the surest pair's rate."""
+    within `within` (relative), or give_up_s of the clock's time has passed: then the surest
+    pair's rate."""
     samples = [[s] if s else None for s in (link.clock_sample() for link in links)]
     rates = [None] * len(links)
-    deadline = ttystall.Deadline(give_up_s)
+    deadline = clock.deadline(give_up_s)
     todo = [i for i, s in enumerate(samples) if s]
     while todo:
         time.sleep(span_s)
@@ -150,8 +153,10 @@ class BoardLink:
     once it is back, puts a LinkNotice("reconnected") and goes on reading.
     """
 
-    def __init__(self, index, port, inbox, size=None):
+    def __init__(self, index, port, inbox, size=None, clock=WALL):
+        """clock: what its waits count (picoring.clock): wall time for a real board."""
         self.index = index
+        self.clock = clock
         self.port = port
         self.inbox = inbox
         self.parser = LineParser(board=index, size=size)
@@ -174,7 +179,7 @@ class BoardLink:
         self.writes_dropped = 0  # writes while the port was gone (bytes: bytes_dropped)
         self.bytes_dropped = 0
         self.tap = None  # tap(index, "rx"|"tx", bytes): a copy of the traffic (the pytest plugin's log)
-        self.last_rx = 0.0  # ttystall.now() of the last bytes read: a reply may queue behind them
+        self.last_rx = 0.0  # clock.now() of the last bytes read: a reply may queue behind them
         self.slowness = 1.0  # wall time per board time (slowness()): scales the default reply timeout
 
     def _open_port(self):
@@ -189,7 +194,7 @@ class BoardLink:
                 # flock: a second run (or mpremote, a terminal) on the same board fails here,
                 # saying who has it, instead of both runs reading half of each other's lines
                 kw["exclusive"] = True
-            return serial.serial_for_url(self.port, **kw)
+            return fdwait.allow_high_fd(serial.serial_for_url(self.port, **kw))  # a ring of 200 boards
         except (serial.SerialException, OSError, ValueError, NotImplementedError) as e:
             if local and is_lock_error(e):
                 raise HarnessError(busy_message(self.port)) from None
@@ -224,7 +229,7 @@ class BoardLink:
                 continue
             if not data:
                 continue
-            self.last_rx = ttystall.now()
+            self.last_rx = self.clock.now()
             t = now_us()
             if self.tap is not None:
                 self.tap(self.index, "rx", data)
@@ -300,11 +305,12 @@ class BoardLink:
 
     def _write_all(self, fd, data):
         """All of data to a local port, waiting while it takes none for WRITE_TIMEOUT_S of board
-        time counted in time in which the serial ports delivered (ttystall). pyserial's write
+        time counted by the link's clock (a stall-aware one leaves out the time in which the
+        serial ports delivered nothing). pyserial's write
         timeout is wall time: a loaded suite run failed "write failed: Write timeout" on a
         virtual board whose USB thread the machine held up (and once it fires, how much went
         is not known)."""
-        deadline = ttystall.Deadline(WRITE_TIMEOUT_S * self.slowness)
+        deadline = self.clock.deadline(WRITE_TIMEOUT_S * self.slowness)
         view = memoryview(data)
         while view:
             try:
@@ -316,7 +322,7 @@ class BoardLink:
             if deadline.expired():
                 raise serial.SerialTimeoutException("Write timeout: %d of %d bytes not taken in %.1f s%s" % (
                     len(view), len(data), deadline.seconds, deadline.not_counted()))
-            select.select([], [fd], [], min(0.1, max(deadline.left(), 0.001)))
+            fdwait.wait((), [fd], min(0.1, max(deadline.left(), 0.001)))
 
     def command(self, word, *args, expect=None, timeout=None):
         """Send a command and wait for the reply line that starts with `expect` (a reply that
@@ -333,11 +339,12 @@ class BoardLink:
         done: a callable; once it is true the wait ends without a reply: (None, None)."""
         if timeout is None:
             timeout = REPLY_TIMEOUT_S * self.slowness
-        not_firmware = min(timeout, REPLY_NOT_FIRMWARE_S * self.slowness)
-        # Measured in time in which the serial ports delivered (ttystall): a loaded machine's
-        # tty worker once held a board's prompt answer back for 7.7 s.
-        start = ttystall.now()
-        stalled0 = ttystall.stalled()
+        not_firmware = min(timeout, self.not_firmware_s() * self.slowness)
+        # Measured by the link's clock: a loaded machine's tty worker once held a virtual
+        # board's prompt answer back for 7.7 s, which a stall-aware clock leaves out.
+        clock = self.clock
+        start = clock.now()
+        stalled0 = clock.stalled()
         cap = start + max(timeout, not_firmware * REPLY_BACKLOG_FACTOR)
         garbage_before = sum(self.parser.garbage.values())  # what it said earlier is not the answer
         noise_before = self._noise()
@@ -345,7 +352,7 @@ class BoardLink:
         while True:
             if done is not None and done():
                 return None, None
-            now = ttystall.now()
+            now = clock.now()
             limit = not_firmware if self._noise() > noise_before else timeout
             deadline = min(cap, max(start, self.last_rx) + limit)
             left = deadline - now
@@ -357,7 +364,7 @@ class BoardLink:
                 # start once made a board that was merely slow look as if it had left the firmware.
                 new = min(sum(self.parser.garbage.values()) - garbage_before, 3)
                 seen = ", ".join("%s: %r" % g for g in self.parser.garbage_lines[-new:]) if new > 0 else ""
-                how = "within %.1f s%s" % (now - start, ttystall.not_counted(ttystall.stalled() - stalled0))
+                how = "within %.1f s%s" % (now - start, clock.not_counted(clock.stalled() - stalled0))
                 if deadline >= cap:
                     how += ", while it kept sending (%d events)" % (self.parser.events - events_before)
                 elif now - start > limit + 1:
@@ -391,7 +398,7 @@ class BoardLink:
         def ask_while_running():
             nonlocal running_since, wait
             if self.parser.events > events:
-                now = ttystall.now()
+                now = self.clock.now()
                 if running_since is None:
                     running_since = now
                 elif now - running_since >= wait:
@@ -400,6 +407,10 @@ class BoardLink:
             return False
 
         return self.wait_reply("hello", timeout, done=ask_while_running)
+
+    def not_firmware_s(self):
+        """How long a board that says things no firmware says gets to answer (before slowness)."""
+        return REPLY_NOT_FIRMWARE_LOADED_S if self.clock.stall_aware else REPLY_NOT_FIRMWARE_S
 
     def _noise(self):
         """Lines so far that no board running the firmware prints, even restarting (a REPL's

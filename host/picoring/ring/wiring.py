@@ -40,7 +40,7 @@ class Drawing:
         self.n = n
         self.board = board
         self.fram = fram
-        self.segments = []  # (x1, y1, x2, y2, kind) with kind usb | signal | gnd | i2c | power
+        self.segments = []  # (x1, y1, x2, y2, kind) with kind usb | signal | gnd | sda | scl | power
         self.junctions = []  # (x, y, kind)
         self.arrows = []  # (x, y): arrow into a board's RX, pointing left
         self.boxes = []  # (x0, y0, x1, y1, title)
@@ -114,8 +114,8 @@ class Drawing:
             self.labels.append((_BOX_X0 + 2, r["sda"], "GP%d SDA (pin %s)" % (i2c["sda"], p.get("sda", "?"))))
             self.labels.append((_BOX_X0 + 2, r["scl"], "GP%d SCL (pin %s)" % (i2c["scl"], p.get("scl", "?"))))
             for pin, x in (("sda", _SDA_X), ("scl", _SCL_X)):
-                self.segments.append((_BOX_X1 + 1, r[pin], x, r[pin], "i2c"))
-                self.junctions.append((x, r[pin], "i2c"))
+                self.segments.append((_BOX_X1 + 1, r[pin], x, r[pin], pin))
+                self.junctions.append((x, r[pin], pin))
         last = self.rows(n - 1)
         self.labels.append((_BOX_X0 + 2, last["v3"], "3V3 OUT (pin %s)" % p.get("v3", "?")))
         self.segments.append((_BOX_X1 + 1, last["v3"], _V3_X, last["v3"], "power"))
@@ -129,11 +129,11 @@ class Drawing:
             self.labels.append((_BOX_X0 + 2, f[pin], "%-3s%s" % (pin, ties[pin])))
         # the bus wires, from board 0 down to the FRAM's pins
         for pin, x in (("SDA", _SDA_X), ("SCL", _SCL_X)):
-            self.segments.append((x, self.rows(0)[pin.lower()], x, f[pin], "i2c"))
-            self.segments.append((_BOX_X1 + 1, f[pin], x, f[pin], "i2c"))
-            self.junctions.append((x, f[pin], "i2c"))
+            self.segments.append((x, self.rows(0)[pin.lower()], x, f[pin], pin.lower()))
+            self.segments.append((_BOX_X1 + 1, f[pin], x, f[pin], pin.lower()))
+            self.junctions.append((x, f[pin], pin.lower()))
             # its pull-up: from the bus wire, through the resistor, to the 3V3 rail
-            self.segments.append((x, f[pin], _PULLUP[0], f[pin], "i2c"))
+            self.segments.append((x, f[pin], _PULLUP[0], f[pin], pin.lower()))
             self.resistors.append((_PULLUP[0], _PULLUP[1], f[pin]))
             self.segments.append((_PULLUP[1], f[pin], _V3_X, f[pin], "power"))
             self.junctions.append((_V3_X, f[pin], "power"))
@@ -187,40 +187,74 @@ def text(n, board, fram=False):
     return ["".join(row).rstrip() for row in grid]
 
 
+# The SVG's colours, and what its legend says of each kind of wire (in this order).
+SVG_KINDS = {
+    "usb": ("#1f5fbf", "USB: power and the host link, every board to a powered hub"),
+    "signal": ("#1a8f3a", "UART: board i TX to board i+1 RX (the arrow), the last back to board 0"),
+    "gnd": ("#222222", "GND: one common ground"),
+    "sda": ("#d35400", "I2C SDA: one bus wire, every board to the FRAM"),
+    "scl": ("#7d3c98", "I2C SCL: one bus wire, every board to the FRAM"),
+    "power": ("#c0392b", "3V3: the last board's 3V3(OUT) to the FRAM and the two pull-ups"),
+}
+
+
 def svg(n, board, cell_w=9, cell_h=16, fram=False):
-    """The same drawing as an SVG document (a string)."""
+    """The same drawing as an SVG document (a string): a title above it, a legend of the
+    wires' colours below."""
     d = Drawing(n, board, fram)
-    colors = {"usb": "#1f5fbf", "signal": "#1a8f3a", "gnd": "#222222", "i2c": "#b5651d", "power": "#c0392b"}
-    W, H = (d.width + 2) * cell_w, (d.height + 1) * cell_h
+    title = "picoring wiring: %d x %s in a ring on UART%d at %d baud" % (n, board["name"], board["uart"]["id"],
+                                                                        board["baud"])
+    heading = [title, "board i TX to board i+1 RX, the last back to board 0"]
+    if fram:
+        heading.append("every board's SDA and SCL on one I2C FRAM (--resource fram)")
+    top = len(heading) + 1  # rows above the drawing: the heading, and a gap (a margin above it, half a row)
+    kinds = [k for k in SVG_KINDS if any(seg[4] == k for seg in d.segments)]
+    legend = len(kinds) + 1  # and a row on the dots
+    W, H = (d.width + 2) * cell_w, (top + d.height + 1 + legend + 1) * cell_h
 
     def X(x):
         return (x + 0.5) * cell_w
 
     def Y(y):
-        return (y + 0.5) * cell_h
+        return (y + top + 0.5) * cell_h
 
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" '
            'font-family="monospace" font-size="%d">' % (W, H, W, H, cell_h - 4),
-           '<title>picoring: %d x %s in a UART ring%s</title>' % (n, escape(board["name"]),
-                                                                   " sharing an I2C FRAM" if fram else ""),
+           '<title>%s</title>' % escape(title),
            '<rect width="100%" height="100%" fill="white"/>']
+    for k, line in enumerate(heading):
+        out.append('<text x="%d" y="%d" dominant-baseline="middle"%s>%s</text>'
+                   % (cell_w, (k + 1) * cell_h, ' font-weight="bold"' if k == 0 else "", escape(line)))
     for x0, y0, x1, y1, title in d.boxes:
         out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="6" fill="#f4f1e8" stroke="#555"/>'
                    % (X(x0), Y(y0), X(x1) - X(x0), Y(y1) - Y(y0)))
     for x1, y1, x2, y2, kind in d.segments:
         out.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="%s"/>'
-                   % (X(x1), Y(y1), X(x2), Y(y2), colors[kind], "2.5" if kind == "signal" else "2"))
+                   % (X(x1), Y(y1), X(x2), Y(y2), SVG_KINDS[kind][0], "2.5" if kind == "signal" else "2"))
     for x, y, kind in d.junctions:
-        out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (X(x), Y(y), colors[kind]))
+        out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>' % (X(x), Y(y), SVG_KINDS[kind][0]))
     for x, y in d.arrows:
-        out.append('<path d="M %.1f %.1f l 9 -5 l 0 10 z" fill="%s"/>' % (X(x) - 4, Y(y), colors["signal"]))
-    for x0, x1, y in d.resistors:  # a resistor symbol between its two wires' ends (no line through it)
+        out.append('<path d="M %.1f %.1f l 9 -5 l 0 10 z" fill="%s"/>' % (X(x) - 4, Y(y), SVG_KINDS["signal"][0]))
+    for k, (x0, x1, y) in enumerate(d.resistors):  # a resistor symbol between its two wires' ends (no line through it)
         out.append('<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="white" stroke="#555"/>'
                    % (X(x0), Y(y) - 4, X(x1) - X(x0), 8))
+        side = -10 if k % 2 == 0 else 11  # the two pull-ups sit on adjacent rows: one label above, one below
         out.append('<text x="%.1f" y="%.1f" font-size="%d" text-anchor="middle" dominant-baseline="middle">4.7k</text>'
-                   % ((X(x0) + X(x1)) / 2, Y(y) - 10, cell_h - 7))
+                   % ((X(x0) + X(x1)) / 2, Y(y) + side, cell_h - 7))
     for x, y, t in d.labels:
         out.append('<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>' % (x * cell_w + 2, Y(y), escape(t)))
+    out.append('<g id="legend">')
+    for k, kind in enumerate(kinds):  # the legend: a swatch of each kind of wire, and what it is
+        y = Y(d.height + 1 + k)
+        out.append('<rect x="%d" y="%.1f" width="%d" height="4" fill="%s"/>' % (2 * cell_w, y - 2, 3 * cell_w,
+                                                                              SVG_KINDS[kind][0]))
+        out.append('<text x="%d" y="%.1f" dominant-baseline="middle">%s</text>' % (6 * cell_w, y, escape(
+            SVG_KINDS[kind][1])))
+    y = Y(d.height + 1 + len(kinds))
+    out.append('<circle cx="%.1f" cy="%.1f" r="3.5" fill="#555"/>' % (3.5 * cell_w, y))
+    out.append('<text x="%d" y="%.1f" dominant-baseline="middle">a dot joins wires; wires that cross without one '
+               'are not connected</text>' % (6 * cell_w, y))
+    out.append("</g>")
     out.append("</svg>")
     return "\n".join(out) + "\n"
 

@@ -49,6 +49,42 @@ class TraceTap:
         self.listener(Event(t, ev, node))
 
 
+class _CountDeferrals:
+    """The workload as simcore.run sees it, counting the requests that fall due at a node whose
+    previous request is still outstanding: simcore defers them to the node's exit (the same test
+    as its own, made as it takes each one). Many of them: the ring was saturated."""
+
+    def __init__(self, workload, nodes, checker):
+        self._workload = workload
+        self._nodes = nodes
+        self._checker = checker
+        self.deferred = 0
+        self.most_queued = 0  # the most requests due at once and not yet made (deferred, waiting)
+        # what simcore.run reads, bound once (it asks at every request)
+        self.closed_loop = workload.closed_loop
+        self.defer_busy = workload.defer_busy
+        self.next_time = workload.next_time
+        self.on_quiescent = workload.on_quiescent
+
+    @property
+    def issued(self):
+        return self._workload.issued
+
+    @property
+    def exhausted(self):
+        return self._workload.exhausted
+
+    def __getattr__(self, name):  # anything else (describe, total, ...)
+        return getattr(self._workload, name)
+
+    def due(self, t):
+        for i, line in self._workload.due(t):
+            if self._nodes[i].pending or self._nodes[i].in_cs:
+                self.deferred += 1
+            yield i, line
+        self.most_queued = max(self.most_queued, self._workload.issued - self._checker.requests)
+
+
 def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1, trace=None,
              idle_horizon=None, rate=None, period=None, progress=None, listener=None, drop=0.0, building=None):
     """Run one simulation; returns the checker's report with the run's details.
@@ -111,7 +147,8 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
 
     try:
         try:
-            out = simcore.run(nodes, wl, cs_time, checker, tracer=tracer, idle_horizon=idle_horizon, progress=progress,
+            counted = _CountDeferrals(wl, nodes, checker)
+            out = simcore.run(nodes, counted, cs_time, checker, tracer=tracer, idle_horizon=idle_horizon, progress=progress,
                               drop=lose,
                               holder=nodes[0].first,  # the protocol's holder option, 0 by default
                               quiesce_horizon=4 * h + 4 * cs_time + 8,
@@ -134,6 +171,8 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
         end_time=out["end_time"],
         stop_reason=out["reason"],
         protocol_errors=sum(node.errors for node in nodes),
+        requests_deferred=counted.deferred,  # came while their node still waited: run at its exit
+        requests_queued_max=counted.most_queued,  # the most of those waiting at once
     )
     if not registry.rests(protocol):
         report["idle_horizon"] = idle_horizon

@@ -216,7 +216,7 @@ class HostPort:
     host wrote or a status byte, and the status says when the host flushed its input. pyserial
     flushes it in open(), after the open itself: what the board said between the two would be
     thrown away by the host, so the ring gives a host that opened the port nothing until it has
-    flushed (boards.py, _attach_host)."""
+    flushed (VirtualBoard.attach_host)."""
 
     def __init__(self):
         self.fd, slave = _raw_pty()
@@ -227,7 +227,7 @@ class HostPort:
         self.drain = False    # the board was reset: what the host sent before is not for it
         self.drained = threading.Event()  # set: no drain pending (VirtualRing.reset waits for it)
         self.drained.set()
-        self.early = b""  # a new host's bytes, read in a hang-up's flush (VirtualBoard._forget_unread)
+        self.early = b""  # a new host's bytes, read in a hang-up's flush (VirtualBoard.forget_unread)
 
 
 def flush_input(fd):
@@ -338,11 +338,11 @@ class VirtualBoard:
         # Host side: users open usb_path, a symlink to the slave of a HostPort's pty.
         self.usb_path = str(usb_path)
         self._host = None
-        self._usb_plug()
+        self.usb_plug()
 
     # -- the USB host side (see the module doc: a symlink to a pty) --
 
-    def _usb_plug(self):
+    def usb_plug(self):
         """A fresh host-side pty under usb_path. Returns the previous HostPort (or None), for the
         ring to close after the path points to the new one: a host that had it open sees a
         hang-up and finds the path already back."""
@@ -357,10 +357,10 @@ class VirtualBoard:
         os.replace(tmp, self.usb_path)  # atomic: the path is never missing on the way
         self._host = port
         self.discard_host = False  # a reset's drain was of the old port: the new one is empty
-        self._detach_host()
+        self.detach_host()
         return old
 
-    def _usb_unplug(self):
+    def usb_unplug(self):
         """The host side goes away: the path vanishes, and a host holding the pty gets a hang-up
         once the ring closes the HostPort returned."""
         try:
@@ -369,16 +369,16 @@ class VirtualBoard:
             pass
         old, self._host = self._host, None
         self.discard_host = False
-        self._drop_held()
-        self._detach_host()
+        self.drop_held()
+        self.detach_host()
         return old
 
-    def _drop_held(self):
+    def drop_held(self):
         self.usb_dropped += len(self._held)
         self._held.clear()
         self.hold_until = None
 
-    def _detach_host(self):
+    def detach_host(self):
         """No host has the port now (a hang-up, a new or no port): none is waited for."""
         self.host_attached = False
         self.awaiting_flush_until = None
@@ -390,7 +390,7 @@ class VirtualBoard:
         self.usb_dropped += len(self._to_host)
         self._to_host.clear()
 
-    def _forget_unread(self, port):
+    def forget_unread(self, port):
         """Like a tty's last close: what the board wrote and no host read is gone (the ring's USB
         thread, on a host's hang-up of `port`). The status of that flush is read from the master:
         ours, not a host's. A host that opened the port since and wrote had its bytes read with
@@ -412,6 +412,78 @@ class VirtualBoard:
 
     def usb_present(self):
         return self._host is not None
+
+    @property
+    def host_port(self):
+        """The HostPort under usb_path now (None: unplugged)."""
+        return self._host
+
+    @property
+    def usb_out_fd(self):
+        """The relay's end of the board's USB output (its stdout and stderr)."""
+        return self._usb_tx_relay
+
+    # -- the board's output for the host, and the host's for the board (the relay thread) --
+
+    def to_host(self, data):
+        """What the board wrote to USB: to the host that has the port, kept a moment for one
+        that is reconnecting after a power cycle, else dropped, as a Pico's USB output with no
+        host."""
+        if not data:
+            return
+        self.usb_from_board += len(data)
+        self._record_output(data)
+        if not self.usb_present():  # unplugged: nobody can hear it
+            self.usb_dropped += len(data)
+            return
+        if not self.host_attached:
+            if self.hold_until is not None and len(self._held) + len(data) <= TAIL:
+                self._held += data  # just powered on: kept for the host that is reconnecting
+            else:
+                self.usb_dropped += len(data)
+            return
+        self._to_host += data
+        self.flush_to_host()
+
+    def flush_to_host(self):
+        """As much of the board's queued output as the host's pty takes now."""
+        if self.awaiting_flush_until is not None:
+            return  # the host would throw it away (attach_host)
+        sent = write_some(self._host.fd, self._to_host)
+        if sent:
+            del self._to_host[:sent]
+
+    def queued_for_host(self):
+        """Bytes of the board's output the host's pty has not taken yet."""
+        return len(self._to_host)
+
+    def host_fd_to_write(self):
+        """The host port's fd while output waits for it and the host may have it, else None."""
+        if self._to_host and self._host is not None and self.awaiting_flush_until is None:
+            return self._host.fd
+        return None
+
+    def attach_host(self, now, flush_wait_s):
+        """A host opened the port. What the board says from now on (and what it said just after
+        a power cycle, held for it) is queued for the host, and written once the host has flushed
+        its input, or after flush_wait_s: pyserial flushes in open(), after the open that the USB
+        thread saw, and would throw away what came before (HostPort)."""
+        self.host_attached = True
+        self._to_host += self._held
+        self._held.clear()
+        self.hold_until = None
+        self.awaiting_flush_until = now + flush_wait_s
+
+    def host_ready(self):
+        """The host has flushed its input (or wrote, or waited long enough): it gets the output."""
+        if self.awaiting_flush_until is not None:
+            self.awaiting_flush_until = None
+            self.flush_to_host()
+
+    def from_host(self, data):
+        """What the host wrote, to the board's USB input (what its pipe does not take is lost)."""
+        self.usb_to_board += len(data)
+        self.usb_dropped += len(data) - write_some(self._usb_rx_relay, data)
 
     @property
     def pid(self):
@@ -552,6 +624,32 @@ def read_some(fd):
         return os.read(fd, 4096)
     except (BlockingIOError, OSError):
         return b""
+
+
+class WakePipe:
+    """What wakes a thread from its select: poke() from any thread; the thread selects on r and
+    drains it once woken. Non-blocking both ways: a full pipe already has a wake-up pending."""
+
+    def __init__(self):
+        self.r, self.w = os.pipe()
+        for fd in (self.r, self.w):
+            os.set_blocking(fd, False)
+
+    def poke(self):
+        try:
+            os.write(self.w, b"x")
+        except OSError:
+            pass
+
+    def drain(self):
+        read_all(self.r)
+
+    def close(self):
+        for fd in (self.r, self.w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def read_all(fd):

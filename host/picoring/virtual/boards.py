@@ -56,7 +56,6 @@ import json
 import math
 import os
 import queue
-import select
 import shutil
 import sys
 import tempfile
@@ -66,9 +65,9 @@ import traceback
 import weakref
 from pathlib import Path
 
-from .. import ttystall
-from .board import RX_LEAD_S, VirtualBoard, VirtualBoardError, find_micropython, read_all, read_some
-from .usb import HostSide
+from .. import fdwait, ttystall
+from .board import RX_LEAD_S, VirtualBoard, VirtualBoardError, WakePipe, find_micropython, read_all, read_some
+from .usb import UsbSide
 from .wire import FaultPlan, Wire
 
 _HOUSEKEEPING_S = 0.02      # how often to look for exited boards and timed-out hosts
@@ -113,7 +112,7 @@ def _tight_timer_slack():
         pass
 
 
-class VirtualRing(HostSide):
+class VirtualRing:
     """n virtual boards, board i's UART TX wired to board (i+1) % n's RX at `baud`.
 
     with VirtualRing(3) as ring:
@@ -124,7 +123,11 @@ class VirtualRing(HostSide):
     started by the ring's relay thread, which lives exactly as long as the ring.
     """
 
-    def __init__(self, n, baud=115200, workdir=None, micropython=None, heapsize=None, faults=None, paced=True):
+    def __init__(self, n, baud=115200, workdir=None, micropython=None, heapsize=None, faults=None, paced=True,
+                 clock=ttystall.STALL):
+        """clock: what the waits on the relay and the boards count (picoring.clock): the
+        stall-aware one, as this machine's ptys may stand still."""
+        self.clock = clock
         if n < 1:
             raise ValueError("a ring needs at least one board, got n=%d" % n)
         # Fault injection on every wire (docs/faults.md): a SPEC string or a FaultPlan,
@@ -145,13 +148,10 @@ class VirtualRing(HostSide):
         self._calls = queue.Queue()
         self._on_call = None  # what call the relay is running now (its name)
         self._caller = threading.local()  # progress: what a caller does while its call runs
-        self._wake_r = self._wake_w = None
-        # The USB thread (module doc): its events for the relay, the host ports it is to close,
-        # and its own wake-up pipe.
-        self._usb_thread = None
-        self._usb_events = queue.Queue()
-        self._retired = []
-        self._usb_wake_r = self._usb_wake_w = None
+        self._wake_pipe = None  # the relay's (WakePipe)
+        # The USB thread (module doc, usb.py): what hosts do with the boards' ports, as events
+        # for the relay.
+        self.usb = UsbSide(self.boards, self._wake, lambda: self._stopping)
         self._stopping = False
         self._stopped = False
         self._error = None
@@ -184,16 +184,12 @@ class VirtualRing(HostSide):
                 fs_dir = self.workdir / ("board%d" % i)
                 fs_dir.mkdir(parents=True, exist_ok=True)
                 self.boards.append(VirtualBoard(i, fs_dir, self.micropython, self.heapsize, self.workdir / ("usb%d" % i)))
-            self._wake_r, self._wake_w = os.pipe()
-            self._usb_wake_r, self._usb_wake_w = os.pipe()
-            for fd in (self._wake_r, self._wake_w, self._usb_wake_r, self._usb_wake_w):
-                os.set_blocking(fd, False)
+            self._wake_pipe = WakePipe()
             _live_rings.add(self)
             self._arm_faults(self.faults)
             self._thread = threading.Thread(target=self._relay_main, name="picoring-virtual-ring", daemon=True)
             self._thread.start()
-            self._usb_thread = threading.Thread(target=self._usb_main, name="picoring-virtual-usb", daemon=True)
-            self._usb_thread.start()
+            self.usb.start()
             self._call(lambda: [b._spawn() for b in self.boards], timeout, "start the boards")
         except BaseException:
             self.stop()
@@ -208,8 +204,8 @@ class VirtualRing(HostSide):
             self._stopped = True
         self._stopping = True
         self._wake()
-        self._wake_usb()
-        for thread in (self._thread, self._usb_thread):
+        self.usb.wake()
+        for thread in (self._thread, self.usb.thread):
             if thread is not None and thread is not threading.current_thread():
                 self._join(thread, timeout)
         errors = []
@@ -219,13 +215,9 @@ class VirtualRing(HostSide):
             except VirtualBoardError as e:
                 errors.append(str(e))
             b._close_fds()
-        self._close_retired()
-        for fd in (self._wake_r, self._wake_w, self._usb_wake_r, self._usb_wake_w):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        self.usb.close()
+        if self._wake_pipe is not None:
+            self._wake_pipe.close()
         _live_rings.discard(self)
         if self._own_workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -264,27 +256,27 @@ class VirtualRing(HostSide):
         # those bytes away too and mpremote, whose pty read has no timeout, waits for ever (a
         # loaded suite run: "copy ...: no answer within 30.0s" right after the reset).
         if port is not None:
-            deadline = ttystall.Deadline(timeout)
+            deadline = self.clock.deadline(timeout)
             while not port.drained.wait(min(max(deadline.left(), 0.0), 0.1)) and not port.retired:
                 if deadline.expired():
                     raise VirtualBoardError("board %d's USB input was not drained after its reset within %.1fs%s; "
                                             "the USB thread was at: %s" % (i, timeout, deadline.not_counted(),
-                                                                           self._whereabouts(self._usb_thread)))
+                                                                           self._whereabouts(self.usb.thread)))
 
     def _reset(self, board, run_main=True):
         """Returns the board's host port whose drain the caller waits for (None: unplugged)."""
         board._kill()
-        port = board._host
+        port = board.host_port
         if board.usb_present():
             # What the host wrote to the old process and the relay has not passed on yet is
             # lost with it, as a Pico's USB input is when it resets. Passed on, a Ctrl-C sent
             # to stop the old firmware stopped the new one at its start (a loaded machine's
             # relay had not read it before the reset). The USB thread reads the pty empty and
             # says so; until then what comes from it is dropped.
-            board._host.drained.clear()
-            board._host.drain = True
+            port.drained.clear()
+            port.drain = True
             board.discard_host = True
-            self._wake_usb()
+            self.usb.wake()
         board.off_until = None  # a reset while powered off powers it on
         board.run_main = run_main
         board.restarts += 1
@@ -323,7 +315,7 @@ class VirtualRing(HostSide):
 
     def _power_cycle(self, board, off, now):
         board._kill()
-        board._drop_held()
+        board.drop_held()
         board.power_cycles += 1
         # Its TX FIFO dies with it: what it wrote that had not started on the line by now (what
         # the relay had not read yet goes onto the wire at the time it was written first, to
@@ -332,14 +324,14 @@ class VirtualRing(HostSide):
         for data, written in board.tx.take(1 << 30):
             wire.send(data, written)
         board.tx_lost += wire.sender_lost(now)
-        board.usb_dropped += len(read_all(board._usb_tx_relay))
+        board.usb_dropped += len(read_all(board.usb_out_fd))
         if off > 0:
             board.off_until = now + off
             if board.usb_present():
-                self._retire(board._usb_unplug())
+                self.usb.retire(board.usb_unplug())
         else:
             if board.usb_present():
-                self._retire(board._usb_plug())  # the host sees a hang-up and the port already back
+                self.usb.retire(board.usb_plug())  # the host sees a hang-up and the port already back
             board._spawn()
             board.hold_until = now + _POWER_ON_HOLD_S
 
@@ -348,7 +340,7 @@ class VirtualRing(HostSide):
         until = math.inf if seconds is None else now + seconds
         board.unplugged_until = max(until, board.unplugged_until or until)
         if board.usb_present():
-            self._retire(board._usb_unplug())
+            self.usb.retire(board.usb_unplug())
 
     def _usb_back_if_due(self, board, now):
         """Power the board on, and plug its USB link back, once their times have come."""
@@ -359,7 +351,7 @@ class VirtualRing(HostSide):
         if board.unplugged_until is not None and board.unplugged_until <= now:
             board.unplugged_until = None
         if board.off_until is None and board.unplugged_until is None and not board.usb_present():
-            self._retire(board._usb_plug())
+            self.usb.retire(board.usb_plug())
 
     def _next_board_timer(self):
         times = [t for b in self.boards for t in (b.off_until, b.unplugged_until) if t is not None]
@@ -429,14 +421,14 @@ class VirtualRing(HostSide):
         """The ring as it is now, read without asking the relay (which may be what is stuck):
         where the relay thread is, each board's process and USB link, each wire's bytes."""
         lines = ["relay: %s" % (self._whereabouts(self._thread) if self.running() else "not running (%s)" % self._error),
-                 "usb thread: %s" % self._whereabouts(self._usb_thread)]
+                 "usb thread: %s" % self._whereabouts(self.usb.thread)]
         for b in self.boards:
             i = b.info()
             lines.append("board %d: pid %s alive %s restarts %d, USB %s host %s, to board %d from board %d dropped %d "
                          "queued for the host %d"
                          % (i["index"], i["pid"], i["alive"], i["restarts"], "present" if i["usb_present"] else "absent",
                             "attached" if i["host_attached"] else "not attached", i["usb_to_board"],
-                            i["usb_from_board"], i["usb_dropped"], len(b._to_host)))
+                            i["usb_from_board"], i["usb_dropped"], b.queued_for_host()))
         for w in self.wires:
             c = w.counters()
             lines.append("wire %d: in %d out %d in flight %d dropped %d overrun %d" % (
@@ -461,13 +453,13 @@ class VirtualRing(HostSide):
         # that is waited for up to _CALL_IN_HAND_S, and the caller's progress() hears of it. (In
         # loaded suite runs a reset was given up on while the relay was in a board's fork and
         # exec, or in the kill of another board, for more than the caller's 10 s.)
-        deadline = ttystall.Deadline(timeout)
+        deadline = self.clock.deadline(timeout)
         at_work = None
         progress = getattr(self._caller, "progress", None)
         while not done.wait(0.1 if at_work else min(max(deadline.left(), 0.0), 0.1)):
             on_call = self._on_call
             if "started" in box or on_call is not None:
-                at_work = at_work or ttystall.Deadline(_CALL_IN_HAND_S)
+                at_work = at_work or self.clock.deadline(_CALL_IN_HAND_S)
                 if at_work.expired():
                     raise VirtualBoardError("the virtual ring's relay has been at work on calls for %.1fs%s without "
                                             "getting to this one (%s); it is on: %s, at: %s"
@@ -503,18 +495,8 @@ class VirtualRing(HostSide):
                           for f in reversed(traceback.extract_stack(frame)[-7:]))
 
     def _wake(self):
-        self._poke(self._wake_w)
-
-    def _wake_usb(self):
-        self._poke(self._usb_wake_w)
-
-    @staticmethod
-    def _poke(fd):
-        if fd is not None:
-            try:
-                os.write(fd, b"x")
-            except OSError:
-                pass  # full pipe: a wake-up is already pending
+        if self._wake_pipe is not None:
+            self._wake_pipe.poke()
 
     # -- relay thread --------------------------------------------------------
 
@@ -553,13 +535,14 @@ class VirtualRing(HostSide):
             if now >= next_board_timer:
                 self._board_timers(now)
                 next_board_timer = self._next_board_timer()
-            readers = {self._wake_r: None}
+            readers = {self._wake_pipe.r: None}
             writers = {}
             for b in boards:
-                if len(b._to_host) < _HOST_BACKLOG:
-                    readers[b._usb_tx_relay] = ("usb_out", b)
-                if b._to_host and b._host is not None and b.awaiting_flush_until is None:
-                    writers[b._host.fd] = b
+                if b.queued_for_host() < _HOST_BACKLOG:
+                    readers[b.usb_out_fd] = ("usb_out", b)
+                host_fd = b.host_fd_to_write()
+                if host_fd is not None:
+                    writers[host_fd] = b
             for i, b in enumerate(boards):
                 if wires[i].queued() < _WIRE_BACKLOG:
                     readers[b.tx.fd] = ("tx", i)
@@ -572,16 +555,15 @@ class VirtualRing(HostSide):
                 due = w.next_due()
                 if due is not None and due - RX_LEAD_S < wake_at:
                     wake_at = due - RX_LEAD_S
-            ready, writable, _ = select.select(list(readers), list(writers), [],
-                                               max(0.0, wake_at - time.monotonic()))
+            ready, writable = fdwait.wait(readers, writers, max(0.0, wake_at - time.monotonic()))
             now = time.monotonic()
             for fd in writable:
-                self._flush_to_host(writers[fd])
+                writers[fd].flush_to_host()
             for fd in ready:
                 what = readers[fd]
                 if what is None:
-                    read_all(self._wake_r)
-                    self._take_usb_events()
+                    self._wake_pipe.drain()
+                    self.usb.take_events()
                     if self._run_calls():
                         next_board_timer = 0.0  # a call may have unplugged or powered off a board
                     continue
@@ -590,7 +572,7 @@ class VirtualRing(HostSide):
                     for data, written in boards[who].take_tx():
                         wires[who].send(data, written)
                 else:
-                    self._board_to_host(who, read_some(fd))
+                    who.to_host(read_some(fd))
             for i, w in enumerate(wires):
                 if not w.queued():
                     continue  # nothing on its way: no records, and no fault times to look up
@@ -622,9 +604,9 @@ class VirtualRing(HostSide):
     def _housekeeping(self, now):
         for b in self.boards:
             if not b.host_attached and b.hold_until is not None and now >= b.hold_until:
-                b._drop_held()  # no host came for it
+                b.drop_held()  # no host came for it
             if b.awaiting_flush_until is not None and now >= b.awaiting_flush_until:
-                self._host_ready(b)  # a host that does not flush
+                b.host_ready()  # a host that does not flush
             # A board that exited by itself (Ctrl-D in the REPL, sys.exit, a crash) restarts,
             # as a Pico soft-resets; at most once a second so a crashing main.py cannot spin.
             if (b.proc is not None and b.off_until is None and b.proc.poll() is not None

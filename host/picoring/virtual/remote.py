@@ -76,6 +76,7 @@ class RemoteRing:
         self.workdir = Path(workdir) if workdir is not None else None
         self.boards = []
         self.supervisor_pid = None
+        self.clock = supervisor.CLOCK  # (picoring.clock: what waits on its boards count)
 
     def start(self, timeout=30.0):
         if self.workdir is None:

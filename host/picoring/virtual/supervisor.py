@@ -40,6 +40,7 @@ LOCK = "supervisor.lock"
 LOG = "supervisor.log"
 _STILL_AT_WORK_S = 1.0  # how often a request under way says so to its client (_still_at_work)
 REQUEST_TIMEOUT_S = 15.0  # how long a client waits for the supervisor's answer (its progress restarts it)
+CLOCK = ttystall.STALL  # the clock of a virtual ring's waits (picoring.clock): its boards' ports are ptys
 
 
 class NoRingError(VirtualBoardError):
@@ -250,7 +251,7 @@ def _wait_output(board, marker, timeout, progress):
 
 
 def _read_line(conn, limit=65536, deadline=None):
-    """One line from a socket (limit: bytes at most, None: any). deadline: a ttystall.Deadline;
+    """One line from a socket (limit: bytes at most, None: any). deadline: a picoring.clock.Deadline;
     a recv that times out before it has expired is waited through, and any bytes received
     restart it (the supervisor's spaces while it is at work: _still_at_work)."""
     data = b""
@@ -292,14 +293,15 @@ def is_up(state_dir):
     return False
 
 
-def request(state_dir, message, timeout=REQUEST_TIMEOUT_S):
-    """Send one command to the supervisor and return its reply (a dict with "ok")."""
+def request(state_dir, message, timeout=REQUEST_TIMEOUT_S, clock=CLOCK):
+    """Send one command to the supervisor and return its reply (a dict with "ok"). clock: what
+    the timeout counts."""
     sock_path = Path(state_dir) / SOCKET
     if not is_up(state_dir):
         raise NoRingError("no virtual ring is up in %s (start one with: picoring virtual up -n N)" % state_dir)
     # Its answer may wait on its boards' ptys: the wait counts only time in which the machine's
     # serial ports delivered (ttystall; 'did not answer within 15.0 s' in a loaded suite run).
-    deadline = ttystall.Deadline(timeout)
+    deadline = clock.deadline(timeout)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(min(timeout, 0.5))
         try:
@@ -357,15 +359,16 @@ def up(state_dir, n, baud=115200, heapsize=None, timeout=30.0, faults=None, pace
     with open(state_dir / LOG, "ab") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True, env=env)
-    deadline = ttystall.Deadline(timeout)  # (a machine stalling its ttys stalls making processes too)
+    deadline = CLOCK.deadline(timeout)  # (a machine stalling its ttys stalls making processes too)
     try:
         while True:
             state = read_state(state_dir)
             if state and state.get("supervisor_pid") == proc.pid:
                 return state
             if proc.poll() is not None:
-                raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up; "
-                                        "its log (%s) ends:\n%s" % (proc.returncode, state_dir / LOG, _log_tail(state_dir)))
+                raise VirtualBoardError("the virtual ring supervisor exited with status %d before the ring was up: %s "
+                                        "(its log: %s)" % (proc.returncode, _last_words(_log_tail(state_dir)),
+                                                           state_dir / LOG))
             if deadline.expired():
                 stopped = _abort_showing_stacks(proc)
                 where = _where_from_log(_log_tail(state_dir, 40)) if stopped else "it did not stop on SIGABRT (killed)"
@@ -527,6 +530,13 @@ def _where_from_log(text):
     if "Current thread" in text or "Thread 0x" in text:
         return "where it was (its stacks, from its log):\n" + text
     return "it had printed nothing of its own when stopped (Python not yet running its code?)"
+
+
+def _last_words(text):
+    """What a log's last line says: the error ending a traceback (the traceback stays in the
+    log), or the supervisor's own one-line message."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "it printed nothing"
 
 
 def _log_tail(state_dir, lines=20):

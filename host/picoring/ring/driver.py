@@ -1,0 +1,282 @@
+"""The run's driver (ring/harness.py): it injects the workload's requests into the ring and
+decides when the run ends. It sees every board event as it arrives (observe), in board order
+rather than causal order: what it needs is counts (requests outstanding per board, frames sent
+and received, the token's balance), not order.
+
+Its rules, each pass of the run loop (step):
+- open loop: the requests due are written (one outstanding per board; the next waits at the
+  host, deferred, until its board's is through);
+- stall: requests outstanding and no critical section entered or left for the stall limit of
+  the stall clock: the ring stalled (a lost token), and the run ends and says so. The stall
+  clock runs only while the boards answer their pings (Pings.late) and leaves out the time the
+  machine's serial ports stood still (the clock passed in): a machine too busy to run the ring
+  is not taken for a ring that stalled, and is given up on (a run condition) after FROZEN_LIMIT
+  stall limits (WALL_LIMIT times that of wall time);
+- quiet: nothing in flight; the closed-loop workload asks then, behind the resting token;
+- end: every request served and the ring quiet (quiescent), or still moving after the quiesce
+  timeout, or for a token that never rests, the idle horizon.
+"""
+
+from ..check import registry
+from .hostlink import REQUEST
+from .link import HarnessError
+
+STALL_STEP_S = 0.05  # one pass of the run loop adds at most this to the stall clock
+FROZEN_LIMIT = 12  # a run with no progress for this many stall limits is given up (time the serial ports delivered)
+WALL_LIMIT = 5  # ... or for WALL_LIMIT times that of wall time, however long the ports stood still
+
+
+class Stop:
+    """Why the run loop ends: reason (the report's stop_reason), quiescent (True, False, or None
+    when the question does not apply)."""
+
+    def __init__(self, reason, quiescent=None):
+        self.reason = reason
+        self.quiescent = quiescent
+
+
+class Driver:
+    """The workload's injections and the quiet, stall and end rules of one run (module doc).
+
+    streams: the boards' BoardStreams (their links, and their state queries in flight); record:
+    the run's RunRecord; clock: what the stall rules leave out (picoring.clock); the waits
+    (settle_us, quiesce_us, stall_us, board time) are scaled to wall time by the boards'
+    measured slowness."""
+
+    def __init__(self, streams, protocol, workload, record, clock, t0, settle_us, quiesce_us, stall_us,
+                 idle_horizon_us, slowness=1.0):
+        n = len(streams)
+        self.streams = streams
+        self.links = [s.link for s in streams]
+        self.workload = workload
+        self.record = record
+        self.clock = clock
+        self.t0 = t0
+        self.slowness = slowness
+        self.settle_us, self.quiesce_us, self.stall_us = (int(x * slowness) for x in (settle_us, quiesce_us,
+                                                                                     stall_us))
+        self.idle_horizon_us = idle_horizon_us
+        self.rests = registry.rests(protocol)
+        self.renew = getattr(workload, "renew", None)  # renew(i): node i asks again as its critical section ends
+        self.outstanding = [0] * n  # per board: requests injected, not yet through its critical section
+        self.deferred = [0] * n  # per board: requests due, held at the host behind an outstanding one
+        self.sends = self.recvs = 0
+        self.by_msg = False  # protocol-layer messages seen: the token balance cannot tell the holder
+        # the board that last received the token (S: the one just behind it)
+        self.holder = registry.first_holder(protocol)
+        # tokens received minus tokens sent per board: at rest, the holder is the one board at 1
+        # (Q and D start with the token resting at position 0; any protocol at its holder option)
+        self.tokens = [0] * n
+        self.tokens[self.holder] = 1
+        self.lossy = False  # a frame went bad or missing, or recovery acted: frames may never arrive
+        self.longest_timeout = 0  # us: the longest recovery timeout a board has reported firing
+        self.last_event = self.last_inject = self.last_pass = self.last_progress = t0
+        self.last_exit = None
+        self.was_busy = False
+        self.ports_stood_still = clock.stalled()  # at last_progress
+        # The stall clock: time without progress while the host loop ran and the boards answered
+        # their pings, so that a machine too busy to run the ring (or the host) is not taken for
+        # a ring that stalled.
+        self.stalled_us = 0
+        self.frozen_us = 0  # time the clock stood still: the boards (or the host) did not keep up
+
+    # -- requests --
+    def inject(self, i):
+        """One request to board i (one whose USB link is down fails at once, with its reason)."""
+        link = self.links[i]
+        dropped = link.writes_dropped
+        link.write(REQUEST)
+        if link.writes_dropped != dropped:
+            # The board's USB link is down: the request never left the host. Failed now,
+            # with its reason (the checker never sees it: there is no req event).
+            self.record.not_sent("its board's USB link was down")
+            self.record.notices.append("%s: a request could not be sent: the USB link is down" % link.port)
+            return False
+        self.outstanding[i] += 1
+        query = self.streams[i].resync
+        if query is not None:
+            query["after"] += 1  # written after the state query: not in its answer
+        return True
+
+    def inject_deferred(self):
+        """The next request queued behind a served one, for every board (one whose link is down
+        fails at once, with its reason, and the next one is tried)."""
+        for b in range(len(self.links)):
+            while self.deferred[b] and not self.outstanding[b]:
+                self.deferred[b] -= 1
+                self.inject(b)
+
+    def busy(self):
+        return any(self.outstanding) or any(self.deferred)
+
+    # -- what the boards said --
+    def observe(self, b, e, now):
+        """Board b's event e, as it arrives (host us now)."""
+        ev = e.ev
+        if ev == "send":
+            self.sends += 1
+            if e.kind == "token":
+                self.tokens[b] -= 1
+        elif ev == "recv":
+            self.recvs += 1
+            if e.kind == "token":
+                self.holder = b
+                self.tokens[b] += 1
+            elif e.kind == "msg":  # the token may travel as a message: holder() asks the boards
+                self.by_msg = True
+        elif ev == "regen":
+            self.tokens[b] += 1
+            self.lossy = True
+        elif ev in ("discard", "timeout"):
+            if ev == "discard":
+                self.tokens[b] -= 1
+            else:
+                self.longest_timeout = max(self.longest_timeout, 1000 * ((e.aux or {}).get("gen_ms") or 0))
+            self.lossy = True
+        elif ev == "exit":
+            # (a request written to a board just after it restarted, and so not
+            # counted failed, is served by the new incarnation: never below 0)
+            self.outstanding[b] = max(self.outstanding[b] - 1, 0)
+            self.last_exit = now
+            if self.renew is not None and self.renew(b):
+                self.deferred[b] += 1  # (saturated) it asks again as its section ends
+        elif ev == "reject":
+            # The board had one outstanding that the host did not count (the host's
+            # count is off): this one is not served, and must not be waited for.
+            self.outstanding[b] = max(self.outstanding[b] - 1, 0)
+            self.record.not_sent("refused by its board: one already outstanding")
+            self.record.notices.append("%s: a request was refused (one already outstanding)" % self.links[b].port)
+        elif ev in ("bad", "gap"):
+            self.lossy = True
+        if ev in ("enter", "exit"):
+            self.last_progress = now
+            self.ports_stood_still = self.clock.stalled()
+
+    def board_restarted(self, b):
+        """Board b said hello: its token balance starts again, and the requests outstanding at
+        it are gone with its memory. Returns how many (to be reported failed)."""
+        self.lossy = True
+        self.tokens[b] = 0
+        failed, self.outstanding[b] = self.outstanding[b], 0
+        return failed
+
+    # -- the rules --
+    def step(self, now, pings_late):
+        """One pass of the rules (module doc) at host us now; pings_late: a ping round is
+        unanswered beyond its grace (the stall clock stands still). Returns a Stop, None to go
+        on, or "again" when a closed-loop request was just injected (the next pass at once)."""
+        wl = self.workload
+        t_units = (now - self.t0) // self.record.unit_us
+        nt = self._open_loop(t_units)
+        busy = self.busy()
+        stop = self._stall_rules(now, busy, pings_late)
+        if stop is not None:
+            return stop
+        # Quiet: nothing in flight. Frames lost on a lossy ring never arrive, so
+        # there the wait is longer instead of sends == recvs.
+        # (events lost in a USB outage leave the balance of sends and receives off for good)
+        self.lossy = self.lossy or any(link.parser.missing_in_outages for link in self.links)
+        # A token that never rests (S, BinarySearch) moves for ever: frames never stop, so
+        # its ring is quiet once no request has been in it for settle_us (a bs run on an
+        # idle machine waited for ever for a pause between frames that never came).
+        since = self.last_event if self.rests else max(self.last_exit or self.t0, self.last_inject)
+        quiet = (not busy and (now - since > self.settle_us and (self.sends == self.recvs or not self.rests)
+                               or self.lossy and now - self.last_event > 3 * self.settle_us))
+        if quiet and wl.closed_loop and not wl.exhausted:
+            i = wl.on_quiescent(t_units, self.holder_at_rest() if self.rests else self.holder)
+            if i is not None:
+                self.inject(i)
+                self.last_event = self.last_inject = now
+                return "again"
+        # (and not while a board whose USB link came back has not answered its state
+        # query: it may have restarted, and says so only in answer to a host line)
+        done = (not busy and nt is None and (not wl.closed_loop or wl.exhausted)
+                and not any(s.link.connected for s in self.streams if s.resync is not None))
+        if not done:
+            return None
+        if not self.rests:
+            if self.last_exit is None or now - self.last_exit >= self.idle_horizon_us:
+                return Stop("idle horizon")
+        elif quiet:
+            return Stop("done", quiescent=True)
+        elif now - self.last_event > self.quiesce_us or (self.last_exit is not None
+                                                          and now - self.last_exit > self.quiesce_us):
+            return Stop("every request was served but frames were still moving %.1f s later"
+                        % ((now - (self.last_exit or self.t0)) / 1e6), quiescent=False)
+        return None
+
+    def _open_loop(self, t_units):
+        """The open-loop requests due by t_units; returns the workload's next time (None: no more)."""
+        wl = self.workload
+        nt = wl.next_time()
+        while nt is not None and nt <= t_units:
+            for i, line in wl.due(t_units):
+                if self.outstanding[i]:
+                    if not wl.defer_busy:
+                        raise HarnessError("%s: line %s: node %d requests but its request is still outstanding"
+                                           % (wl.describe(), line, i))
+                    self.deferred[i] += 1
+                else:
+                    self.inject(i)
+            nt = wl.next_time()
+        return nt
+
+    def _stall_rules(self, now, busy, pings_late):
+        """The stall clock's pass; a Stop when the ring stalled or the run is given up."""
+        if busy and not self.was_busy:
+            self.last_progress = now
+            self.ports_stood_still = self.clock.stalled()
+            self.stalled_us = 0
+        self.was_busy = busy
+        raw = now - self.last_pass
+        self.last_pass = now
+        step = 0 if pings_late else min(raw, int(STALL_STEP_S * 1e6))
+        self.frozen_us += raw - step
+        if self.last_progress == now:
+            self.stalled_us = 0
+        elif busy:
+            self.stalled_us += step
+        # Recovery may legitimately take a few of the boards' current timeouts.
+        stall_limit = max(self.stall_us, 3 * self.longest_timeout * self.slowness)
+        # Time in which the serial ports stood still is not counted: the kernel's tty
+        # worker stopped for 89 s under a loaded suite run (a workqueue lockup), nothing
+        # reached the boards, and a fine run was given up ("the machine too busy"). A
+        # machine whose ports never deliver again is given up on by the wall clock.
+        still_us = int((self.clock.stalled() - self.ports_stood_still) * 1e6)
+        waited = now - self.last_progress
+        if busy and self.stalled_us <= stall_limit and (waited - still_us > FROZEN_LIMIT * stall_limit
+                                                        or waited > WALL_LIMIT * FROZEN_LIMIT * stall_limit):
+            # The boards answered too seldom for the stall clock to run out: not a verdict
+            # on the ring, a machine that cannot run it. A condition of the run.
+            self.record.host_lagged.append(
+                "the run was given up: no critical section entered or left for %.1f s, in which the boards "
+                "answered their pings for only %.1f s (a machine too busy to run the ring)%s"
+                % (waited / 1e6, self.stalled_us / 1e6, self.clock.not_counted(still_us / 1e6)))
+            return Stop("given up: the machine was too busy to run the ring")
+        if busy and self.stalled_us > stall_limit:
+            wl = self.workload
+            waited = self.stalled_us / 1e6
+            outstanding, deferred = sum(self.outstanding), sum(self.deferred)
+            self.record.stalled = {"outstanding": outstanding, "queued": deferred,
+                                   "not_issued": wl.total - wl.issued, "seconds": round(waited, 1)}
+            reason = ("the ring stalled (token probably lost): no critical section entered or left for "
+                      "%.1f s with %d requests outstanding at the boards (%d more queued behind them, "
+                      "%d not issued)" % (waited, outstanding, deferred, wl.total - wl.issued))
+            if now - self.last_progress > self.stalled_us + 1_000_000:
+                reason += " (%.1f s of wall time: the boards did not answer their pings for the rest)" % (
+                    (now - self.last_progress) / 1e6)
+            return Stop(reason)
+        return None
+
+    def holder_at_rest(self):
+        """The board holding the token at rest, from the token balance of the events seen;
+        if lost events leave it ambiguous, or the token may travel as a protocol-layer
+        message, the boards are asked (one !status each)."""
+        holders = [b for b, k in enumerate(self.tokens) if k == 1]
+        if len(holders) == 1 and not self.by_msg and sum(self.tokens) == 1:
+            return holders[0]
+        holders = [link.index for link in self.links if link.command("status")[1].fields.get("tok") == 1]
+        if len(holders) != 1:
+            self.record.notices.append("%d boards hold a token at rest: %s" % (len(holders), holders))
+            return self.holder
+        return holders[0]
