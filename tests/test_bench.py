@@ -132,11 +132,11 @@ def quick_json():
 
 def test_quick_cases_are_long_enough_to_measure():
     """--quick once ran 30k messages a case (16 ms of picoring's time) and its ratios swung by
-    half between runs: each case now runs at least 400k messages (sequential requests cost
+    half between runs: each case now runs at least 700k messages (sequential requests cost
     exactly n messages under Q, 2n - 1 under D)."""
     for (protocol, n), (quick, full) in bench.REQUESTS.items():
         per_request = n if protocol == "q" else 2 * n - 1
-        assert 400_000 <= quick * per_request <= full * per_request
+        assert 700_000 <= quick * per_request <= full * per_request
 
 
 def test_bench_sim_quick_json(quick_json):

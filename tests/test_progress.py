@@ -92,17 +92,23 @@ def test_explore_reports_its_states_as_it_goes():
     assert all(k % 4096 == 0 and k <= found for k, found in calls)
 
 
-def test_sim_progress_goes_to_stderr_and_never_into_the_json(capsys, monkeypatch):
+def _progress_lines(capsys, monkeypatch, argv):
+    """argv's stderr lines with --progress (at once, every update), after checking that without
+    it, off a terminal, stderr is empty and stdout (a report, or --json's JSON) the same."""
     monkeypatch.setattr(progress, "DELAY", 0.0)
     monkeypatch.setattr(progress, "PLAIN_EVERY", 0.0)
-    argv = ["sim", "-p", "d", "-n", "3000", "-w", "sequential", "-k", "10", "--json"]
     assert main(argv) == 0
     quiet = capsys.readouterr()
     assert quiet.err == ""  # not a terminal, not asked: nothing
     assert main(argv + ["--progress"]) == 0
     shown = capsys.readouterr()
-    assert json.loads(shown.out) == json.loads(quiet.out)
-    lines = shown.err.splitlines()
+    assert shown.out == quiet.out
+    return shown.err.splitlines()
+
+
+def test_sim_progress_goes_to_stderr_and_never_into_the_json(capsys, monkeypatch):
+    argv = ["sim", "-p", "d", "-n", "3000", "-w", "sequential", "-k", "10", "--json"]
+    lines = _progress_lines(capsys, monkeypatch, argv)
     assert lines and all(line.startswith("picoring: sim D n=3000: ") and "/10 requests" in line for line in lines)
 
 
@@ -132,17 +138,9 @@ def test_a_big_ring_says_what_a_node_costs_before_it_is_built(capsys, monkeypatc
     from picoring.sim.nodes import node_bytes
 
     monkeypatch.setattr(sim_cli, "BIG_RING", 3000)
-    monkeypatch.setattr(progress, "DELAY", 0.0)
-    monkeypatch.setattr(progress, "PLAIN_EVERY", 0.0)
     argv = ["sim", "-p", "q", "-n", "70000", "-w", "sequential", "-k", "2", "--json"]
-    assert main(argv) == 0
-    quiet = capsys.readouterr()
-    assert quiet.err == ""  # not a terminal, not asked: nothing
-    assert main(argv + ["--progress"]) == 0
-    shown = capsys.readouterr()
-    assert json.loads(shown.out) == json.loads(quiet.out)
+    lines = _progress_lines(capsys, monkeypatch, argv)
     per = node_bytes("q", 70000)
-    lines = shown.err.splitlines()
     assert lines[0] == "picoring: sim Q n=70000: building the ring: 70,000 nodes of about %d bytes, %.1f GB in all" % (
         per, per * 70000 / 1e9)
     built = [line.rsplit(" (", 1)[0] for line in lines if "nodes (" in line]  # without the seconds
@@ -165,18 +163,10 @@ def test_reading_a_long_trace_shows_how_far_it_got(tmp_path, capsys, monkeypatch
     trace = tmp_path / "t.jsonl"
     assert main(["sim", "-p", "q", "-n", "40", "-k", "30", "--trace", str(trace), "--json"]) == 0
     capsys.readouterr()
-    monkeypatch.setattr(progress, "DELAY", 0.0)
-    monkeypatch.setattr(progress, "PLAIN_EVERY", 0.0)
     monkeypatch.setattr(TraceReader, "PROGRESS_EVERY", 512)
     mb = trace.stat().st_size // 1_000_000
     argv = command + [str(trace)] + (["--json"] if command == ["check"] else ["--out", str(tmp_path / "r")])
-    assert main(argv) == 0
-    quiet = capsys.readouterr()
-    assert quiet.err == ""
-    assert main(argv + ["--progress"]) == 0
-    shown = capsys.readouterr()
-    assert shown.out == quiet.out  # the report (the JSON with check --json) as without progress
-    lines = shown.err.splitlines()
+    lines = _progress_lines(capsys, monkeypatch, argv)
     what = "picoring: %s %s: " % (command[0], trace)
     assert len(lines) >= 3 and all(line.startswith(what) and " MB (" in line for line in lines)
     assert lines[-1].startswith(what + "%d/%d MB (" % (mb, mb))

@@ -49,15 +49,15 @@ BENCH_PROTOCOLS = ("q", "d")
 SIZES = (64, 10000)
 # Requests per run (sequential workload, cs_time 1). Sequential requests cost
 # exactly n messages each under Q and 2n - 1 under D, so these give about
-# 0.5M (quick) / 1.3M (full) messages per case: picoring's run takes about 0.1 s
-# (quick) / 0.2 s (full), SimPy's 0.5-20 s. --quick once ran 30k messages, 16 ms of
-# picoring's time: its ratios swung by half between runs.
+# 0.75-1M (quick) / 1.3M (full) messages per case: picoring's run takes 0.07-0.15 s
+# (quick: 3 rounds, 0.2-0.45 s a case) / 0.1-0.25 s (full), SimPy's 1-20 s. --quick
+# once ran 30k messages, 16 ms of picoring's time: its ratios swung by half between runs.
 REQUESTS = {
     # (protocol, n): (quick, full)
-    ("q", 64): (8000, 20000),
-    ("q", 10000): (50, 130),
-    ("d", 64): (4000, 10000),
-    ("d", 10000): (25, 65),
+    ("q", 64): (12000, 20000),
+    ("q", 10000): (100, 130),
+    ("d", 64): (6000, 10000),
+    ("d", 10000): (50, 65),
 }
 # --quick leaves out the "store" links: always the slowest SimPy style (about 3x
 # slower than "process"), so it never sets the headline rate.

@@ -36,7 +36,7 @@ def argparse_bench(sub):
                        description=_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=tuple(BENCHES), metavar="WHAT",
                    help="%s: what to measure (above)" % ", ".join(BENCHES))
-    p.add_argument("--quick", action="store_true", help="smaller runs (sim: about 30 s, SimPy's slowest model left "
+    p.add_argument("--quick", action="store_true", help="smaller runs (sim: about 40 s of CPU, SimPy's slowest model left "
                                                    "out; the others: seconds, not minutes)")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.add_argument("--rp2040", metavar="DIR", help="chip only: the rp2040 tools (default $PICORING_RP2040 or "

@@ -58,11 +58,7 @@ def carry_token(ring, i, c, s, q, e, calls):
     n = len(ring)
     k = 0
     while True:
-        end = i + calls - k
-        if end > n:
-            end = n
-        if end - i > _CHUNK:
-            end = i + _CHUNK
+        end = min(n, i + calls - k, i + _CHUNK)
         for node in ring[i:end]:
             a = node.on_token(c, s, q, e)
             if a != SEND_TOKEN:
@@ -83,11 +79,7 @@ def carry_request(ring, i, calls):
     n = len(ring)
     k = 0
     while True:
-        end = i + calls - k
-        if end > n:
-            end = n
-        if end - i > _CHUNK:
-            end = i + _CHUNK
+        end = min(n, i + calls - k, i + _CHUNK)
         for node in ring[i:end]:
             a = node.on_request()
             if a != SEND_REQUEST:
