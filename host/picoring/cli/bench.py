@@ -6,7 +6,8 @@ from .common import PROTOCOLS, CommandError
 
 BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, its doc says how)
     "sim": "simulated messages per second against an equivalent SimPy model of the same protocol code (target: "
-           "20x SimPy's rate in every case; missed: \"not met\", exit status 1)",
+           "20x SimPy's process-based model and 8x its bare callbacks in every case, CPU time; missed: \"not met\", "
+           "exit status 1)",
     "ring": "token hops per second on a virtual ring of 5 running the real firmware (event logging on and off) "
             "against a minimal pty relay, and the node loop's time and allocation per message under MicroPython",
     "dash": "the dashboard's event and refresh rates: can it keep up with a fast ring",
@@ -38,7 +39,8 @@ def argparse_bench(sub):
                        description=_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=tuple(BENCHES), metavar="WHAT",
                    help="%s: what to measure (above)" % ", ".join(BENCHES))
-    p.add_argument("--quick", action="store_true", help="smaller runs (seconds, not minutes)")
+    p.add_argument("--quick", action="store_true", help="smaller runs (sim: about 40 s of CPU, SimPy's slowest model left "
+                                                   "out; the others: seconds, not minutes)")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.add_argument("--rp2040", metavar="DIR", help="chip only: the rp2040 tools (default $PICORING_RP2040 or "
                                                    "../shared/rp2040 beside the source tree)")

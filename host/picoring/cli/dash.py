@@ -8,6 +8,7 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 import threading
 
 from ..ttystall import for_ports
+from . import progress as progress_line
 from .common import (CommandError, add_labgrid_args, add_protocol_arg, add_resource_args, add_workload_args,
                      resource_args, ring_size, run_ports, workload_args)
 
@@ -264,6 +265,7 @@ def argparse_report(sub):
                         "request), nodes.csv (one row per node); docs/trace-format.md")
     p.add_argument("--no-plots", action="store_true", help="no PNG plots (no matplotlib needed): summary.json, and the "
                                                            "CSV tables with --csv")
+    progress_line.add_progress_args(p)
 
 
 def do_report(args):
@@ -273,7 +275,8 @@ def do_report(args):
     from ..check.report import print_report
 
     out = args.out or str(Path(args.trace).with_suffix("")) + "-report"
-    report, files = write_report(args.trace, out, plots=not args.no_plots, tables=args.csv)
+    with progress_line.reading(args, "report", args.trace) as progress:
+        report, files = write_report(args.trace, out, plots=not args.no_plots, tables=args.csv, progress=progress)
     print_report(report)
     for path in files:
         print(path)
