@@ -524,15 +524,16 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             cur = ()
             mcur = ()
             w = next_wake() if clocked else None
-            t = _NEVER if w is None else w
-            if exits and exits[0][0] < t:
-                t = exits[0][0]
-            if nt is not None and nt < t:
-                t = nt
-            if t == _NEVER:
+            t_next = _NEVER if w is None else w
+            if exits and exits[0][0] < t_next:
+                t_next = exits[0][0]
+            if nt is not None and nt < t_next:
+                t_next = nt
+            if t_next == _NEVER:  # the run ends at the last time something happened, not at _NEVER
                 quiescent = False
                 reason = "%d request(s) pending, nothing in flight and nothing scheduled (deadlock)" % pending
                 break
+            t = t_next
     observer.count_to(tok, req, mf, ml)
     return {
         "end_time": t,
