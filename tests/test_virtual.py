@@ -35,7 +35,10 @@ from conftest import TIMEOUT, StalledClock, wait_for
 
 # A tiny firmware: byte 'w' on the host link sends `send` bytes (0, 1, 2, ...) on the UART;
 # UART bytes are counted and every `report`-th one reported as "rx COUNT SUM"; 0x03 stops it.
-# Byte 'f' sends the frame 05 00; with "answer", a board that receives 05 sends 06 00.
+# Byte 'f' sends the frame 05 00, 'h' its first byte alone and 'e' its closing 00; with "answer",
+# a board answers the frame 05 00 with 06 00 at its end, as the firmware acts on a frame's closing
+# 00: answered at its first byte, a board would write before the frame's end reached it whenever
+# the relay gave it the 05 ahead of the 00, and no turnaround (timed from the end) would be counted.
 TEST_MAIN = r'''
 import json
 import select
@@ -54,6 +57,7 @@ poll.register(sys.stdin, select.POLLIN)
 buf = bytearray(64)
 count = 0
 total = 0
+last = 0
 sys.stdout.write("ready\n")
 while True:
     for obj, ev in poll.ipoll(1000):
@@ -64,8 +68,9 @@ while True:
                 total += b
                 if count % cfg["report"] == 0:
                     sys.stdout.write("rx %d %d\n" % (count, total))
-                if b == 5 and cfg.get("answer"):
+                if b == 0 and last == 5 and cfg.get("answer"):
                     uart_tx.write(b"\x06\x00")
+                last = b
         else:
             c = sys.stdin.buffer.read(1)
             if c == b"\x03":
@@ -74,6 +79,10 @@ while True:
                 uart_tx.write(bytes(range(cfg["send"])))
             if c == b"f":
                 uart_tx.write(b"\x05\x00")
+            if c == b"h":
+                uart_tx.write(b"\x05")
+            if c == b"e":
+                uart_tx.write(b"\x00")
 '''
 
 
@@ -294,6 +303,31 @@ def test_the_ring_times_each_hop_frame_ends_and_board_turnarounds(tmp_path, test
         after = ring.status()
     late = histogram_since(after["wires"][0]["lateness_us"], before["wires"][0]["lateness_us"])
     assert sum(late.values()) == 1  # board 0's frame reached board 1, once
+    turn = histogram_since(after["boards"][1]["turnaround_us"], before["boards"][1]["turnaround_us"])
+    assert sum(turn.values()) == 1 and histogram_percentile(turn, 1.0) < 10000  # its answer, within 10 ms
+
+
+@pytest.mark.slow
+def test_a_turnaround_is_timed_from_the_frame_end_when_the_frame_came_in_pieces(tmp_path, test_main):
+    # The relay gives a frame's first bytes ahead of its end whenever it runs between their
+    # arrivals (on a loaded machine, often: a frame of 2 bytes at 115200 baud is 174 us of wire);
+    # the board answers at the end, and its turnaround counts from there. The split is forced
+    # here: board 0 writes the frame's closing 00 only after its 05 has reached board 1.
+    with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
+        deploy.deploy_virtual(ring, {"send": 0, "report": 1, "answer": 1}, files=[test_main], timeout=TIMEOUT)
+        for b in ring.boards:
+            b.wait_output(b"ready\n", TIMEOUT)
+        before = ring.status()
+        with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0:
+            wait_for(lambda: ring.boards[0].host_attached, what="the ring to see usb0 open")
+            usb0.write(b"h")
+            ring.boards[1].wait_output(b"rx 1 5\n", TIMEOUT)  # board 1 has read the 05
+            assert ring.wire(1).bytes_in == 0  # and not answered a frame whose end it has not seen
+            usb0.write(b"e")
+            wait_for(lambda: ring.wire(1).bytes_out >= 2, what="board 1's answer to arrive")
+        after = ring.status()
+    late = histogram_since(after["wires"][0]["lateness_us"], before["wires"][0]["lateness_us"])
+    assert sum(late.values()) == 1  # one frame end reached board 1
     turn = histogram_since(after["boards"][1]["turnaround_us"], before["boards"][1]["turnaround_us"])
     assert sum(turn.values()) == 1 and histogram_percentile(turn, 1.0) < 10000  # its answer, within 10 ms
 
