@@ -26,7 +26,7 @@ from picoring.clock import WALL
 from picoring.ring import deploy
 from picoring.virtual import boards, supervisor
 from picoring.cli.main import main
-from picoring.virtual.board import UartTx, rx_record
+from picoring.virtual.board import UartTx, VirtualBoard, rx_record
 from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropython
 from picoring.virtual.remote import RemoteRing
 from picoring.virtual.wire import Histogram, Wire, bucket_us, histogram_percentile, histogram_since
@@ -215,20 +215,47 @@ def test_a_wire_counts_how_late_each_frame_end_reached_the_receiver():
 
 def test_a_wire_gives_bytes_ahead_as_records_one_per_frame_end():
     # The relay gives a receiver its bytes up to RX_LEAD_S before they arrive, with the time of
-    # each record's last byte; a record ends at a frame end (its opening 00 goes with it)
+    # each record's last byte and whether it ends a frame; a record ends at a frame end (its
+    # opening 00 goes with it)
     w = Wire(0, 1_000_000)
     bt = 1e-5
     w.send(b"\x00\x05\x01\x02\x03\x00" + b"\x00\x02\x07\x00", now=2.0)
     records = w.take_records(2.0, 2.0 + 9.5 * bt)  # 9 bytes will have arrived by then
-    assert [data for data, _ in records] == [b"\x00\x05\x01\x02\x03\x00", b"\x00\x02\x07"]
-    assert [due for _, due in records] == pytest.approx([2.0 + 6 * bt, 2.0 + 9 * bt])
+    assert [data for data, _, _ in records] == [b"\x00\x05\x01\x02\x03\x00", b"\x00\x02\x07"]
+    assert [due for _, due, _ in records] == pytest.approx([2.0 + 6 * bt, 2.0 + 9 * bt])
+    assert [ends for _, _, ends in records] == [True, False]
     assert w.counters()["lateness_us"] == [[0, 1]]  # a frame end given early: the relay was not late
     # The closing 00 left behind still ends its frame: the relay wakes for it, and counts it
     assert w.next_due() == pytest.approx(2.0 + 10 * bt)
-    [(data, due)] = w.take_records(2.0 + 10 * bt + 12.5e-6, 2.0 + 11 * bt)
-    assert (data, due) == (b"\x00", pytest.approx(2.0 + 10 * bt))
+    [(data, due, ends)] = w.take_records(2.0 + 10 * bt + 12.5e-6, 2.0 + 11 * bt)
+    assert (data, due, ends) == (b"\x00", pytest.approx(2.0 + 10 * bt), True)
     assert w.counters()["lateness_us"] == [[0, 1], [12, 1]]
     assert w.queued() == 0 and w.take_records(3.0, 3.0) == []
+
+
+@pytest.mark.parametrize("behind", [b"\x00\x02", b"\x00"], ids=["next-frame-begun", "its-opening-00"])
+def test_a_board_turnaround_starts_at_the_frame_end_given_not_at_the_bytes_behind_it(tmp_path, behind):
+    # The relay gives a receiver what arrives within RX_LEAD_S, in records: a frame's end and,
+    # right behind it on the wire, the next frame's start (at 1 Mbaud the lead is 10 bytes).
+    # The board's answer is timed from that frame end, not from the bytes behind it, and not
+    # left untimed because the last of them ends no frame.
+    bt = 1e-5
+    t0 = time.monotonic() - 0.01  # the relay gave the bytes at t0, ahead of their arrival
+    w = Wire(0, 1_000_000)
+    w.send(b"\x00\x05\x00" + behind, now=t0)
+    records = w.take_records(t0, t0 + (3.5 + len(behind)) * bt)
+    board = VirtualBoard(1, tmp_path, "micropython", None, tmp_path / "usb1")
+    try:
+        assert board.feed_rx(records, t0) == 3 + len(behind)
+        assert board.fed_at == pytest.approx(t0 + 3 * bt, abs=1e-7)  # the frame's closing 00 arrives then
+        os.write(board.tx.board_fd, b"\x06\x00")  # the board answers the frame
+        [(data, written)] = board.take_tx()
+        expected = Histogram()
+        expected.add(written - (t0 + 3 * bt))
+        assert data == b"\x06\x00" and board.turnaround.sparse() == expected.sparse()
+        assert board.fed_at is None  # answered
+    finally:
+        board._close_fds()
 
 
 def test_the_relay_gives_no_byte_ahead_past_a_fault_that_would_lose_it(tmp_path):
