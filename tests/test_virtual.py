@@ -318,20 +318,7 @@ def test_a_board_reads_no_byte_of_its_uart_before_its_time(tmp_path, micropython
 def test_the_ring_times_each_hop_frame_ends_and_board_turnarounds(tmp_path, test_main):
     # The status says how late the relay delivered frame ends and how soon a board wrote after
     # a delivery (bench ring prints both): a board that answers each frame with one of its own
-    with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
-        deploy.deploy_virtual(ring, {"send": 0, "report": 1, "answer": 1}, files=[test_main], timeout=TIMEOUT)
-        for b in ring.boards:
-            b.wait_output(b"ready\n", TIMEOUT)
-        before = ring.status()
-        with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0:
-            wait_for(lambda: ring.boards[0].host_attached, what="the ring to see usb0 open")
-            usb0.write(b"f")
-            wait_for(lambda: ring.wire(1).bytes_out >= 2, what="board 1's answer to arrive")
-        after = ring.status()
-    late = histogram_since(after["wires"][0]["lateness_us"], before["wires"][0]["lateness_us"])
-    assert sum(late.values()) == 1  # board 0's frame reached board 1, once
-    turn = histogram_since(after["boards"][1]["turnaround_us"], before["boards"][1]["turnaround_us"])
-    assert sum(turn.values()) == 1 and histogram_percentile(turn, 1.0) < 10000  # its answer, within 10 ms
+    assert_one_frame_end_and_one_answer(*answered_frame(tmp_path, test_main, lambda ring, usb0: usb0.write(b"f")))
 
 
 @pytest.mark.slow
@@ -340,23 +327,54 @@ def test_a_turnaround_is_timed_from_the_frame_end_when_the_frame_came_in_pieces(
     # arrivals (on a loaded machine, often: a frame of 2 bytes at 115200 baud is 174 us of wire);
     # the board answers at the end, and its turnaround counts from there. The split is forced
     # here: board 0 writes the frame's closing 00 only after its 05 has reached board 1.
+    def in_pieces(ring, usb0):
+        usb0.write(b"h")
+        ring.boards[1].wait_output(b"rx 1 5\n", TIMEOUT)  # board 1 has read the 05
+        assert ring.wire(1).bytes_in == 0  # and not answered a frame whose end it has not seen
+        usb0.write(b"e")
+
+    assert_one_frame_end_and_one_answer(*answered_frame(tmp_path, test_main, in_pieces))
+
+
+def answered_frame(tmp_path, test_main, send):
+    """A ring of 2 whose board 1 answers frames (TEST_MAIN's "answer"); send(ring, usb0) has
+    board 0 send it one. Returns the ring's status before and after the answer, and how long
+    board 1 waited for a CPU meanwhile (cpu_wait_s)."""
     with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
         deploy.deploy_virtual(ring, {"send": 0, "report": 1, "answer": 1}, files=[test_main], timeout=TIMEOUT)
         for b in ring.boards:
             b.wait_output(b"ready\n", TIMEOUT)
         before = ring.status()
+        waited = cpu_wait_s(ring.boards[1].pid)
         with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0:
             wait_for(lambda: ring.boards[0].host_attached, what="the ring to see usb0 open")
-            usb0.write(b"h")
-            ring.boards[1].wait_output(b"rx 1 5\n", TIMEOUT)  # board 1 has read the 05
-            assert ring.wire(1).bytes_in == 0  # and not answered a frame whose end it has not seen
-            usb0.write(b"e")
+            send(ring, usb0)
             wait_for(lambda: ring.wire(1).bytes_out >= 2, what="board 1's answer to arrive")
+        waited = cpu_wait_s(ring.boards[1].pid) - waited
         after = ring.status()
+    return before, after, waited
+
+
+def assert_one_frame_end_and_one_answer(before, after, waited):
     late = histogram_since(after["wires"][0]["lateness_us"], before["wires"][0]["lateness_us"])
-    assert sum(late.values()) == 1  # one frame end reached board 1
+    assert sum(late.values()) == 1  # board 0's frame end reached board 1, once
     turn = histogram_since(after["boards"][1]["turnaround_us"], before["boards"][1]["turnaround_us"])
-    assert sum(turn.values()) == 1 and histogram_percentile(turn, 1.0) < 10000  # its answer, within 10 ms
+    assert sum(turn.values()) == 1  # its answer
+    # within 10 ms, unless the machine kept board 1 from a CPU for half of that: a turnaround is
+    # the board's wake-up and work (about 100 us), and beyond that it is the board's wait for a
+    # CPU (measured under three busy loops: 0.4 ms of turnaround with 0.42 ms of wait, 2.2 with
+    # 2.27; and once in 20 runs 10 ms and more)
+    assert histogram_percentile(turn, 1.0) < 10000 or waited >= 0.005, (turn, waited)
+
+
+def cpu_wait_s(pid):
+    """Seconds process pid has spent runnable but waiting for a CPU (Linux: /proc/PID/schedstat);
+    0.0 where that is not known."""
+    try:
+        with open("/proc/%d/schedstat" % pid) as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def test_an_unpaced_wire_delivers_at_once_and_still_applies_its_faults():
