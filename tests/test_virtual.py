@@ -26,7 +26,7 @@ from picoring.clock import WALL
 from picoring.ring import deploy
 from picoring.virtual import boards, supervisor
 from picoring.cli.main import main
-from picoring.virtual.board import UartTx, rx_record
+from picoring.virtual.board import UartTx, VirtualBoard, rx_record
 from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropython
 from picoring.virtual.remote import RemoteRing
 from picoring.virtual.wire import Histogram, Wire, bucket_us, histogram_percentile, histogram_since
@@ -35,7 +35,10 @@ from conftest import TIMEOUT, StalledClock, wait_for
 
 # A tiny firmware: byte 'w' on the host link sends `send` bytes (0, 1, 2, ...) on the UART;
 # UART bytes are counted and every `report`-th one reported as "rx COUNT SUM"; 0x03 stops it.
-# Byte 'f' sends the frame 05 00; with "answer", a board that receives 05 sends 06 00.
+# Byte 'f' sends the frame 05 00, 'h' its first byte alone and 'e' its closing 00; with "answer",
+# a board answers the frame 05 00 with 06 00 at its end, as the firmware acts on a frame's closing
+# 00: answered at its first byte, a board would write before the frame's end reached it whenever
+# the relay gave it the 05 ahead of the 00, and no turnaround (timed from the end) would be counted.
 TEST_MAIN = r'''
 import json
 import select
@@ -54,6 +57,7 @@ poll.register(sys.stdin, select.POLLIN)
 buf = bytearray(64)
 count = 0
 total = 0
+last = 0
 sys.stdout.write("ready\n")
 while True:
     for obj, ev in poll.ipoll(1000):
@@ -64,8 +68,9 @@ while True:
                 total += b
                 if count % cfg["report"] == 0:
                     sys.stdout.write("rx %d %d\n" % (count, total))
-                if b == 5 and cfg.get("answer"):
+                if b == 0 and last == 5 and cfg.get("answer"):
                     uart_tx.write(b"\x06\x00")
+                last = b
         else:
             c = sys.stdin.buffer.read(1)
             if c == b"\x03":
@@ -74,6 +79,10 @@ while True:
                 uart_tx.write(bytes(range(cfg["send"])))
             if c == b"f":
                 uart_tx.write(b"\x05\x00")
+            if c == b"h":
+                uart_tx.write(b"\x05")
+            if c == b"e":
+                uart_tx.write(b"\x00")
 '''
 
 
@@ -206,20 +215,47 @@ def test_a_wire_counts_how_late_each_frame_end_reached_the_receiver():
 
 def test_a_wire_gives_bytes_ahead_as_records_one_per_frame_end():
     # The relay gives a receiver its bytes up to RX_LEAD_S before they arrive, with the time of
-    # each record's last byte; a record ends at a frame end (its opening 00 goes with it)
+    # each record's last byte and whether it ends a frame; a record ends at a frame end (its
+    # opening 00 goes with it)
     w = Wire(0, 1_000_000)
     bt = 1e-5
     w.send(b"\x00\x05\x01\x02\x03\x00" + b"\x00\x02\x07\x00", now=2.0)
     records = w.take_records(2.0, 2.0 + 9.5 * bt)  # 9 bytes will have arrived by then
-    assert [data for data, _ in records] == [b"\x00\x05\x01\x02\x03\x00", b"\x00\x02\x07"]
-    assert [due for _, due in records] == pytest.approx([2.0 + 6 * bt, 2.0 + 9 * bt])
+    assert [data for data, _, _ in records] == [b"\x00\x05\x01\x02\x03\x00", b"\x00\x02\x07"]
+    assert [due for _, due, _ in records] == pytest.approx([2.0 + 6 * bt, 2.0 + 9 * bt])
+    assert [ends for _, _, ends in records] == [True, False]
     assert w.counters()["lateness_us"] == [[0, 1]]  # a frame end given early: the relay was not late
     # The closing 00 left behind still ends its frame: the relay wakes for it, and counts it
     assert w.next_due() == pytest.approx(2.0 + 10 * bt)
-    [(data, due)] = w.take_records(2.0 + 10 * bt + 12.5e-6, 2.0 + 11 * bt)
-    assert (data, due) == (b"\x00", pytest.approx(2.0 + 10 * bt))
+    [(data, due, ends)] = w.take_records(2.0 + 10 * bt + 12.5e-6, 2.0 + 11 * bt)
+    assert (data, due, ends) == (b"\x00", pytest.approx(2.0 + 10 * bt), True)
     assert w.counters()["lateness_us"] == [[0, 1], [12, 1]]
     assert w.queued() == 0 and w.take_records(3.0, 3.0) == []
+
+
+@pytest.mark.parametrize("behind", [b"\x00\x02", b"\x00"], ids=["next-frame-begun", "its-opening-00"])
+def test_a_board_turnaround_starts_at_the_frame_end_given_not_at_the_bytes_behind_it(tmp_path, behind):
+    # The relay gives a receiver what arrives within RX_LEAD_S, in records: a frame's end and,
+    # right behind it on the wire, the next frame's start (at 1 Mbaud the lead is 10 bytes).
+    # The board's answer is timed from that frame end, not from the bytes behind it, and not
+    # left untimed because the last of them ends no frame.
+    bt = 1e-5
+    t0 = time.monotonic() - 0.01  # the relay gave the bytes at t0, ahead of their arrival
+    w = Wire(0, 1_000_000)
+    w.send(b"\x00\x05\x00" + behind, now=t0)
+    records = w.take_records(t0, t0 + (3.5 + len(behind)) * bt)
+    board = VirtualBoard(1, tmp_path, "micropython", None, tmp_path / "usb1")
+    try:
+        assert board.feed_rx(records, t0) == 3 + len(behind)
+        assert board.fed_at == pytest.approx(t0 + 3 * bt, abs=1e-7)  # the frame's closing 00 arrives then
+        os.write(board.tx.board_fd, b"\x06\x00")  # the board answers the frame
+        [(data, written)] = board.take_tx()
+        expected = Histogram()
+        expected.add(written - (t0 + 3 * bt))
+        assert data == b"\x06\x00" and board.turnaround.sparse() == expected.sparse()
+        assert board.fed_at is None  # answered
+    finally:
+        board._close_fds()
 
 
 def test_the_relay_gives_no_byte_ahead_past_a_fault_that_would_lose_it(tmp_path):
@@ -284,20 +320,63 @@ def test_a_board_reads_no_byte_of_its_uart_before_its_time(tmp_path, micropython
 def test_the_ring_times_each_hop_frame_ends_and_board_turnarounds(tmp_path, test_main):
     # The status says how late the relay delivered frame ends and how soon a board wrote after
     # a delivery (bench ring prints both): a board that answers each frame with one of its own
+    assert_one_frame_end_and_one_answer(*answered_frame(tmp_path, test_main, lambda ring, usb0: usb0.write(b"f")))
+
+
+@pytest.mark.slow
+def test_a_turnaround_is_timed_from_the_frame_end_when_the_frame_came_in_pieces(tmp_path, test_main):
+    # The relay gives a frame's first bytes ahead of its end whenever it runs between their
+    # arrivals (on a loaded machine, often: a frame of 2 bytes at 115200 baud is 174 us of wire);
+    # the board answers at the end, and its turnaround counts from there. The split is forced
+    # here: board 0 writes the frame's closing 00 only after its 05 has reached board 1.
+    def in_pieces(ring, usb0):
+        usb0.write(b"h")
+        ring.boards[1].wait_output(b"rx 1 5\n", TIMEOUT)  # board 1 has read the 05
+        assert ring.wire(1).bytes_in == 0  # and not answered a frame whose end it has not seen
+        usb0.write(b"e")
+
+    assert_one_frame_end_and_one_answer(*answered_frame(tmp_path, test_main, in_pieces))
+
+
+def answered_frame(tmp_path, test_main, send):
+    """A ring of 2 whose board 1 answers frames (TEST_MAIN's "answer"); send(ring, usb0) has
+    board 0 send it one. Returns the ring's status before and after the answer, and how long
+    board 1 waited for a CPU meanwhile (cpu_wait_s)."""
     with VirtualRing(2, baud=115200, workdir=tmp_path / "ring") as ring:
         deploy.deploy_virtual(ring, {"send": 0, "report": 1, "answer": 1}, files=[test_main], timeout=TIMEOUT)
         for b in ring.boards:
             b.wait_output(b"ready\n", TIMEOUT)
         before = ring.status()
+        waited = cpu_wait_s(ring.boards[1].pid)
         with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0:
             wait_for(lambda: ring.boards[0].host_attached, what="the ring to see usb0 open")
-            usb0.write(b"f")
+            send(ring, usb0)
             wait_for(lambda: ring.wire(1).bytes_out >= 2, what="board 1's answer to arrive")
+        waited = cpu_wait_s(ring.boards[1].pid) - waited
         after = ring.status()
+    return before, after, waited
+
+
+def assert_one_frame_end_and_one_answer(before, after, waited):
     late = histogram_since(after["wires"][0]["lateness_us"], before["wires"][0]["lateness_us"])
-    assert sum(late.values()) == 1  # board 0's frame reached board 1, once
+    assert sum(late.values()) == 1  # board 0's frame end reached board 1, once
     turn = histogram_since(after["boards"][1]["turnaround_us"], before["boards"][1]["turnaround_us"])
-    assert sum(turn.values()) == 1 and histogram_percentile(turn, 1.0) < 10000  # its answer, within 10 ms
+    assert sum(turn.values()) == 1  # its answer
+    # within 10 ms, unless the machine kept board 1 from a CPU for half of that: a turnaround is
+    # the board's wake-up and work (about 100 us), and beyond that it is the board's wait for a
+    # CPU (measured under three busy loops: 0.4 ms of turnaround with 0.42 ms of wait, 2.2 with
+    # 2.27; and once in 20 runs 10 ms and more)
+    assert histogram_percentile(turn, 1.0) < 10000 or waited >= 0.005, (turn, waited)
+
+
+def cpu_wait_s(pid):
+    """Seconds process pid has spent runnable but waiting for a CPU (Linux: /proc/PID/schedstat);
+    0.0 where that is not known."""
+    try:
+        with open("/proc/%d/schedstat" % pid) as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def test_an_unpaced_wire_delivers_at_once_and_still_applies_its_faults():

@@ -562,19 +562,24 @@ class VirtualBoard:
             return bytes(self._tail)
 
     def feed_rx(self, records, now):
-        """Give the board the records [(bytes, monotonic time the last of them arrives)] on its
-        UART RX (Wire.take_records), each as a whole, or not at all when its RX pipe is full (a
-        UART overrun: the record is lost). Returns how many bytes went. A record that ends a
-        frame starts the board's turnaround at its arrival (take_tx)."""
-        out = [rx_record(data, due) for data, due in records]
+        """Give the board the records [(bytes, monotonic time the last of them arrives, whether
+        it ends a frame)] on its UART RX (Wire.take_records), each as a whole, or not at all when
+        its RX pipe is full (a UART overrun: the record is lost). Returns how many bytes went.
+        The last frame end given starts the board's turnaround at its arrival (take_tx): not the
+        bytes behind it, which the relay gives with it when they arrive within its lead (the
+        next frame's start)."""
+        out = [rx_record(data, due) for data, due, _ in records]
         joined = b"".join(out)
         if len(joined) <= _PIPE_BUF:
-            sent = len(joined) - 6 * len(out) if write_some(self._rx_relay, joined) else 0
+            went = [bool(write_some(self._rx_relay, joined))] * len(out)
         else:
-            sent = sum(len(r) - 6 for r in out if write_some(self._rx_relay, r))
-        data, due = records[-1]
-        if sent and data[-1] == 0:
-            self.fed_at = max(now, due)
+            went = [bool(write_some(self._rx_relay, r)) for r in out]
+        sent = 0
+        for (data, due, ends_frame), given in zip(records, went):
+            if given:
+                sent += len(data)
+                if ends_frame:
+                    self.fed_at = max(now, due)
         return sent
 
     def take_tx(self):

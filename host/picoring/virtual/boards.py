@@ -580,7 +580,7 @@ class VirtualRing:
                 if records:
                     sent = boards[(i + 1) % n].feed_rx(records, now)
                     w.delivered(sent)
-                    lost = sum(len(data) for data, _ in records) - sent
+                    lost = sum(len(data) for data, _, _ in records) - sent
                     if lost:
                         w.overrun(lost)  # the receiver's buffer is full: a UART overrun
 

@@ -208,16 +208,16 @@ class Wire:
 
     def take_due(self, now):
         """The bytes that have fully arrived at board i+1 by `now` (b"" if none)."""
-        return b"".join(data for data, _ in self.take_records(now, now))
+        return b"".join(data for data, _, _ in self.take_records(now, now))
 
     def take_records(self, now, until):
         """The bytes that will have fully arrived at board i+1 by `until` (>= now), as records
-        [(bytes, arrival of its last byte)], one per frame end (a 00 after a non-zero byte: a
-        frame's opening 00 goes with the frame) and one for the bytes after the last, at most
-        RECORD_MAX bytes each. The relay gives them to the receiver up to `until - now` ahead of
-        their time, with their times, and the receiver holds each record until then
-        (firmware/hal_unix.py, PipeUart): so the relay, not the receiver, waits out its own
-        wake-up. A fault that begins after `now` must not find a byte it loses already given:
+        [(bytes, arrival of its last byte, whether that byte ends a frame)], one per frame end (a
+        00 after a non-zero byte: a frame's opening 00 goes with the frame) and one for the
+        bytes after the last, at most RECORD_MAX bytes each. The relay gives them to the
+        receiver up to `until - now` ahead of their time, with their times, and the receiver
+        holds each record until then (firmware/hal_unix.py, PipeUart): so the relay, not the
+        receiver, waits out its own wake-up. A fault that begins after `now` must not find a byte it loses already given:
         the caller puts `until` no later than the next one (next_fault_at, and the sender's
         next power cycle). The lateness counted is the relay's: how late each frame end was
         given after its arrival (0 when given early)."""
@@ -252,7 +252,7 @@ class Wire:
                     end = min(arrived, at + RECORD_MAX)
                 piece = data[at:end]
                 arrival = base + end * bt
-                records.append((piece, arrival))
+                records.append((piece, arrival, ends_frame))
                 if ends_frame:
                     self.lateness.add(max(0.0, now - arrival))
                 self._queued -= len(piece)
