@@ -29,10 +29,10 @@ RP2040 = ROOT.parent / "shared" / "rp2040"
 def board_ring(request):
     """The `ring` fixture, only over real (or emulated) boards."""
     o = request.config.option
-    if not (o.ring_ports or o.ring_file):
+    if not (o.ring_ports or o.ring_file or o.ring_labgrid):
         where = ("it is at %s: run .ci/run, or see this module's doc" % RP2040 if RP2040.is_dir()
                  else "there is no %s here" % RP2040)
-        pytest.skip("needs Picos: real boards (--ring-ports or --ring-file) or emulated ones (.ci/run starts "
+        pytest.skip("needs Picos: real boards (--ring-ports, --ring-file or --ring-labgrid) or emulated ones (.ci/run starts "
                     "../shared/rp2040/ring 3 when that folder exists; %s); virtual boards run the unix port, "
                     "which hides the rp2 port's 30-bit ints, heap and speed" % where)
     return request.getfixturevalue("ring")

@@ -70,3 +70,21 @@ def test_a_request_passed_over_while_others_are_served_is_starvation():
     assert out["quiescent"] is False
     assert out["end_time"] == horizon + 1
     assert "the oldest (node 1, made at t=0)" in out["reason"]
+
+
+# -- the simulator's nodes (sim/nodes.py) ----------------------------------------------------
+
+def test_sim_nodes_are_the_protocols_classes_with_their_attributes_in_slots():
+    from picoring.firmware.protocol import REGISTRY, load
+    from picoring.sim.nodes import make_nodes, node_bytes
+
+    for name in REGISTRY:
+        n = 12 if name in ("sk", "ra") else 64
+        nodes = make_nodes(name, n)
+        plain = load(name)(3, n)
+        node = nodes[3]
+        assert type(node).__mro__[1] is load(name) and isinstance(node, load(name))
+        assert vars(node) == {}  # every attribute __init__ makes is a slot: no dictionary to look in
+        assert {k: getattr(node, k) for k in vars(plain)} == vars(plain)
+        assert all(x.msg_sizes is nodes[0].msg_sizes for x in nodes)  # one object for the ring
+        assert 300 < node_bytes(name, n) < 2000

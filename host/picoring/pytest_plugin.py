@@ -6,6 +6,8 @@ environment with picoring installed gets:
   options (group "picoring"):
     --ring-ports P1,P2,...  real boards in ring order: paths, id:SERIAL, serial numbers, pyserial URLs
     --ring-file FILE        real boards in the order `picoring discover` saved
+    --ring-labgrid PLACE    the boards of a labgrid place (PLACE@HOST:PORT: that coordinator; else
+                            LG_COORDINATOR), acquired for the session unless you hold it (docs/labgrid.md)
     --ring-virtual N        N virtual boards (the default, N = 4, so the suite runs anywhere)
     --ring-board NAME       board type for flash (boards/*.toml; default pico)
     --ring-baud B           UART baud of the ring (default: the board file's)
@@ -40,6 +42,9 @@ def pytest_addoption(parser):
     g.addoption("--ring-ports", metavar="P1,P2,...",
                 help="real boards in ring order: device paths, id:SERIAL, USB serial numbers or pyserial URLs")
     g.addoption("--ring-file", metavar="FILE", help="real boards in the order saved by `picoring discover`")
+    g.addoption("--ring-labgrid", metavar="PLACE",
+                help="the boards of a labgrid place, in ring order (PLACE@HOST:PORT: that coordinator, else "
+                     "LG_COORDINATOR); acquired for the session unless you hold it, released at its end")
     g.addoption("--ring-virtual", type=int, metavar="N",
                 help="N virtual boards (MicroPython unix-port processes); the default, with N=%d" % DEFAULT_VIRTUAL)
     g.addoption("--ring-board", default="pico", metavar="NAME", help="board type for flashing (default pico)")
@@ -55,11 +60,11 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     o = config.option
-    given = [x for x in (o.ring_ports, o.ring_file, o.ring_virtual) if x]
+    given = [x for x in (o.ring_ports, o.ring_file, o.ring_virtual, o.ring_labgrid) if x]
     if len(given) > 1:
-        raise pytest.UsageError("give one of --ring-ports, --ring-file, --ring-virtual")
-    if o.ring_flashed and not (o.ring_ports or o.ring_file):
-        raise pytest.UsageError("--ring-flashed is for boards given by --ring-ports or --ring-file")
+        raise pytest.UsageError("give one of --ring-ports, --ring-file, --ring-virtual, --ring-labgrid")
+    if o.ring_flashed and not (o.ring_ports or o.ring_file or o.ring_labgrid):
+        raise pytest.UsageError("--ring-flashed is for boards given by --ring-ports, --ring-file or --ring-labgrid")
     config._picoring_traffic = Traffic()
 
 
@@ -269,16 +274,22 @@ def boards(request):
     from .ring import ports
 
     o = request.config.option
-    if o.ring_ports or o.ring_file:
+    if o.ring_ports or o.ring_file or o.ring_labgrid:
         try:
             if o.ring_ports:
                 targets = ports.resolve_many(ports.split_ports(o.ring_ports))
+            elif o.ring_labgrid:
+                targets = ports.resolve_many(["labgrid:" + o.ring_labgrid])
             else:
                 targets = ports.ring_file_targets(o.ring_file)
         except ports.PortError as e:
+            _release_places()
             raise pytest.UsageError("picoring: %s" % e)
         request.config._picoring_virtual = None
-        yield targets
+        try:
+            yield targets
+        finally:
+            _release_places()
         return
     from .virtual.boards import VirtualRing
 
@@ -287,6 +298,13 @@ def boards(request):
     with VirtualRing(n, baud=baud, paced=not o.ring_unpaced) as vring:
         request.config._picoring_virtual = vring
         yield ports.ring_targets(vring)
+
+
+def _release_places():
+    """The labgrid places the session acquired (by --ring-labgrid, or a ring file of a place)."""
+    from .cli.common import release_places
+
+    release_places()
 
 
 @pytest.fixture(scope="session")

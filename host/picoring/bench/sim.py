@@ -37,8 +37,9 @@ import sys
 import time
 
 from ..check.checker import Checker
-from ..firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN, make_node
+from ..firmware.protocol import ENTER_CS, SEND_REQUEST, SEND_TOKEN
 from ..sim import simcore
+from ..sim.nodes import make_nodes
 from ..sim.workload import make_workload
 from .common import run_command
 
@@ -48,20 +49,27 @@ BENCH_PROTOCOLS = ("q", "d")
 SIZES = (64, 10000)
 # Requests per run (sequential workload, cs_time 1). Sequential requests cost
 # exactly n messages each under Q and 2n - 1 under D, so these give about
-# 30k (quick) / 1.3M (full) messages per case: picoring's run takes about 1 s
-# in the full bench (SimPy's 5-20 s).
+# 0.75-1M (quick) / 1.3M (full) messages per case: picoring's run takes 0.07-0.15 s
+# (quick: 3 rounds, 0.2-0.45 s a case) / 0.1-0.25 s (full), SimPy's 1-20 s. --quick
+# once ran 30k messages, 16 ms of picoring's time: its ratios swung by half between runs.
 REQUESTS = {
     # (protocol, n): (quick, full)
-    ("q", 64): (500, 20000),
-    ("q", 10000): (3, 130),
-    ("d", 64): (250, 10000),
-    ("d", 10000): (2, 65),
+    ("q", 64): (12000, 20000),
+    ("q", 10000): (100, 130),
+    ("d", 64): (6000, 10000),
+    ("d", 10000): (50, 65),
 }
 # --quick leaves out the "store" links: always the slowest SimPy style (about 3x
 # slower than "process"), so it never sets the headline rate.
 QUICK_LINKS = ("process", "callback")
-REPEATS = (2, 3)  # (quick, full): interleaved picoring/SimPy rounds per case
+REPEATS = (3, 3)  # (quick, full): interleaved picoring/SimPy rounds per case
 ONCE_LINKS = ("store",)  # run in the first round only: 15-30 s a run in the full bench
+TARGET = 20.0  # picoring's rate over SimPy's process-based model's, in every case
+CALLBACK_TARGET = 8.0  # ... and over SimPy's bare callbacks (its floor), where measured
+# Both models run in this one thread: their CPU time is what they cost. Wall time also
+# counts the other jobs of a shared machine (under a load of 7 on 2 cores, the same quick
+# case measured 11x and 26x in one call).
+clock = time.process_time
 
 
 # -- the SimPy model ---------------------------------------------------------
@@ -300,7 +308,7 @@ def _outcome(checker, end_time, nodes):
 
 
 def _setup(protocol, n, workload, requests, seed, cs_time):
-    nodes = [make_node(protocol, i, n) for i in range(n)]
+    nodes = make_nodes(protocol, n)
     wl = workload() if callable(workload) else make_workload(workload, n, requests, seed=seed, cs_time=cs_time)
     return nodes, wl, Checker(protocol, n)
 
@@ -311,9 +319,9 @@ def run_picoring(protocol, n, workload="sequential", requests=100, seed=0, cs_ti
     workload: a make_workload name, or a callable returning a fresh Workload.
     """
     nodes, wl, checker = _setup(protocol, n, workload, requests, seed, cs_time)
-    t0 = time.perf_counter()
+    t0 = clock()
     out = simcore.run(nodes, wl, cs_time, checker, idle_horizon=4 * n)
-    dt = time.perf_counter() - t0
+    dt = clock() - t0
     if not out["quiescent"]:
         raise RuntimeError("picoring run did not end quiescent: %s" % out["reason"])
     return _outcome(checker, out["end_time"], nodes), dt
@@ -324,11 +332,11 @@ def run_simpy(protocol, n, workload="sequential", requests=100, seed=0, cs_time=
     Environment and its processes included in the time."""
     simpy = _simpy()
     nodes, wl, checker = _setup(protocol, n, workload, requests, seed, cs_time)
-    t0 = time.perf_counter()
+    t0 = clock()
     env = simpy.Environment()
     ring = SimPyRing(env, nodes, wl, cs_time, checker, link=link)
     env.run()
-    dt = time.perf_counter() - t0
+    dt = clock() - t0
     checker.count_to(ring.tok, ring.req)
     if ring.pending or ring.in_flight:
         raise RuntimeError("SimPy run stopped with %d pending, %d in flight" % (ring.pending, ring.in_flight))
@@ -423,7 +431,7 @@ def bench_case(protocol, n, requests, repeats, workload="sequential", seed=0, cs
     return res
 
 
-def run_bench(quick=False, log=None, sizes=SIZES, protocols=BENCH_PROTOCOLS, target=20.0):
+def run_bench(quick=False, log=None, sizes=SIZES, protocols=BENCH_PROTOCOLS, target=TARGET):
     q = 0 if quick else 1
     cases = []
     for protocol in protocols:
@@ -433,24 +441,29 @@ def run_bench(quick=False, log=None, sizes=SIZES, protocols=BENCH_PROTOCOLS, tar
     return bench_result(cases, quick, target)
 
 
-def bench_result(cases, quick, target):
-    """The result of the measured cases. The target ratio is a claim the bench makes:
+def bench_result(cases, quick, target, callback_target=CALLBACK_TARGET):
+    """The result of the measured cases. The target ratios are a claim the bench makes:
     missed in any case, the result is not ok (printed "not met", exit status 1)."""
-    met = all(c["ratio"] >= target for c in cases)
+    met = all(_met(c, target, callback_target) for c in cases)
     q = 0 if quick else 1
     return {
         "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
         "quick": quick,
         "machine": machine_note(),
-        "timing": "best of %d interleaved rounds (picoring and each SimPy link style in turn, order reversed "
-                  "every other round; store links in round 1 only); workload sequential, seed 0, cs_time 1"
+        "timing": "CPU time, best of %d interleaved rounds (picoring and each SimPy link style in turn, order "
+                  "reversed every other round; store links in round 1 only); workload sequential, seed 0, cs_time 1"
                   % REPEATS[q],
         "links": list(QUICK_LINKS if quick else LINKS),
         "target_ratio": target,
+        "target_ratio_vs_callback": callback_target,
         "target_met": met,
         "ok": met,
         "cases": cases,
     }
+
+
+def _met(case, target, callback_target):
+    return case["ratio"] >= target and case.get("ratio_vs_callback", callback_target) >= callback_target
 
 
 def print_table(result, console=None):
@@ -469,6 +482,7 @@ def print_table(result, console=None):
         table.add_column(col, justify="left" if col == "protocol" else "right")
     for c in result["cases"]:
         ok = c["ratio"] >= result["target_ratio"]
+        ok_cb = c.get("ratio_vs_callback", 0) >= result.get("target_ratio_vs_callback", 0)
         table.add_row(
             c["protocol"].upper(), str(c["n"]), str(c["requests"]), "{:,}".format(c["messages"]),
             "{:,.0f}".format(c["picoring_msgs_per_s"]),
@@ -476,7 +490,7 @@ def print_table(result, console=None):
             "[%s]%.1fx[/]" % ("green" if ok else "red", c["ratio"]),
             "%.1fx" % c["ratio_median"],
             "{:,.0f}".format(c["simpy_callback_msgs_per_s"]) if "simpy_callback_msgs_per_s" in c else "-",
-            "%.1fx" % c["ratio_vs_callback"] if "ratio_vs_callback" in c else "-",
+            "[%s]%.1fx[/]" % ("green" if ok_cb else "red", c["ratio_vs_callback"]) if "ratio_vs_callback" in c else "-",
         )
     console.print(table)
     console.print("command: %s" % result["command"], highlight=False)
@@ -491,7 +505,8 @@ def print_table(result, console=None):
     console.print("counts identical in both models for every run (token, request messages, requests, served, "
                   "end time, service traffic, latency)", highlight=False)
     verdict = "[bold green]met[/]" if result["target_met"] else "[bold red]not met[/]"
-    console.print("target picoring >= %gx SimPy (process-based model): %s" % (result["target_ratio"], verdict))
+    console.print("target picoring >= %gx SimPy (process-based model) and >= %gx its callback floor: %s" % (
+        result["target_ratio"], result.get("target_ratio_vs_callback", 0), verdict))
 
 
 def main(args):

@@ -352,11 +352,11 @@ def finish_trace(checker):
     return report
 
 
-def check_trace(path):
-    """Run the checker over a trace file. Returns (meta, report)."""
+def check_trace(path, progress=None):
+    """Run the checker over a trace file. Returns (meta, report). progress: TraceReader's."""
     from .trace import TraceReader
 
-    with TraceReader(path) as reader:
+    with TraceReader(path, progress) as reader:
         meta = reader.meta
         checker = Checker(meta["protocol"], meta["n"], time_unit=meta.get("time_unit", "hop"))
         for event in reader:

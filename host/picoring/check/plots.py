@@ -79,9 +79,10 @@ class RunSeries:
             self.token_node.append(event.node)
 
 
-def read_series(path):
-    """(meta, RunSeries, report) of a trace file; the report is check_trace's."""
-    with TraceReader(path) as reader:
+def read_series(path, progress=None):
+    """(meta, RunSeries, report) of a trace file; the report is check_trace's. progress:
+    TraceReader's."""
+    with TraceReader(path, progress) as reader:
         meta = reader.meta
         series = RunSeries(meta["protocol"], meta["n"], meta.get("time_unit", "hop"))
         for event in reader:
@@ -93,12 +94,13 @@ def read_series(path):
     return meta, series, report
 
 
-def write_report(trace_path, out_dir, plots=True, tables=False):
+def write_report(trace_path, out_dir, plots=True, tables=False, progress=None):
     """Write the plots (unless plots is false: then matplotlib is not needed), summary.json,
-    and with tables the CSV tables of check/tables.py; returns (report, [paths])."""
+    and with tables the CSV tables of check/tables.py; returns (report, [paths]). progress:
+    TraceReader's, while the trace is read."""
     if plots:
         _pyplot()  # before the trace is read: a missing matplotlib costs nothing
-    meta, series, report = read_series(trace_path)
+    meta, series, report = read_series(trace_path, progress)
     os.makedirs(out_dir, exist_ok=True)
     files = _plots(meta, series, out_dir) if plots else []
     path = os.path.join(out_dir, "summary.json")

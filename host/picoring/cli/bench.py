@@ -1,4 +1,4 @@
-"""`picoring bench sim | dash | ring | soak | chip`: each a module of picoring.bench."""
+"""`picoring bench sim | dash | ring | soak | chip | labgrid`: each a module of picoring.bench."""
 
 import argparse
 
@@ -6,7 +6,8 @@ from .common import PROTOCOLS, CommandError
 
 BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, its doc says how)
     "sim": "simulated messages per second against an equivalent SimPy model of the same protocol code (target: "
-           "20x SimPy's rate in every case; missed: \"not met\", exit status 1)",
+           "20x SimPy's process-based model and 8x its bare callbacks in every case, CPU time; missed: \"not met\", "
+           "exit status 1)",
     "ring": "token hops per second on a virtual ring of 5 running the real firmware (event logging on and off) "
             "against a minimal pty relay, and the node loop's time and allocation per message under MicroPython",
     "dash": "the dashboard's event and refresh rates: can it keep up with a fast ring",
@@ -17,6 +18,9 @@ BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, it
             "on -n N node loops), and no allocation under heap_lock; for a protocol whose token is a message (sk, "
             "ra) the chip time of a hop that passes the token on and of the hop that delivers it; a board's heap "
             "after start for rings of 16 and 32",
+    "labgrid": "the same virtual ring (-n boards, default 4) through its local ports and through a labgrid place "
+               "(a loopback farm: coordinator, two exporters, ser2net): link round trip, request latency, hop rate "
+               "(docs/labgrid.md; needs labgrid and ser2net)",
 }
 
 
@@ -35,7 +39,8 @@ def argparse_bench(sub):
                        description=_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("what", choices=tuple(BENCHES), metavar="WHAT",
                    help="%s: what to measure (above)" % ", ".join(BENCHES))
-    p.add_argument("--quick", action="store_true", help="smaller runs (seconds, not minutes)")
+    p.add_argument("--quick", action="store_true", help="smaller runs (sim: about 40 s of CPU, SimPy's slowest model left "
+                                                   "out; the others: seconds, not minutes)")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     p.add_argument("--rp2040", metavar="DIR", help="chip only: the rp2040 tools (default $PICORING_RP2040 or "
                                                    "../shared/rp2040 beside the source tree)")
@@ -47,7 +52,8 @@ def argparse_bench(sub):
                       help="the protocol (soak: default d; chip: one protocol, default s, q and d); `picoring "
                            "protocols` (or -p help) lists them")
     p.set_defaults(protocol_choices=PROTOCOLS)  # -p checked by common.apply_options: one line if unknown
-    soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3)")
+    soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3); "
+                                           "labgrid: virtual boards (default 4)")
     soak.add_argument("--requests", "-k", type=int, help="default 10000 (--quick: 1000)")
     soak.add_argument("--faults", metavar="SPEC", help="default corruptframe=0.01,drop=0.005,seed=1")
     soak.add_argument("--restart", type=int, metavar="BOARD",
@@ -67,6 +73,8 @@ def do_bench(args):
         from ..bench import soak as bench
     elif args.what == "chip":
         from ..bench import chip as bench
+    elif args.what == "labgrid":
+        from ..bench import labgrid as bench
     else:
         _need("simpy", "bench sim measures against SimPy")
         from ..bench import sim as bench

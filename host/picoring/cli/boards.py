@@ -8,7 +8,7 @@ import time
 
 from ..ttystall import for_ports
 from ..ring import boarddefs
-from .common import add_protocol_arg, add_resource_args, resource_args, user_errors
+from .common import add_labgrid_args, add_protocol_arg, add_resource_args, resource_args, user_errors
 
 
 def _common(p, ring_file=True):
@@ -17,6 +17,7 @@ def _common(p, ring_file=True):
     if ring_file:
         p.add_argument("--ring-file", metavar="FILE", help="ring order from `picoring discover` (default ./ring.json if it exists)")
     p.add_argument("--virtual-dir", metavar="D", help="state directory of `picoring virtual up` (default: its default)")
+    add_labgrid_args(p)
 
 
 def argparse_boards(sub):
@@ -142,6 +143,7 @@ def argparse_discover(sub):
     p.add_argument("--ports", help="the boards, in any order (default: every attached MicroPython board and virtual board)")
     p.add_argument("--virtual-dir", metavar="D", help="state directory of `picoring virtual up` (default: its default)")
     p.add_argument("--ring-file", metavar="FILE", default="ring.json", help="where to save the order (default ./ring.json)")
+    add_labgrid_args(p)
     p.add_argument("--first", metavar="PORT", help="the board to call position 0 (default: the first one given)")
     p.add_argument("--board", default=boarddefs.DEFAULT_BOARD, choices=boarddefs.names(),
                    help="board type (boards/*.toml; default %s): its UART pins go into the provisional config"

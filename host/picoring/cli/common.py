@@ -123,6 +123,41 @@ def user_errors(fn):
     return wrapper
 
 
+def add_labgrid_args(p, where=None):
+    """--labgrid PLACE (into the mutually exclusive group `where` of --ports, if there is one)
+    and --coordinator: the boards of a labgrid place (ring/labgrid.py, docs/labgrid.md)."""
+    (where or p).add_argument("--labgrid", metavar="PLACE",
+                              help="the boards of this labgrid place, in ring order (as --ports labgrid:PLACE): "
+                                   "acquired for the command unless you hold it, released after (docs/labgrid.md)")
+    p.add_argument("--coordinator", metavar="HOST:PORT",
+                   help="--labgrid: the labgrid coordinator (default: $LG_COORDINATOR, else 127.0.0.1:20408)")
+
+
+def labgrid_ports(args):
+    """--labgrid PLACE [--coordinator HOST:PORT] becomes --ports labgrid:PLACE[@HOST:PORT],
+    which ring/ports.py resolves like any other port names."""
+    place, coordinator = getattr(args, "labgrid", None), getattr(args, "coordinator", None)
+    if place is not None:
+        if getattr(args, "ports", None):
+            raise CommandError("give --ports or --labgrid, not both")
+        args.ports = "labgrid:" + place
+    if coordinator is None:
+        return
+    specs = [s for s in (getattr(args, "ports", None) or "").split(",") if s.strip().startswith("labgrid:")]
+    if not specs:
+        raise CommandError("--coordinator is for a labgrid place: give --labgrid PLACE")
+    args.ports = ",".join(s if "@" in s or not s.strip().startswith("labgrid:") else s.strip() + "@" + coordinator
+                          for s in args.ports.split(","))
+
+
+def release_places():
+    """Release the labgrid places this command acquired (none if it named none: the module is
+    imported only when a place is named)."""
+    held = sys.modules.get("picoring.ring.labgrid")
+    if held is not None:
+        held.release_held()
+
+
 def run_ports(args):
     """For `picoring run`: (ports, resetter) from --ports or the ring file; virtual boards of
     `picoring virtual up` get their ring's reset, others a soft reset over USB."""

@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 from ..check import compare, registry
-from .common import PROTOCOLS, CommandError, add_opt_arg, add_workload_args, ring_size, user_errors, workload_args
+from .common import PROTOCOLS, CommandError, add_labgrid_args, add_opt_arg, add_workload_args, ring_size, user_errors, workload_args
 
 
 def argparse_compare(sub):
@@ -32,6 +32,7 @@ def argparse_compare(sub):
                        help="run on these boards, in ring order (paths, id:SERIAL, pyserial URLs, virtual:I), "
                             "flashed for each protocol in turn as `picoring flash` does")
     where.add_argument("--ring-file", metavar="FILE", help="the boards in the order `picoring discover` saved, as --ports")
+    add_labgrid_args(p, where)
     p.add_argument("--virtual-dir", metavar="D", help="state directory of `picoring virtual up` (for virtual:I ports)")
     from .emulated import add_file_args
 

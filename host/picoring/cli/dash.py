@@ -8,8 +8,9 @@ dash --virtual N ...     runs a workload on a fresh virtual ring (RingRun), live
 import threading
 
 from ..ttystall import for_ports
-from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, resource_args, ring_size,
-                     run_ports, workload_args)
+from . import progress as progress_line
+from .common import (CommandError, add_labgrid_args, add_protocol_arg, add_resource_args, add_workload_args,
+                     resource_args, ring_size, run_ports, workload_args)
 
 # -- dash --------------------------------------------------------------------
 
@@ -24,6 +25,7 @@ def argparse_dash(sub):
     where.add_argument("--sim", action="store_true", help="run the simulator, paced to --speed")
     where.add_argument("--ports", help="real (or already running) boards, in ring order: run a workload on them, live")
     where.add_argument("--ring-file", metavar="FILE", help="like --ports, the order from picoring discover")
+    add_labgrid_args(p, where)
     add_protocol_arg(p, what="--sim, --virtual, --ports: the protocol")
     p.add_argument("-n", type=int, help="--sim: ring size (default 8, or the ring of a trace given as -w file:TRACE)")
     add_workload_args(p, 100)
@@ -263,6 +265,7 @@ def argparse_report(sub):
                         "request), nodes.csv (one row per node); docs/trace-format.md")
     p.add_argument("--no-plots", action="store_true", help="no PNG plots (no matplotlib needed): summary.json, and the "
                                                            "CSV tables with --csv")
+    progress_line.add_progress_args(p)
 
 
 def do_report(args):
@@ -272,7 +275,8 @@ def do_report(args):
     from ..check.report import print_report
 
     out = args.out or str(Path(args.trace).with_suffix("")) + "-report"
-    report, files = write_report(args.trace, out, plots=not args.no_plots, tables=args.csv)
+    with progress_line.reading(args, "report", args.trace) as progress:
+        report, files = write_report(args.trace, out, plots=not args.no_plots, tables=args.csv, progress=progress)
     print_report(report)
     for path in files:
         print(path)

@@ -13,7 +13,7 @@ import sys
 from .. import __version__
 from ..emulated.assets import EmulatedError
 from . import bench, boards, compare, dash, emulated, explore, figures, helptext, run, sim, virtual
-from .common import CommandError, ProtocolsShown, apply_options, protocol_table
+from .common import CommandError, ProtocolsShown, apply_options, labgrid_ports, protocol_table, release_places
 
 _COMMANDS = {
     "sim": (sim.do_sim, sim.argparse_sim),
@@ -82,6 +82,7 @@ def main(argv=None):
 def _main(handler, args):
     try:
         apply_options(args)
+        labgrid_ports(args)
         status = handler(args)
         sys.stdout.flush()  # here, so a reader that went away (| head) shows as BrokenPipeError below
         return status
@@ -101,6 +102,8 @@ def _main(handler, args):
     except KeyboardInterrupt:
         print("picoring: interrupted", file=sys.stderr)
         return 130
+    finally:
+        release_places()
 
 
 

@@ -6,8 +6,8 @@ import time
 
 from . import progress as progress_line
 from ..ttystall import for_ports
-from .common import (CommandError, add_protocol_arg, add_resource_args, add_workload_args, check_boards, print_report,
-                     resource_args, run_ports, workload_args)
+from .common import (CommandError, add_labgrid_args, add_protocol_arg, add_resource_args, add_workload_args, check_boards,
+                     print_report, resource_args, run_ports, workload_args)
 
 
 def argparse_run(sub):
@@ -19,6 +19,7 @@ def argparse_run(sub):
     where.add_argument("--emulated", type=int, metavar="N", help="start N emulated Picos (the Pico's firmware on "
                                                                  "rp2040js, chip time), flash, run, tear down "
                                                                  "(docs/emulated.md; --firmware, --bootrom)")
+    add_labgrid_args(p, where)
     add_protocol_arg(p, what="the protocol the boards run (flashed by `picoring flash`; a virtual ring is deployed "
                              "with it)")
     add_workload_args(p, 100)

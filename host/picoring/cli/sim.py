@@ -11,12 +11,14 @@ def argparse_sim(sub):
     p = sub.add_parser("sim", help="run the protocol code on a simulated ring and check the bounds",
                        description="Runs the protocols' own code (firmware/proto_*.py) on a ring of N simulated "
                                    "nodes, one time unit per hop, and checks the run against the paper's bounds. "
-                                   "Its time follows the messages: about 1 us each plus 13 us per request "
-                                   "(docs/performance.md), and the workload decides how many there are: at the "
-                                   "default poisson rate 1/n each request mostly has the ring to itself and D "
-                                   "sends about n messages for it (n=10000, a million requests: about 3 hours); at "
-                                   "--rate 1 the token serves several per round (about 3 each: 16 s). On a "
-                                   "terminal, a run longer than a second shows its progress on stderr.")
+                                   "Its time follows the messages: about 0.2 us each (docs/performance.md), and "
+                                   "the workload decides how many there are: at the default poisson rate 1/n each "
+                                   "request mostly has the ring to itself and D sends about n messages for it "
+                                   "(n=10000, 800 requests: 8.1 million messages, 1.5 s); at --rate 1 the token "
+                                   "serves several per round (about 3 each), and the checker's work per request "
+                                   "grows with the requests waiting. A node costs about 475 bytes: 4 GB hold about "
+                                   "8 million. On a terminal, a run longer than a second shows its progress on "
+                                   "stderr, and a ring of 100,000 nodes or more what it costs before it is built.")
     add_protocol_arg(p)
     p.add_argument("-n", type=int, help="ring size (default 8; a trace given as -w file:TRACE: its ring's)")
     add_workload_args(p, 1000)
@@ -57,16 +59,25 @@ def do_sim(args):
     if not 0.0 <= args.drop <= 1.0:
         raise CommandError("--drop is a probability: between 0 and 1, not %g" % args.drop)
     workload = workload_args(args, args.n, cs_time=args.cs_time)
-    shown = progress_line.maybe(args, "sim %s n=%d" % (args.protocol.upper(), args.n), "requests", args.requests)
+    what = "sim %s n=%d" % (args.protocol.upper(), args.n)
+    building = _ring_memory(args, what)
+    shown = progress_line.maybe(args, what, "requests", args.requests)
     progress = None
     if shown is not None:
         def progress(t, issued, pending, messages):
             shown.update(issued, text="msgs {:,}".format(messages))
     try:
-        report = simulate(
-            args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
-            trace=args.trace, idle_horizon=args.idle_horizon, progress=progress, drop=args.drop,
-        )
+        with building or progress_line.Nothing():
+            report = simulate(
+                args.protocol, args.n, workload, seed=args.seed, cs_time=args.cs_time,
+                trace=args.trace, idle_horizon=args.idle_horizon, progress=progress, drop=args.drop,
+                building=building and (lambda done, n: building.update(done)),
+            )
+    except KeyboardInterrupt:
+        if shown is not None:
+            shown.close(stopped=True)
+            shown = None
+        raise
     finally:
         if shown is not None:
             shown.close()
@@ -86,19 +97,64 @@ def do_sim(args):
     return 0 if report["ok"] else 1
 
 
+BIG_RING = 100_000  # nodes: building the ring takes a visible time (about 2 us a node)
+
+
+def _ring_memory(args, what):
+    """For a big ring: say at once what a node costs and what the ring will take, warn (or,
+    if it cannot fit in the machine's memory at all, refuse) before building it, and return
+    the Progress of its building where progress is wanted (else None)."""
+    if args.n < BIG_RING:
+        return None
+    from ..sim.nodes import node_bytes
+
+    per = node_bytes(args.protocol, args.n)
+    need = per * args.n
+    text = "building the ring: {:,} nodes of about {:,} bytes, {} in all".format(args.n, per, _gb(need))
+    total, available = _memory()
+    if total is not None and need > total:
+        raise CommandError("%s: %s, more than this machine's %s of memory and swap (the largest ring that fits: "
+                           "about {:,} nodes)".format(total // per) % (what, text, _gb(total)))
+    if available is not None and need > available:
+        print("picoring: %s: %s, more than the %s available now: it may run out of memory"
+              % (what, text, _gb(available)), file=sys.stderr)
+    else:
+        progress_line.say(args, "%s: %s" % (what, text))
+    return progress_line.maybe(args, what + ": building the ring", "nodes", args.n)
+
+
+def _gb(size):
+    return "%.1f GB" % (size / 1e9)
+
+
+def _memory():
+    """(memory and swap in all, memory available now) in bytes, from /proc/meminfo; (None,
+    None) where there is none."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if line.split()[1:2]}
+    except (OSError, ValueError, IndexError):
+        return None, None
+    total = info.get("MemTotal")
+    return (None if total is None else total + info.get("SwapTotal", 0)), info.get("MemAvailable")
+
+
 # -- check -------------------------------------------------------------------
 
 def argparse_check(sub):
     p = sub.add_parser("check", help="check a trace against the bounds, safety and liveness")
     p.add_argument("trace", help="JSON-lines trace written by sim or run")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    progress_line.add_progress_args(p)
 
 
 def do_check(args):
     from ..check.checker import check_trace
 
-    meta, report = check_trace(args.trace)
+    with progress_line.reading(args, "check", args.trace) as progress:
+        meta, report = check_trace(args.trace, progress)
     report.setdefault("source", meta.get("source"))
     print_report(report, args.json)
     return 0 if report["ok"] else 1
+
 

@@ -9,6 +9,7 @@ and for a virtual board its UART pty and a way to reset it. Boards can be named
   E6614C311B2A8F26                      the same, bare, when no such path exists
   rfc2217://host:port, socket://h:p     a pyserial URL (remote serial port)
   virtual:I                             board I of the ring `picoring virtual up` started
+  labgrid:PLACE[@HOST:PORT]             every serial port of a labgrid place (ring/labgrid.py)
 
 A ring file (ring.json, written by `picoring discover`) lists the boards in ring
 order by serial number (virtual boards by their USB path), so the order
@@ -42,6 +43,7 @@ class Target:
     resetter: Optional[Callable] = field(default=None, repr=False)  # resetter(run_main=True)
     spec: str = ""                             # what the user wrote
     virtual_i2c: Optional[str] = None          # a virtual board's ring's FRAM image (--resource fram)
+    labgrid: Optional[dict] = None             # a labgrid place's port: {place, resource, name} (ring/labgrid.py)
 
     @property
     def virtual(self):
@@ -261,18 +263,46 @@ def resolve(spec, state_dir=None, ports=None, virtual=None):
 
 
 def resolve_many(specs, state_dir=None, ports=None):
-    """Targets for a list of names; the same board named twice is an error."""
+    """Targets for a list of names (labgrid:PLACE names all of a place's boards); the same
+    board named twice is an error."""
     ports = comports() if ports is None else ports
     virtual = virtual_targets(state_dir)
     out, seen = [], {}
     for spec in specs:
-        t = resolve(spec, state_dir, ports, virtual)
-        key = os.path.realpath(t.port) if not t.is_url else t.port
-        for k in {key, t.serial_number} - {None}:
-            if k in seen:
-                raise PortError("%s and %s are the same board: each board can have only one ring position"
-                                % (seen[k], spec))
-            seen[k] = spec
+        place = spec.strip().startswith("labgrid:")
+        for t in _place_targets(spec, state_dir) if place else [resolve(spec, state_dir, ports, virtual)]:
+            key = os.path.realpath(t.port) if not t.is_url else t.port
+            for k in {key, t.serial_number} - {None}:
+                if k in seen:
+                    raise PortError("%s and %s are the same board: each board can have only one ring position"
+                                    % (seen[k], spec))
+                seen[k] = spec
+            out.append(t)
+    return out
+
+
+def _place_targets(spec, state_dir, order=None, order_from=DEFAULT_RING_FILE):
+    """The boards of a labgrid place (labgrid:PLACE) in ring order: `order` (a ring file's), else
+    ./ring.json's if it is about this place, else by name. A board exported from this host for a
+    virtual board of `picoring virtual up` (its pty) gets that board's UART and reset."""
+    from . import labgrid  # imported only when a place is named: labgrid is an optional extra
+
+    try:
+        if order is None and os.path.exists(DEFAULT_RING_FILE):
+            spec_order = labgrid.ring_file_order(read_ring_file(DEFAULT_RING_FILE), labgrid.parse_spec(spec)[0])
+            order = spec_order[1] if spec_order else None
+        found = labgrid.place_ports(spec, order, order_from)
+    except labgrid.LabgridError as e:
+        raise PortError(str(e)) from None
+    local = any(p.on_this_host() for p in found)
+    virtual = {os.path.realpath(t.port): t for t in virtual_targets(state_dir)} if local else {}
+    out = []
+    for p in found:
+        t = Target(p.url, description=p.description, spec=p.spec, labgrid=p.entry)
+        v = virtual.get(p.path) if p.on_this_host() else None
+        if v is not None:
+            t.virtual_uart, t.resetter, t.virtual_i2c = v.virtual_uart, v.resetter, v.virtual_i2c
+            t.description += ", " + v.description
         out.append(t)
     return out
 
@@ -294,6 +324,8 @@ def write_ring_file(path, targets, extra=None):
             e["vid_pid"] = t.vid_pid
         if t.virtual:
             e["virtual"] = True
+        if t.labgrid:
+            e["labgrid"] = t.labgrid
         boards.append(e)
     doc = {"picoring_ring": RING_FORMAT, "n": len(targets), "saved": time.strftime("%Y-%m-%dT%H:%M:%S"),
            "boards": boards}
@@ -327,9 +359,18 @@ def read_ring_file(path):
 
 def ring_file_targets(path, state_dir=None, ports=None):
     """Targets in ring order from a ring file: boards found again by serial number
-    (wherever they are plugged in now), virtual boards by their path."""
+    (wherever they are plugged in now), virtual boards by their path, a labgrid place's
+    boards by their resource (ring/labgrid.py)."""
+    entries = read_ring_file(path)
+    if any("labgrid" in e for e in entries):
+        from . import labgrid
+
+        place = labgrid.ring_file_order(entries)
+        if place is None:
+            raise PortError("%s: its boards are not all of one labgrid place" % path)
+        return _place_targets(place[0], state_dir, place[1], str(path))
     specs = []
-    for e in read_ring_file(path):
+    for e in entries:
         if e.get("serial"):
             specs.append("id:" + e["serial"])
         else:

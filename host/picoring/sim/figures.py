@@ -27,8 +27,8 @@ import math
 import os
 
 from ..check.checker import Checker
-from ..firmware.protocol import make_node
 from . import simcore
+from .nodes import make_nodes
 from .workload import make_workload
 
 FIG9_NS = (10, 20, 50, 100, 200, 500, 1000)
@@ -48,7 +48,7 @@ def point(protocol, n, gap, complete, rounds=1000, max_time=100_000, seed=1):
     max_time; 0: no cap). Returns a row of FIELDS' measures."""
     units = rounds * n if not max_time else min(rounds * n, max_time)
     k = max(1, int(units / gap))
-    nodes = [make_node(protocol, i, n) for i in range(n)]
+    nodes = make_nodes(protocol, n)
     wl = make_workload("poisson", n, k, seed=seed, cs_time=0, rate=1.0 / gap)
     c = Checker(protocol, n)
     simcore.run(nodes, wl, 0, c, idle_horizon=n, starve_horizon=1 << 40, complete=complete)

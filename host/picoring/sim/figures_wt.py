@@ -37,8 +37,9 @@ import csv
 import os
 
 from ..check.checker import Checker
-from ..firmware.protocol import DISCARDED, REGENERATED, make_node
+from ..firmware.protocol import DISCARDED, REGENERATED
 from . import simcore
+from .nodes import make_nodes
 from .workload import make_workload
 
 SKIP, OP, MIN, MAX = 1, 4, 600, 1800  # Table 1
@@ -172,7 +173,7 @@ def run_wt(n, time_units, scale=100, seed=1, transients=0, per=None, complete=Tr
     Figure 4's losses, the run ending once that many are measured. Returns (report, measure,
     nodes): the measure (Losses) has the checker's intervals and tokens lost besides its own."""
     spec = wt_spec(scale, per) + ",seed=%d" % seed
-    nodes = [make_node(spec, i, n) for i in range(n)]
+    nodes = make_nodes(spec, n)
     wl = make_workload("saturated", n, 1 << 40, seed=seed)
     c = Checker(spec, n)
     losses = Losses(c.parts.soft, n, scale, transients, 3 * MAX * scale)
@@ -197,7 +198,7 @@ def run_benchmark(n, time_units, scale=100, seed=1):
     """Random access (section 2): period Delta_min plus a bias in [0, Delta_min / 2]."""
     p = MIN * scale
     k = int(n * time_units * scale / p) + n
-    nodes = [make_node("random", i, n) for i in range(n)]
+    nodes = make_nodes("random", n)
     wl = make_workload("periodic", n, k, seed=seed, period=p)
     c = Checker("random", n)
     c.start(0)  # the measures count from 0, not from the first request

@@ -14,8 +14,8 @@ from pathlib import Path
 from ..check import registry
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
-from ..firmware.protocol import make_node
 from . import simcore
+from .nodes import make_nodes
 from .workload import WorkloadError, make_workload
 
 
@@ -86,14 +86,16 @@ class _CountDeferrals:
 
 
 def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1, trace=None,
-             idle_horizon=None, rate=None, period=None, progress=None, listener=None, drop=0.0):
+             idle_horizon=None, rate=None, period=None, progress=None, listener=None, drop=0.0, building=None):
     """Run one simulation; returns the checker's report with the run's details.
 
     workload is a name (see workload.make_workload) or a Workload object;
     trace a path or open file for the JSON-lines trace; listener an extra
     callable that receives every Event (the dashboard, a test); drop the probability
     that a message's hop frame is lost on its wire (seeded by seed; protocols of the
-    message layer only: `run --virtual --faults drop=P` drops any frame on boards).
+    message layer only: `run --virtual --faults drop=P` drops any frame on boards);
+    progress(t, requests made, pending, messages) every few thousand steps of the run, and
+    building(nodes made, n) as the ring is built (nodes.make_nodes).
     """
     if cs_time < 0:
         raise ValueError("cs-time cannot be negative")
@@ -104,7 +106,7 @@ def simulate(protocol, n, workload="sequential", requests=100, seed=0, cs_time=1
         raise ValueError("drop: %s sends no messages of the protocol layer, whose frames the simulator can lose "
                          "(on a ring of boards: run --virtual N --faults drop=P, with --regen-ms for recovery)"
                          % protocol)
-    nodes = [make_node(protocol, i, n) for i in range(n)]
+    nodes = make_nodes(protocol, n, progress=building)
     if isinstance(workload, str):
         wl = make_workload(workload, n, requests, seed=seed, cs_time=cs_time, rate=rate, period=period)
     else:
