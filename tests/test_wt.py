@@ -537,6 +537,38 @@ def test_a_gap_released_before_the_lost_frames_sends_waits_for_them():
     assert lost.take() == []
 
 
+def test_a_token_sent_before_its_senders_start_and_lost_after_its_receivers_is_in_the_trace():
+    """Each board's run starts at its own reply to !flush, and on a loaded machine those came
+    50 ms apart: a token sent before its sender's start (not in the trace) was lost after its
+    receiver's (drop_rx, armed there). Its gap found no send, the trace had no lost event, and
+    the count kept the token for the rest of the run (two alive 30 % of a drop_rx run)."""
+    from picoring.check.checker import Checker
+    from picoring.ring.hostlink import BoardEvent
+    from picoring.ring.merge import CausalMerger, LostFrames
+    from picoring.ring.notify import Notifier
+
+    def ev(board, ev, link=None, payload=None, aux=None, lseq=None):
+        e = BoardEvent(board, 0, 0, ev, link, "msg" if payload else None, payload, aux)
+        e.lseq = lseq
+        return e
+
+    tok = {"mkind": 0, "src": 2, "dst": 1, "seq": 0, "epoch": 2}
+    merger, lost = CausalMerger(3), LostFrames(3)
+    merger.send_before_run = lost.sent_before_run  # (RingRun.begin)
+    merger.push(2, 40, ev(2, "send", 2, dict(tok, fwd=False), lseq=5), counted=False)  # before board 2's run
+    merger.push(2, 60, ev(2, "send", 2, dict(tok, fwd=False, seq=1), lseq=6))
+    merger.push(0, 70, ev(0, "gap", aux={"lost": 1, "lseq": 6, "first": False}))  # board 0 lost lseq 5
+    merger.push(0, 70, ev(0, "recv", 2, dict(tok, seq=1)))
+    events = []
+    Notifier([events.append]).deliver(merger.release(10_000, final=True), lost, final=True)
+    assert [(e.t, e.ev, e.node, (e.extra or {}).get("sent_t")) for e in events] == [
+        (60, "send", 2, None), (70, "lost", 2, 40), (70, "recv", 0, None)]
+    c = Checker("wt", 3, time_unit="us")
+    for e in events:
+        c.feed(e)
+    assert c.tokens_lost == 1 and c.tokens_alive == 0
+
+
 @pytest.mark.slow
 def test_on_a_lossy_ring_each_lost_token_is_in_the_trace(tmp_path, capsys):
     """Virtual boards, frames dropped on the wires: each token frame lost shows in the trace as a

@@ -39,6 +39,7 @@ class SoftExclusion:
         # its send, and the losses: what the stabilisation after a loss is measured from (soft.py)
         self._sent = {}  # link -> token frames sent on it in the run (a ring trace's)
         self._received = {}  # link -> those received or lost
+        self._first_sent_t = {}  # link -> when the first of them was sent
         self._token_in = {}  # node -> (t, sent before the run) of the last token frame it received
         self._tok_t = array("d")
         self._tok_k = array("l")
@@ -105,6 +106,7 @@ class SoftExclusion:
         link = event.link
         if event.ev == "send":
             self._sent[link] = self._sent.get(link, 0) + 1
+            self._first_sent_t.setdefault(link, event.t)
         elif self._received.get(link, 0) < self._sent.get(link, 0):
             self._received[link] = self._received.get(link, 0) + 1
             self._token_in[event.node] = (event.t, False)
@@ -146,8 +148,9 @@ class SoftExclusion:
         if not self._carries_token(event):
             return
         sent_t = (event.extra or {}).get("sent_t", event.t)
-        if event.link is not None:
-            self._received[event.link] = self._received.get(event.link, 0) + 1  # (its send was counted)
+        link = event.link
+        if link in self._first_sent_t and sent_t >= self._first_sent_t[link]:
+            self._received[link] = self._received.get(link, 0) + 1  # its send was counted (wire)
         self.tokens_lost += 1
         self._losses.append(sent_t)
         if self._tok_since is None or sent_t >= self._tok_since:
@@ -157,7 +160,9 @@ class SoftExclusion:
         ts, ks = self._tok_t, self._tok_k
         first = bisect_right(ts, sent_t) - 1
         if first < 0:
-            return  # sent before the run's start: not placed
+            # Sent before the run (before its sender's start, lost after its receiver's): a
+            # token alive at the start, taken as the ring's one the count began with
+            sent_t, first = ts[0], 0
         for i in range(first, len(ts)):
             b = ts[i + 1] if i + 1 < len(ts) else self._tok_since
             moved = b - max(ts[i], sent_t)
