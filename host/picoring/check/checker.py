@@ -55,7 +55,8 @@ from .parts.soft_exclusion import CLOCK_UNIT, SoftExclusion  # noqa: F401
 
 # The listener methods the Checker feeds (parts/__init__.py), each to every part that has it.
 EVENTS = ("request", "enter", "exit", "fail", "restarted", "events_lost", "frame", "token_seen", "regen",
-          "discard", "timeout", "lost_frame", "tokens", "lost", "message_sent", "start", "clock_rates", "res")
+          "discard", "timeout", "lost_frame", "tokens", "lost", "message_sent", "start", "clock_rates", "res",
+          "wire")
 
 # The report's keys, in the order it has always had them (the parts give them).
 REPORT_KEYS = ("protocol", "n", "requests", "served", "messages", "logical_messages", "hop_frames",
@@ -221,6 +222,9 @@ class Checker:
         """Consume one trace Event."""
         ev = event.ev
         t = event.t
+        if self._on_wire and (ev == "send" or ev == "recv"):
+            for on in self._on_wire:
+                on(event)
         if ev == "send":
             led = self.ledger
             kind = event.kind

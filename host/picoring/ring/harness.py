@@ -196,6 +196,7 @@ class RingRun:
         self.t0 = t0
         self.record.slowness = self.slowness
         self.lost_frames = LostFrames(self.n)  # the gaps' lost frames, as "lost" trace events
+        self.merger.send_before_run = self.lost_frames.sent_before_run
         self.streams = [BoardStream(i, link, self.n, self.merger, self.record, self.lost_frames, t0)
                         for i, link in enumerate(self.links)]
         self.driver = Driver(self.streams, self.protocol, self.workload, self.record, self.clock, t0, self.settle_us,

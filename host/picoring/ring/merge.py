@@ -38,6 +38,10 @@ class CausalMerger:
         # for a receiver's first frame after a restart (gap events with "first")
         self.unreceived = [deque(maxlen=1024) for _ in range(n)]
         self.restarted_sender = [False] * n  # per link: its sender restarted, no gap on it since (sender_restarted)
+        # callable(t, send) for each send from before the run released (not in the trace): the
+        # run's LostFrames, so that a frame sent before its sender's start of the run and lost
+        # after its receiver's is found (each board's start is its own !flush reply)
+        self.send_before_run = None
 
     def sender_restarted(self, board):
         """Board `board` restarted: it numbers the frames it sends from 0 again, so the next
@@ -257,6 +261,8 @@ class CausalMerger:
             _, e, counted = self.queues[b].popleft()
             self._count(b, e, forced=forced)
             if not counted:
+                if e.ev == "send" and self.send_before_run is not None:
+                    self.send_before_run(t, e)
                 continue
             t = max(t, self.last_t)
             self.last_t = t
@@ -377,6 +383,12 @@ class LostFrames:
     def restarted(self, board):
         """board starts numbering its sends from 0 again (its boot)."""
         self._recent[board].clear()
+
+    def sent_before_run(self, t, e):
+        """A send from before the run (its sender's !flush reply), released at host time t: a
+        frame the receiver may lose once its run has begun (CausalMerger.send_before_run)."""
+        if e.lseq is not None:
+            self._recent[e.board][e.lseq] = (t, e)
 
     def released(self, t, e):
         """Feed one released event; returns the lost frames known now, [(gap's t, sent t, send)]."""

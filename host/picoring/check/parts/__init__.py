@@ -36,6 +36,7 @@ The listener interface (every method optional; t: the run's time, node: an index
     message_sent(src, mkind, w) a new message of the protocol layer (w: its payload's first word)
     start(t)                    the run's measures count from t
     clock_rates(rates)          the boards' clocks against the trace's time (an end event's)
+    wire(event)                 a ring trace's send or recv event (a frame on a link)
     res(event)                  an access to the shared resource (a true result: the part now
                                 listens to more, and the Checker routes the events again)
     finish()                    the run is over: judge what is still open

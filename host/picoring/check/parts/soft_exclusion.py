@@ -37,6 +37,10 @@ class SoftExclusion:
         # The token count's history (k alive from t on), so that a token found lost later (a
         # ring trace's "lost" event, when the next frame on its wire showed the gap) counts from
         # its send, and the losses: what the stabilisation after a loss is measured from (soft.py)
+        self._sent = {}  # link -> token frames sent on it in the run (a ring trace's)
+        self._received = {}  # link -> those received or lost
+        self._first_sent_t = {}  # link -> when the first of them was sent
+        self._token_in = {}  # node -> (t, sent before the run) of the last token frame it received
         self._tok_t = array("d")
         self._tok_k = array("l")
         self._losses = array("d")
@@ -93,11 +97,31 @@ class SoftExclusion:
     def regen(self, event):
         self._tokens_to(event.t, self.tokens_alive + 1)
 
+    def wire(self, event):
+        """A ring trace's send or recv of a frame: per link, which received token frames were
+        sent before the run (a link delivers in order, so the receives with no send yet counted
+        on their link). Such a token is one the count never had (module doc, discard)."""
+        if event.link is None or not self._carries_token(event):
+            return
+        link = event.link
+        if event.ev == "send":
+            self._sent[link] = self._sent.get(link, 0) + 1
+            self._first_sent_t.setdefault(link, event.t)
+        elif self._received.get(link, 0) < self._sent.get(link, 0):
+            self._received[link] = self._received.get(link, 0) + 1
+            self._token_in[event.node] = (event.t, False)
+        else:
+            self._token_in[event.node] = (event.t, True)  # sent before the run: not counted
+
     def discard(self, t, node):
-        # A node removes a token only where another is alive (one that precedes it met there, or
-        # the current epoch's at the epoch gate): at least one stays. A removal at 1 is of a token
-        # the count never saw (made before the ring formed).
-        self._tokens_to(t, max(1, self.tokens_alive - 1))
+        # A token the node just received whose frame was sent before the run (an old epoch's,
+        # made before the ring formed, dropped at the epoch gate) is one the count never had:
+        # the count stays. Any other removal takes one off, down to 0: the wandering token
+        # drops a token older than one the node saw even when that one has since been lost
+        # (and its lost event comes later), so "another is alive" does not hold on a lossy ring.
+        if self._token_in.get(node) == (t, True):
+            return
+        self._tokens_to(t, self.tokens_alive - 1)
 
     def tokens(self, t, node, a):
         """The simulator's note that a handler regenerated or discarded a token (action bits)."""
@@ -124,6 +148,9 @@ class SoftExclusion:
         if not self._carries_token(event):
             return
         sent_t = (event.extra or {}).get("sent_t", event.t)
+        link = event.link
+        if link in self._first_sent_t and sent_t >= self._first_sent_t[link]:
+            self._received[link] = self._received.get(link, 0) + 1  # its send was counted (wire)
         self.tokens_lost += 1
         self._losses.append(sent_t)
         if self._tok_since is None or sent_t >= self._tok_since:
@@ -133,7 +160,9 @@ class SoftExclusion:
         ts, ks = self._tok_t, self._tok_k
         first = bisect_right(ts, sent_t) - 1
         if first < 0:
-            return  # sent before the run's start: not placed
+            # Sent before the run (before its sender's start, lost after its receiver's): a
+            # token alive at the start, taken as the ring's one the count began with
+            sent_t, first = ts[0], 0
         for i in range(first, len(ts)):
             b = ts[i + 1] if i + 1 < len(ts) else self._tok_since
             moved = b - max(ts[i], sent_t)
