@@ -5,59 +5,81 @@ token more than log N times"), against the descriptor's printed bounds; and resp
 the token and until the token is given to a ready node"): at each entry, the time since a node has
 been waiting with nobody in the critical section.
 
-Each entry costs O(log pending) amortised, not O(pending): a busy ring of 10,000 nodes has
-thousands of requests waiting at every entry (docs/performance.md)."""
+An entry costs O(log pending) amortised, not O(pending): a busy ring of 10,000 nodes has
+thousands of requests waiting at each entry (docs/performance.md). Overtaken by one node is kept
+in levels, not in a counter per waiting request and node that each entry would touch:
+level[j - 1] is the latest entry position (entries made before it) at which some node made its
+j-th most recent entry, so a request made at position `at` was overtaken by one node at least j
+times iff level[j - 1] >= at. An entry moves only its own node's entries one level down. A level
+may lag its true value where no waiting request's position lies between the two (no answer can
+tell them apart), which lets an entry touch either its node's entries since the oldest waiting
+request or the waiting requests, whichever are fewer."""
 
 from array import array
 from bisect import bisect_left
-from heapq import heappop, heappush
+from collections import deque
+from heapq import heapify, heappop, heappush
 from operator import itemgetter
 
 _REQUESTED_AT = itemgetter(1)  # of a pending request (ledger.py)
+_AT = 4  # ... its position: the entries made before it
+_FEW_WAITING = 8  # requests pending: fewer are scanned for the longest waiting
 
 
-class OvertakenByOne:
-    """For each waiting request, the most entries any one node made since it was made.
-
-    Not a counter per waiting request and node (every entry would touch every waiting request)
-    but levels: level[j - 1] is the latest entry position at which some node made its j-th most
-    recent entry, so a request made when `position` entries had been made was overtaken by one
-    node at least j times iff level[j - 1] >= that position. An entry moves only its own node's
-    entries one level down. A level may lag its true value where no waiting request's position
-    lies between the two (no answer can tell them apart), which lets an entry touch either its
-    node's entries since the oldest waiting request or the waiting requests, whichever are fewer."""
-
-    def __init__(self):
-        self.position = 0  # entries so far
-        self._waiting = {}  # node -> the position at its request
-        self._oldest = []  # heap of (position, node); stale ones are skipped when on top
-        self._entries = {}  # node -> array of its entry positions
+class Fairness:
+    def __init__(self, ledger, bounds):
+        self.ledger = ledger
+        self.listens = () if ledger.soft else ("request", "enter")
+        self.paper_overtaken = bounds.paper_overtaken
+        self.paper_by_one = bounds.paper_by_one
+        self.max_overtaken = 0
+        self.max_overtaken_by_one = 0
+        self.responsiveness = array("d")
+        self._requested = None  # heap of (t, request id, node) while many wait: served ones skipped on top
+        self._untimed = False  # a request had no time: the longest waiting is found the slow way
         self._level = []
+        self._entries = {}  # node -> its entry positions since nobody waited (array)
+        self._oldest = deque()  # (position, node) of requests in their order: stale ones skipped at the left
 
-    def request(self, node):
-        """A request at node (a second one replaces the first)."""
-        self._waiting[node] = self.position
-        heappush(self._oldest, (self.position, node))
+    def request(self, t, node, rid):
+        # the waiting requests are the ledger's pending ones (the liveness part keeps them)
+        self._oldest.append((self.ledger.entries, node))
+        if t is None:
+            self._untimed = True
+        elif self._requested is not None:
+            heappush(self._requested, (t, rid, node))
 
-    def drop(self, node):
-        """node's request will not be served."""
-        self._waiting.pop(node, None)
+    def enter(self, t, node, seq):
+        led = self.ledger
+        pending = led.pending
+        req = pending.get(node)  # the request this entry serves
+        if pending:
+            start = self._requested_first(pending)
+            last_exit = led.last_exit
+            if last_exit is not None and last_exit > start:
+                start = last_exit
+            if t is not None and start is not None:
+                self.responsiveness.append(t - start)
+        if req is not None:
+            overtaken = led.entries - req[_AT]  # (this entry is not counted yet)
+            by_one = self.overtaken_by_one(req[_AT]) if self._level else 0
+            self.max_overtaken = max(self.max_overtaken, overtaken)
+            self.max_overtaken_by_one = max(self.max_overtaken_by_one, by_one)
+            if self.paper_overtaken is not None and overtaken > self.paper_overtaken:
+                self.ledger.over("overtaken")
+            if self.paper_by_one is not None and by_one > self.paper_by_one:
+                self.ledger.over("overtaken_by_one")
+        if len(pending) > (req is not None):  # others wait: they see this entry
+            self._entered(node, led.entries)
+        elif self._oldest:  # nobody else waits: no later request sees this entry or an earlier one
+            self._oldest.clear()
+            if self._level:
+                self._entries.clear()
+                self._level.clear()
 
-    def enter(self, node):
-        """node enters: the most entries one other node made since its request (0: none waiting)."""
-        at = self._waiting.pop(node, None)
-        by_one = 0 if at is None else self._overtaken(at)
-        mine = self._entries.get(node)
-        if mine is None:
-            mine = self._entries[node] = array("q")
-        mine.append(self.position)
-        self.position += 1
-        if self._waiting:
-            self._move_down(mine)
-        return by_one
-
-    def _overtaken(self, at):
-        level = self._level  # level[j] >= at holds for a prefix of j (at: a waiting request's)
+    def overtaken_by_one(self, at):
+        """The most entries one node made since the waiting request made at position `at`."""
+        level = self._level  # level[j] >= at holds for a prefix of j
         lo, hi = 0, len(level)
         while lo < hi:
             mid = (lo + hi) // 2
@@ -67,85 +89,49 @@ class OvertakenByOne:
                 hi = mid
         return lo
 
-    def _oldest_waiting(self):
-        oldest, waiting = self._oldest, self._waiting
-        while waiting.get(oldest[0][1]) != oldest[0][0]:
-            heappop(oldest)
-        return oldest[0][0]
+    def _requested_first(self, pending):
+        """When the longest waiting pending request was made: a scan of a few, a heap of many
+        (built from the pending ones when they become many, dropped when one is left)."""
+        if len(pending) < _FEW_WAITING or self._untimed:
+            if len(pending) == 1:
+                self._requested = None
+            return min(pending.values(), key=_REQUESTED_AT)[1]
+        heap = self._requested
+        if heap is None:
+            heap = self._requested = [(req[1], req[0], node) for node, req in pending.items()]
+            heapify(heap)
+        while True:
+            t, rid, node = heap[0]
+            req = pending.get(node)
+            if req is not None and req[0] == rid:
+                return t
+            heappop(heap)
 
-    def _move_down(self, mine):
-        """A node made an entry (the last of `mine`): its j-th most recent is now mine[-j]."""
-        level = self._level
+    def _entered(self, node, position):
+        """node made an entry that waiting requests see: its j-th most recent is now mine[-j]."""
+        mine = self._entries.get(node)
+        if mine is None:
+            mine = self._entries[node] = array("q")
+        mine.append(position)
+        pending, oldest = self.ledger.pending, self._oldest
+        while True:  # (its own request, if any, is pending still: a harmless extra)
+            req = pending.get(oldest[0][1])
+            if req is not None and req[_AT] == oldest[0][0]:
+                break
+            oldest.popleft()
         n = len(mine)
-        since_oldest = n - bisect_left(mine, self._oldest_waiting())
-        if since_oldest <= len(self._waiting):
+        since_oldest = n - bisect_left(mine, oldest[0][0])
+        if since_oldest <= len(pending):
             depths = range(1, since_oldest + 1)
         else:  # only the levels a waiting request sees this node's entries at
-            depths = {n - bisect_left(mine, at) for at in self._waiting.values()}
+            depths = {n - bisect_left(mine, req[_AT]) for req in pending.values()}
+        level = self._level
         for j in depths:
             p = mine[-j]
             if j > len(level):  # (j <= len(level) + 1: it was overtaken j - 1 times already)
                 level.append(p)
             elif level[j - 1] < p:
                 level[j - 1] = p
-
-
-class Fairness:
-    def __init__(self, ledger, bounds):
-        self.ledger = ledger
-        self.listens = () if ledger.soft else ("request", "enter", "fail")
-        self.paper_overtaken = bounds.paper_overtaken
-        self.paper_by_one = bounds.paper_by_one
-        self.max_overtaken = 0
-        self.max_overtaken_by_one = 0
-        self._by_one = OvertakenByOne()
-        self._requested = []  # heap of (t, request id, node) of requests, served ones skipped on top
-        self._untimed = False  # a request had no time: the longest waiting is found the slow way
-        self.responsiveness = array("d")
-
-    def request(self, t, node, rid):
-        self._by_one.request(node)
-        if t is None:
-            self._untimed = True
-        else:
-            heappush(self._requested, (t, rid, node))
-
-    def _requested_first(self, pending):
-        """When the longest waiting pending request was made."""
-        if not self._untimed:
-            heap = self._requested
-            while heap:
-                t, rid, node = heap[0]
-                req = pending.get(node)
-                if req is not None and req[0] == rid:
-                    return t
-                heappop(heap)
-        return min(pending.values(), key=_REQUESTED_AT)[1]
-
-    def enter(self, t, node, seq):
-        led = self.ledger
-        pending = led.pending
-        if pending:
-            start = self._requested_first(pending)
-            last_exit = led.last_exit
-            if last_exit is not None and last_exit > start:
-                start = last_exit
-            if t is not None and start is not None:
-                self.responsiveness.append(t - start)
-        by_one = self._by_one.enter(node)
-        req = pending.get(node)  # the request this entry serves
-        if req is None:
-            return
-        overtaken = led.entries - req[4]  # (this entry is not counted yet)
-        self.max_overtaken = max(self.max_overtaken, overtaken)
-        self.max_overtaken_by_one = max(self.max_overtaken_by_one, by_one)
-        if self.paper_overtaken is not None and overtaken > self.paper_overtaken:
-            self.ledger.over("overtaken")
-        if self.paper_by_one is not None and by_one > self.paper_by_one:
-            self.ledger.over("overtaken_by_one")
-
-    def fail(self, t, node, reason):
-        self._by_one.drop(node)
 
     def report(self):
         r = self.responsiveness
