@@ -5,8 +5,12 @@ token more than log N times"), against the descriptor's printed bounds; and resp
 the token and until the token is given to a ready node"): at each entry, the time since a node has
 been waiting with nobody in the critical section.
 
-An entry costs O(log pending) amortised, not O(pending): a busy ring of 10,000 nodes has
-thousands of requests waiting at each entry (docs/performance.md). Overtaken by one node is kept
+An entry does not walk every waiting request (a busy ring of 10,000 nodes has thousands waiting
+at each entry: docs/performance.md): the longest waiting comes from a heap, O(log pending)
+amortised, and overtaken by one costs O(log pending) plus the entering node's entries since the
+oldest waiting request, which is at most how often that request was overtaken by one node: one
+or two in a fair run, log N by the paper's bound, and never more than the pending requests (the
+other way below, then O(pending log pending), is taken instead). Overtaken by one node is kept
 in levels, not in a counter per waiting request and node that each entry would touch:
 level[j - 1] is the latest entry position (entries made before it) at which some node made its
 j-th most recent entry, so a request made at position `at` was overtaken by one node at least j
