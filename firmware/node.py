@@ -33,6 +33,7 @@ except ImportError:  # CPython
             return f
 
 
+
 FIRMWARE_VERSION = "0.6.0"  # 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
@@ -433,7 +434,7 @@ class NodeLoop:
         tick and the protocol's action in _taken); so is a message for another node
         (_MSG_TAKEN). Returns the kind of the frame that ended (0: none within _SPIN
         empty polls, or _FINISH_MAX bytes of a frame that does not end: line garbage)
-        plus 32 x the bytes it read."""
+        plus 32 x the bytes it read. On the chip: _finish_frame_viper, below."""
         ready, readinto, rx, rxlen, sc, st, draw, finish = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
@@ -927,6 +928,83 @@ class NodeLoop:
     def _cmd_stop(self, args):
         self.running = False
 
+
+# The hop's poll-and-pass in viper on the boards (the class's native method is its twin).
+try:
+    @micropython.viper
+    def _finish_frame_viper(self, st) -> int:
+        """NodeLoop._finish_frame in viper, where the port has the emitter (CPython and the
+        tests' pure runs keep the native twin; tests/test_node_loop.py's trickle runs compare
+        both). Viper: the decoder's fields are read through a pointer (a subscript of the
+        array costs 1.7 us in native code, and each chunk took 4-6 of them). Bounded
+        like step()'s own polls, so the scheduler waits no longer than before."""
+        ready, readinto, rx, rxlen, sc, st, draw, finish = self._rd
+        # What a token hop needs, at hand before the frame's last byte (a lookup after
+        # it delays the hop by a microsecond or more each).
+        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
+        taken = _taken
+        v = ptr32(st)
+        r = ptr8(draw)
+        cap = int(rxlen)
+        named = 0  # what passing a message on needs, looked up once one is landing (1)
+        index = 0
+        n = 0
+        sizes = taken  # (objects until then: a viper local keeps its first type)
+        mout = taken
+        views = taken
+        total = 0
+        k = 0
+        idle = _SPIN
+        while idle and total < _FINISH_MAX:
+            m = int(ready())
+            if not m:
+                idle -= 1
+                continue
+            m = int(readinto(rx, m if m < cap else cap))
+            if not m:
+                break
+            total += m
+            v[_POS] = 0
+            v[_END] = m
+            k = int(sc(rx, draw, st))
+            if k == _TOKEN:
+                t = ticks_us()
+                a = on_token(v[_F_COUNT], v[_F_STATE], v[_F_SEQ], v[_F_EPOCH])
+                if int(a) == _SEND_TOKEN:
+                    encode(eraw, tout, node)
+                    write(tout)
+                taken[0] = t
+                taken[1] = a
+                k = _TOKEN_TAKEN
+                break
+            if not named and (k == _MSG or r[0] == _MSG):
+                # A message is landing (draw[0], the kind, is this frame's once its first
+                # byte is decoded, until then the last frame's: looked up for nothing at
+                # worst).
+                index = int(node.index)
+                n = int(node.n)
+                sizes = node.msg_sizes
+                mout = self._mout
+                views = self._mviews
+                named = 1
+            if k == _MSG:
+                # A message for another node (not a broadcast): passed on without waking
+                # the protocol, as _on_msg does (which takes any other message up).
+                d = v[_F_DST]
+                if d != index and d < n and v[_F_SRC] != index and not _msg_bad(st, n, sizes):
+                    t = ticks_us()
+                    _pass_msg_on(draw, eraw, st, mout, write, views[v[_F_STATE]])
+                    taken[0] = t
+                    k = _MSG_TAKEN
+                break
+            if k or v[_CODE] == 0xFF:
+                break
+            idle = _SPIN
+        return k | (total << 5)
+
+    NodeLoop._finish_frame = _finish_frame_viper
+except (SyntaxError, NameError, AttributeError):  # CPython (its micropython stub), a port without viper
+    pass
 
 # The shared resource's code, out of NodeLoop's class table (each name there is in the way
 # of the lookups of every hop).
