@@ -33,6 +33,7 @@ except ImportError:  # CPython
             return f
 
 
+
 FIRMWARE_VERSION = "0.6.0"  # 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
@@ -184,9 +185,7 @@ class NodeLoop:
         # costs a microsecond or two on a Pico). A uart without any() (test
         # stand-ins) is read by readinto(buf) alone.
         self._any = getattr(uart, "any", None)
-        self._readinto = uart.readinto
         self._write = uart.write
-        self._rxlen = rxbuf
         self._dst = self.dec.st
         self._draw = self.dec.raw
         self._eraw = self.enc._raw
@@ -202,6 +201,12 @@ class NodeLoop:
         self._mfields = self.enc.msg_fields
         mv = memoryview(self._mout)
         self._mviews = [None if size == 255 else mv[:size + _MSG_WIRE_EXTRA] for size in node.msg_sizes]
+        # The hop path's objects in two tuples, unpacked at the start of step() and
+        # _finish_frame(): one lookup and an unpacking instead of a lookup per name (each
+        # attribute lookup costs about 2 us on a Pico, its hash a software division; a
+        # frame's first bytes waited behind 23 of them, issue 41).
+        self._rd = (self._any, uart.readinto, self.rx, rxbuf, scan, self._dst, self._draw, self._finish_frame)
+        self.bind_hot()
         self._lbuf = self.log.buf
         self._lst = self.log.st
         self._countdown = 0
@@ -336,6 +341,16 @@ class NodeLoop:
             pass
         self.link.reply("bye")
 
+    def bind_hot(self):
+        """What a token hop needs once its frame has landed, in one tuple (self._rd, set in
+        __init__, has the reading side). Call it again after replacing one of them (a
+        test's stand-in)."""
+        # The protocol's on_token as its class's function, called with the node: a bound
+        # method's call copies its arguments once more (1.5 us on a Pico).
+        node = self.node
+        on_token = getattr(type(node), "on_token", None) or (lambda n, c, s, q, e: n.on_token(c, s, q, e))
+        self._fwd = (self.ticks_us, on_token, encode_token, self._eraw, self._tout, self._write, node)
+
     @micropython.native
     def step(self):
         """One pass of the loop; returns True when it did any work.
@@ -347,26 +362,26 @@ class NodeLoop:
         A pass that finds nothing costs a few microseconds; the host link and the
         timeouts are looked at every _HOUSEKEEPING_EVERY passes."""
         busy = False
-        if self._any is None:
-            n = self._readinto(self.rx)
+        ready, readinto, rx, rxlen, sc, st, draw, finish = self._rd
+        if ready is None:
+            n = readinto(rx)
         else:
-            n = self._any()
+            n = ready()
             if n:
-                n = self._readinto(self.rx, n if n < self._rxlen else self._rxlen)
+                n = readinto(rx, n if n < rxlen else rxlen)
         if n:
             busy = True
-            st = self._dst
             st[_POS] = 0  # the bytes to scan
             st[_END] = n
-            k = scan(self.rx, self._draw, st)
-            if not k and st[_CODE] != 0xFF and self._any is not None:
+            k = sc(rx, draw, st)
+            if not k and st[_CODE] != 0xFF and ready is not None:
                 # A frame is half read: its next bytes are on the wire. Wait for them
                 # here, in native code, and scan each as it lands: the frame's last
                 # byte is then seen within a poll or two, where a bytecode pass of the
                 # loop (tens of microseconds on a Pico) could have just begun when it
                 # landed and delayed the hop by its whole length. Bounded (_SPIN polls
                 # without a byte: about 0.1 ms on a Pico) for a line that goes quiet.
-                k = self._finish_frame(st)
+                k = finish(st)
                 n += k >> 5  # the bytes it read
                 k &= 31
             t = self.ticks_us() if k else 0  # (at a slow baud most reads end no frame)
@@ -396,7 +411,7 @@ class NodeLoop:
                     self._msg_passed(_taken[0])
                 else:
                     self._on_frame(k, t)
-                k = scan(self.rx, self._draw, st)
+                k = sc(rx, draw, st)
             self.rx_bytes = (self.rx_bytes + n) & _COUNT_MASK  # after: the frames went first
         if self.node.in_cs and self._cs_due():
             busy = True
@@ -405,7 +420,7 @@ class NodeLoop:
         # by its whole length (measured: +100 us a hop at 115200 baud on the boards
         # whose chores fell in step with the frames). Between frames, or every
         # _HOUSEKEEPING_EVERY passes however busy (a garbled line never idles).
-        between = self._dst[_CODE] == 0xFF
+        between = st[_CODE] == 0xFF
         self._countdown -= 1
         if self._countdown <= 0 and (between or self._countdown < -_STARVED):
             self._countdown = _HOUSEKEEPING_EVERY
@@ -423,21 +438,11 @@ class NodeLoop:
         tick and the protocol's action in _taken); so is a message for another node
         (_MSG_TAKEN). Returns the kind of the frame that ended (0: none within _SPIN
         empty polls, or _FINISH_MAX bytes of a frame that does not end: line garbage)
-        plus 32 x the bytes it read."""
-        ready = self._any
-        readinto = self._readinto
-        rx = self.rx
-        rxlen = self._rxlen
-        draw = self._draw
-        # What a token hop needs, looked up while the frame is still landing (a lookup
-        # after its last byte delays the hop by a microsecond or more each).
-        ticks_us = self.ticks_us
-        on_token = self._on_token
-        encode = encode_token
-        eraw = self._eraw
-        tout = self._tout
-        write = self._write
-        node = self.node
+        plus 32 x the bytes it read. On the chip: _finish_frame_viper, below."""
+        ready, readinto, rx, rxlen, sc, st, draw, finish = self._rd
+        # What a token hop needs, at hand before the frame's last byte (a lookup after
+        # it delays the hop by a microsecond or more each).
+        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
         taken = _taken
         views = None  # what passing a message on needs, looked up once one is landing
         total = 0
@@ -454,10 +459,10 @@ class NodeLoop:
             total += m
             st[_POS] = 0
             st[_END] = m
-            k = scan(rx, draw, st)
+            k = sc(rx, draw, st)
             if k == _TOKEN:
                 t = ticks_us()
-                a = on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
+                a = on_token(node, st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
                 if a == _SEND_TOKEN:
                     encode(eraw, tout, node)
                     write(tout)
@@ -927,6 +932,83 @@ class NodeLoop:
     def _cmd_stop(self, args):
         self.running = False
 
+
+# The hop's poll-and-pass in viper on the boards (the class's native method is its twin).
+try:
+    @micropython.viper
+    def _finish_frame_viper(self, st) -> int:
+        """NodeLoop._finish_frame in viper, where the port has the emitter (CPython and the
+        tests' pure runs keep the native twin; tests/test_node_loop.py's trickle runs compare
+        both). Viper: the decoder's fields are read through a pointer (a subscript of the
+        array costs 1.7 us in native code, and each chunk took 4-6 of them). Bounded
+        like step()'s own polls, so the scheduler waits no longer than before."""
+        ready, readinto, rx, rxlen, sc, st, draw, finish = self._rd
+        # What a token hop needs, at hand before the frame's last byte (a lookup after
+        # it delays the hop by a microsecond or more each).
+        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
+        taken = _taken
+        v = ptr32(st)
+        r = ptr8(draw)
+        cap = int(rxlen)
+        named = 0  # what passing a message on needs, looked up once one is landing (1)
+        index = 0
+        n = 0
+        sizes = taken  # (objects until then: a viper local keeps its first type)
+        mout = taken
+        views = taken
+        total = 0
+        k = 0
+        idle = _SPIN
+        while idle and total < _FINISH_MAX:
+            m = int(ready())
+            if not m:
+                idle -= 1
+                continue
+            m = int(readinto(rx, m if m < cap else cap))
+            if not m:
+                break
+            total += m
+            v[_POS] = 0
+            v[_END] = m
+            k = int(sc(rx, draw, st))
+            if k == _TOKEN:
+                t = ticks_us()
+                a = on_token(node, v[_F_COUNT], v[_F_STATE], v[_F_SEQ], v[_F_EPOCH])
+                if int(a) == _SEND_TOKEN:
+                    encode(eraw, tout, node)
+                    write(tout)
+                taken[0] = t
+                taken[1] = a
+                k = _TOKEN_TAKEN
+                break
+            if not named and (k == _MSG or r[0] == _MSG):
+                # A message is landing (draw[0], the kind, is this frame's once its first
+                # byte is decoded, until then the last frame's: looked up for nothing at
+                # worst).
+                index = int(node.index)
+                n = int(node.n)
+                sizes = node.msg_sizes
+                mout = self._mout
+                views = self._mviews
+                named = 1
+            if k == _MSG:
+                # A message for another node (not a broadcast): passed on without waking
+                # the protocol, as _on_msg does (which takes any other message up).
+                d = v[_F_DST]
+                if d != index and d < n and v[_F_SRC] != index and not _msg_bad(st, n, sizes):
+                    t = ticks_us()
+                    _pass_msg_on(draw, eraw, st, mout, write, views[v[_F_STATE]])
+                    taken[0] = t
+                    k = _MSG_TAKEN
+                break
+            if k or v[_CODE] == 0xFF:
+                break
+            idle = _SPIN
+        return k | (total << 5)
+
+    NodeLoop._finish_frame = _finish_frame_viper
+except (SyntaxError, NameError, AttributeError):  # CPython (its micropython stub), a port without viper
+    pass
 
 # The shared resource's code, out of NodeLoop's class table (each name there is in the way
 # of the lookups of every hop).

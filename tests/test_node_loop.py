@@ -264,6 +264,7 @@ def test_half_read_frame_finished_in_one_step():
     lp.node.fresh = False
     lp.uart = tx
     lp._write = tx.write
+    lp.bind_hot()  # the hop path holds its objects in tuples
     rx.pending += fw_frame.Encoder().token(0, 0, 7, 0)
     rx.landed = 1  # the first pass sees the frame's 00 and its first code byte: half read
     assert lp.step()
