@@ -217,7 +217,7 @@ def vring(tmp_path):
 def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
     targets = ports.ring_targets(vring)
     t0 = time.monotonic()
-    results = flash.flash(targets, "d", board="pico2", cs_us=50)
+    results = flash.flash(targets, "d", board="pico2", cs_us=50, clock=vring.clock)
     first_s = time.monotonic() - t0
     # Only D's protocol module of the protocol modules (firmware/protocol.py REGISTRY).
     names = [p.name for p in deploy.firmware_files(protocol="d")] + ["picoring.json"]
@@ -232,11 +232,11 @@ def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
         assert (cfg["position"], cfg["size"], cfg["protocol"], cfg["baud"], cfg["cs_us"]) == (i, 3, "d", 115200, 50)
         assert cfg["uart"] == {"id": 0, "tx": 0, "rx": 1, "rxbuf": 1024, "txbuf": 1024} and cfg["led"] == 25
     t0 = time.monotonic()
-    again = flash.flash(targets, "d", board="pico2", cs_us=50)
+    again = flash.flash(targets, "d", board="pico2", cs_us=50, clock=vring.clock)
     second_s = time.monotonic() - t0
     assert [r["copied"] for r in again] == [[], [], []]
     assert all(sorted(r["up_to_date"]) == sorted(names) for r in again)
-    changed = flash.flash(targets, "q")  # the config changes, and Q's module joins D's
+    changed = flash.flash(targets, "q", clock=vring.clock)  # the config changes, and Q's module joins D's
     assert [sorted(r["copied"]) for r in changed] == [["picoring.json", "proto_q.py"]] * 3
     print("flash of 3 virtual boards: %.2f s; again, nothing to copy: %.2f s" % (first_s, second_s))
 
@@ -246,9 +246,9 @@ def test_flash_refuses_two_boards_at_one_position_before_touching_any(vring):
     targets = ports.ring_targets(vring)
     with pytest.raises(flash.FlashError, match="two boards have the same position 1: %s and %s"
                        % (targets[1].port, targets[2].port)):
-        flash.flash(targets, "q", positions=[0, 1, 1])
+        flash.flash(targets, "q", positions=[0, 1, 1], clock=vring.clock)
     with pytest.raises(flash.FlashError, match="given twice"):
-        flash.flash([targets[0], targets[1], targets[0]], "q")
+        flash.flash([targets[0], targets[1], targets[0]], "q", clock=vring.clock)
     assert all(not os.path.exists(os.path.join(b.fs_dir, "main.py")) for b in vring.boards)
 
 
@@ -269,7 +269,7 @@ def test_flash_a_port_that_is_not_a_micropython_board(vring, tmp_path):
         for bad in (silent, noisy):
             t0 = time.monotonic()
             with pytest.raises(flash.FlashError) as e:
-                flash.flash([good, bad], "q", copy_timeout=8)
+                flash.flash([good, bad], "q", copy_timeout=8, clock=vring.clock)
             msg = str(e.value)
             assert msg.startswith("%s: copy failed" % bad.port), msg
             assert "did not answer as a MicroPython REPL" in msg or "no answer within" in msg
@@ -327,7 +327,7 @@ def flash_while_a_board_drops_out(vring, held_up=None, hold_s=0.0):
         threads.append(WhenAFileLands(board, "fram.py", hold))
     try:
         with pytest.raises(flash.FlashError) as e:
-            flash.flash(targets, "q")
+            flash.flash(targets, "q", clock=vring.clock)
     finally:
         for th in threads:
             th.stop.set()
@@ -347,7 +347,7 @@ def assert_only_board_1_failed(vring, msg):
     assert "%s: partly copied: " % victim.usb_path in msg and "flash it again" in msg, msg
     assert "%s: files copied" % targets[2].port in msg, msg                # copied beside it, not restarted
     # and a second flash, with the board back, repairs the ring
-    results = flash.flash(targets, "q")
+    results = flash.flash(targets, "q", clock=vring.clock)
     assert [r["ver"]["pos"] for r in results] == [0, 1, 2]
 
 
@@ -373,7 +373,7 @@ def test_port_busy_is_reported_before_anything_is_touched(vring):
     holder = serial.Serial(targets[2].port, exclusive=True)
     try:
         with pytest.raises(ports.PortError, match="port busy: %s is open in another program" % targets[2].port):
-            flash.flash(targets, "q")
+            flash.flash(targets, "q", clock=vring.clock)
     finally:
         holder.close()
 
@@ -425,7 +425,7 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
         t0 = time.monotonic()
         said = []
         # (blank boards never say hello: every second of hello_timeout is waited out)
-        ordered, info = discover.discover(shuffled, first=first, log=said.append, hello_timeout=2.0)
+        ordered, info = discover.discover(shuffled, first=first, log=said.append, hello_timeout=2.0, clock=r.clock)
         cold = time.monotonic() - t0
         assert [t.port for t in ordered] == [b.usb_path for b in r.boards]
         assert info["reflashed"]  # blank boards got the firmware and a provisional config, and were told so
@@ -433,7 +433,7 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
         assert "discover flashes picoring firmware %s with a provisional config" % flash.firmware_version() in said[0]
         # boards that run the firmware (any positions) are probed as they are
         t0 = time.monotonic()
-        ordered2, info2 = discover.discover(shuffled[::-1], first=shuffled[::-1].index(targets[2]))
+        ordered2, info2 = discover.discover(shuffled[::-1], first=shuffled[::-1].index(targets[2]), clock=r.clock)
         warm = time.monotonic() - t0
         assert not info2["reflashed"]
         assert [t.port for t in ordered2] == [b.usb_path for b in r.boards[2:] + r.boards[:2]]
@@ -442,7 +442,7 @@ def test_discover_finds_a_shuffled_ring(tmp_path):
         # a cut wire is a wiring error that names the board whose TX goes nowhere
         r.cut(3)
         with pytest.raises(discover.WiringError, match="the TX \\(GP0\\) of %s reaches none" % r.boards[3].usb_path):
-            discover.discover(targets)
+            discover.discover(targets, clock=r.clock)
 
 
 @pytest.mark.slow
@@ -638,7 +638,7 @@ def test_flash_and_run_through_rfc2217(tmp_path):
             remote.virtual_uart = r.boards[1].uart  # the far end is a virtual board: its config needs its UART
             # mpremote opens pyserial URLs too, so the copy goes through RFC 2217; the restart is a
             # soft reset (Ctrl-C, Ctrl-B, Ctrl-D) and the !hello/!ver check come back through it
-            results = flash.flash([local, remote], "q")
+            results = flash.flash([local, remote], "q", clock=r.clock)
             assert results[1]["port"] == server.url and results[1]["ver"]["pos"] == 1
             assert server.clients >= 2
             run = RingRun([local.port, server.url], "q", make_workload("sequential", 2, 4),
