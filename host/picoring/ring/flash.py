@@ -300,6 +300,8 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                 fail(i, "cannot restart it into its REPL: %s" % e)
             states[i]["state"] = "stopped (REPL)"
 
+    digests = {}  # each firmware file hashed once for every board (copy_firmware)
+
     def copy_one(i):
         """Board i's firmware and config; its state and result set. Raises _CopyFailed."""
         t = targets[i]
@@ -315,7 +317,7 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
             else:
                 summary, ident, sel = copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout, mpy_cache,
                                                     log=lambda text: log("%s: %s" % (t.label(), text)),
-                                                    what="position %d" % positions[i], clock=clock)
+                                                    what="position %d" % positions[i], clock=clock, digests=digests)
                 if ident and ident["implementation"] != "micropython":
                     states[i]["state"] = "not changed"
                     raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
@@ -380,14 +382,24 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     return results
 
 
+def _digest(path, digests):
+    """path's SHA-256, from digests when an earlier board of the flash has read it."""
+    found = digests.get(path)
+    if found is None:
+        found = digests[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return found
+
+
 def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeout=COPY_TIMEOUT, cache=None, log=None,
-                  what="", clock=WALL):
+                  what="", clock=WALL, digests=None):
     """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
     firmware in the form it takes (picoring.ring.mpy.select), its config as picoring.json, and delete
     the stale other form of each module (a second session). Returns (copy_files' summary with
     "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
-    None). Raises deploy.DeployError."""
+    None). digests: {path: SHA-256} shared by the boards of one flash, so that each file is read
+    and hashed once, not once a board. Raises deploy.DeployError."""
     log = log or (lambda text: None)
+    digests = {} if digests is None else digests
     t0 = time.monotonic()
     out = deploy.exec_code(port, ID_CODE + "\n" + HASH_CODE, timeout, clock)
     ident, on_board = _identity(out), board_hashes(out)
@@ -404,7 +416,7 @@ def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeou
     form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpymod.tag_text(mpymod.decode_tag(tag)))
             if sel["compiled"] else "sources")
     config_bytes = deploy.config_bytes(cfg)
-    wanted = dict(zip(sel["names"], (hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in sel["files"])))
+    wanted = dict(zip(sel["names"], (_digest(f, digests) for f in sel["files"])))
     wanted[deploy.CONFIG_NAME] = hashlib.sha256(config_bytes).hexdigest()
     same = sorted(name for name, digest in wanted.items() if on_board.get(name) == digest)
     stale = [name for name in sel["remove"] if name in on_board]
