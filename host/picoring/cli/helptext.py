@@ -38,6 +38,7 @@ HELP = {
     ("bench",): (None, [
         "picoring bench sim --quick",
         "picoring bench ring --json",
+        "picoring bench ring --emulated               # 3 emulated Picos, chip time, against a minimal relay",
         "picoring bench soak --quick -p q",
     ]),
     ("virtual",): (
