@@ -8,9 +8,9 @@ against a minimal relay on the same wires.
    two ends.
 2. the minimal relay: n fresh emulated Picos, the same wires and baud, each running plain
    MicroPython that waits for a whole frame of the firmware's token frame length
-   (firmware/frame.py TOKEN_WIRE), counts the hop in it and writes it on: about the least a
-   Python firmware can do per hop. firmware / relay is the share of that budget the firmware
-   keeps.
+   (firmware/frame.py TOKEN_WIRE), checks its delimiters, counts the hop in it and writes it
+   on: about the least a Python firmware can do per hop. firmware / relay is the share of
+   that budget the firmware keeps.
 
 Frames are found from the bytes' timing alone (js/emulator.mjs: a pause of more than two byte
 times on a wire ends one), so any firmware can be measured. From the frames (measure()):
@@ -53,13 +53,15 @@ while uart.any():
 
 
 def relay(frame, size, waiting, take, put):
+    last = size - 1
     while True:
         if waiting() >= size:
             take(frame, size)
-            hops = ((frame[2] << 8) | frame[1]) + 1  # the hop count rides in the frame
-            frame[1] = hops & 0xFF
-            frame[2] = (hops >> 8) & 0xFF
-            put(frame)
+            if frame[0] == 0 and frame[last] == 0:  # its delimiters, as the firmware's frames have
+                hops = ((frame[2] << 8) | frame[1]) + 1  # the hop count rides in the frame
+                frame[1] = hops & 0xFF
+                frame[2] = (hops >> 8) & 0xFF
+                put(frame)
 
 
 frame = bytearray(FRAME)
