@@ -43,7 +43,7 @@ TAIL_S = 0.05  # chip time recorded after the window: the frames that answer its
 REPL_WAIT_S = 60.0  # wall seconds for an idle board's raw REPL to answer (it runs in real time)
 
 # The minimal relay. The host puts BAUD, FRAME (bytes) and FIRST (1: the board that sends the
-# first frame, once every other board has said RELAYING) in front of it.
+# first frame, once every other board has said RELAYING; it says so after that frame) in front.
 RELAY = r'''
 from machine import UART, Pin
 
@@ -69,8 +69,7 @@ if FIRST:
     import time
     time.sleep_ms(5)
     uart.write(frame)
-else:
-    print('RELAYING')
+print('RELAYING')
 relay(frame, FRAME, uart.any, uart.readinto, uart.write)
 '''
 
@@ -141,33 +140,17 @@ def relay_script(baud, frame_bytes, first):
     return "BAUD = %d\nFRAME = %d\nFIRST = %d\n%s" % (baud, frame_bytes, 1 if first else 0, RELAY)
 
 
-def _read_until(ser, marker, timeout_s, what):
-    got = b""
-    deadline = time.monotonic() + timeout_s
-    while marker not in got:
-        if time.monotonic() > deadline:
-            raise ChipRingError("%s: no %r within %d s (got %r)" % (what, marker.decode(), timeout_s, got[-200:]))
-        got += ser.read(ser.in_waiting or 1)
-    return got
-
-
 def start_script(port, text, until=None, timeout_s=REPL_WAIT_S):
     """Run text on the board at port (at its REPL) through its raw REPL, without waiting for it to
-    end; with until: wait for that output first (an error's traceback ends the wait)."""
-    import serial
+    end; with until: wait for that output first (a traceback ends the wait)."""
+    from ..emulated.repl import RawRepl
 
-    with serial.Serial(port, 115200, timeout=0.1, exclusive=True) as ser:
-        ser.write(b"\r\x03\x03")
-        time.sleep(0.1)
-        ser.reset_input_buffer()
-        ser.write(b"\x01")
-        _read_until(ser, b"raw REPL; CTRL-B to exit\r\n>", timeout_s, port)
-        ser.write(text.encode() + b"\x04")
-        _read_until(ser, b"OK", timeout_s, port)
+    with RawRepl(port, timeout_s) as repl:
+        repl.enter().start(text)
         if until:
-            got = _read_until(ser, until, timeout_s, port)  # (a traceback ends with \x04>: no wait for it)
-            if b"Traceback" in got:
-                raise ChipRingError("%s: the relay failed: %s" % (port, got.decode(errors="replace")))
+            got = repl.read_until((until, b"\x04"), "waiting for %r" % until.decode())
+            if until not in got:  # the code ended (its traceback follows)
+                raise ChipRingError("%s: the relay failed: %s" % (port, repl.read_until(b"\x04").decode(errors="replace")))
 
 
 def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms=None, firmware=None, bootrom=None, log=None):
@@ -192,7 +175,7 @@ def relay_window(n, baud, frame_bytes, warm_s, window_s, firmware=None, bootrom=
             log("bench ring --emulated: the minimal relay, %d-byte frames" % frame_bytes)
         for port in ring.ports[1:]:
             start_script(port, relay_script(baud, frame_bytes, False), until=b"RELAYING")
-        start_script(ring.ports[0], relay_script(baud, frame_bytes, True))
+        start_script(ring.ports[0], relay_script(baud, frame_bytes, True), until=b"RELAYING")  # the window after
         return ring.record_window(warm_s, window_s, tail_s=TAIL_S)
     finally:
         ring.stop()
@@ -253,6 +236,7 @@ def print_table(result, console=None):
 
 def main(args):
     from ..emulated.assets import EmulatedError
+    from ..emulated.repl import ReplError
     from ..ring.flash import FlashError
     from .common import run_command
 
@@ -262,6 +246,6 @@ def main(args):
     regen_ms = getattr(args, "regen_ms", None)
     try:
         return run_command(args, lambda quick, log: run(quick, log, n, protocol, baud, regen_ms), print_table)
-    except (ChipRingError, EmulatedError, FlashError) as e:
+    except (ChipRingError, EmulatedError, FlashError, ReplError) as e:
         print("picoring bench ring --emulated: %s" % e)
         return 2
