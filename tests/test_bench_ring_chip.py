@@ -64,7 +64,7 @@ def test_the_relay_takes_the_firmwares_token_frame_length(monkeypatch):
 
     def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms, firmware, bootrom, log):
         calls["firmware"] = (n, protocol, baud, warm_s, window_s)
-        return _window([[[1_100_000, 1_260_000, 16]], [[1_300_000, 1_460_000, 16]], []]), ["p0", "p1", "p2"]
+        return _window([[[1_100_000, 1_260_000, 16]], [[1_300_000, 1_460_000, 16]], []])
 
     def relay_window(n, baud, frame_bytes, warm_s, window_s, firmware, bootrom, log):
         calls["relay"] = (n, baud, frame_bytes)

@@ -156,12 +156,11 @@ def start_script(port, text, until=None, timeout_s=REPL_WAIT_S):
 def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms=None, firmware=None, bootrom=None, log=None):
     from ..emulated.session import start_flashed
 
-    ring, ports, _ = start_flashed(n, protocol, baud=baud, regen_ms=regen_ms, firmware=firmware, bootrom=bootrom,
-                                   log=log)
+    ring, _, _ = start_flashed(n, protocol, baud=baud, regen_ms=regen_ms, firmware=firmware, bootrom=bootrom, log=log)
     try:
         if log:
             log("bench ring --emulated: recording %g s of chip time after %g s" % (window_s, warm_s))
-        return ring.record_window(warm_s, window_s, tail_s=TAIL_S), ports
+        return ring.record_window(warm_s, window_s, tail_s=TAIL_S)
     finally:
         ring.stop()
 
@@ -185,7 +184,7 @@ def run(quick=False, log=None, n=N_BOARDS, protocol="s", baud=BAUD, regen_ms=Non
     warm_s, window_s = WARM_MS[not quick] / 1e3, WINDOW_MS[not quick] / 1e3
     walls = {}
     t = time.monotonic()
-    window, ports = firmware_window(n, protocol, baud, warm_s, window_s, regen_ms, firmware, bootrom, log)
+    window = firmware_window(n, protocol, baud, warm_s, window_s, regen_ms, firmware, bootrom, log)
     walls["firmware"] = round(time.monotonic() - t, 1)
     fw = measure(window)
     result = {"n": n, "protocol": protocol, "baud": baud, "warm_ms": warm_s * 1e3, "window_ms": window_s * 1e3,
