@@ -99,7 +99,7 @@ def test_the_command_runs_the_emulated_bench(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         main(["bench", "ring", "--emulated", "--help"])
     out = capsys.readouterr().out
-    assert "picoring bench ring --emulated" in out and "ring --emulated only: the UART baud" in out
+    assert "picoring bench ring --emulated --json" in out and "ring --emulated only: the UART baud" in out
 
 
 def test_deadlines_scale_by_an_emulated_rings_own_clock_rate(tmp_path, monkeypatch):
