@@ -1,8 +1,10 @@
-"""The firmware on one emulated Pico (upstream MicroPython v1.28.0, rp2 port), through
-../shared/rp2040/exec: a script runs in the raw REPL with the firmware's .py files on
-the board's filesystem (--upload firmware). Marker `rp2040`; skipped, with the reason,
-where that folder is not (it sits beside the repository in CI: .ci/run runs these with
-the board tests, `pytest -m rp2040` runs them by hand).
+"""The firmware on one of picoring's own emulated Picos (upstream MicroPython v1.28.0, rp2
+port, on rp2040js: picoring.emulated.script.run_script): a fresh board, the firmware's .py
+files copied to its filesystem, a script run in its raw REPL. Marker `rp2040`. They need
+what every emulated Pico needs (docs/emulated.md): the Pico's MicroPython .uf2 and the RP2040
+boot ROM (PICORING_PICO_UF2 and PICORING_RP2040_BOOTROM, by default the copies in
+../shared/rp2040, as in CI), Node.js 20.6 or newer, and rp2040js from npm; without one of them
+they skip, saying which. .ci/run runs them beside the slow tier; `pytest -m rp2040` by hand.
 
 What the unix port hides and a Pico does not: 30-bit small ints (a 32-bit mask is a heap
 long int), a small heap, and Python 100 to 200 times slower. Add tests that need the
@@ -11,35 +13,43 @@ chip here; run_on_pico() is the one way in.
 
 import base64
 import json
-import subprocess
 import sys
 import time
 
 import pytest
 
 from conftest import FIRMWARE, ROOT
+from picoring.emulated import assets
+from picoring.emulated.assets import EmulatedError
+from picoring.emulated.script import run_script
+from test_emulated import BOOTROM, UF2
 
 pytestmark = [pytest.mark.rp2040, pytest.mark.slow]
 
-RP2040 = ROOT.parent / "shared" / "rp2040"
-EXEC = RP2040 / "exec"
+
+@pytest.fixture(autouse=True)
+def emulated_pico(monkeypatch):
+    """The files, node and rp2040js an emulated Pico needs, checked; skip saying what is missing.
+    The files go into the environment for the code under test (bench chip's memory run)."""
+    try:
+        assets.resolve_files(UF2, BOOTROM)
+        assets.node_command()
+        assets.rp2040js_modules()
+    except EmulatedError as e:
+        pytest.skip("needs an emulated Pico (docs/emulated.md): %s" % e)
+    monkeypatch.setenv(assets.ENV_FIRMWARE, str(UF2))
+    monkeypatch.setenv(assets.ENV_BOOTROM, str(BOOTROM))
 
 
-def run_on_pico(tmp_path, script, upload=True, chip_timeout_s=60, wall_timeout_s=300):
-    """Run `script` (text) on a freshly booted emulated Pico; returns (exit status, stdout,
-    stderr). Status 0, 1 if the script raised (traceback on stderr), 124 past chip_timeout_s
-    of chip time. The wall timeout only guards against a hung emulator: chip time runs
-    5-20x slower than wall time on a busy machine."""
-    if not EXEC.exists():
-        pytest.skip("needs an emulated Pico: %s is not here (the rp2040 folder beside the repository, "
-                    "as in CI)" % EXEC)
-    path = tmp_path / "pico_script.py"
-    path.write_text(script)
-    cmd = [str(EXEC), str(path), "--timeout", str(chip_timeout_s)] + (["--upload", str(FIRMWARE)] if upload else [])
+def run_on_pico(script, upload=FIRMWARE, wall_timeout_s=300):
+    """Run `script` (text) on a freshly booted emulated Pico, with upload's .py files (None: none)
+    on its filesystem; returns (exit status, stdout, stderr): status 0, or 1 if the script raised
+    (traceback on stderr) or printed nothing for wall_timeout_s (a guard against a hung chip:
+    chip time runs 5-20 times slower than wall time on a busy machine)."""
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=wall_timeout_s, stdin=subprocess.DEVNULL)
-    sys.stderr.write("exec %s: %.1f s wall\n%s" % (path.name, time.monotonic() - t0, proc.stderr))
-    return proc.returncode, proc.stdout, proc.stderr
+    status, out, err, chip_s = run_script(script, upload, UF2, BOOTROM, timeout_s=wall_timeout_s)
+    sys.stderr.write("emulated Pico: %.1f s wall, %s s chip time\n%s" % (time.monotonic() - t0, chip_s, err))
+    return status, out, err
 
 
 def node_bench_runs(runs):
@@ -50,7 +60,7 @@ def node_bench_runs(runs):
             "'__name__': 'mp_node_bench'})\n" % ((ROOT / "tests" / "mp_node_bench.py").read_text(), runs))
 
 
-def test_node_loop_allocates_nothing_on_a_pico(tmp_path):
+def test_node_loop_allocates_nothing_on_a_pico():
     """The steady-state node loop of a ring of 3 (in-memory wires with a Pico UART's any()
     and readinto(buf, n); events recorded and flushed to a null host link, as a board does),
     for S, and for Q and D under the adversarial workload (request messages and the token
@@ -69,7 +79,7 @@ def test_node_loop_allocates_nothing_on_a_pico(tmp_path):
     for proto in ("s", "q", "d", "toy", "toy-route"):
         runs.append([proto, "3", "150", "1", "1", "lock"])
         runs.append([proto, "3", "150", "1", "1"])
-    status, out, err = run_on_pico(tmp_path, node_bench_runs(runs))
+    status, out, err = run_on_pico(node_bench_runs(runs))
     assert status == 0, (out, err[-2000:])
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert len(lines) == len(runs), out
@@ -127,9 +137,6 @@ def test_flash_mpy_files_load_on_a_pico_and_import_fast(tmp_path):
     from picoring.ring import flash
     from picoring.ring import mpy
 
-    if not EXEC.exists():
-        pytest.skip("needs an emulated Pico: %s is not here (the rp2040 folder beside the repository, "
-                    "as in CI)" % EXEC)
     compiler, why = mpy.find_compiler()
     if compiler is None:
         pytest.skip(why)
@@ -144,14 +151,9 @@ def test_flash_mpy_files_load_on_a_pico_and_import_fast(tmp_path):
             blobs.append(name[:-4])
             (up / ("blob_%s.py" % name[:-4])).write_text("DATA = %r\n" % base64.b64encode(f.read_bytes()))
     script = MPY_IMPORT_SCRIPT % {"tag": PICO_MPY_TAG, "blobs": blobs, "order": list(IMPORT_ORDER)}
-    path = tmp_path / "pico_script.py"
-    path.write_text(script)
-    t0 = time.monotonic()
-    proc = subprocess.run([str(EXEC), str(path), "--upload", str(up), "--timeout", "60"], capture_output=True,
-                          text=True, timeout=600, stdin=subprocess.DEVNULL)
-    sys.stderr.write("exec %s: %.1f s wall\n%s" % (path.name, time.monotonic() - t0, proc.stderr))
-    assert proc.returncode == 0, (proc.stdout, proc.stderr[-2000:])
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    status, out, err = run_on_pico(script, upload=up, wall_timeout_s=600)
+    assert status == 0, (out, err[-2000:])
+    result = json.loads(out.strip().splitlines()[-1])
     assert result["crc_ok"] and result["fw"] == flash.firmware_version()
     assert [o.rsplit("/", 1)[-1] for o in result["origin"]] == [n + ".mpy" for n in IMPORT_ORDER]
     ms = sum(result["us"].values()) / 1000
@@ -160,7 +162,7 @@ def test_flash_mpy_files_load_on_a_pico_and_import_fast(tmp_path):
     assert ms < MPY_IMPORT_MS, result
 
 
-def test_no_allocation_on_a_pico_across_the_wrap(tmp_path):
+def test_no_allocation_on_a_pico_across_the_wrap():
     """Suzuki-Kasami and Ricart-Agrawala's token (firmware/proto_sk.py, proto_ra.py), and Q,
     through the node loop on the rp2 port, under micropython.heap_lock(): the adversarial
     workload with every node's numbers (request numbers, LN/LV, the clock, entry numbers) set
@@ -173,7 +175,7 @@ def test_no_allocation_on_a_pico_across_the_wrap(tmp_path):
             ["sk-route", "3", "150", "1", "1", "lock"],
             ["ra-route", "3", "150", "1", "1", "lock"],
             ["sk", "3", "150", "1", "1", "x", "wrap:rn,ln,seq"]]
-    status, out, err = run_on_pico(tmp_path, node_bench_runs(runs))
+    status, out, err = run_on_pico(node_bench_runs(runs))
     assert status == 0, (out, err[-2000:])
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert lines[:5] == ["no allocation in 150 rounds"] * 5, out
@@ -182,15 +184,13 @@ def test_no_allocation_on_a_pico_across_the_wrap(tmp_path):
     assert max(result["seqs"]) < 1000  # the entry numbers went past 2**30 - 1 and on from 0
 
 
-def test_a_boards_heap_after_start_grows_little_with_the_ring(tmp_path):
+def test_a_boards_heap_after_start_grows_little_with_the_ring():
     """`picoring bench chip`'s memory run (main.py's build on the chip): a board of a ring of 32
     running Suzuki-Kasami (RN, the token's LN and Q, message buffers sized by n) uses a few
     hundred bytes more than one of a ring of 16, and leaves most of the Pico's heap free."""
     from picoring.bench import chip
 
-    if not EXEC.exists():
-        pytest.skip("needs an emulated Pico: %s is not here" % EXEC)
-    mem = chip.memory_on_chip(RP2040, "sk")
+    mem = chip.memory_on_chip(chip.EMULATED, "sk")
     assert set(mem) == {16, 32}
     grow = mem[32]["heap_used"] - mem[16]["heap_used"]
     assert 0 < grow < 2000, mem
@@ -235,7 +235,7 @@ print("host", binascii.hexlify(hosts[0].out).decode())
 '''
 
 
-def test_fram_adapter_and_bus_recovery_run_on_a_pico_and_an_i2c_error_in_the_cs_is_reported(tmp_path):
+def test_fram_adapter_and_bus_recovery_run_on_a_pico_and_an_i2c_error_in_the_cs_is_reported():
     """--resource fram on the rp2 port (docs/fram.md): adafruit_bus_device from the installed
     distribution imports and runs unchanged; the bus recovery and machine.I2C(0, GP4, GP5,
     100 kHz) run; the adapter calls machine.I2C's methods as the rp2 port takes them
@@ -249,7 +249,7 @@ def test_fram_adapter_and_bus_recovery_run_on_a_pico_and_an_i2c_error_in_the_cs_
     paths, names = deploy.bus_device_files()
     package = {name: path.read_text() for path, name in zip(paths, names)}
     links = (ROOT / "tests" / "mp_links.py").read_text()  # Wire and Host: the in-memory wires of the drivers
-    status, out, err = run_on_pico(tmp_path, "PACKAGE = %r\n" % package + FRAM_SCRIPT.replace("# MP_LINKS\n", links))
+    status, out, err = run_on_pico("PACKAGE = %r\n" % package + FRAM_SCRIPT.replace("# MP_LINKS\n", links))
     assert status == 0, (out, err[-2000:])
     lines = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in out.splitlines() if " " in ln}
     assert lines["bus"].startswith("I2C(0, freq=100000, scl=5, sda=4")

@@ -9,7 +9,10 @@ BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, it
            "20x SimPy's process-based model and 8x its bare callbacks in every case, CPU time; missed: \"not met\", "
            "exit status 1)",
     "ring": "token hops per second on a virtual ring of 5 running the real firmware (event logging on and off) "
-            "against a minimal pty relay, and the node loop's time and allocation per message under MicroPython",
+            "against a minimal pty relay, and the node loop's time and allocation per message under MicroPython; "
+            "with --emulated, on a ring of 3 of picoring's own emulated Picos (chip time): ring hops per "
+            "chip-second, each board's turnaround (median, p99) and the USB bytes per hop of the firmware "
+            "flashed as `picoring flash` does, against a minimal MicroPython relay on the same wires",
     "dash": "the dashboard's event and refresh rates: can it keep up with a fast ring",
     "soak": "10,000 requests (--quick: 1,000) on a virtual ring of 5 with 1% of frames corrupted, 0.5% dropped "
             "and one board power-cycled: overlapping critical sections, requests served / failed / lost, token "
@@ -45,20 +48,26 @@ def argparse_bench(sub):
     p.add_argument("--rp2040", metavar="DIR", help="chip only: the rp2040 tools (default $PICORING_RP2040 or "
                                                    "../shared/rp2040 beside the source tree)")
     p.add_argument("--emulated", action="store_true",
-                   help="chip only: on picoring's own emulated Pico (docs/emulated.md: --firmware, --bootrom or their "
-                        "environment variables) rather than the rp2040 tools")
-    soak = p.add_argument_group("soak (docs/recovery.md) and chip")
+                   help="chip: on picoring's own emulated Pico rather than the rp2040 tools; ring: on a ring of "
+                        "picoring's own emulated Picos (-n, default 3) rather than virtual boards (both: "
+                        "docs/emulated.md, the firmware and boot ROM from PICORING_PICO_UF2 and "
+                        "PICORING_RP2040_BOOTROM)")
+    p.add_argument("--baud", type=int, help="ring --emulated only: the UART baud (default 1000000)")
+    soak = p.add_argument_group("soak (docs/recovery.md), chip and ring --emulated")
     soak.add_argument("--protocol", "-p", metavar="P",
-                      help="the protocol (soak: default d; chip: one protocol, default s, q and d); `picoring "
+                      help="the protocol (soak: default d; chip: one protocol, default s, q and d; ring --emulated: "
+                           "default s, the one that moves its token without requests); `picoring "
                            "protocols` (or -p help) lists them")
     p.set_defaults(protocol_choices=PROTOCOLS)  # -p checked by common.apply_options: one line if unknown
     soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3); "
-                                           "labgrid: virtual boards (default 4)")
+                                           "labgrid: virtual boards (default 4); ring --emulated: emulated Picos "
+                                           "(default 3)")
     soak.add_argument("--requests", "-k", type=int, help="default 10000 (--quick: 1000)")
     soak.add_argument("--faults", metavar="SPEC", help="default corruptframe=0.01,drop=0.005,seed=1")
     soak.add_argument("--restart", type=int, metavar="BOARD",
                       help="board power-cycled when half the requests are served (default 2; -1: none)")
-    soak.add_argument("--regen-ms", type=int, help="base regeneration timeout (default 200)")
+    soak.add_argument("--regen-ms", type=int, help="base regeneration timeout (soak: default 200; ring --emulated: "
+                                                  "as picoring flash --regen-ms, default the firmware's)")
     soak.add_argument("--seed", type=int, help="workload seed (default 1)")
     soak.add_argument("--trace", metavar="FILE", help="keep the run's trace")
 
@@ -67,6 +76,8 @@ def do_bench(args):
     """Each `bench X` is picoring.bench.X's main, imported only when chosen."""
     if args.what == "dash":
         from ..bench import dash as bench
+    elif args.what == "ring" and args.emulated:
+        from ..bench import ring_chip as bench
     elif args.what == "ring":
         from ..bench import ring as bench
     elif args.what == "soak":

@@ -37,7 +37,7 @@ HELP = {
         ]),
     ("bench",): (None, [
         "picoring bench sim --quick",
-        "picoring bench ring --json",
+        "picoring bench ring --emulated --json        # 3 emulated Picos' hop in chip time, against a minimal relay",
         "picoring bench soak --quick -p q",
     ]),
     ("virtual",): (

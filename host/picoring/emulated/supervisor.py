@@ -8,6 +8,7 @@ writes into the state directory:
   state.json   supervisor and node pids, the boards' port paths, the files used
   clock.json   every 0.5 s: chip time against wall time, each board's CPU load, stopped boards
   ttyE<i>      board i's USB serial port: a symlink to its pty (stable while the ring is up)
+  window.json  a command's request to record a window of chip time (record_window), passed to node
   supervisor.log
 
 Node exits when its stdin closes, so it dies with the supervisor whatever kills it; a
@@ -19,6 +20,7 @@ import argparse
 import errno
 import json
 import os
+import re
 import selectors
 import signal
 import struct
@@ -36,6 +38,7 @@ from .assets import EmulatedError
 STATE = "state.json"
 CLOCK = "clock.json"
 LOG = "supervisor.log"
+WINDOW = "window.json"
 JS = Path(__file__).resolve().parent / "js" / "emulator.mjs"
 MAX_BOARDS = 32
 CHIP_HZ = 125_000_000
@@ -147,6 +150,7 @@ def supervise(state_dir, n, firmware, bootrom, modules, node, parent_pid=None, r
             now = time.monotonic()
             if now - last_retry >= _RETRY_S:  # has a program opened a port nobody had open?
                 last_retry = now
+                _pass_window_request(state_dir, proc)
                 for p in ports:
                     if not p.open_by_client:
                         data = p.read()
@@ -210,7 +214,7 @@ def supervise(state_dir, n, firmware, bootrom, modules, node, parent_pid=None, r
         print("stopped (%s; node exit status %s)" % (stopping[0] if stopping else why, proc.returncode), flush=True)
         for p in ports:
             p.close()
-        for name in (STATE, CLOCK):
+        for name in (STATE, CLOCK, WINDOW):
             (state_dir / name).unlink(missing_ok=True)
         if remove_dir:
             (state_dir / LOG).unlink(missing_ok=True)
@@ -218,6 +222,17 @@ def supervise(state_dir, n, firmware, bootrom, modules, node, parent_pid=None, r
                 state_dir.rmdir()
             except OSError:
                 pass
+
+
+def _pass_window_request(state_dir, proc):
+    """A command asked for a window of chip time (record_window): node records it."""
+    try:
+        request = (state_dir / WINDOW).read_bytes()
+    except OSError:
+        return
+    (state_dir / WINDOW).unlink(missing_ok=True)
+    proc.stdin.write(_frame(b"W", 255, request))
+    proc.stdin.flush()
 
 
 def _clock(stats, stopped, last):
@@ -275,6 +290,47 @@ def read_clock(state_dir):
         return json.loads((Path(state_dir) / CLOCK).read_text())
     except (OSError, ValueError):
         return None
+
+
+def record_window(state_dir, warm_s, window_s, tail_s=0.05, timeout_s=600.0):
+    """The frames on every wire and each board's counters over a window of chip time: from the
+    chip time at which node gets the request plus warm_s, window_s long, with tail_s more of
+    frames (those that answer the window's last ones). A dict (js/emulator.mjs, windowTick):
+    start_ns, end_ns, start and end ({chip_ns, usb_bytes, cycles} per board), baud, stopped,
+    wires (wires[i]: the frames board i sent, [start ns, end ns, bytes], end: when the last byte
+    landed in board i + 1's UART). EmulatedError if the ring is down or the window does not end
+    within timeout_s of wall time (chip time runs 5-50 times slower than wall time when busy)."""
+    state_dir = Path(state_dir)
+    state = read_state(state_dir)
+    if not state or not _alive(state["supervisor_pid"]):
+        raise EmulatedError("no emulated Picos are up in %s" % state_dir)
+    out = state_dir / ("window-%d.json" % os.getpid())
+    out.unlink(missing_ok=True)
+    request = {"warm_ns": int(warm_s * 1e9), "window_ns": int(window_s * 1e9), "tail_ns": int(tail_s * 1e9),
+               "out": str(out)}
+    _write_json(state_dir / WINDOW, request)
+    deadline = time.monotonic() + timeout_s
+    while not out.exists():
+        if not _alive(state["supervisor_pid"]) or time.monotonic() > deadline:
+            (state_dir / WINDOW).unlink(missing_ok=True)
+            raise EmulatedError("the emulated Picos in %s recorded no window of %.3f s of chip time within %d s"
+                                % (state_dir, warm_s + window_s, timeout_s))
+        time.sleep(0.05)
+    try:
+        return json.loads(out.read_text())
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def chip_rate_for_ports(ports):
+    """For the ports of a ring of emulated Picos that is up (DIR/ttyE<i>): a function giving its
+    chip-seconds per wall-second over the emulator's last sample (0.5 s; None before the first),
+    for the harness's deadlines (RingRun clock_rate). None for any other ports."""
+    dirs = {Path(p).parent for p in ports if isinstance(p, str) and re.fullmatch(r"ttyE\d+", Path(p).name)}
+    if len(dirs) != 1 or len(ports) == 0 or read_state(next(iter(dirs))) is None:
+        return None
+    state_dir = dirs.pop()
+    return lambda: (read_clock(state_dir) or {}).get("chip_per_wall")
 
 
 def prepare(firmware=None, bootrom=None, say=None):
@@ -388,6 +444,9 @@ class EmulatedRing:
 
     def clock(self):
         return read_clock(self.state_dir)
+
+    def record_window(self, warm_s, window_s, **kw):
+        return record_window(self.state_dir, warm_s, window_s, **kw)
 
     def stopped_boards(self):
         """One line per board that stopped (HardFault, lockup, emulator error), naming it."""

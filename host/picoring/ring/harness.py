@@ -71,15 +71,19 @@ class RingRun:
     with --resource fram): board 0 sets it to 0 before the run and reads it after (resource.py).
     clock: what the waits on the boards and the stall rules count (picoring.clock): wall time
     for real boards, the stall-aware clock for a virtual or emulated ring.
+    clock_rate: None, or a function giving the boards' clock rate as the ring itself counts it
+    (an emulated ring's chip-seconds per wall-second: emulated.supervisor.chip_rate_for_ports);
+    the deadlines scale by it as by the pings' rates (measure_slowness).
     listener: called with every trace event (the dashboard's feed); progress(issued, total,
     served, sends): told as the run goes (notify.Progress).
     """
 
     def __init__(self, ports, protocol, workload, unit_us=2000, trace=None, listener=None, resetter=None,
                  settle_us=60_000, quiesce_timeout_s=5.0, idle_horizon=None, progress=None, seed=0, tap=None,
-                 stall_timeout_s=5.0, resource=None, clock=WALL):
+                 stall_timeout_s=5.0, resource=None, clock=WALL, clock_rate=None):
         self.ports = list(ports)
         self.clock = clock
+        self.clock_rate = clock_rate
         self.n = len(self.ports)
         if self.n < 2:
             raise HarnessError("a ring needs at least 2 boards, got %d" % self.n)
@@ -127,7 +131,7 @@ class RingRun:
             self.links.append(link.open())
         # The boards normally run the firmware already: how fast their clocks run says how
         # long their restart may take in wall time (a board at its REPL answers no ping: 1).
-        self.slowness = slowness(clock_rates(self.links, clock=self.clock))
+        self.slowness = self.measure_slowness()
         for link in self.links:
             link.slowness = self.slowness
         self.restart_ring(timeout=self.restart_timeout_s * self.slowness)
@@ -136,6 +140,16 @@ class RingRun:
             shared_resource.set_counter(self.links[0])  # (its res event opens the trace's count)
         for link in self.links:
             link.align()
+
+    def measure_slowness(self):
+        """Wall time per board time for the ring's deadlines (link.slowness): from the boards'
+        pings, and from the ring's own count where it has one (clock_rate: an emulated ring's
+        chip-seconds per wall-second), the slower of them. The pings can leave a board's rate
+        unknown (round trips of seconds on a loaded machine): the count still scales the waits."""
+        rates = clock_rates(self.links, clock=self.clock)
+        if self.clock_rate is not None:
+            rates.append(self.clock_rate())
+        return slowness(rates)
 
     def restart_ring(self, timeout=15.0):
         """Stop every board (each says so), let the wires drain, start them again, and wait

@@ -12,6 +12,8 @@
 //              B board ""      (the board is at its REPL prompt after power-on)
 //              S 255 JSON      (every 0.5 s: chip time, wall time, cycles per board)
 //              F board TEXT    (the board stopped: HardFault, lockup or an emulator error)
+//   to node:   W 255 JSON      (record a window of chip time: {"warm_ns", "window_ns", "tail_ns", "out"};
+//                               the frames on every wire and each board's counters go to the file out)
 // Node exits when stdin closes: the supervisor's death stops every chip.
 //
 // rp2040js 1.4.1 with MicroPython 1.28 needs three things supplied here:
@@ -23,7 +25,7 @@
 //  - Flash writes: the ROM's flash_range_erase / flash_range_program do nothing, so littlefs
 //    cannot write. Their first instruction becomes a breakpoint and the erase or program is done
 //    on the flash array here.
-import { readFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
 const config = JSON.parse(process.argv[2]);
@@ -116,6 +118,8 @@ class Chip {
     this.mcu.loadBootrom(ROM);
     for (const [off, bytes] of FIRMWARE) this.mcu.flash.set(bytes, off);
     this.cycles = 0;
+    this.usbBytesOut = 0; // what the board wrote to its USB serial, for the window's bytes per hop
+    this.wireLog = null; // while a window records: this chip's frames on its UART0 wire, [start, end, bytes]
     this.wireFrames = 0; // frames and bytes this chip sent on its UART0 wire
     this.wireBytes = 0;
     this.txFrameStart = -1;
@@ -137,6 +141,7 @@ class Chip {
     const cdc = (this.cdc = new USBCDC(this.mcu.usbCtrl));
     cdc.onDeviceConnected = () => this.writeUsb(Buffer.from('\r\n')); // ask for a fresh prompt
     cdc.onSerialData = (data) => {
+      this.usbBytesOut += data.length;
       this.usbOut.push(Buffer.from(data));
       if (!this.booted) {
         this.tail = (this.tail + Buffer.from(data).toString('latin1')).slice(-8);
@@ -261,7 +266,9 @@ function wire(src, dst) {
     // Frames from the bytes' timing alone (any firmware): a pause of more than FRAME_GAP byte
     // times on the wire ends one. The sender's turnaround: from the last byte of the frame it
     // received last to the first byte of the frame it sends next.
+    const log = src.wireLog;
     if (start - lineFreeAt > FRAME_GAP * t || src.wireFrames === 0) {
+      if (log) log.push([start, start + t, 0]);
       src.wireFrames++;
       if (src.rxFrameEnd > src.txFrameStart) {
         src.turnaroundNs += start - src.rxFrameEnd;
@@ -270,6 +277,12 @@ function wire(src, dst) {
       src.txFrameStart = start;
     }
     src.wireBytes++;
+    if (log) {
+      if (!log.length) log.push([start, start + t, 0]); // (recording began inside a frame)
+      const f = log[log.length - 1];
+      f[1] = start + t; // the frame's last byte so far lands in the receiver's FIFO then
+      f[2]++;
+    }
     lineFreeAt = start + t;
     dst.rxFrameEnd = lineFreeAt; // (the frame's last byte so far)
     pending.push([b, lineFreeAt]);
@@ -367,8 +380,45 @@ function runFor(ms) {
     }
     chipNanos += slice;
     for (const c of chips) c.runUntil(chipNanos);
+    if (recording) windowTick();
   }
   return true;
+}
+
+// A window of chip time recorded for `picoring bench ring --emulated`: from the request's chip time
+// plus warm_ns, window_ns long; tail_ns more so that the frames answering the window's last ones
+// are there too. Each board's USB bytes and cycles are read at the window's two ends (the first
+// slice boundary at or after each: at most one byte time late).
+let recording = null;
+
+function startWindow(req) {
+  const t0 = chipNanos + req.warm_ns;
+  recording = { req, t0, t1: t0 + req.window_ns, at0: null, at1: null };
+  for (const c of chips) c.wireLog = [];
+}
+
+function counters() {
+  return { chip_ns: chipNanos, usb_bytes: chips.map((c) => c.usbBytesOut), cycles: chips.map((c) => c.cycles) };
+}
+
+function windowTick() {
+  const w = recording;
+  if (!w.at0 && chipNanos >= w.t0) w.at0 = counters();
+  if (!w.at1 && chipNanos >= w.t1) w.at1 = counters();
+  if (chipNanos < w.t1 + w.req.tail_ns) return;
+  const result = {
+    start_ns: w.at0.chip_ns,
+    end_ns: w.at1.chip_ns,
+    start: w.at0,
+    end: w.at1,
+    baud: chips.map((c) => c.mcu.uart[0].baudRate),
+    stopped: chips.map((c) => c.stopped),
+    wires: chips.map((c) => c.wireLog), // wires[i]: chip i -> chip i + 1
+  };
+  for (const c of chips) c.wireLog = null;
+  recording = null;
+  writeFileSync(w.req.out + '.tmp', JSON.stringify(result));
+  renameSync(w.req.out + '.tmp', w.req.out);
 }
 
 let running = true;
@@ -405,6 +455,7 @@ process.stdin.on('data', (d) => {
     const payload = inbuf.subarray(4, 4 + len);
     inbuf = inbuf.subarray(4 + len);
     if (kind === 'U' && chips[board]) chips[board].writeUsb(payload);
+    else if (kind === 'W') startWindow(JSON.parse(payload.toString()));
   }
 });
 const quit = () => {
