@@ -30,6 +30,7 @@ import gc
 import json
 import time
 
+import frame
 import protocol
 import node
 
@@ -179,6 +180,10 @@ def main():
                 else:
                     for j in range(len(x)):
                         x[j] = v
+            if "seq" in wrap:
+                # A token frame carries seq's low 16 bits, read against the decoder's
+                # reference (frame.py): set as a claim round would have set it.
+                lp._dst[frame.S_REF_SEQ] = v
 
     if len(ARGV) > 7 and ARGV[7] == "lock":
         # Find the first allocation in the steady state: MemoryError with a traceback.
