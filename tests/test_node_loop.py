@@ -198,7 +198,7 @@ def test_counters_wrap_at_30_bits():
     lp.tx_frames = lp.rx_bytes = top
     lp.dec.st[fw_frame.S_FRAMES] = top
     ring.run(20)
-    assert 0 <= lp.tx_frames < 20 and 0 <= lp.rx_bytes < 20 * 16 and 0 <= lp.dec.frames < 20
+    assert 0 <= lp.tx_frames < 20 and 0 <= lp.rx_bytes < 20 * fw_frame.TOKEN_WIRE and 0 <= lp.dec.frames < 20
     lp.requests = lp.link.bad_lines = top
     ring.command(1, b"!r\n")
     ring.command(1, b"no bang\n")
