@@ -5,17 +5,29 @@
 #            CLAIM (5: token recovery, docs/recovery.md), AGAIN (6: a re-announced request)
 #            or MSG (7: a message of the protocol layer, docs/frames.md)
 #   lseq     link sequence byte (per sender, wraps at 256; receivers keep the last one)
-#   payload  TOKEN: count u16, state u8, seq u32, epoch u16 (little-endian); REQUEST: none;
+#   payload  TOKEN: count u8, state u8, seq u16, epoch u8: the low bits of the token's seq
+#            and epoch (little-endian; "The token frame" below); REQUEST: none;
 #            PROBE: probe id u16; CLAIM: epoch u16, origin u16, join u8, seq u32, nonce u16;
 #            AGAIN: origin u16
 #            MSG: mkind u8, src u8, dst u8 (BROADCAST: every node), then the payload whose
 #            size the protocol declares for mkind (0..MSG_MAX_PAYLOAD bytes)
-#            seq is an entry number of 30 bits (SEQ_MASK): the top two bits of its field
-#            are sent as 0 and ignored on receipt, so that no board ever holds a
-#            number that needs a long int (30-bit small ints on the rp2 port).
+#            A CLAIM's seq is an entry number of 30 bits (SEQ_MASK): the top two bits of
+#            its field are sent as 0 and ignored on receipt, so that no board ever holds
+#            a number that needs a long int (30-bit small ints on the rp2 port).
 #   crc      CRC-16/CCITT-FALSE over kind..payload, big-endian
 # The leading 00 costs one byte and means a frame that follows line garbage is still
 # received: the garbage ends in its own (bad, counted) frame instead of swallowing it.
+#
+# The token frame (docs/frames.md, "The token frame"): TOKEN_WIRE = 12 bytes, a multiple of
+# the RP2040 UART's 4-byte receive interrupt threshold (16 bytes before: 160 us of wire a hop
+# at 1 Mbaud, now 120). It carries count and state in a byte each (count saturates at 255,
+# state is a ring position or a flag) and the low bits of seq (16) and epoch (8). The
+# decoder puts them back whole against a reference: the last token it decoded, or what its
+# node learnt from a claim (S_REF_SEQ, S_REF_EPOCH, set by the node loop). seq is read in
+# [ref - SEQ_BACK, ref + 2**16 - SEQ_BACK), epoch within +-128 of its reference, both
+# modulo their width (30 and 16 bits). Wrong only when the token moved further than that
+# between two of its frames on one link: a node entering 64,511 times in a row while the
+# token rests with it, or 128 epochs (claims) in one hop.
 #
 # Runs on MicroPython and CPython. Every frame but MSG has a fixed size, and a MSG
 # frame's size is fixed per message kind by its protocol, so the encoder keeps one
@@ -48,12 +60,13 @@ BROADCAST = const(0xFF)  # a MSG frame's destination meaning every node (the sen
 
 SEQ_MASK = const(0x3FFFFFFF)  # entry numbers wrap at 2**30 (see the header)
 
-_TOKEN_RAW = const(13)  # kind, lseq, 9 payload bytes, 2 crc bytes
+_TOKEN_RAW = const(9)  # kind, lseq, count, state, seq low u16, epoch low u8, 2 crc bytes
 _REQUEST_RAW = const(4)  # kind, lseq, 2 crc bytes
 _PROBE_RAW = const(6)  # kind, lseq, probe id u16, 2 crc bytes
 _AGAIN_RAW = const(6)  # kind, lseq, origin u16, 2 crc bytes
 _CLAIM_RAW = const(15)  # kind, lseq, epoch u16, origin u16, join, seq u32, nonce u16, 2 crc bytes
-TOKEN_WIRE = const(16)  # 00 + COBS(13 bytes: one code byte more) + 00
+TOKEN_WIRE = const(12)  # 00 + COBS(9 bytes: one code byte more) + 00: the token frame's length
+SEQ_BACK = const(1024)  # a token frame's seq may be this much behind its reference (a new token's)
 REQUEST_WIRE = const(7)
 PROBE_WIRE = const(9)
 CLAIM_WIRE = const(18)
@@ -111,7 +124,11 @@ S_NEXT_LSEQ = const(26)  # 0x100 | the lseq the next frame should carry; 0: none
 S_GAP = const(27)  # frames lost just before the last valid frame (when scan() flagged GAP; 0 for
 # the first frame since the decoder started: how many were lost before it is not known here)
 S_LOST = const(28)  # frames lost in all (the gaps' sum; wraps at 2**30; zeroed with the counters)
-_ST_SIZE = const(29)
+# What a token frame's low bits of seq and epoch are read against (the header): the last
+# token decoded, or what the node learnt from a claim (written by the node loop).
+S_REF_SEQ = const(29)
+S_REF_EPOCH = const(30)
+_ST_SIZE = const(31)
 GAP = const(8)  # or-ed into the kind scan() returns: frames were lost before this one
 _COUNT_MASK = const(0x3FFFFFFF)
 
@@ -195,8 +212,11 @@ def cobs_py(raw, n, out):
 def token_py(raw, out, tok):
     """A token frame of tok.count, tok.state, tok.seq, tok.epoch (a protocol node's
     token fields) into out (TOKEN_WIRE bytes), with the encoder's next link sequence
-    byte (raw[_LSEQ_AT]). Returns the wire length."""
-    count = tok.count
+    byte (raw[_LSEQ_AT]): count saturated at 255 (as a u16: -1 is 65535), state's
+    low byte, seq's low 16 bits, epoch's low 8 (the header). Returns the wire length."""
+    count = tok.count & 0xFFFF
+    if count > 255:
+        count = 255
     state = tok.state
     seq = tok.seq
     epoch = tok.epoch
@@ -204,16 +224,12 @@ def token_py(raw, out, tok):
     raw[_LSEQ_AT] = (lseq + 1) & 0xFF
     raw[0] = TOKEN
     raw[1] = lseq
-    raw[2] = count & 0xFF
-    raw[3] = (count >> 8) & 0xFF
-    raw[4] = state & 0xFF
-    raw[5] = seq & 0xFF
-    raw[6] = (seq >> 8) & 0xFF
-    raw[7] = (seq >> 16) & 0xFF
-    raw[8] = (seq >> 24) & 0x3F
-    raw[9] = epoch & 0xFF
-    raw[10] = (epoch >> 8) & 0xFF
-    return seal_py(raw, 11, out)
+    raw[2] = count
+    raw[3] = state & 0xFF
+    raw[4] = seq & 0xFF
+    raw[5] = (seq >> 8) & 0xFF
+    raw[6] = epoch & 0xFF
+    return seal_py(raw, 7, out)
 
 
 def message_py(raw, out, sender, fields):
@@ -311,10 +327,16 @@ def _check_py(raw, ln, st, crc):
     if kind == TOKEN:
         if ln != _TOKEN_RAW:
             return _bad_py(st, BAD_LEN)
-        st[F_COUNT] = raw[2] | (raw[3] << 8)
-        st[F_STATE] = raw[4]
-        st[F_SEQ] = raw[5] | (raw[6] << 8) | (raw[7] << 16) | ((raw[8] & 0x3F) << 24)
-        st[F_EPOCH] = raw[9] | (raw[10] << 8)
+        st[F_COUNT] = raw[2]
+        st[F_STATE] = raw[3]
+        ref = st[S_REF_SEQ]  # the low 16 bits put back whole (the header)
+        seq = (ref + (((raw[4] | (raw[5] << 8)) - ref + SEQ_BACK) & 0xFFFF) - SEQ_BACK) & SEQ_MASK
+        st[F_SEQ] = seq
+        st[S_REF_SEQ] = seq
+        ref = st[S_REF_EPOCH]
+        epoch = (ref + ((raw[6] - ref + 128) & 0xFF) - 128) & 0xFFFF
+        st[F_EPOCH] = epoch
+        st[S_REF_EPOCH] = epoch
     elif kind == REQUEST:
         if ln != _REQUEST_RAW:
             return _bad_py(st, BAD_LEN)
@@ -494,7 +516,9 @@ try:
         # loops took 54 us to 38). Each byte goes into raw (its CRC) and straight into
         # out at its COBS place (byte i at i + 2); a zero byte becomes the code of the
         # block it ends (code_at: where that block's code goes).
-        count = int(tok.count)
+        count = int(tok.count) & 0xFFFF
+        if count > 255:
+            count = 255
         state = int(tok.state)
         seq = int(tok.seq)
         epoch = int(tok.epoch)
@@ -515,83 +539,55 @@ try:
         if not b:
             o[code_at] = 3 - code_at
             code_at = 3
-        b = count & 0xFF
+        b = count
         r[2] = b
         c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
         o[4] = b
         if not b:
             o[code_at] = 4 - code_at
             code_at = 4
-        b = (count >> 8) & 0xFF
+        b = state & 0xFF
         r[3] = b
         c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
         o[5] = b
         if not b:
             o[code_at] = 5 - code_at
             code_at = 5
-        b = state & 0xFF
+        b = seq & 0xFF
         r[4] = b
         c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
         o[6] = b
         if not b:
             o[code_at] = 6 - code_at
             code_at = 6
-        b = seq & 0xFF
+        b = (seq >> 8) & 0xFF
         r[5] = b
         c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
         o[7] = b
         if not b:
             o[code_at] = 7 - code_at
             code_at = 7
-        b = (seq >> 8) & 0xFF
+        b = epoch & 0xFF
         r[6] = b
         c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
         o[8] = b
         if not b:
             o[code_at] = 8 - code_at
             code_at = 8
-        b = (seq >> 16) & 0xFF
+        b = c >> 8
         r[7] = b
-        c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
         o[9] = b
         if not b:
             o[code_at] = 9 - code_at
             code_at = 9
-        b = (seq >> 24) & 0x3F
+        b = c & 0xFF
         r[8] = b
-        c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
         o[10] = b
         if not b:
             o[code_at] = 10 - code_at
             code_at = 10
-        b = epoch & 0xFF
-        r[9] = b
-        c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
-        o[11] = b
-        if not b:
-            o[code_at] = 11 - code_at
-            code_at = 11
-        b = (epoch >> 8) & 0xFF
-        r[10] = b
-        c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
-        o[12] = b
-        if not b:
-            o[code_at] = 12 - code_at
-            code_at = 12
-        b = c >> 8
-        r[11] = b
-        o[13] = b
-        if not b:
-            o[code_at] = 13 - code_at
-            code_at = 13
-        b = c & 0xFF
-        r[12] = b
-        o[14] = b
-        if not b:
-            o[code_at] = 14 - code_at
-            code_at = 14
-        o[code_at] = 15 - code_at
-        o[15] = 0
+        o[code_at] = 11 - code_at
+        o[11] = 0
         return TOKEN_WIRE
 
     @micropython.viper
@@ -652,10 +648,16 @@ try:
                         if ln != _TOKEN_RAW:
                             reason = BAD_LEN
                         else:
-                            v[F_COUNT] = r[2] | (r[3] << 8)
-                            v[F_STATE] = r[4]
-                            v[F_SEQ] = r[5] | (r[6] << 8) | (r[7] << 16) | ((r[8] & 0x3F) << 24)
-                            v[F_EPOCH] = r[9] | (r[10] << 8)
+                            v[F_COUNT] = r[2]
+                            v[F_STATE] = r[3]
+                            ref = v[S_REF_SEQ]
+                            ref = (ref + (((r[4] | (r[5] << 8)) - ref + SEQ_BACK) & 0xFFFF) - SEQ_BACK) & SEQ_MASK
+                            v[F_SEQ] = ref
+                            v[S_REF_SEQ] = ref
+                            ref = v[S_REF_EPOCH]
+                            ref = (ref + ((r[6] - ref + 128) & 0xFF) - 128) & 0xFFFF
+                            v[F_EPOCH] = ref
+                            v[S_REF_EPOCH] = ref
                     elif kind == REQUEST:
                         if ln != _REQUEST_RAW:
                             reason = BAD_LEN

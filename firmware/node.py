@@ -34,7 +34,7 @@ except ImportError:  # CPython
 
 
 
-FIRMWARE_VERSION = "0.6.0"  # 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
+FIRMWARE_VERSION = "0.7.0"  # 0.7.0: the token frame in 12 bytes (docs/frames.md); 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
@@ -81,6 +81,8 @@ _F_MLEN = const(25)
 _F_LSEQ = const(21)
 _S_GAP = const(27)
 _S_LOST = const(28)
+_S_REF_SEQ = const(29)  # frame.S_REF_SEQ: what a token frame's low bits of seq are read against
+_S_REF_EPOCH = const(30)  # frame.S_REF_EPOCH
 _S_FRAMES = const(6)
 _S_BAD_REASON = const(8)
 _S_BAD = const(7)
@@ -111,8 +113,8 @@ if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.ENTER_CS, protocol.SEND
         frame.MSG_HEAD + 2, frame.MSG_WIRE_EXTRA, frame.MSG_HEAD, frame.GAP, frame.LSEQ_AT, frame.F_LSEQ, frame.S_GAP, frame.S_LOST) != (
         _TOKEN, _REQUEST, _BAD, _PROBE, _CLAIM, _AGAIN, _MSG, _BROADCAST, _MSG_HEAD_CRC, _MSG_WIRE_EXTRA, _MSG_HEAD, _GAP,
         _LSEQ_AT, _F_LSEQ, _S_GAP, _S_LOST) or (
-        frame.F_SRC, frame.F_DST, frame.F_MLEN, frame.S_FRAMES, frame.S_BAD_REASON) != (
-        _F_SRC, _F_DST, _F_MLEN, _S_FRAMES, _S_BAD_REASON) or (
+        frame.F_SRC, frame.F_DST, frame.F_MLEN, frame.S_FRAMES, frame.S_BAD_REASON, frame.S_REF_SEQ,
+        frame.S_REF_EPOCH) != (_F_SRC, _F_DST, _F_MLEN, _S_FRAMES, _S_BAD_REASON, _S_REF_SEQ, _S_REF_EPOCH) or (
         EV_SEND | (_MSG << 4), EV_RECV | (_MSG << 4), EV_SEND | ((_MSG + 1) << 4)) != (
         _CODE_SEND_MSG, _CODE_RECV_MSG, _CODE_FWD_MSG) or (
         EV_SEND | (_TOKEN << 4), EV_RECV | (_TOKEN << 4), EV_SEND | (_REQUEST << 4), EV_RECV | (_REQUEST << 4)) != (
@@ -648,6 +650,13 @@ class NodeLoop:
             self._tick(t)
         if k == _CLAIM:
             a = node.on_claim(st[_F_EPOCH], st[_F_ORIGIN], st[_F_JOIN], st[_F_SEQ], st[_F_NONCE])
+            if not node.fresh:
+                # A token frame carries the low bits of seq and epoch, read against the last
+                # token decoded (frame.py): after a claim, a join's answer above all (a board
+                # that has just started has decoded no token of this ring), against what the
+                # node now knows.
+                st[_S_REF_SEQ] = node.seq
+                st[_S_REF_EPOCH] = node.known_epoch
             self._act(a, t, EV_RECV, _CLAIM)
         elif k == _AGAIN:
             a = node.on_request_again(st[_F_ORIGIN])

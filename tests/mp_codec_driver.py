@@ -19,7 +19,7 @@ def main():
     print("crc", frame.crc16(b"123456789", 9), frame.crc16_bitwise(b"123456789", 9))
     enc = frame.Encoder()
     wire = bytearray()
-    cases = [(0, 0, 0, 0), (3, 1, 0x01020304, 7), (0xFFFF, 1, 0x3FFFFFFF, 0xFFFF), (256, 0, 0x100, 0x0100)]
+    cases = [(0, 0, 0, 0), (3, 1, 0x01020304, 7), (0xFFFF, 1, 0x3FFFFFFF, 0xFFFF), (256, 0, 0x100, 0x10)]
     for c in cases:
         t = enc.token(*c)
         print("token", hx(t))

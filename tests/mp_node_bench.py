@@ -18,7 +18,9 @@
 # rounds under micropython.heap_lock() instead. "wrap:NAME,NAME,..." sets those counters of
 # every node (ints, or every item of an int array: e.g. seq, and Suzuki-Kasami's rn, ln) 3
 # below 2**30 once the warm-up is over and the ring is quiet, so the rounds measured (or
-# locked) cross the wrap: on the rp2 port, whose small ints end at 2**30 - 1.
+# locked) cross the wrap: on the rp2 port, whose small ints end at 2**30 - 1. "batch4": any()
+# reports at most 4 bytes, as a Pico's UART does (its receive interrupt comes at 4 bytes in
+# the FIFO), so step() finishes each frame in NodeLoop._finish_frame as on a ring of Picos.
 import sys
 
 try:
@@ -30,6 +32,7 @@ import gc
 import json
 import time
 
+import frame
 import protocol
 import node
 
@@ -71,13 +74,15 @@ class MemUart:
     """One direction of a link: writes land in the next board's buffer. Has any()
     and readinto(buf, n) as a Pico's machine.UART does. No allocation."""
 
+    batch = 1 << 20  # any() reports at most this many bytes ("batch4": 4)
+
     def __init__(self, size=512):
         self.buf = bytearray(size)
         self.n = 0
         self.peer = None  # MemUart of the next board (its receive side)
 
     def any(self):
-        return self.n
+        return self.n if self.n < self.batch else self.batch
 
     def write(self, data):
         p = self.peer
@@ -118,6 +123,8 @@ def main():
     hops = int(ARGV[4]) if len(ARGV) > 4 else 2000
     log_on = (ARGV[5] if len(ARGV) > 5 else "1") == "1"
     flush_on = (ARGV[6] if len(ARGV) > 6 else "1") == "1"
+    if "batch4" in ARGV[7:]:
+        MemUart.batch = 4
     uarts = [MemUart() for _ in range(n)]
     for i in range(n):
         uarts[i].peer = uarts[(i + 1) % n]
@@ -179,6 +186,10 @@ def main():
                 else:
                     for j in range(len(x)):
                         x[j] = v
+            if "seq" in wrap:
+                # A token frame carries seq's low 16 bits, read against the decoder's
+                # reference (frame.py): set as a claim round would have set it.
+                lp._dst[frame.S_REF_SEQ] = v
 
     if len(ARGV) > 7 and ARGV[7] == "lock":
         # Find the first allocation in the steady state: MemoryError with a traceback.

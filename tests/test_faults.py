@@ -215,7 +215,7 @@ def test_drop_removes_whole_frames_silently():
     f = w.faults.counters()
     assert 60 < f["frames_dropped"] < 140
     assert len(seqs) == 1000 - f["frames_dropped"] and dec.bad == 0
-    assert w.bytes_dropped == f["frames_dropped"] * 14  # the body; the two 00 stay: an idle line
+    assert w.bytes_dropped == f["frames_dropped"] * (frame.TOKEN_WIRE - 2)  # the body; the two 00 stay: an idle line
 
 
 def test_dropbyte_loses_single_bytes():

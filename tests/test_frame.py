@@ -43,32 +43,60 @@ def test_crc_check_value():
 def test_exact_bytes_of_known_frames():
     enc = frame.Encoder()
     token = bytes(enc.token(3, 1, 0x01020304, 7))
-    # 00 | COBS(01 00 03 00 01 04 03 02 01 07 00 crc) | 00
-    assert token == bytes.fromhex("00 02 01 02 03 07 01 04 03 02 01 07 03 32 df 00")
-    assert len(token) == frame.TOKEN_WIRE
+    # 00 | COBS(01 00 03 01 04 03 07 crc) | 00: count, state, the low 16 bits of seq, the low 8 of epoch
+    assert token == bytes.fromhex("00 02 01 08 03 01 04 03 07 28 bd 00") == wire_of(bytes.fromhex("01 00 03 01 04 03 07"))
+    assert len(token) == frame.TOKEN_WIRE == 12
     assert bytes(enc.request()) == bytes.fromhex("00 05 02 01 6b 4c 00")
     assert enc.lseq == 2
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(
-    st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255), st.integers(0, frame.SEQ_MASK), st.integers(0, 0xFFFF)),
-    st.none()), max_size=20), st.integers(1, 40))
-def test_round_trip_any_chunking(frames, chunk):
+    st.tuples(st.integers(0, 255), st.integers(0, 255), st.integers(-frame.SEQ_BACK, 0xFFFF - frame.SEQ_BACK),
+              st.integers(-128, 127)),
+    st.none()), max_size=20), st.integers(1, 40), st.integers(0, frame.SEQ_MASK), st.integers(0, 0xFFFF))
+def test_round_trip_any_chunking(frames, chunk, seq, epoch):
+    # A token's seq and epoch anywhere within the window of the last token's (the first
+    # token's: of what the node knew, here seq and epoch): they arrive whole, across wraps.
     enc = frame.Encoder()
     wire = bytearray()
     want = []
+    dec = frame.Decoder()
+    dec.st[frame.S_REF_SEQ] = seq
+    dec.st[frame.S_REF_EPOCH] = epoch
     for f in frames:
         lseq = enc.lseq
         if f is None:
             wire += enc.request()
             want.append(("request", lseq))
         else:
-            wire += enc.token(*f)
-            want.append(("token",) + f + (lseq,))
-    dec = frame.Decoder()
+            count, state, dseq, depoch = f
+            seq = (seq + dseq) & frame.SEQ_MASK
+            epoch = (epoch + depoch) & 0xFFFF
+            wire += enc.token(count, state, seq, epoch)
+            want.append(("token", count, state, seq, epoch, lseq))
     assert decode_all(dec, bytes(wire), chunk) == want
     assert dec.bad == 0 and dec.frames == len(frames)
+
+
+def test_token_fields_beyond_the_frame():
+    # count saturates at 255 (as a u16: -1 is 65535, as before); state is sent as its low
+    # byte; a seq or epoch outside the window of the last token's is read as the number in
+    # the window with the same low bits (the trade-off, docs/frames.md).
+    enc = frame.Encoder()
+    dec = frame.Decoder()
+    got = decode_all(dec, bytes(enc.token(300, 7, 5, 3)) + bytes(enc.token(-1, 0x107, 6, 3)))
+    assert got == [("token", 255, 7, 5, 3, 0), ("token", 255, 7, 6, 3, 1)]
+    wire = bytes(enc.token(0, 0, 6 + 0x10000 - frame.SEQ_BACK, 3 + 128))  # one past each window
+    assert decode_all(dec, wire) == [("token", 0, 0, (6 - frame.SEQ_BACK) & frame.SEQ_MASK, (3 - 128) & 0xFFFF, 2)]
+    # The window is the last token's, so a run of steps inside it carries any distance.
+    seq = 6 - frame.SEQ_BACK
+    epoch = 3 - 128
+    for _ in range(40):
+        seq += 0xFFFF - frame.SEQ_BACK
+        epoch += 127
+        got = decode_all(dec, bytes(enc.token(1, 2, seq & frame.SEQ_MASK, epoch & 0xFFFF)))
+        assert got[0][3:5] == (seq & frame.SEQ_MASK, epoch & 0xFFFF)
 
 
 @settings(max_examples=300, deadline=None)

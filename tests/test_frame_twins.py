@@ -56,7 +56,7 @@ cases = st.lists(st.one_of(
     st.binary(min_size=1, max_size=16).map(lambda b: ["seal", b.hex()]),
     st.binary(min_size=1, max_size=253).map(lambda b: ["cobs", b.hex()]),
     st.tuples(u8, u8, u8, st.binary(max_size=246), u8).map(lambda t: ["message", t[0], t[1], t[2], t[3].hex(), t[4]]),
-    st.tuples(u16, u8, u30, u16, u8).map(lambda t: ["token", *t]),
+    st.tuples(st.integers(-2, 0xFFFF), u8, u30, u16, u8).map(lambda t: ["token", *t]),  # count saturates (-1: 65535)
     wire_chunks(),
     st.tuples(st.integers(1, 20), st.lists(log_op, max_size=40)).map(lambda t: ["log", t[0], [list(o) for o in t[1]]]),
 ), min_size=1, max_size=25)

@@ -56,35 +56,51 @@ def terminated_segments(data):
     return [s for s in bytes(data).split(b"\x00")[:-1] if s]
 
 
-def reference(segment):
-    """An independent decode of one segment: the frame tuple, or None if it is not a valid frame."""
-    raw = bytearray()
-    i = 0
-    while i < len(segment):
-        code = segment[i]
-        block = segment[i + 1:i + code]
-        if len(block) != code - 1:
-            return None  # the block runs past the delimiter
-        raw += block
-        i += code
-        if code != 0xFF and i < len(segment):
-            raw.append(0)
-    if not 4 <= len(raw) <= 16 or frame.crc16_bitwise(raw, len(raw) - 2) != (raw[-2] << 8) | raw[-1]:
+class Reference:
+    """An independent decode of one segment at a time: the frame tuple, or None if it is not a
+    valid frame. A token frame carries the low bits of seq (16) and epoch (8), put back whole
+    against the last token decoded (frame.py's header), so the reference keeps that too."""
+
+    def __init__(self):
+        self.seq = self.epoch = 0
+
+    def __call__(self, segment):
+        raw = bytearray()
+        i = 0
+        while i < len(segment):
+            code = segment[i]
+            block = segment[i + 1:i + code]
+            if len(block) != code - 1:
+                return None  # the block runs past the delimiter
+            raw += block
+            i += code
+            if code != 0xFF and i < len(segment):
+                raw.append(0)
+        if not 4 <= len(raw) <= 16 or frame.crc16_bitwise(raw, len(raw) - 2) != (raw[-2] << 8) | raw[-1]:
+            return None
+        kind, lseq, body = raw[0], raw[1], raw[2:-2]
+        if kind == frame.TOKEN and len(body) == 5:
+            self.seq = nearest(self.seq, body[2] | body[3] << 8, 16, frame.SEQ_BACK, frame.SEQ_MASK + 1)
+            self.epoch = nearest(self.epoch, body[4], 8, 128, 1 << 16)
+            return ("token", body[0], body[1], self.seq, self.epoch, lseq)
+        if kind == frame.REQUEST and not body:
+            return ("request", lseq)
+        if kind == frame.PROBE and len(body) == 2:
+            return ("probe", body[0] | body[1] << 8, lseq)
+        if kind == frame.AGAIN and len(body) == 2:
+            return ("again", body[0] | body[1] << 8, lseq)
+        if kind == frame.CLAIM and len(body) == 11:
+            return ("claim", body[0] | body[1] << 8, body[2] | body[3] << 8, body[4] & 1,
+                    int.from_bytes(body[5:9], "little") & frame.SEQ_MASK, body[9] | body[10] << 8, lseq)
         return None
-    kind, lseq, body = raw[0], raw[1], raw[2:-2]
-    if kind == frame.TOKEN and len(body) == 9:
-        return ("token", body[0] | body[1] << 8, body[2], int.from_bytes(body[3:7], "little") & frame.SEQ_MASK,
-                body[7] | body[8] << 8, lseq)
-    if kind == frame.REQUEST and not body:
-        return ("request", lseq)
-    if kind == frame.PROBE and len(body) == 2:
-        return ("probe", body[0] | body[1] << 8, lseq)
-    if kind == frame.AGAIN and len(body) == 2:
-        return ("again", body[0] | body[1] << 8, lseq)
-    if kind == frame.CLAIM and len(body) == 11:
-        return ("claim", body[0] | body[1] << 8, body[2] | body[3] << 8, body[4] & 1,
-                int.from_bytes(body[5:9], "little") & frame.SEQ_MASK, body[9] | body[10] << 8, lseq)
-    return None
+
+
+def nearest(ref, low, bits, back, period):
+    """The number whose low `bits` bits are `low`, in [ref - back, ref - back + 2**bits), modulo period."""
+    for v in range(ref - back, ref - back + (1 << bits)):
+        if v % (1 << bits) == low:
+            return v % period
+    raise AssertionError("unreachable")
 
 
 chunkings = st.lists(st.integers(1, 40), min_size=1, max_size=5)
@@ -99,13 +115,15 @@ def test_decoder_any_bytes(data, chunks):
     assert len(out) == len(segs) == dec.frames + dec.bad
     assert dec.bad == sum(dec.bad_counts) == sum(1 for o in out if o[0] == "bad")
     # and the valid ones are exactly what an independent decoder finds
-    assert [o for o in out if o[0] != "bad"] == [r for r in map(reference, segs) if r is not None]
-    assert [o[0] == "bad" for o in out] == [reference(s) is None for s in segs]
+    ref = list(map(Reference(), segs))
+    assert [o for o in out if o[0] != "bad"] == [r for r in ref if r is not None]
+    assert [o[0] == "bad" for o in out] == [r is None for r in ref]
 
 
 def _frames(draw_list):
     enc = frame.Encoder()
     wire, want = bytearray(), []
+    seq = epoch = 0
     for item in draw_list:
         if isinstance(item, bytes):
             wire += item  # garbage
@@ -124,8 +142,14 @@ def _frames(draw_list):
             wire += enc.claim(*item[1:])
             want.append(item + (lseq,))
         else:
-            wire += enc.token(*item)
-            want.append(("token",) + item + (lseq,))
+            # A token: count, state, and seq and epoch as steps from the last token's, small
+            # enough that a frame or two lost in between still leaves them readable (the
+            # decoder reads a token's low bits against the last token it decoded).
+            count, state, dseq, depoch = item
+            seq = (seq + dseq) & frame.SEQ_MASK
+            epoch = (epoch + depoch) & 0xFFFF
+            wire += enc.token(count, state, seq, epoch)
+            want.append(("token", count, state, seq, epoch, lseq))
     return bytes(wire), want
 
 
@@ -133,7 +157,8 @@ items = st.lists(st.one_of(
     st.binary(min_size=1, max_size=40),
     st.none(),
     st.integers(0, 0xFFFF),
-    st.tuples(st.integers(0, 0xFFFF), st.integers(0, 255), st.integers(0, frame.SEQ_MASK), st.integers(0, 0xFFFF)),
+    st.tuples(st.integers(0, 255), st.integers(0, 255), st.integers(-frame.SEQ_BACK // 3, (0x10000 - frame.SEQ_BACK) // 3 - 1),
+              st.integers(-42, 42)),
     st.tuples(st.just("again"), st.integers(0, 0xFFFF)),
     st.tuples(st.just("claim"), st.integers(0, 0xFFFF), st.integers(0, 0xFFFF), st.integers(0, 1),
               st.integers(0, frame.SEQ_MASK), st.integers(0, 0xFFFF)),
@@ -154,7 +179,7 @@ def test_decoder_valid_frames_among_garbage(mix, chunks):
     garbage_only = bytes(b"".join(m for m in mix if isinstance(m, bytes)))
     if not any(isinstance(m, bytes) for m in mix):
         assert good == want and dec.bad == 0
-    elif 0 not in garbage_only and not any(reference(s) for s in terminated_segments(garbage_only)):
+    elif 0 not in garbage_only and not any(map(Reference(), terminated_segments(garbage_only))):
         # garbage with no 00 of its own can only spoil itself: one bad frame per garbage run
         assert good == want
 

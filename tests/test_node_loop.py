@@ -198,12 +198,35 @@ def test_counters_wrap_at_30_bits():
     lp.tx_frames = lp.rx_bytes = top
     lp.dec.st[fw_frame.S_FRAMES] = top
     ring.run(20)
-    assert 0 <= lp.tx_frames < 20 and 0 <= lp.rx_bytes < 20 * 16 and 0 <= lp.dec.frames < 20
+    assert 0 <= lp.tx_frames < 20 and 0 <= lp.rx_bytes < 20 * fw_frame.TOKEN_WIRE and 0 <= lp.dec.frames < 20
     lp.requests = lp.link.bad_lines = top
     ring.command(1, b"!r\n")
     ring.command(1, b"no bang\n")
     ring.run(50)
     assert (lp.requests, lp.link.bad_lines) == (0, 0)
+
+
+def test_a_board_that_restarts_reads_the_token_s_entry_number_whole_after_its_join():
+    # A token frame carries the low 16 bits of the entry number, read against the last
+    # token the decoder saw (docs/frames.md, "The token frame"). A board that has just
+    # started has seen none: its join's answer sets the reference from what the ring knows,
+    # so its first token, and its entry, are numbered on from the ring's, far past 2**16.
+    ring = Ring("q", 3)
+    ring.run()
+    far = 5_000_000  # as if the ring had served that many entries (the token rests at node 0)
+    for lp in ring.loops:
+        lp.node.seq = far
+        lp.dec.st[fw_frame.S_REF_SEQ] = far
+    ring.loops[1] = fw_node.NodeLoop(protocol.make_node("q", 1, 3), ring.wires[1], ring.hosts[1], ring.ticks,
+                                     lambda a, b: a - b, nonce=5)
+    ring.loops[1].start(boot=True)
+    ring.run()
+    assert not ring.loops[1].node.fresh and ring.loops[1].node.seq == far
+    ring.command(1, hl.REQUEST)
+    ring.run()
+    assert ring.loops[1].node.has_token and ring.loops[1].node.seq == far + 1
+    entered = [e for e in ring.events(1) if e.ev == "recv" and e.kind == "token"]
+    assert [e.payload["seq"] for e in entered] == [far]
 
 
 class SlowWire(Wire):
