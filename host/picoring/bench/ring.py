@@ -11,13 +11,13 @@ Four measurements, all on this machine:
    to the host off (`!log 0`) and on (`!log 1`): with it on, the host reads
    every board's event lines through the harness's own BoardLink (pyserial +
    LineParser, one reader thread per board) and counts lost events.
-   At 115200 baud the wire bounds the rate (16-byte token frame = 1.39 ms);
+   At 115200 baud the wire bounds the rate (a 12-byte token frame, firmware/frame.py TOKEN_WIRE: 1.04 ms);
    at higher bauds the wire is no longer the limit.
 2. minimal ring: the same kind of ring at the same baud, each board running the
-   least MicroPython can do per hop (wait in poll, read a whole 16-byte frame
+   least MicroPython can do per hop (wait in poll, read a whole token frame
    from its UART pty, write it on). Same relay, same pacing: the ratio
    firmware / minimal is the cost of the firmware itself.
-3. direct pair ("the limit"): two MicroPython processes bouncing a 16-byte
+3. direct pair ("the limit"): two MicroPython processes bouncing a token
    frame over one pty pair, no relay, no pacing: the raw hop rate of a minimal
    two-process pty relay on this machine. ratio = firmware ring (log off, the
    highest baud measured) / direct pair.
@@ -51,11 +51,12 @@ import time
 import tty
 from pathlib import Path
 
+from ..firmware.frame import TOKEN_WIRE, Encoder
 from ..virtual.wire import histogram_percentile, histogram_since
 from ..ring.deploy import FIRMWARE_DIR
 
 COUNTER_MASK = 0x3FFFFFFF  # firmware counters wrap at 2**30 (docs/hostlink.md)
-FRAME_BYTES = 16  # a token frame on the wire (docs/hostlink.md)
+FRAME_BYTES = TOKEN_WIRE  # a token frame on the wire (docs/frames.md): the relay moves frames this long
 BITS_PER_BYTE = 10
 N_BOARDS = 5
 # (quick, full)
@@ -64,7 +65,11 @@ INTERVAL_S = (0.5, 0.75)
 REPEATS = (1, 3)
 NODE_ROUNDS = (400, 2000)  # mp_node_bench rounds (n = 5: about 5 messages a round)
 NODE_REPEATS = (1, 3)
-PICO_HEAP = "192k"
+# The unix port's heap for the node loop: of a Pico's order, but this port is 64-bit and compiles the
+# firmware from source (a Pico loads .mpy files), so the same firmware needs more; 192k stopped
+# building it once the 12-byte token's codec grew frame.py (as tests/test_board_micropython.py's
+# BOARD_HEAP). A Pico's own heap is measured on the emulated chip (bench chip, tests/test_rp2040.py).
+PICO_HEAP = "256k"
 SETTLE_S = 0.25  # after switching logging or starting a ring, before an interval starts
 
 # The minimal relay, in MicroPython: nothing but wait, read a whole frame, write it on.
@@ -72,13 +77,14 @@ SETTLE_S = 0.25  # after switching logging or starting a ring, before an interva
 # a byte-by-byte relay would pipeline a frame through all boards at once.
 MINIMAL_RELAY = r'''
 # Minimal relay (picoring bench ring): wait in poll (as the firmware's idle
-# does on a virtual board), read until a whole 16-byte frame is in, write it on.
+# does on a virtual board), read until a whole token frame is in, write it on.
 import select
 import sys
 import termios
 import time
 
-FRAME = b"\x00\x02\x01\x02\x03\x07\x01\x04\x03\x02\x01\x07\x03\x32\xdf\x00"
+FRAME = @FRAME@  # a token frame of the firmware's (picoring bench ring fills it in)
+FRAME_LEN = len(FRAME)
 
 
 def run(path, first, secs):
@@ -106,9 +112,9 @@ def run(path, first, secs):
     p = select.poll()
     p.register(src, select.POLLIN)
     ipoll = p.ipoll
-    buf = bytearray(16)
+    buf = bytearray(FRAME_LEN)
     mv = memoryview(buf)
-    parts = [mv[k:] for k in range(16)]
+    parts = [mv[k:] for k in range(FRAME_LEN)]
     rd = rx.readinto
     wr = tx.write
     have = 0
@@ -123,7 +129,7 @@ def run(path, first, secs):
         n = rd(parts[have])
         if n:
             have += n
-            if have < 16:
+            if have < FRAME_LEN:
                 continue
             have = 0
             wr(buf)
@@ -135,7 +141,7 @@ def run(path, first, secs):
 
 if __name__ == "__main__":
     run(sys.argv[1], sys.argv[2] == "1", float(sys.argv[3]) if len(sys.argv) > 3 else 0)
-'''
+'''.replace("@FRAME@", repr(bytes(Encoder().token(1, 0, 1, 1))))
 
 
 class BenchError(RuntimeError):
@@ -614,8 +620,8 @@ def print_table(result, console=None):
     console.print(t)
     d = result["direct_pair"]
     console.print("limit: minimal two-process pty relay (2 micropython processes, one pty pair, poll + read + write "
-                  "of a 16-byte frame, no relay, no pacing): [bold]%s hops/s[/] (samples %s, %s CPU us/hop)"
-                  % (_f(d["hops_per_s"]), d["samples_hops_per_s"], _f(d["cpu_us_per_hop"], "{:.1f}")))
+                  "of a %d-byte frame, no relay, no pacing): [bold]%s hops/s[/] (samples %s, %s CPU us/hop)"
+                  % (FRAME_BYTES, _f(d["hops_per_s"]), d["samples_hops_per_s"], _f(d["cpu_us_per_hop"], "{:.1f}")))
     console.print("ratio firmware ring / limit at %s baud: [bold]%s[/] log off, %s log on; firmware / minimal ring "
                   "(same relay and pacing): %s"
                   % ("{:,}".format(result["headline_baud"]), _f(result["ratio"], "{:.3f}"),
@@ -644,12 +650,13 @@ def print_table(result, console=None):
     console.print("machine: %s, MicroPython %s, %s cores (%s usable), load %s at start, %s; %s; %.0f s"
                   % (m["python"], m["micropython"], m["cpus"], m["cpus_usable"], _f(m["loadavg_1min_at_start"], "{:.2f}"),
                      m["machine"], result["timing"], result["seconds"]), highlight=False)
-    console.print("wire limit = baud / 160 (a 16-byte token frame, 10 bits a byte). Board CPU: the 5 board "
+    console.print("wire limit = baud / %d (a %d-byte token frame, 10 bits a byte). Board CPU: the 5 board "
                   "processes; relay CPU: the ring's relay thread; host reader CPU with log on (BoardLink threads): "
                   "%s us/hop. cores busy: this bench's own CPU (boards + this process) per second of wall time; one token is "
                   "in flight, so a hop's latency (wire pacing, relay and board wake-ups) sets the rate, and load from "
                   "other processes (load average above) lengthens every wake-up."
-                  % " ".join(_f(r["log_on"]["reader_cpu_us_per_hop"]) for r in result["rings"]), highlight=False)
+                  % (BITS_PER_BYTE * FRAME_BYTES, FRAME_BYTES,
+                     " ".join(_f(r["log_on"]["reader_cpu_us_per_hop"]) for r in result["rings"])), highlight=False)
 
 
 def main(args):
