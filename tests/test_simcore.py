@@ -88,3 +88,33 @@ def test_sim_nodes_are_the_protocols_classes_with_their_attributes_in_slots():
         assert {k: getattr(node, k) for k in vars(plain)} == vars(plain)
         assert all(x.msg_sizes is nodes[0].msg_sizes for x in nodes)  # one object for the ring
         assert 300 < node_bytes(name, n) < 2000
+
+
+@pytest.mark.parametrize("n", [2, 64, 100, 10000])
+def test_sequential_draws_the_nodes_randrange_gives(n):
+    # The workload draws with Random._randbelow (workload.py): the nodes randrange(n) gives,
+    # so a seed names the same run as before
+    import random
+
+    from picoring.sim.workload import Sequential
+
+    wl = Sequential(n, 2000, seed=7)
+    rng = random.Random(7)
+    assert [wl.on_quiescent(0, 0) for _ in range(2001)] == [rng.randrange(n) for _ in range(2000)] + [None]
+
+
+def test_hop_loops_on_a_ring_not_built_by_make_nodes():
+    # carry_token/carry_request find the node a frame stopped at by its index, checked: on a
+    # ring whose nodes' indices are not their places (here rotated) a trip counts its hops
+    from picoring.firmware.proto_q import NodeQ
+
+    ring = [NodeQ(i, 5) for i in range(5)]
+    for node in ring:
+        node.has_token = False
+    ring[3].has_token = True  # the request stops there: place 1 of the rotated ring
+    rotated = ring[2:] + ring[:2]
+    assert simcore.carry_request(rotated, 0, 10) == (2, SEND_TOKEN)
+    ring[3].has_token = False  # (it passed the token on)
+    ring[3].pending = True  # the token stops there: it enters
+    k, a = simcore.carry_token(rotated, 0, 0, 0, 0, 0, 10)[:2]
+    assert k == 2 and a != SEND_TOKEN

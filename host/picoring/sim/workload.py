@@ -279,11 +279,18 @@ class Sequential(Workload):
     name = "sequential"
     closed_loop = True
 
+    def __init__(self, n, total, seed=0):
+        Workload.__init__(self, n, total, seed)
+        # randrange(n) for n > 0 is _randbelow(n) (CPython's random.py, 3.8 on): the same node,
+        # without randrange's argument checks (a third of a request's draw, once per request)
+        rng = self.rng
+        self._below = getattr(rng, "_randbelow", None) or rng.randrange if rng is not None else None
+
     def on_quiescent(self, t, holder):
-        if self.exhausted:
+        if self.issued >= self.total:  # (exhausted)
             return None
         self.issued += 1
-        return self.rng.randrange(self.n)
+        return self._below(self.n)
 
 
 class Adversarial(Workload):

@@ -41,10 +41,10 @@ class Bounds:
         self.over_bound_request = None  # first request after which the total went over
 
     def request(self, t, node, rid):
-        # (check_total inline, here and in exit: the simulator's hot path)
+        # (check_total and the ledger's total inline, here, in enter and in exit: the simulator's hot path)
         if self.bound_mpr is not None and self.over_bound_request is None:
             led = self.ledger
-            if led.total > self.bound_mpr * led.requests and led.requests:
+            if led.token_msgs + led.request_msgs + led.msg_frames > self.bound_mpr * led.requests and led.requests:
                 self.over_bound_request = rid
 
     def enter(self, t, node, seq):
@@ -53,8 +53,11 @@ class Bounds:
         if req is None:
             return
         rid, t_req, msgs_at_req, logical_at_req, _ = req
-        service = led.total - msgs_at_req
-        self.max_service_logical = max(self.max_service_logical, led.logical - logical_at_req)
+        sent = led.token_msgs + led.request_msgs
+        service = sent + led.msg_frames - msgs_at_req
+        logical = sent + led.msg_logical - logical_at_req
+        if logical > self.max_service_logical:
+            self.max_service_logical = logical
         if service > self.max_service:
             self.max_service = service
             self.max_service_request = (rid, node, t_req)
@@ -71,7 +74,7 @@ class Bounds:
         went over the bound."""
         if self.bound_mpr is not None and self.over_bound_request is None:
             led = self.ledger
-            if led.total > self.bound_mpr * led.requests and led.requests:
+            if led.token_msgs + led.request_msgs + led.msg_frames > self.bound_mpr * led.requests and led.requests:
                 self.over_bound_request = led.requests
 
     def finish(self):

@@ -58,7 +58,11 @@ class Fairness:
         pending = led.pending
         req = pending.get(node)  # the request this entry serves
         if pending:
-            start = self._requested_first(pending)
+            if req is not None and len(pending) == 1:  # only the request served waits (a quiet ring)
+                start = req[1]
+                self._requested = None
+            else:
+                start = self._requested_first(pending)
             last_exit = led.last_exit
             if last_exit is not None and last_exit > start:
                 start = last_exit
@@ -67,8 +71,10 @@ class Fairness:
         if req is not None:
             overtaken = led.entries - req[_AT]  # (this entry is not counted yet)
             by_one = self.overtaken_by_one(req[_AT]) if self._level else 0
-            self.max_overtaken = max(self.max_overtaken, overtaken)
-            self.max_overtaken_by_one = max(self.max_overtaken_by_one, by_one)
+            if overtaken > self.max_overtaken:
+                self.max_overtaken = overtaken
+            if by_one > self.max_overtaken_by_one:
+                self.max_overtaken_by_one = by_one
             if self.paper_overtaken is not None and overtaken > self.paper_overtaken:
                 self.ledger.over("overtaken")
             if self.paper_by_one is not None and by_one > self.paper_by_one:

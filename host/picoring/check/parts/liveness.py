@@ -22,7 +22,8 @@ class Liveness:
         rid = led.requests
         if node in led.pending or led.in_cs == node:
             led.violate("workload", rid, node, t, "node %d requested again before its request was served" % node)
-        led.pending[node] = (rid, t, led.total, led.logical, led.entries)
+        sent = led.token_msgs + led.request_msgs  # (total and logical inline: a request is the simulator's hot path)
+        led.pending[node] = (rid, t, sent + led.msg_frames, sent + led.msg_logical, led.entries)
         return rid
 
     def take(self, t, node):
