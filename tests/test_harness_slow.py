@@ -24,6 +24,7 @@ def test_a_reply_received_before_the_command_never_answers_it():
     def write(data):
         sent.append(data)
         link.replies.put((now_us() + 1, Reply(0, "flush", "fresh")))
+        return True  # it went out
 
     link.write = write
     t, reply = link.command("flush", timeout=1.0)
@@ -600,6 +601,39 @@ def test_a_board_that_restarts_as_the_run_ends_is_reported_restarted():
     assert run.merger.restarted_sender[1]
     assert any("p1: the board restarted" in text and "reported failed" in text for text in run.record.notices)
 
+
+
+def test_a_command_to_a_port_that_is_gone_fails_at_once():
+    # Its write went nowhere, so no board has the command to answer, even if the port comes
+    # back: the end of a run waited the whole reply timeout for each such link's !flush and
+    # !status (a minute a board; the labgrid test of an exporter that goes away mid-run).
+    link = BoardLink(0, "p0", queue.Queue())  # not open: as a link whose port went away
+    t0 = time.monotonic()
+    with pytest.raises(HarnessError, match=r"p0: no 'flush' reply: the port is gone, the command went nowhere"):
+        link.command("flush", timeout=60.0)
+    assert time.monotonic() - t0 < 30.0  # (the wait it no longer makes: 60 s)
+    assert (link.writes_dropped, link.bytes_dropped) == (1, len(b"!flush\n"))
+
+
+def test_the_end_of_a_run_says_which_ports_were_gone_without_waiting_for_their_replies():
+    from types import SimpleNamespace
+
+    from picoring.ring.harness import RingRun
+    from picoring.ring.notify import Notifier
+    from picoring.sim.workload import make_workload
+
+    run = RingRun(["p0", "p1", "p2"], "q", make_workload("poisson", 3, 1, seed=0))
+    run.links = [BoardLink(i, p, run.inbox, 3) for i, p in enumerate(run.ports)]
+    run.begin(now_us())
+    run.notify = Notifier([])  # (what the run loop would have set up: nobody listens here)
+    run.reconnect_wait_s = 0.0  # the ports stay gone
+    t0 = time.monotonic()
+    run._finish(SimpleNamespace(quiescent=False, reason="stalled"))
+    assert time.monotonic() - t0 < 30.0  # (two replies a board were waited for: 180 s)
+    gone = "no %r reply: the port is gone, the command went nowhere (disconnected 0 times)"
+    assert run.record.notices == ["%s: no final %s: %s: %s" % (p, word, p, gone % word)
+                                  for word in ("flush", "status") for p in ("p0", "p1", "p2")]
+    assert run.record.host_lagged == []  # a port that is gone is not a host that lagged
 
 
 def test_a_board_that_owes_a_ping_answer_gets_no_other_ping():

@@ -38,7 +38,7 @@ from .ports import PortError, busy_message, is_lock_error
 
 PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
 COPY_TIMEOUT = 60.0
-COPY_AT_ONCE = 8  # mpremote sessions at once: a 32-board ring is copied in four rounds
+COPY_AT_ONCE = deploy.COPY_AT_ONCE  # mpremote sessions at once
 CONFIRM_TIMEOUT = 20.0
 ID_MARK = "@@picoring-id"
 RM_MARK = "@@picoring-rm"

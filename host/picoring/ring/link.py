@@ -274,6 +274,7 @@ class BoardLink:
         return True
 
     def write(self, data):
+        """Send data to the board; False if it went nowhere (the port is gone: dropped, counted)."""
         if self.tap is not None:
             self.tap(self.index, "tx", data)
         with self._lock:
@@ -281,20 +282,20 @@ class BoardLink:
             if ser is None:  # the port is gone: what is sent now is lost, as on a pulled cable
                 self.writes_dropped += 1
                 self.bytes_dropped += len(data)
-                return
+                return False
             try:
                 if self._write_fd[0] is not ser:
                     self._write_fd = (ser, _nonblocking_fd(ser))
                 fd = self._write_fd[1]
                 if fd is not None:
                     self._write_all(fd, data)
-                    return
+                    return True
                 if ser.write_timeout is not None and ser.write_timeout < WRITE_TIMEOUT_S * self.slowness:
                     # A slow board drains its USB input slowly too (an emulated Pico under load
                     # runs 5-50x slower than wall time): the deadline is in board time.
                     ser.write_timeout = WRITE_TIMEOUT_S * self.slowness
                 ser.write(data)
-                return
+                return True
             except serial.SerialTimeoutException as e:  # the port is there, the board does not read
                 raise HarnessError("%s: write failed: %s" % (self.port, e)) from None
             except (serial.SerialException, OSError) as e:
@@ -302,6 +303,7 @@ class BoardLink:
             self.writes_dropped += 1
             self.bytes_dropped += len(data)
         self._lost(ser, "on write", error)
+        return False
 
     def _write_all(self, fd, data):
         """All of data to a local port, waiting while it takes none for WRITE_TIMEOUT_S of board
@@ -326,10 +328,17 @@ class BoardLink:
 
     def command(self, word, *args, expect=None, timeout=None):
         """Send a command and wait for the reply line that starts with `expect` (a reply that
-        reached the host before the command was sent never answers it)."""
+        reached the host before the command was sent never answers it). A command that went
+        nowhere (the port is gone) fails at once: no board has it to answer, even if the port
+        comes back (the end of a run once waited REPLY_TIMEOUT_S for each such link's flush and
+        status)."""
         expect = expect or word
         sent = now_us()
-        self.write(encode_command(word, *args))
+        # (`is False`: only a write that says it was dropped; a wrapper of write, such as a
+        # test's stand-in that holds writes back, may return nothing)
+        if self.write(encode_command(word, *args)) is False:
+            raise HarnessError("%s: no %r reply: the port is gone, the command went nowhere (disconnected %d times)"
+                               % (self.port, expect, self.disconnects))
         return self.wait_reply(expect, timeout, since=sent)
 
     def wait_reply(self, word, timeout=None, since=None, done=None):
