@@ -24,7 +24,9 @@ decides that a send is lost. A lost one (its board's event stream showed a gap, 
 the board restarted) shows once its board sends again, as a cycle of receives each
 waiting for a send queued behind its own board's; only then, or at the run's end, is
 a receive placed without its send (CausalMerger._unblock). It is reported
-(causal_forced, a run condition), never a silent fallback to clock estimates.
+(causal_forced, a run condition), never a silent fallback to clock estimates. (At the end,
+a receive that reached the host after its sender's last flush may have been made after it,
+its send past the trace's end: its board's part of the trace ends before it, _finish.)
 A board that restarts mid-run starts a new clock: its events wait for a clock
 sample of the new incarnation before they are placed.
 
@@ -117,6 +119,7 @@ class RingRun:
         self.driver = self.pings = self.lost_frames = self.notify = None
         self.resource = resource
         self.resource_count = None  # board 0's !res reply after the run
+        self.final_flush_us = [None] * self.n  # host us each board's last flush was asked at the end (_finish)
 
     @property
     def bad_events(self):
@@ -359,16 +362,27 @@ class RingRun:
             time.sleep(0.05)
         if self.resource is not None:  # (before the flush: its res event comes with it)
             self.resource_count = shared_resource.read_counter(self.links[0], self.record.notices)
-        for link in self.links:
-            drain(link.replies)  # an earlier flush reply must not stand for this one
-            try:
-                link.command("flush")
-            except HarnessError as e:
-                if link.connected:
-                    # a condition of the run (its last events may be missing), not a crash
-                    self.record.host_lagged.append("%s: no final flush: %s" % (link.port, e))
-                else:
-                    self.record.notices.append("%s: no final flush: %s" % (link.port, e))
+        # A token that never rests (S, BinarySearch) goes on round the ring while the boards are
+        # flushed one after another: board i+1's flush brings receives of frames board i sent
+        # after its own flush, whose sends may still be on their way (a loaded machine holds a
+        # board's USB output back for seconds). A second round brings every send made before
+        # the first ended. A receive that reached the host after its sender's last flush was
+        # asked may have been made after it: the merger ends that board's part of the trace
+        # before it (CausalMerger.ended), rather than placing it without its send.
+        flushed = list(self.links)
+        for _ in range(2):
+            for link in list(flushed):
+                drain(link.replies)  # an earlier flush reply must not stand for this one
+                self.final_flush_us[link.index] = now_us()
+                try:
+                    link.command("flush")
+                except HarnessError as e:
+                    flushed.remove(link)
+                    if link.connected:
+                        # a condition of the run (its last events may be missing), not a crash
+                        self.record.host_lagged.append("%s: no final flush: %s" % (link.port, e))
+                    else:
+                        self.record.notices.append("%s: no final flush: %s" % (link.port, e))
         time.sleep(0.05)
         self._take_last()
         for s in self.streams:
@@ -396,6 +410,8 @@ class RingRun:
             if isinstance(item, Reply) and item.word == "hello":
                 self._restarted(b, now_us() - self.t0, t_rx)
             elif isinstance(item, BoardEvent):
+                sender_flushed = self.final_flush_us[(b - 1) % self.n]
+                item.after_sender_flushed = sender_flushed is not None and t_rx >= sender_flushed
                 s.arrived(item)
                 if item.ev == "bad":
                     s.count_bad(item)

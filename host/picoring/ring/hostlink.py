@@ -62,12 +62,16 @@ class BoardEvent:
     lost events for ev == "drop", {"lost", "lseq", "first"} for ev == "gap" (frames lost on its
     link in; first: the board's first frame since it started, lost unknown)."""
 
-    __slots__ = ("board", "seq", "tick_us", "ev", "link", "kind", "payload", "aux", "lost_in_outage", "lseq")
+    __slots__ = ("board", "seq", "tick_us", "ev", "link", "kind", "payload", "aux", "lost_in_outage", "lseq",
+                 "after_sender_flushed")
 
     def __init__(self, board, seq, tick_us, ev, link=None, kind=None, payload=None, aux=None):
         # events of this board lost just before this one while its USB link was down (LineParser)
         self.lost_in_outage = None
         self.lseq = None  # a send's link sequence byte, where the host counts them (RingRun)
+        # a receive (or gap) that reached the host after its sender's last flush at the run's
+        # end: its send may have been made after that flush, past the trace's end (RingRun._finish)
+        self.after_sender_flushed = False
         self.board = board
         self.seq = seq
         self.tick_us = tick_us

@@ -6,7 +6,7 @@ from collections import deque
 from .hostlink import SEQ_PERIOD, BoardEvent, TickUnwrapper
 
 
-_COUNTED = object()  # _unblock counted a lost send (nothing to place): look again
+_AGAIN = object()  # _unblock placed nothing (it counted a lost send, or ended a board's part): look again
 
 
 class CausalMerger:
@@ -42,6 +42,9 @@ class CausalMerger:
         # run's LostFrames, so that a frame sent before its sender's start of the run and lost
         # after its receiver's is found (each board's start is its own !flush reply)
         self.send_before_run = None
+        # boards whose part of the trace ended at the final release, before a receive whose send
+        # may have been made past the end (_unblock); their events from there on are left out
+        self.ended = set()
 
     def sender_restarted(self, board):
         """Board `board` restarted: it numbers the frames it sends from 0 again, so the next
@@ -136,7 +139,8 @@ class CausalMerger:
         for _ in range(self.n):
             up = (waiting - 1) % self.n
             q = self.queues[up]
-            if not q or not any(e.ev == "send" or e.ev == "credit" and e.aux["sends"] for _, e, _ in q):
+            if up in self.ended or not q or not any(e.ev == "send" or e.ev == "credit" and e.aux["sends"]
+                                                    for _, e, _ in q):
                 # up's send has not come. It is late, or lost with events of up's that never
                 # came; either way up sends again before long (it goes on running, or it
                 # restarted and rejoins), and a lost one then shows as the cycle below. Until
@@ -145,6 +149,14 @@ class CausalMerger:
                 # offset; a pty held a board's output back 8 s under load).
                 if not final:
                     return None
+                if up in self.ended or self.queues[waiting][0][1].after_sender_flushed:
+                    # At the end: the receive reached the host after its sender's last flush,
+                    # so its send may have been made after it (a token that never rests goes
+                    # on while the host flushes one board after another), or its send is past
+                    # where up's part ended. The trace ends before it on this board: placed
+                    # without its send, it was a false "order" condition (RingRun._finish).
+                    self.ended.add(waiting)
+                    return _AGAIN
                 break
             if self._ready(up, q[0][1]):
                 return q[0][0], up, False
@@ -163,7 +175,7 @@ class CausalMerger:
                     # placed without its send.
                     credit.aux["sends"] -= 1
                     self.sent[b] += 1
-                    return _COUNTED
+                    return _AGAIN
             lossy = [c for c in cycle if self.lossy[(c[1] - 1) % self.n]]
             t, waiting = min(lossy or cycle)
             up = (waiting - 1) % self.n
@@ -233,7 +245,7 @@ class CausalMerger:
             best = None
             blocked_oldest = None
             for b, q in enumerate(self.queues):
-                if not q:
+                if not q or b in self.ended:
                     continue
                 t, e, _ = q[0]
                 if horizon is not None and t > horizon:
@@ -249,7 +261,7 @@ class CausalMerger:
                 unblocked = self._unblock(blocked_oldest, now, horizon, final)
                 if unblocked is None:
                     return out
-                if unblocked is _COUNTED:
+                if unblocked is _AGAIN:
                     continue
                 t, b, forced = unblocked
             else:
