@@ -285,6 +285,7 @@ def run(quick=False, log=None, rp2040=None, protocols=PROTOCOLS, n=N_BOARDS, mem
             "chip_us_per_token_hop": _round(hop_us),
             "token_hops": hops,
             "token_hop": how,
+            # a request frame taken in and one frame sent (Q, D at n = 3: the resting token woken and sent)
             "chip_us_per_request_passed_on": _round(m.get("req_us")),
             # the token routed alone: a hop passed on, the hop that delivers it (None: not a message)
             "chip_us_per_routed_hop": _round(fwd),
@@ -295,8 +296,10 @@ def run(quick=False, log=None, rp2040=None, protocols=PROTOCOLS, n=N_BOARDS, mem
         }
     s_hop = out["protocols"].get("s", {}).get("chip_us_per_token_hop")
     for r in out["protocols"].values():
-        h = r["chip_us_per_token_hop"]
-        r["token_hop_to_s"] = round(h / s_hop, 3) if h is not None and s_hop else None
+        for key, to in (("chip_us_per_token_hop", "token_hop_to_s"), ("chip_us_per_routed_hop", "routed_hop_to_s"),
+                        ("chip_us_per_token_delivered", "token_delivered_to_s")):
+            h = r[key]
+            r[to] = round(h / s_hop, 3) if h is not None and s_hop else None
     rows = out["protocols"].values()
     out["ok"] = all(r["alloc_bytes_per_frame"] == 0 and r["routed_alloc_bytes"] == 0
                     and _locked_ok(r["heap_lock"]) and (r["routed_heap_lock"] is None or _locked_ok(r["routed_heap_lock"]))
@@ -330,23 +333,29 @@ def print_table(result, console=None):
     console = console or Console()
     t = Table(title="node loop on an emulated RP2040 (rp2 port, chip time): %d boards in one chip, in-memory wires"
                     % result["boards"])
-    for col in ("protocol", "chip us per token hop", "to S's", "the token hop", "chip us per token delivered",
-                "request passed on", "chip us per frame", "heap bytes per frame", "under heap_lock",
-                "USB bytes per frame"):
+    for col in ("protocol", "token hop, chip us", "to S's", "the token hop", "token passed on, routed", "to S's",
+                "token delivered", "to S's", "request in, one frame out", "chip us per frame", "heap bytes per frame",
+                "under heap_lock", "USB bytes per frame"):
         t.add_column(col, justify="left" if col in ("protocol", "the token hop", "under heap_lock") else "right")
+
+    def ratio(x):
+        return "-" if x is None else "%.3f" % x
+
     for p, r in result["protocols"].items():
-        ratio = r.get("token_hop_to_s")
-        t.add_row(r.get("spec", p), _us(r.get("chip_us_per_token_hop")) + (" (%d)" % r["token_hops"] if r.get("token_hops") else ""),
-                  "-" if ratio is None else "%.3f" % ratio, r.get("token_hop", "-"),
-                  _us(r.get("chip_us_per_token_delivered")), _us(r.get("chip_us_per_request_passed_on")),
-                  "%.1f" % r["chip_us_per_frame"], "%g" % r["alloc_bytes_per_frame"], _lock_text(r),
-                  "%.1f" % r["usb_bytes_per_frame"])
+        t.add_row(r.get("spec", p),
+                  _us(r.get("chip_us_per_token_hop")) + (" (%d)" % r["token_hops"] if r.get("token_hops") else ""),
+                  ratio(r.get("token_hop_to_s")), r.get("token_hop", "-"),
+                  _us(r.get("chip_us_per_routed_hop")), ratio(r.get("routed_hop_to_s")),
+                  _us(r.get("chip_us_per_token_delivered")), ratio(r.get("token_delivered_to_s")),
+                  _us(r.get("chip_us_per_request_passed_on")), "%.1f" % r["chip_us_per_frame"],
+                  "%g" % r["alloc_bytes_per_frame"], _lock_text(r), "%.1f" % r["usb_bytes_per_frame"])
     console.print(t)
-    console.print("chip us per token hop: the loop passes that took the token in and sent it on as one frame, no "
-                  "critical section begun or ended (count in brackets), as S's token hop; for a token routed as a "
-                  "message (P-route: the token sent alone to the node behind its holder) a node between passes it "
-                  "on without waking its protocol, and the last one delivers it (the protocol takes it in, nobody "
-                  "waits). Chip us per frame: every pass that did work (Q, D, the message protocols: under the "
+    console.print("Token hop: the loop passes that took the token in and sent it on as one frame, no critical "
+                  "section begun or ended (count in brackets), as S's token hop; for a token that only travels to "
+                  "the node it is sent to (sk, ra, nt, dag) the hop that passes it on. Routed (P-route: the token "
+                  "sent alone to the node behind its holder): a node between passes it on without waking its "
+                  "protocol, the last one delivers it (the protocol takes it in, nobody waits). Request in, one "
+                  "frame out: Q and D at n = 3, the resting token woken by a request and sent on. Chip us per frame: every pass that did work (Q, D, the message protocols: under the "
                   "adversarial workload, critical sections included) divided by the frames sent. All include the "
                   "logging and the in-memory wire's copy; under heap_lock: hundreds of rounds with the heap locked "
                   "(also the routed token's).")
