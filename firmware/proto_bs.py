@@ -89,18 +89,17 @@ _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
 _T_R = const(6)  # the token's payload offsets (into out, or after AT in a delivered buffer)
 _T_LEND = const(10)
 _T_SERVED = const(11)
-SERVED_SLOTS = 8
-_T_SIZE = const(35)  # _T_SERVED + 3 * SERVED_SLOTS
+SERVED_SLOTS = 8  # (a module global, not a const(): tests/test_figures.py runs BS with a longer list)
+_T_SIZE = _T_SERVED + 3 * SERVED_SLOTS
 # protocol.py's constants, and the names above, copied for the code below: a const() is inlined
 # only in the module that defines it (an imported name is a dictionary lookup at every use).
-_SLOTS = const(8)  # SERVED_SLOTS
 _GIMME = const(0)
 _TOKEN = const(1)
 _AT = const(5)  # protocol.PAYLOAD_AT
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
-if (SERVED_SLOTS, _T_SERVED + 3 * SERVED_SLOTS, GIMME, TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK,
-        protocol.DISCARDED) != (_SLOTS, _T_SIZE, _GIMME, _TOKEN, _AT, _SEQ_MASK, _DISCARDED):
+if (GIMME, TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK, protocol.DISCARDED) != (
+        _GIMME, _TOKEN, _AT, _SEQ_MASK, _DISCARDED):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 _G_Z = const(0)
 _G_SN = const(2)
@@ -186,8 +185,8 @@ class NodeBS(Node):
         # (-1: none, it came by rotation or back from a lend), the served list.
         self.rnd = 0
         self.lender = -1
-        self.sv_node = array("H", [_NONE] * _SLOTS)
-        self.sv_sn = bytearray(_SLOTS)
+        self.sv_node = array("H", [_NONE] * SERVED_SLOTS)
+        self.sv_sn = bytearray(SERVED_SLOTS)
         self.sv_next = 0
         self.lent_to = -1  # the requester the token is lent to (rule 7), until it returns
         self.visit = 0  # traps still to serve in this visit (rule order, _have)
@@ -258,7 +257,7 @@ class NodeBS(Node):
         r = get30(buf, _AT + _T_R)
         self.rnd = r
         at = _AT + _T_SERVED
-        for k in range(_SLOTS):
+        for k in range(SERVED_SLOTS):
             self.sv_node[k] = buf[at] | (buf[at + 1] << 8)
             self.sv_sn[k] = buf[at + 2]
             at += 3
@@ -319,7 +318,7 @@ class NodeBS(Node):
     def _stale(self, z, hz):
         """The trap of requester z (laid with history hz) is obsolete: z was served since."""
         sn = self.trap_sn[z]
-        for k in range(_SLOTS):
+        for k in range(SERVED_SLOTS):
             if self.sv_node[k] == z and self.sv_sn[k] == sn:
                 return True
         d = (self.rnd - hz) & self._hmask
@@ -332,7 +331,7 @@ class NodeBS(Node):
         k = self.sv_next
         self.sv_node[k] = self.index
         self.sv_sn[k] = self.sn
-        self.sv_next = k + 1 if k + 1 < _SLOTS else 0
+        self.sv_next = k + 1 if k + 1 < SERVED_SLOTS else 0
         if self.lender >= 0:
             return self._give_back()  # rule 8: back to the lender
         if self.fifo_len:
@@ -368,7 +367,7 @@ class NodeBS(Node):
         # The served list, oldest first (the next slot to write is the oldest), then cleared here.
         k = self.sv_next
         at = _T_SERVED
-        for _ in range(_SLOTS):
+        for _ in range(SERVED_SLOTS):
             z = self.sv_node[k]
             out[at] = z & 0xFF
             out[at + 1] = z >> 8
@@ -376,7 +375,7 @@ class NodeBS(Node):
             self.sv_node[k] = _NONE
             self.sv_sn[k] = 0
             at += 3
-            k = k + 1 if k + 1 < _SLOTS else 0
+            k = k + 1 if k + 1 < SERVED_SLOTS else 0
         self.sv_next = 0
         self.rnd = 0
         return self.send(_TOKEN, j)
