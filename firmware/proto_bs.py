@@ -56,6 +56,22 @@
 #          (1: "y-hat, to be returned upon use"), served[SERVED_SLOTS] (node u16, request u8)
 
 try:
+    from micropython import const
+    import micropython
+except ImportError:  # CPython
+
+    def const(value):
+        return value
+
+    class micropython:
+        """@micropython.native is MicroPython's compiler's; a no-op on CPython."""
+
+        @staticmethod
+        def native(f):
+            return f
+
+
+try:
     from . import protocol  # the host: picoring.firmware.proto_*
 except ImportError:
     import protocol  # a board: firmware modules side by side
@@ -70,18 +86,28 @@ put30 = protocol.put30
 GIMME = 0
 TOKEN = 1
 _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
-_T_R = 6  # the token's payload offsets (into out, or after AT in a delivered buffer)
-_T_LEND = 10
-_T_SERVED = 11
-SERVED_SLOTS = 8
+_T_R = const(6)  # the token's payload offsets (into out, or after AT in a delivered buffer)
+_T_LEND = const(10)
+_T_SERVED = const(11)
+SERVED_SLOTS = 8  # (a module global, not a const(): tests/test_figures.py runs BS with a longer list)
 _T_SIZE = _T_SERVED + 3 * SERVED_SLOTS
-_G_Z = 0
-_G_SN = 2
-_G_H = 3
-_G_LO = 7
-_G_HI = 9
-_G_SIZE = 11
-_NONE = 0xFFFF  # an empty slot of the served list
+# protocol.py's constants, and the names above, copied for the code below: a const() is inlined
+# only in the module that defines it (an imported name is a dictionary lookup at every use).
+_GIMME = const(0)
+_TOKEN = const(1)
+_AT = const(5)  # protocol.PAYLOAD_AT
+_SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
+_DISCARDED = const(64)  # protocol.DISCARDED
+if (GIMME, TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK, protocol.DISCARDED) != (
+        _GIMME, _TOKEN, _AT, _SEQ_MASK, _DISCARDED):
+    raise ImportError("%s: constants disagree with protocol.py" % __name__)
+_G_Z = const(0)
+_G_SN = const(2)
+_G_H = const(3)
+_G_LO = const(7)
+_G_HI = const(9)
+_G_SIZE = const(11)
+_NONE = const(0xFFFF)  # an empty slot of the served list
 
 
 class NodeBS(Node):
@@ -107,12 +133,12 @@ class NodeBS(Node):
         # is a full circuit, d hops there and n - d back, plus the critical section; a visit
         # lends to at most n - 1 traps, and a request is reached by the rotation within n visits.
         "starve_horizon": "n * (n * (n + cs + 1) + cs + 1) + 16",
-        "messages": {"request": {"kind": GIMME, "to": "across the ring, then +-d/2 (binary search)",
+        "messages": {"request": {"kind": _GIMME, "to": "across the ring, then +-d/2 (binary search)",
                                  "payload": "z u16, sn u8, h_z u32, lo u16, hi u16",
                                  # the checker counts each request's forwards (Lemma 6): z and sn
                                  # from the payload's first word w (little-endian)
                                  "search": {"requester": "w & 0xFFFF", "number": "(w >> 16) & 0xFF"}},
-                     "token": {"kind": TOKEN, "to": "the next node, or lent to a trapped requester",
+                     "token": {"kind": _TOKEN, "to": "the next node, or lent to a trapped requester",
                                "payload": "seq u32, epoch u16, R u32, lend u8, served[8] (u16, u8)"}},
         "bounds": {
             # The token rotates for ever (rule 4), as S's: the messages per request are not bounded.
@@ -137,11 +163,11 @@ class NodeBS(Node):
         },
     }
     uses_requests = False  # the rotation reaches every node: a lost gimme only costs time
-    _hmask = SEQ_MASK  # histories are counted modulo _hmask + 1 (a test makes it small)
+    _hmask = _SEQ_MASK  # histories are counted modulo _hmask + 1 (a test makes it small)
     _hhalf = 0x20000000
 
     def message_sizes(self, n):
-        return {GIMME: _G_SIZE, TOKEN: _T_SIZE}
+        return {_GIMME: _G_SIZE, _TOKEN: _T_SIZE}
 
     def __init__(self, index, n):
         Node.__init__(self, index, n)
@@ -168,6 +194,7 @@ class NodeBS(Node):
 
     # -- histories --------------------------------------------------------------
 
+    @micropython.native
     def _later(self, a, b):
         """History a is strictly longer than b (both 30-bit counts, serial order)."""
         d = (a - b) & self._hmask
@@ -212,30 +239,31 @@ class NodeBS(Node):
         out[_G_HI] = hi & 0xFF
         out[_G_HI + 1] = hi >> 8
         u = z + ((lo + hi) >> 1)
-        return self.send(GIMME, u - self.n if u >= self.n else u)
+        return self.send(_GIMME, u - self.n if u >= self.n else u)
 
+    @micropython.native
     def on_message(self, kind, src, buf):
-        if kind == GIMME:
+        if kind == _GIMME:
             return self._gimme(buf)
-        # TOKEN. Recovery (protocol.Node, docs/recovery.md): the epoch gate.
+        # _TOKEN. Recovery (protocol.Node, docs/recovery.md): the epoch gate.
         epoch = self.token_gate(buf)
         if epoch < 0:
-            return protocol.DISCARDED
+            return _DISCARDED
         if self.has_token:
-            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped
+            self.errors = (self.errors + 1) & _SEQ_MASK  # a second token: dropped
             return 0
-        self.seq = get30(buf, AT)
+        self.seq = get30(buf, _AT)
         self.epoch = epoch
-        r = get30(buf, AT + _T_R)
+        r = get30(buf, _AT + _T_R)
         self.rnd = r
-        at = AT + _T_SERVED
+        at = _AT + _T_SERVED
         for k in range(SERVED_SLOTS):
             self.sv_node[k] = buf[at] | (buf[at + 1] << 8)
             self.sv_sn[k] = buf[at + 2]
             at += 3
         self.sv_next = 0
         self.has_token = True
-        if buf[AT + _T_LEND]:
+        if buf[_AT + _T_LEND]:
             # Rule 8: "(Q | (x, d_x), P(x, -), bot, I | (x, (y-hat, H)), O, -) ->
             # (Q, P(x, H + d_x), bot, I, O | (x, (y, H + d_x)), -)": lent by y; x takes y's history,
             # uses the token and returns it to y.
@@ -254,6 +282,7 @@ class NodeBS(Node):
         self.lent_to = -1
         return self._have()
 
+    @micropython.native
     def _have(self):
         """x holds the token, not lent to it: rule 7 for each live trap in FIFO order, then rule 4.
 
@@ -285,6 +314,7 @@ class NodeBS(Node):
             return self._enter()
         return self._rotate()
 
+    @micropython.native
     def _stale(self, z, hz):
         """The trap of requester z (laid with history hz) is obsolete: z was served since."""
         sn = self.trap_sn[z]
@@ -294,6 +324,7 @@ class NodeBS(Node):
         d = (self.rnd - hz) & self._hmask
         return self.n <= d < self._hhalf
 
+    @micropython.native
     def exit_cs(self):
         self.in_cs = False
         # The use is over: it goes into the token's list of served requests (garbage collection).
@@ -309,11 +340,13 @@ class NodeBS(Node):
             return self._have()
         return self._rotate()  # rule 4: on to x+1
 
+    @micropython.native
     def _give_back(self):
         y = self.lender
         self.lender = -1
         return self._give(y, 0)
 
+    @micropython.native
     def _rotate(self):
         # Rule 4's pass: a rotation event, appended to x's history and counted in the token's.
         self.visit = 0
@@ -324,6 +357,7 @@ class NodeBS(Node):
         j = self.index + 1
         return self._give(0 if j == self.n else j, 0)
 
+    @micropython.native
     def _give(self, j, lend):
         self.has_token = False
         self.put_token_header()
@@ -344,18 +378,18 @@ class NodeBS(Node):
             k = k + 1 if k + 1 < SERVED_SLOTS else 0
         self.sv_next = 0
         self.rnd = 0
-        return self.send(TOKEN, j)
+        return self.send(_TOKEN, j)
 
     # -- rules 5, 6: the search ---------------------------------------------------
 
     def _gimme(self, buf):
-        z = buf[AT + _G_Z] | (buf[AT + _G_Z + 1] << 8)
-        sn = buf[AT + _G_SN]
-        hz = get30(buf, AT + _G_H)
-        lo = buf[AT + _G_LO] | (buf[AT + _G_LO + 1] << 8)
-        hi = buf[AT + _G_HI] | (buf[AT + _G_HI + 1] << 8)
+        z = buf[_AT + _G_Z] | (buf[_AT + _G_Z + 1] << 8)
+        sn = buf[_AT + _G_SN]
+        hz = get30(buf, _AT + _G_H)
+        lo = buf[_AT + _G_LO] | (buf[_AT + _G_LO + 1] << 8)
+        hi = buf[_AT + _G_HI] | (buf[_AT + _G_HI + 1] << 8)
         if z >= self.n:
-            self.errors = (self.errors + 1) & SEQ_MASK
+            self.errors = (self.errors + 1) & _SEQ_MASK
             return 0
         if z != self.index:
             # Rule 6's W | (x, tau_z): a trap here (one per requester, in FIFO order; header).
@@ -384,7 +418,7 @@ class NodeBS(Node):
         if lo > hi:
             return 0  # the search ends with this trap (the token moved, or a history misled it)
         for k in range(_G_LO):
-            self.out[k] = buf[AT + k]
+            self.out[k] = buf[_AT + k]
         return self._search(z, lo, hi)
 
     # -- recovery (protocol.Node; docs/adding-a-protocol.md section 4) -------------

@@ -34,6 +34,18 @@
 # REQUEST follows). FLIP, kind 2: origin u8, still-to-visit flags u8[n].
 
 try:
+    import micropython
+except ImportError:  # CPython
+
+    class micropython:
+        """@micropython.native is MicroPython's compiler's; a no-op on CPython."""
+
+        @staticmethod
+        def native(f):
+            return f
+
+
+try:
     from . import protocol  # the host: picoring.firmware.proto_*
     from . import graphs
 except ImportError:
@@ -125,6 +137,7 @@ class NodeDAG(protocol.QueueNode):
             return self._ask()
         return 0
 
+    @micropython.native
     def on_message(self, kind, src, buf):
         if kind == REQUEST:
             self._enqueue(src)
@@ -139,6 +152,7 @@ class NodeDAG(protocol.QueueNode):
             return self._on_flip(buf)
         return self._take_token(src, buf)
 
+    @micropython.native
     def _take_token(self, src, buf):
         epoch = self.token_gate(buf)
         if epoch < 0:
@@ -210,15 +224,18 @@ class NodeDAG(protocol.QueueNode):
             return self._enter()
         return self._give(h)
 
+    @micropython.native
     def exit_cs(self):
         self.in_cs = False
         return self._release()
 
+    @micropython.native
     def _release(self):
         if self.qlen == 0:
             return 0
         return self._give(self._dequeue())
 
+    @micropython.native
     def _give(self, h):
         # "The token travels against the arrows to the requester and reverses every edge it
         # crosses": h -> here becomes here -> h.

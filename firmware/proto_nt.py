@@ -29,6 +29,18 @@
 # On the ring a message from i to last is routed: (last - i) mod n hop frames.
 
 try:
+    import micropython
+except ImportError:  # CPython
+
+    class micropython:
+        """@micropython.native is MicroPython's compiler's; a no-op on CPython."""
+
+        @staticmethod
+        def native(f):
+            return f
+
+
+try:
     from . import protocol  # the host: picoring.firmware.proto_*
 except ImportError:
     import protocol  # a board: firmware modules side by side
@@ -98,6 +110,7 @@ class NodeNT(Node):
         self.last = NIL
         return self.send(REQUEST, dst)
 
+    @micropython.native
     def on_message(self, kind, src, buf):
         if kind == REQUEST:
             j = buf[AT]
@@ -129,10 +142,12 @@ class NodeNT(Node):
         # Not in a fault-free ring: the token comes only to a requester. Pass it on if asked.
         return self._release()
 
+    @micropython.native
     def exit_cs(self):
         self.in_cs = False
         return self._release()
 
+    @micropython.native
     def _release(self):
         if self.next == NIL:
             return 0  # the token rests here (this node is the root, or will be asked)
@@ -140,6 +155,7 @@ class NodeNT(Node):
         self.next = NIL
         return self._give(j)
 
+    @micropython.native
     def _give(self, j):
         self.has_token = False
         self.put_token_header()

@@ -38,6 +38,18 @@
 # recovery then restores liveness and the checker stops holding the run to the bounds.
 
 try:
+    import micropython
+except ImportError:  # CPython
+
+    class micropython:
+        """@micropython.native is MicroPython's compiler's; a no-op on CPython."""
+
+        @staticmethod
+        def native(f):
+            return f
+
+
+try:
     from . import protocol  # the host: picoring.firmware.proto_*
 except ImportError:
     import protocol  # a board: firmware modules side by side
@@ -131,6 +143,7 @@ class NodeRA(Node):
         put30(self.out, 0, ts)
         return self.send(REQUEST, BROADCAST)
 
+    @micropython.native
     def on_message(self, kind, src, buf):
         if kind == REQUEST:
             ts = get30(buf, AT)
@@ -145,6 +158,7 @@ class NodeRA(Node):
             return 0  # in the critical section: rule 5 at its end finds it
         return self._take_token(buf)
 
+    @micropython.native
     def _take_token(self, buf):
         """The TOKEN, addressed to this node."""
         # Recovery (protocol.Node, docs/recovery.md): the epoch gate drops a token of an old epoch.
@@ -175,6 +189,7 @@ class NodeRA(Node):
         self.in_cs = False
         return self._leave()
 
+    @micropython.native
     def _leave(self):
         i = self.index
         # Rule 3: the token's memory, "timestamp of the last visit": the stamp of the request
@@ -182,6 +197,7 @@ class NodeRA(Node):
         self.lv[i] = self.rq[i]
         return self._pass_on()
 
+    @micropython.native
     def _pass_on(self):
         """Rule 5: "after leaving the critical section the token is sent to the process that
         has waited longest (its request must be younger than the timestamp of the last visit
@@ -206,6 +222,7 @@ class NodeRA(Node):
             return 0
         return self._give(best)
 
+    @micropython.native
     def _give(self, j):
         self.has_token = False
         self.put_token_header()

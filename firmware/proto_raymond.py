@@ -36,6 +36,22 @@
 # interleaving (tests/test_tree_protocols.py).
 
 try:
+    from micropython import const
+    import micropython
+except ImportError:  # CPython
+
+    def const(value):
+        return value
+
+    class micropython:
+        """@micropython.native is MicroPython's compiler's; a no-op on CPython."""
+
+        @staticmethod
+        def native(f):
+            return f
+
+
+try:
     from . import protocol  # the host: picoring.firmware.proto_*
     from . import graphs
 except ImportError:
@@ -50,6 +66,17 @@ get30 = protocol.get30
 REQUEST = 0
 TOKEN = 1
 _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
+# protocol.py's constants, and the names above, copied for the code below: a const() is inlined
+# only in the module that defines it (an imported name is a dictionary lookup at every use).
+_REQUEST = const(0)
+_TOKEN = const(1)
+_AT = const(5)  # protocol.PAYLOAD_AT
+_TOKEN_HEADER = const(6)  # protocol.TOKEN_HEADER
+_SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
+_DISCARDED = const(64)  # protocol.DISCARDED
+if (REQUEST, TOKEN, protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED) != (
+        _REQUEST, _TOKEN, _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED):
+    raise ImportError("%s: constants disagree with protocol.py" % __name__)
 
 
 class NodeRaymond(protocol.QueueNode):
@@ -59,7 +86,7 @@ class NodeRaymond(protocol.QueueNode):
     uses_requests = False  # no again frames: a lost request is not re-announced (no recovery here)
     about = {
         "name": "raymond",
-        "title": "Raymond's tree: REQUEST towards HOLDER, REQ_QUEUE per node, the token down the tree",
+        "title": "Raymond's tree: _REQUEST towards HOLDER, REQ_QUEUE per node, the token down the tree",
         "citation": ("van de Snepscheut 1987, Raymond 1989, as sketched by the slides "
                      "seeds/token-request-algorithms-slides-de.md, 'Skizze des Algorithmus' (1), (2)"),
         "exclusion": "hard",
@@ -68,9 +95,9 @@ class NodeRaymond(protocol.QueueNode):
         "horizon": "D*n",  # the unused token stays at the last holder
         "view": {"requests": True},
         "options": {"tree": "the logical tree: binary | path | star | random:SEED (default binary)"},
-        "messages": {"request": {"kind": REQUEST, "to": "HOLDER (a tree neighbour)", "payload": "none"},
-                     "token": {"kind": TOKEN, "to": "the head of REQ_QUEUE (a tree neighbour)",
-                               "payload": "seq u32, epoch u16, more u8 (a REQUEST follows)"}},
+        "messages": {"request": {"kind": _REQUEST, "to": "HOLDER (a tree neighbour)", "payload": "none"},
+                     "token": {"kind": _TOKEN, "to": "the head of REQ_QUEUE (a tree neighbour)",
+                               "payload": "seq u32, epoch u16, more u8 (a _REQUEST follows)"}},
         "bounds": {
             # "typischerweise O(log n) Einzelnachrichten, um den Tokenbesitzer zu erreichen";
             # requests up a path of at most D edges, the token down it (D = the tree's diameter).
@@ -89,7 +116,7 @@ class NodeRaymond(protocol.QueueNode):
         return {"D": graphs.diameter(graphs.tree(cls.opts.get("tree", "binary"), n))}
 
     def message_sizes(self, n):
-        return {REQUEST: 0, TOKEN: _HEADER + 1}
+        return {_REQUEST: 0, _TOKEN: _TOKEN_HEADER + 1}
 
     def __init__(self, index, n):
         protocol.QueueNode.__init__(self, index, n)  # REQ_QUEUE: self.queue[0:qlen]
@@ -110,17 +137,18 @@ class NodeRaymond(protocol.QueueNode):
             return self._enter()  # Gap: the holder at rest enters at once, 0 messages
         self.pending = True
         # "P_j möchte Token, hat es jedoch nicht: Füge 'self' an REQ_QUEUE an;
-        #  if not ASKED then send REQUEST to HOLDER; ASKED := true"
+        #  if not ASKED then send _REQUEST to HOLDER; ASKED := true"
         self._enqueue(self.index)
         if not self.asked:
             self.asked = True
-            return self.send(REQUEST, self.holder)
+            return self.send(_REQUEST, self.holder)
         return 0
 
+    @micropython.native
     def on_message(self, kind, src, buf):
-        if kind == REQUEST:
-            # "P_j empfängt REQUEST von P_i: Füge 'P_i' an REQ_QUEUE an;
-            #  if not ASKED and HOLDER != self then send REQUEST to HOLDER; ASKED := true"
+        if kind == _REQUEST:
+            # "P_j empfängt _REQUEST von P_i: Füge 'P_i' an REQ_QUEUE an;
+            #  if not ASKED and HOLDER != self then send _REQUEST to HOLDER; ASKED := true"
             self._enqueue(src)
             if self.holder == self.index:
                 if self.in_cs or not self.has_token:
@@ -128,23 +156,24 @@ class NodeRaymond(protocol.QueueNode):
                 return self._release()  # Gap: the idle holder gives the token away at once
             if not self.asked:
                 self.asked = True
-                return self.send(REQUEST, self.holder)
+                return self.send(_REQUEST, self.holder)
             return 0
         return self._take_token(src, buf)
 
+    @micropython.native
     def _take_token(self, src, buf):
         epoch = self.token_gate(buf)  # recovery's epoch gate (protocol.Node)
         if epoch < 0:
-            return protocol.DISCARDED
+            return _DISCARDED
         if self.has_token:
-            self.errors = (self.errors + 1) & SEQ_MASK  # a second token: dropped
+            self.errors = (self.errors + 1) & _SEQ_MASK  # a second token: dropped
             return 0
-        self.seq = get30(buf, AT)
+        self.seq = get30(buf, _AT)
         self.epoch = epoch
         self.has_token = True
-        self.asked = False  # Gap: the token answers this node's REQUEST
-        if buf[AT + _HEADER]:
-            # The REQUEST combined with the token: queued behind what this node already has
+        self.asked = False  # Gap: the token answers this node's _REQUEST
+        if buf[_AT + _TOKEN_HEADER]:
+            # The _REQUEST combined with the token: queued behind what this node already has
             # (it cannot be REQ_QUEUE's head: this node asked, so its queue is not empty).
             self._enqueue(src)
         if self.qlen == 0:
@@ -153,31 +182,34 @@ class NodeRaymond(protocol.QueueNode):
             return 0
         # "P_j empfängt Token von P_k: HOLDER := dequeue(REQ_QUEUE);
         #  if HOLDER = self then <kritischer Abschnitt>
-        #  else send TOKEN to HOLDER; if |REQ_QUEUE| > 0 then send REQUEST to HOLDER; ASKED := true"
+        #  else send _TOKEN to HOLDER; if |REQ_QUEUE| > 0 then send _REQUEST to HOLDER; ASKED := true"
         h = self._dequeue()
         self.holder = h
         if h == self.index:
             return self._enter()
         return self._give(h)
 
+    @micropython.native
     def exit_cs(self):
         self.in_cs = False
         return self._release()
 
+    @micropython.native
     def _release(self):
         # "P_j hat Token und möchte es loswerden: if |REQ_QUEUE| > 0 then
-        #  HOLDER := dequeue(REQ_QUEUE); send TOKEN to HOLDER;
-        #  if |REQ_QUEUE| > 0 then send REQUEST to HOLDER else ASKED := false"
+        #  HOLDER := dequeue(REQ_QUEUE); send _TOKEN to HOLDER;
+        #  if |REQ_QUEUE| > 0 then send _REQUEST to HOLDER else ASKED := false"
         if self.qlen == 0:
             return 0  # the token rests here
         h = self._dequeue()
         self.holder = h
         return self._give(h)
 
+    @micropython.native
     def _give(self, h):
-        """TOKEN to neighbour h, with the REQUEST combined when REQ_QUEUE is not empty
-        (ASKED := true with the REQUEST; Gap: false without it)."""
-        return self.send_token(TOKEN, h)
+        """_TOKEN to neighbour h, with the _REQUEST combined when REQ_QUEUE is not empty
+        (ASKED := true with the _REQUEST; Gap: false without it)."""
+        return self.send_token(_TOKEN, h)
 
     # -- recovery (protocol.Node) -------------------------------------------------
 

@@ -30,6 +30,18 @@
 # hooks of protocol.Node (not in the slides).
 
 try:
+    import micropython
+except ImportError:  # CPython
+
+    class micropython:
+        """@micropython.native is MicroPython's compiler's; a no-op on CPython."""
+
+        @staticmethod
+        def native(f):
+            return f
+
+
+try:
     from . import protocol  # the host: picoring.firmware.proto_*
 except ImportError:
     import protocol  # a board: firmware modules side by side
@@ -121,6 +133,7 @@ class NodeSK(Node):
         put30(self.out, 0, sn)
         return self.send(REQUEST, BROADCAST)
 
+    @micropython.native
     def on_message(self, kind, src, buf):
         if kind == REQUEST:
             # (b) "When a site S_j receives this message, it sets RN_j[i] to max(RN_j[i], sn)."
@@ -136,6 +149,7 @@ class NodeSK(Node):
             return 0
         return self._take_token(buf)
 
+    @micropython.native
     def _take_token(self, buf):
         """The TOKEN, addressed to this node."""
         # Recovery (protocol.Node, docs/recovery.md): the epoch gate drops a token of an old epoch.
@@ -184,6 +198,7 @@ class NodeSK(Node):
         self.in_cs = False
         return self._release()
 
+    @micropython.native
     def _release(self):
         i = self.index
         n = self.n
@@ -220,6 +235,7 @@ class NodeSK(Node):
             return self._give(head)
         return 0  # nobody waits: the token stays here, idle
 
+    @micropython.native
     def _give(self, j):
         """The token (seq, epoch, LN, Q) to node j; it leaves this node with its queue."""
         self.has_token = False

@@ -35,6 +35,22 @@
 #          ts u32 (30 bits: the generation timestamp), gen u16 (the generator's index).
 
 try:
+    from micropython import const
+    import micropython
+except ImportError:  # CPython
+
+    def const(value):
+        return value
+
+    class micropython:
+        """@micropython.native is MicroPython's compiler's; a no-op on CPython."""
+
+        @staticmethod
+        def native(f):
+            return f
+
+
+try:
     from . import protocol  # the host: picoring.firmware.proto_*
 except ImportError:
     import protocol  # a board: firmware modules side by side
@@ -47,16 +63,26 @@ put30 = protocol.put30
 rand_next = protocol.rand_next
 
 TOKEN = 0
+# protocol.py's constants and TOKEN, copied for the code below: a const() is inlined only in the
+# module that defines it (an imported name is a dictionary lookup at every use, on every hop).
+_TOKEN = const(0)
+_AT = const(5)  # protocol.PAYLOAD_AT
+_SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
+_SEND_MSG = const(128)  # protocol.SEND_MSG
+_DISCARDED = const(64)  # protocol.DISCARDED
+if (TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK, protocol.SEND_MSG, protocol.DISCARDED) != (
+        _TOKEN, _AT, _SEQ_MASK, _SEND_MSG, _DISCARDED):
+    raise ImportError("%s: constants disagree with protocol.py" % __name__)
 _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
-_T_TS = 6
-_T_GEN = 10
-_T_SIZE = 12
-_HALF = 0x20000000  # times are 30-bit serial numbers: a later one is less than half a period on
-_NEVER = -1  # last_at before this component was ever enabled (Figure 1: id = NULL)
-_HOLD_NONE = 0
-_HOLD_SKIP = 1  # the token stays Delta_skip (no operation)
-_HOLD_OP = 2  # the token stays while A runs (the critical section)
-_GEN_CAP = 0x8000000  # Delta_gen stops growing here (2**27 units: 37 hours in ms)
+_T_TS = const(6)
+_T_GEN = const(10)
+_T_SIZE = const(12)
+_HALF = const(0x20000000)  # times are 30-bit serial numbers: a later one is less than half a period on
+_NEVER = const(-1)  # last_at before this component was ever enabled (Figure 1: id = NULL)
+_HOLD_NONE = const(0)
+_HOLD_SKIP = const(1)  # the token stays Delta_skip (no operation)
+_HOLD_OP = const(2)  # the token stays while A runs (the critical section)
+_GEN_CAP = const(0x8000000)  # Delta_gen stops growing here (2**27 units: 37 hours in ms)
 
 
 def _int_opt(opts, key, default):
@@ -92,7 +118,7 @@ class NodeWT(Node):
         # A visit that finds no operation due still waits Delta_skip units, and a node not visited
         # for Delta_max makes a token: a request can wait that long.
         "starve_horizon": "64 * n * (n + cs + 1) + 16",
-        "messages": {"token": {"kind": TOKEN, "to": "a node drawn at random (a full mesh over the ring)",
+        "messages": {"token": {"kind": _TOKEN, "to": "a node drawn at random (a full mesh over the ring)",
                                "payload": "seq u32, epoch u16, ts u32, gen u16"}},
         "bounds": {
             # A random walk: no bound on the messages a request costs (the cover time, [8]).
@@ -104,7 +130,7 @@ class NodeWT(Node):
     uses_requests = False  # the walk reaches every node: nothing to re-announce
 
     def message_sizes(self, n):
-        return {TOKEN: _T_SIZE}
+        return {_TOKEN: _T_SIZE}
 
     def __init__(self, index, n):
         Node.__init__(self, index, n)
@@ -141,29 +167,33 @@ class NodeWT(Node):
 
     # -- chance and time ------------------------------------------------------------
 
+    @micropython.native
     def _draw(self):
         """The next number of the walk's generator (protocol.rand_next: no big int on a Pico)."""
         x = rand_next(self.rng)
         self.rng = x
         return x
 
+    @micropython.native
     def _elapsed(self, since):
-        return (self.now - since) & SEQ_MASK
+        return (self.now - since) & _SEQ_MASK
 
+    @micropython.native
     def _arm(self):
         """wake_at: the end of a Delta_skip hold, else the generation timeout (Figure 1's select)."""
         if self.hold == _HOLD_SKIP:
-            self.wake_at = (self.since + self.d_skip) & SEQ_MASK
+            self.wake_at = (self.since + self.d_skip) & _SEQ_MASK
         elif self.hold == _HOLD_OP:
             self.wake_at = -1  # the critical section's end passes the token (exit_cs)
         else:
-            self.wake_at = (self.since + self.d_gen) & SEQ_MASK
+            self.wake_at = (self.since + self.d_gen) & _SEQ_MASK
 
+    @micropython.native
     def _precedes(self, ts, gen, ts2, gen2):
         """Token (ts, gen) precedes token (ts2, gen2): "Precedence is based firstly on the timestamp
         included in the token, and next on the generator identifier" (section 4)."""
         if ts != ts2:
-            d = (ts2 - ts) & SEQ_MASK
+            d = (ts2 - ts) & _SEQ_MASK
             return d < _HALF
         return gen < gen2
 
@@ -184,21 +214,22 @@ class NodeWT(Node):
         self.pending = True
         return 0
 
+    @micropython.native
     def on_message(self, kind, src, buf):
-        if kind != TOKEN:
-            self.errors = (self.errors + 1) & SEQ_MASK
+        if kind != _TOKEN:
+            self.errors = (self.errors + 1) & _SEQ_MASK
             return 0
         epoch = self.token_gate(buf)  # the layer's epoch gate (boot on a board)
         if epoch < 0:
-            return protocol.DISCARDED
+            return _DISCARDED
         # Figure 1: "select(receive(token), Delta_gen); if (defined(token)) then
         # Delta_gen = Delta_gen - K2_loss (Delta_gen - Delta_max)", K2_loss = 0.05.
         # Deviation: in integers, the 5% rounded up, so that Delta_gen reaches Delta_max.
         d = self.d_gen - self.d_max
         if d > 0:
             self.d_gen -= (d + 19) // 20
-        ts = get30(buf, AT + _T_TS)
-        gen = buf[AT + _T_GEN] | (buf[AT + _T_GEN + 1] << 8)
+        ts = get30(buf, _AT + _T_TS)
+        gen = buf[_AT + _T_GEN] | (buf[_AT + _T_GEN + 1] << 8)
         if self.has_token:
             # Deviation: Figure 1 receives a second token only after sending the one it holds.
             # Here it is judged at once by the removal rule and, if kept, passed on at once (its
@@ -208,7 +239,7 @@ class NodeWT(Node):
                 return self._remove()
             return self._forward(buf)
         self.since = self.now
-        self.seq = get30(buf, AT)
+        self.seq = get30(buf, _AT)
         self.epoch = epoch
         self.tok_ts = ts
         self.tok_gen = gen
@@ -218,9 +249,11 @@ class NodeWT(Node):
             return self._remove()
         return self._visit()
 
+    @micropython.native
     def _in_window(self, width):
         return self.last_at != _NEVER and self._elapsed(self.last_at) <= width
 
+    @micropython.native
     def _removes(self, ts, gen):
         """The token removal rule: "the component discards a token t when it has been enabled from
         less than Delta_min time units by another token preceding t" (section 4; Figure 1's
@@ -235,10 +268,11 @@ class NodeWT(Node):
         return self._precedes(self.last_ts, self.last_gen, ts, gen)
 
     def _remove(self):
-        self.removed = (self.removed + 1) & SEQ_MASK
+        self.removed = (self.removed + 1) & _SEQ_MASK
         self._arm()
-        return protocol.DISCARDED  # Figure 1's "next": lasttoken stays as it was
+        return _DISCARDED  # Figure 1's "next": lasttoken stays as it was
 
+    @micropython.native
     def _visit(self):
         """The token is here and kept: A, or a Delta_skip stay."""
         # Figure 1: "lasttoken = token" for a token kept (the identity; the enabling time is
@@ -250,7 +284,7 @@ class NodeWT(Node):
             # protected operation more than Delta_min time units ago" (section 4); Figure 1:
             # "execute(A); send(token)": the token stays while A runs.
             self.last_at = self.now
-            self.ops = (self.ops + 1) & SEQ_MASK
+            self.ops = (self.ops + 1) & _SEQ_MASK
             self.hold = _HOLD_OP
             self._arm()
             return self._enter()
@@ -281,8 +315,8 @@ class NodeWT(Node):
         # K1_loss = 1.5 (section 4.1: "incrementing Delta_gen at a constant rate (50%)").
         g = self.d_gen + self.d_gen // 2
         self.d_gen = g if g < _GEN_CAP else _GEN_CAP
-        self.generated = (self.generated + 1) & SEQ_MASK
-        self.regenerated = (self.regenerated + 1) & SEQ_MASK
+        self.generated = (self.generated + 1) & _SEQ_MASK
+        self.regenerated = (self.regenerated + 1) & _SEQ_MASK
         self._make_token()
         # Figure 1: "lasttoken = token": the generator counts as enabled by it now.
         self.last_ts = self.tok_ts
@@ -299,15 +333,17 @@ class NodeWT(Node):
 
     def _make_token(self):
         self.has_token = True
-        self.tok_ts = self.now & SEQ_MASK
+        self.tok_ts = self.now & _SEQ_MASK
         self.tok_gen = self.index
         self.since = self.now
 
+    @micropython.native
     def _next(self):
         """A random node among the n - 1 others: the random walk over the full mesh (section 3)."""
         r = self._draw() % (self.n - 1)
         return r + 1 if r >= self.index else r
 
+    @micropython.native
     def _pass(self):
         self.has_token = False
         self.hold = _HOLD_NONE
@@ -318,14 +354,14 @@ class NodeWT(Node):
         put30(out, _T_TS, self.tok_ts)
         out[_T_GEN] = self.tok_gen & 0xFF
         out[_T_GEN + 1] = self.tok_gen >> 8
-        return self.send(TOKEN, self._next())
+        return self.send(_TOKEN, self._next())
 
     def _forward(self, buf):
         """A second token, kept: on to a random node as it came (Deviation in on_message)."""
         out = self.out
         for k in range(_T_SIZE):
-            out[k] = buf[AT + k]
-        return self.send(TOKEN, self._next())
+            out[k] = buf[_AT + k]
+        return self.send(_TOKEN, self._next())
 
     # -- recovery (protocol.Node; docs/adding-a-protocol.md section 4) ---------------
 

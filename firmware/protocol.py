@@ -174,6 +174,7 @@ def next30(v):
     return 0 if v == SEQ_MASK else v + 1
 
 
+@micropython.native
 def get30(buf, at):
     """A 30-bit number from a message payload: little-endian in 4 bytes, the top two bits
     not read (the layout of the token header's seq, docs/frames.md)."""
@@ -196,12 +197,14 @@ def rand_mix(seed, index):
     return seed * 7919 + index * 104729
 
 
+@micropython.native
 def rand_next(x):
     """The generator's number after x; x and the result are in 1..RAND_M - 1."""
     x = _RAND_A * (x % _RAND_Q) - _RAND_R * (x // _RAND_Q)
     return x + RAND_M if x <= 0 else x
 
 
+@micropython.native
 def put30(buf, at, v):
     """Write a 30-bit number into a payload as get30 reads it."""
     buf[at] = v & 0xFF
@@ -326,6 +329,7 @@ class Node:
         self.has_token = False
         return SEND_TOKEN
 
+    @micropython.native
     def send(self, kind, dst):
         """The message of this kind in self.out (its declared size), to node dst
         (an index, or BROADCAST). Returns SEND_MSG for the handler to return."""
@@ -334,6 +338,7 @@ class Node:
         self.out_len = self.msg_sizes[kind]
         return SEND_MSG
 
+    @micropython.native
     def put_token_header(self):
         """A token message's payload starts as the token frame's fields do (docs/frames.md):
         seq u32 (30 bits) and epoch u16, into self.out[0:TOKEN_HEADER]."""
@@ -342,6 +347,7 @@ class Node:
         out[4] = self.epoch & 0xFF
         out[5] = (self.epoch >> 8) & 0xFF
 
+    @micropython.native
     def token_gate(self, buf):
         """The epoch gate (recovery) for a token message delivered in buf: the epoch the token
         goes on with, or -1 (drop it: return DISCARDED). Like the token frame's on_token, it
@@ -556,6 +562,7 @@ class QueueNode(Node):
             self.queue[k] = QUEUE_EMPTY
         self.qlen = 0
 
+    @micropython.native
     def _enqueue(self, j):
         if self.qlen == self.n:
             self.errors = (self.errors + 1) & SEQ_MASK  # cannot happen: each node at most once
@@ -563,6 +570,7 @@ class QueueNode(Node):
         self.queue[self.qlen] = j
         self.qlen += 1
 
+    @micropython.native
     def send_token(self, kind, h):
         """The token as message `kind` to neighbour h, its flag byte after the header saying
         whether a request rides with it (the queue is not empty: Raymond's combined TOKEN,
@@ -574,6 +582,7 @@ class QueueNode(Node):
         self.asked = more == 1
         return self.send(kind, h)
 
+    @micropython.native
     def _dequeue(self):
         q = self.queue
         h = q[0]

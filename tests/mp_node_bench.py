@@ -215,6 +215,7 @@ def main():
         for lp in loops:
             lp.step()
     near_wrap()
+    tok_kind = getattr(sys.modules.get(protocol.module_name(proto)), "TOKEN", -1)  # its token message's kind
     gc.collect()
     if "gcon" not in ARGV: gc.disable()
     f0 = frames()
@@ -227,6 +228,16 @@ def main():
     fwds = 0
     deliver_us = 0  # passes that delivered a routed MSG frame to this node (to its protocol)
     delivers = 0
+    # The token's hop by what it was, for `picoring bench chip`'s per-protocol ratio to S: a
+    # pass that took a token frame in and sent one frame on (tok: S, Q, D), a request frame
+    # passed on (req: Q, D), a token message delivered here and a token message sent on at
+    # once (relay: BS's rotation, the wandering token's walk with skip=0).
+    tok_us = 0
+    toks = 0
+    req_us = 0
+    reqs = 0
+    relay_us = 0
+    relays = 0
     t0 = ticks_us()
     rounds = 0
     while rounds < hops:  # about one frame per round (one board is busy each round)
@@ -254,6 +265,15 @@ def main():
                     if raw[0] == 7 and raw[4] != 255 and raw[4] != lp.node.index:
                         fwd_us += dt
                         fwds += 1
+                    elif raw[0] == 7 and raw[2] == tok_kind and raw[4] == lp.node.index:
+                        relay_us += dt
+                        relays += 1
+                    elif raw[0] == 1:
+                        tok_us += dt
+                        toks += 1
+                    elif raw[0] == 2:
+                        req_us += dt
+                        reqs += 1
     total_us = ticks_diff(ticks_us(), t0)
     a1 = gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
     gc.enable()
@@ -265,6 +285,9 @@ def main():
         "pass_us": pass_us / passes if passes else None, "passes": passes,
         "fwd_us": fwd_us / fwds if fwds else None, "fwds": fwds,
         "deliver_us": deliver_us / delivers if delivers else None, "delivers": delivers,
+        "tok_us": tok_us / toks if toks else None, "toks": toks,
+        "req_us": req_us / reqs if reqs else None, "reqs": reqs,
+        "relay_us": relay_us / relays if relays else None, "relays": relays,
         "host_lines": sum(h.lines for h in hosts), "host_bytes": sum(h.out_bytes for h in hosts),
         "rx_bad": sum(lp.dec.bad for lp in loops), "errors": sum(lp.node.errors for lp in loops),
         "dropped": sum(lp.log.dropped_total for lp in loops),

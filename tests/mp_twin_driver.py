@@ -54,6 +54,12 @@ def run(case, f):
         out = bytearray(frame.TOKEN_WIRE)
         n = f["token"](raw, out, Tok(case[2], case[1], case[3], case[4]))
         return [n, hexof(raw), hexof(out)]
+    if op == "request":
+        raw = bytearray(len(frame.Encoder()._raw))
+        raw[-1] = case[1]  # the encoder's next link sequence byte
+        out = bytearray(frame.REQUEST_WIRE)
+        n = f["request"](raw, out)
+        return [n, hexof(raw[:4]), raw[-1], hexof(out)]  # (the rest of raw is not written)
     if op == "cobs":
         raw = unhex(case[1])
         out = bytearray(len(raw) + 3)
@@ -104,8 +110,8 @@ def run(case, f):
     raise ValueError("unknown case %r" % op)
 
 
-TWINS = ("crc16", "seal", "cobs", "token", "message", "scan", "record", "record_fields", "record_token")
-MODULE = {"crc16": frame, "seal": frame, "cobs": frame, "token": frame, "message": frame, "scan": frame, "record": hostlink,
+TWINS = ("crc16", "seal", "cobs", "token", "request", "message", "scan", "record", "record_fields", "record_token")
+MODULE = {"crc16": frame, "seal": frame, "cobs": frame, "token": frame, "request": frame, "message": frame, "scan": frame, "record": hostlink,
           "record_fields": hostlink, "record_token": hostlink}
 
 

@@ -1,5 +1,5 @@
 """The firmware's viper functions and their pure-Python twins (frame.py: crc16, seal,
-cobs, token, message, scan; hostlink.py: record, record_fields, record_token) give identical bytes
+cobs, token, request, message, scan; hostlink.py: record, record_fields, record_token) give identical bytes
 and results over random input: both twins under the real micropython binary, and the
 Python twins under CPython, which the simulator and the host use."""
 
@@ -57,6 +57,7 @@ cases = st.lists(st.one_of(
     st.binary(min_size=1, max_size=253).map(lambda b: ["cobs", b.hex()]),
     st.tuples(u8, u8, u8, st.binary(max_size=246), u8).map(lambda t: ["message", t[0], t[1], t[2], t[3].hex(), t[4]]),
     st.tuples(st.integers(-2, 0xFFFF), u8, u30, u16, u8).map(lambda t: ["token", *t]),  # count saturates (-1: 65535)
+    u8.map(lambda lseq: ["request", lseq]),
     wire_chunks(),
     st.tuples(st.integers(1, 20), st.lists(log_op, max_size=40)).map(lambda t: ["log", t[0], [list(o) for o in t[1]]]),
 ), min_size=1, max_size=25)
@@ -92,6 +93,17 @@ def test_the_driver_sees_a_difference(micropython, tmp_path):
     a = drive("cpython", [["token", 1, 2, 3, 4, 5]], tmp_path)["results"]["py"]
     b = drive("cpython", [["token", 1, 2, 3, 4, 6]], tmp_path)["results"]["py"]
     assert a != b
+
+
+@pytest.mark.slow
+def test_request_frames_of_every_link_sequence_byte_agree(micropython, tmp_path):
+    # request_viper is written out byte by byte, each zero byte a COBS code of its own: every
+    # one of the 256 link sequence bytes (some make a CRC byte 0) against the Python twin.
+    case_list = [["request", lseq] for lseq in range(256)]
+    mp = drive(micropython, case_list, tmp_path)
+    cp = drive("cpython", case_list, tmp_path)
+    assert mp["results"]["viper"] == mp["results"]["py"] == cp["results"]["py"]
+    assert any("00" in r[1][2:8] for r in cp["results"]["py"])  # a zero among lseq and the CRC
 
 
 def test_entry_numbers_wrap_at_30_bits():

@@ -21,7 +21,8 @@ PICO_V118 = 0x1305  # MicroPython 1.18: .mpy 5
 NO_NATIVE = 0x0006  # a port built without native .mpy loading: no arch
 
 MODULES = sorted(p.stem for p in deploy.FIRMWARE_FILES if p.name != "main.py")
-NATIVE = ["frame", "hostlink", "node", "proto_d", "proto_q", "proto_s", "protocol"]  # @micropython.viper / .native inside
+NATIVE = ["frame", "hostlink", "node", "proto_bs", "proto_d", "proto_dag", "proto_nt", "proto_q", "proto_ra", "proto_raymond",
+          "proto_s", "proto_sk", "proto_wt", "protocol"]  # @micropython.viper / .native inside
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,7 @@ def test_an_older_micropython_keeps_the_native_modules_as_sources(compiler, tmp_
     assert {"frame.mpy", "hostlink.mpy", "node.mpy", "protocol.mpy", "proto_q.mpy", "hal.py"} <= set(sel["remove"])
     [note] = sel["notes"]
     assert note.startswith("board's MicroPython v1.22.0 takes .mpy 6.2 armv6m; mpy-cross v1.29")
-    assert "emits .mpy 6.3" in note and note.endswith("copying frame.py, hostlink.py, node.py, proto_d.py, proto_q.py, proto_s.py, protocol.py")
+    assert "emits .mpy 6.3" in note and note.endswith("copying " + ", ".join(m + ".py" for m in NATIVE))
 
 
 def test_no_mpy_when_the_version_differs_or_the_board_does_not_say(compiler, tmp_path):
@@ -139,7 +140,7 @@ def test_a_board_without_native_mpy_support_gets_bytecode_mpy_only(compiler, tmp
     sel = mpy.select(deploy.FIRMWARE_FILES, NO_NATIVE, compiler, cache=tmp_path)
     assert sel["sources"] == NATIVE and "hal" in sel["compiled"]
     [note] = sel["notes"]
-    assert "without -march" in note and note.endswith("copying frame.py, hostlink.py, node.py, proto_d.py, proto_q.py, proto_s.py, protocol.py")
+    assert "without -march" in note and note.endswith("copying " + ", ".join(m + ".py" for m in NATIVE))
 
 
 def test_without_mpy_cross_or_when_it_fails_the_sources_go(tmp_path):

@@ -17,9 +17,10 @@ BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, it
     "soak": "10,000 requests (--quick: 1,000) on a virtual ring of 5 with 1% of frames corrupted, 0.5% dropped "
             "and one board power-cycled: overlapping critical sections, requests served / failed / lost, token "
             "regenerations against the timeout plus a ring round trip",
-    "chip": "the node loop on an emulated RP2040 (../shared/rp2040): chip time per frame for S, Q and D (or -p P "
-            "on -n N node loops), and no allocation under heap_lock; for a protocol whose token is a message (sk, "
-            "ra) the chip time of a hop that passes the token on and of the hop that delivers it; a board's heap "
+    "chip": "the node loop on an emulated RP2040 (../shared/rp2040): for every protocol with a token (or -p P, "
+            "on -n N node loops) the chip time of its token hop and its ratio to S's, per frame, and no allocation "
+            "under heap_lock; for a protocol whose token is a message sent to a node (sk, ra, raymond, nt, dag) the "
+            "chip time of a hop that passes the token on and of the hop that delivers it; --memory: a board's heap "
             "after start for rings of 16 and 32",
     "labgrid": "the same virtual ring (-n boards, default 4) through its local ports and through a labgrid place "
                "(a loopback farm: coordinator, two exporters, ser2net): link round trip, request latency, hop rate "
@@ -53,10 +54,12 @@ def argparse_bench(sub):
                         "docs/emulated.md, the firmware and boot ROM from PICORING_PICO_UF2 and "
                         "PICORING_RP2040_BOOTROM)")
     p.add_argument("--baud", type=int, help="ring --emulated only: the UART baud (default 1000000)")
+    p.add_argument("--memory", action="store_true",
+                   help="chip only: also a board's heap after start (main.py's build) for rings of 16 and 32")
     soak = p.add_argument_group("soak (docs/recovery.md), chip and ring --emulated")
     soak.add_argument("--protocol", "-p", metavar="P",
-                      help="the protocol (soak: default d; chip: one protocol, default s, q and d; ring --emulated: "
-                           "default s, the one that moves its token without requests); `picoring "
+                      help="the protocol (soak: default d; chip: one protocol, default every one with a token; "
+                           "ring --emulated: default s, the one that moves its token without requests); `picoring "
                            "protocols` (or -p help) lists them")
     p.set_defaults(protocol_choices=PROTOCOLS)  # -p checked by common.apply_options: one line if unknown
     soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3); "
