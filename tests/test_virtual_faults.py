@@ -278,7 +278,10 @@ def test_power_off_for_a_while(ring, monkeypatch):
     restarts = b.restarts
     t = time.monotonic()
     ring.power_cycle(1, off=0.5)
-    assert not b.alive() and not os.path.exists(b.usb_path) and not b.info()["powered"]
+    off = (b.alive(), os.path.exists(b.usb_path), b.info()["powered"])
+    if time.monotonic() < t + 0.5:  # still inside the 0.5 s off (a loaded machine can take longer to
+        # get here: then the board is rightly back on, and what follows checks that it stayed off)
+        assert off == (False, False, False)
     wait_for(lambda: b.alive() and os.path.exists(b.usb_path), what="the board to power on")
     # It stayed off its 0.5 s: not restarted as a board that exited would be (a look at 0.2 s,
     # by the test's sleep, came after the power-on whenever that sleep overran by 0.3 s)
