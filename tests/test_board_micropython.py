@@ -12,6 +12,7 @@ import tty
 
 import pytest
 
+from picoring.firmware import frame
 from picoring.ring import hostlink as hl
 
 from conftest import FIRMWARE, ROOT, run_micropython
@@ -144,7 +145,8 @@ def test_q_ring_of_three_request_costs_three_messages(ring_factory):
     ring.pump_until(lambda: all(ring.replies(i, "status") for i in range(3)))
     tx = [ring.replies(i, "status")[-1].fields["tx_frames"] for i in range(3)]
     assert tx == [1, 1, 1]  # 2 request hops (1->2, 2->0) + 1 token hop (0->1)
-    assert [b["wire"] for b in ring.boards] == [16, 7, 7]  # bytes on each link: token 16, request 7
+    # bytes on each link: a token frame (12 since v0.7.0), a request frame (7)
+    assert [b["wire"] for b in ring.boards] == [frame.TOKEN_WIRE, frame.REQUEST_WIRE, frame.REQUEST_WIRE] == [12, 7, 7]
     assert [(e.ev, e.kind) for e in ring.events(1) if e.ev != "boot"] == [
         ("req", None), ("send", "request"), ("recv", "token"), ("enter", None), ("exit", None)]
     assert [(e.ev, e.kind) for e in ring.events(0) if e.ev != "boot"] == [("recv", "request"), ("send", "token")]
@@ -310,7 +312,7 @@ def test_hot_path_allocates_nothing(micropython):
 
 def test_measure_hop_cost(micropython):
     """Per-hop CPU of the node loop on the unix port (printed with -s)."""
-    out = run_micropython(micropython, "-X", "heapsize=192k", str(ROOT / "tests" / "mp_node_bench.py"), str(FIRMWARE), "s", "3", "3000", "1", "1", "x", "gcon")
+    out = run_micropython(micropython, "-X", "heapsize=%s" % BOARD_HEAP, str(ROOT / "tests" / "mp_node_bench.py"), str(FIRMWARE), "s", "3", "3000", "1", "1", "x", "gcon")
     m = json.loads(out)
     print("unix port, 3 boards, protocol S, logging + flushing: %.1f us CPU per hop, %.1f bytes allocated per hop"
           % (m["busy_us_per_frame"], m["alloc_per_frame"]))

@@ -24,7 +24,7 @@ Four measurements, all on this machine:
 4. node loop: tests/mp_node_bench.py under the micropython binary (in-memory
    stand-in wires, no I/O): time per message in NodeLoop.step() and bytes
    allocated per message in steady state, with logging off and on, on a
-   Pico-like heap (-X heapsize=192k), plus a micropython.heap_lock() run that
+   Pico-like heap (-X heapsize=256k: the 64-bit port compiles the sources), plus a micropython.heap_lock() run that
    names the first allocation in the steady state, if any.
 
 For each ring, where a hop's time goes, from the relay's own counts over the same intervals
