@@ -84,18 +84,23 @@ def test_the_relay_takes_the_firmwares_token_frame_length(monkeypatch):
 
 
 def test_the_command_runs_the_emulated_bench(monkeypatch, capsys):
-    """`picoring bench ring --emulated` is this bench (not the virtual ring's), with -n, -p and
-    --baud; --json prints its result; its help names it."""
+    """`picoring bench ring --emulated` is this bench (not the virtual ring's), with -n, -p,
+    --baud, --firmware and --bootrom; --json prints its result; its help names it."""
     seen = {}
 
-    def run(quick, log, n, protocol, baud, regen_ms):
-        seen.update(quick=quick, n=n, protocol=protocol, baud=baud, regen_ms=regen_ms)
+    def run(quick, log, n, protocol, baud, regen_ms, firmware, bootrom):
+        seen.update(quick=quick, n=n, protocol=protocol, baud=baud, regen_ms=regen_ms, firmware=firmware,
+                    bootrom=bootrom)
         return {"ok": True, "n": n}
 
     monkeypatch.setattr(ring_chip, "run", run)
     assert main(["bench", "ring", "--emulated", "--quick", "--json", "-n", "4", "--baud", "115200"]) == 0
     assert json.loads(capsys.readouterr().out) == {"ok": True, "n": 4}
-    assert seen == {"quick": True, "n": 4, "protocol": "s", "baud": 115200, "regen_ms": None}
+    assert seen == {"quick": True, "n": 4, "protocol": "s", "baud": 115200, "regen_ms": None, "firmware": None,
+                    "bootrom": None}
+    assert main(["bench", "ring", "--emulated", "--json", "--firmware", "pico.uf2", "--bootrom", "rom.ts"]) == 0
+    capsys.readouterr()
+    assert (seen["firmware"], seen["bootrom"]) == ("pico.uf2", "rom.ts")
     with pytest.raises(SystemExit):
         main(["bench", "ring", "--emulated", "--help"])
     out = capsys.readouterr().out

@@ -244,7 +244,9 @@ def main(args):
     baud = getattr(args, "baud", None) or BAUD
     regen_ms = getattr(args, "regen_ms", None)
     try:
-        return run_command(args, lambda quick, log: run(quick, log, n, protocol, baud, regen_ms), print_table)
+        return run_command(args, lambda quick, log: run(quick, log, n, protocol, baud, regen_ms,
+                                                        getattr(args, "firmware", None), getattr(args, "bootrom", None)),
+                           print_table)
     except (ChipRingError, EmulatedError, FlashError, ReplError) as e:
         print("picoring bench ring --emulated: %s" % e)
         return 2

@@ -3,6 +3,7 @@
 import argparse
 
 from .common import PROTOCOLS, CommandError
+from .emulated import add_file_args
 
 BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, its doc says how)
     "sim": "simulated messages per second against an equivalent SimPy model of the same protocol code (target: "
@@ -54,6 +55,9 @@ def argparse_bench(sub):
                         "docs/emulated.md, the firmware and boot ROM from PICORING_PICO_UF2 and "
                         "PICORING_RP2040_BOOTROM)")
     p.add_argument("--baud", type=int, help="ring --emulated only: the UART baud (default 1000000)")
+    files = p.add_argument_group("ring --emulated: the emulated Picos' two files (bench chip --emulated takes them "
+                                 "from PICORING_PICO_UF2 and PICORING_RP2040_BOOTROM or the config file)")
+    add_file_args(files)
     p.add_argument("--memory", action="store_true",
                    help="chip only: also a board's heap after start (main.py's build) for rings of 16 and 32")
     soak = p.add_argument_group("soak (docs/recovery.md), chip and ring --emulated")
