@@ -197,11 +197,12 @@ class _HeldWrites:
         threading.Timer(seconds, self.release).start()
 
     def __call__(self, data):
+        """As BoardLink.write: True once the data is on its way (held back counts: it goes out)."""
         with self.lock:
             if self.released:
-                self.write(data)
-            else:
-                self.held.append(data)
+                return self.write(data)
+            self.held.append(data)
+            return True
 
     def release(self):
         with self.lock:

@@ -334,9 +334,7 @@ class BoardLink:
         status)."""
         expect = expect or word
         sent = now_us()
-        # (`is False`: only a write that says it was dropped; a wrapper of write, such as a
-        # test's stand-in that holds writes back, may return nothing)
-        if self.write(encode_command(word, *args)) is False:
+        if not self.write(encode_command(word, *args)):
             raise HarnessError("%s: no %r reply: the port is gone, the command went nowhere (disconnected %d times)"
                                % (self.port, expect, self.disconnects))
         return self.wait_reply(expect, timeout, since=sent)
