@@ -328,18 +328,24 @@ def _protocol_of(config):
     return (config or {}).get("protocol")
 
 
-def at_once(copies):
+def deploy_boards(copies, files, timeout, clock):
+    """deploy_board for each (port, config) of copies, every board at once. Once every copy has
+    ended, the first one's error, in board order, is raised (the boards after it are copied
+    too: each is left in a known state)."""
+    return [f.result() for f in at_once([lambda port=port, cfg=cfg: deploy_board(port, cfg, files, timeout, clock=clock)
+                                         for port, cfg in copies])]
+
+
+def at_once(copies, name="deploy"):
     """Call each of copies (one board's copy each) in a thread of its own, up to COPY_AT_ONCE at a
     time: each board has its own USB port and mpremote session, and one after the other the
-    copies were most of every `run --virtual` (a ring of 3 took 6 to 20 s of a 36 s test). Once
-    every copy has ended, the first one's error, in board order, is raised (the boards after it
-    are copied too: each is left in a known state)."""
+    copies were most of every `run --virtual` and `flash` (a ring of 3 took 6 to 20 s of a 36 s
+    test). Returns their futures, every one done, in the order given."""
     if not copies:
         return []
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(copies), COPY_AT_ONCE),
-                                               thread_name_prefix="deploy") as pool:
-        futures = [pool.submit(copy) for copy in copies]
-    return [f.result() for f in futures]
+                                               thread_name_prefix=name) as pool:
+        return [pool.submit(copy) for copy in copies]
 
 
 def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
@@ -356,8 +362,7 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     for b in ring.boards:
         b.wait_output(b">>> ", timeout)
         copies.append((b.usb_path, board_config(config, b.index, b.uart, ring.n, ring.baud, ring.fram_image)))
-    at_once([lambda port=port, cfg=cfg: deploy_board(port, cfg, files, timeout, clock=ring.clock)
-             for port, cfg in copies])
+    deploy_boards(copies, files, timeout, ring.clock)
     for i in start_order(ring.n, _protocol_of(config)):
         ring.reset(i)
         if files is None:
@@ -376,8 +381,7 @@ def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEO
         supervisor.reset(state_dir, b["index"], repl=True)
     copies = [(b["usb"], board_config(config, b["index"], b["uart"], state["n"], state["baud"], fram_image(state_dir)))
               for b in state["boards"]]
-    at_once([lambda port=port, cfg=cfg: deploy_board(port, cfg, files, timeout, clock=supervisor.CLOCK)
-             for port, cfg in copies])
+    deploy_boards(copies, files, timeout, supervisor.CLOCK)
     for i in start_order(state["n"], _protocol_of(config)):
         supervisor.reset(state_dir, i)
     return state

@@ -20,7 +20,6 @@ bad command line changes nothing. A failure later says which board failed and
 what state every board is left in.
 """
 
-import concurrent.futures
 import hashlib
 import queue
 import re
@@ -38,7 +37,7 @@ from .ports import PortError, busy_message, is_lock_error
 
 PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
 COPY_TIMEOUT = 60.0
-COPY_AT_ONCE = deploy.COPY_AT_ONCE  # mpremote sessions at once
+
 CONFIRM_TIMEOUT = 20.0
 ID_MARK = "@@picoring-id"
 RM_MARK = "@@picoring-rm"
@@ -343,12 +342,11 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                       "notes": sel["notes"] if sel else [],
                       "copy_s": round(time.monotonic() - t0, 2)}
 
-    # Boards copied at once (up to COPY_AT_ONCE): each has its own USB link and mpremote
+    # Boards copied at once (up to deploy.COPY_AT_ONCE): each has its own USB link and mpremote
     # session, and the copy is most of a flash (about 11 s a board on emulated Picos, one after
     # the other before). A failure is reported once every copy has ended, so the states it
     # lists are final.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(n, COPY_AT_ONCE), thread_name_prefix="flash") as pool:
-        copies = [pool.submit(copy_one, i) for i in range(n)]
+    copies = deploy.at_once([lambda i=i: copy_one(i) for i in range(n)], name="flash")
     for i, copy in enumerate(copies):
         e = copy.exception()
         if isinstance(e, _CopyFailed):
