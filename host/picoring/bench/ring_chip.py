@@ -27,9 +27,9 @@ the command takes (about 30 s of wall time for the two windows on an idle 2-core
 the flash).
 """
 
-import math
 import time
 
+from ..check.quantile import nearest_rank
 from ..firmware.frame import TOKEN_WIRE
 
 N_BOARDS = 3
@@ -79,10 +79,8 @@ class ChipRingError(RuntimeError):
 
 
 def percentile(ordered, p):
-    """Nearest rank: the smallest value with at least p% of the values at or below it."""
-    if not ordered:
-        return None
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
+    """p% of a sorted list by nearest rank (check.quantile, as every report), None if empty."""
+    return nearest_rank(ordered, p / 100) if ordered else None
 
 
 def _r1(x):
