@@ -95,7 +95,9 @@ def wait_for(condition, timeout=TIMEOUT, what="condition"):
 # boards of the in-process VirtualRing are started this way too), and so is every one that the
 # Python processes it starts start (tests/slowguard/sitecustomize.py, through PYTHONPATH).
 
-SLOW_MARKS = ("boards", "rp2040")
+SLOW_MARKS = ("boards", "rp2040", "cpu")
+# `cpu`: slow by its own CPU work only. .ci/run runs these with the fast tier, beside the slow tier
+# (whose tests mostly wait on serial ports), so a `cpu` test must not start any of the above.
 _GUARD_DIR = Path(__file__).resolve().parent / "slowguard"
 sys.path.insert(0, str(_GUARD_DIR))
 import slowguard  # noqa: E402
@@ -191,13 +193,18 @@ def pytest_fixture_setup(fixturedef, request):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
-    if call.when == "teardown" or item.get_closest_marker("slow"):
+    cpu = item.get_closest_marker("cpu")
+    if call.when == "teardown" or (item.get_closest_marker("slow") and not cpu):
         return
     why = _guard.why_slow(item)
     if not why:
         return
-    message = ("%s starts %s without the `slow` mark: mark it @pytest.mark.slow (or its module with "
-               "pytestmark = pytest.mark.slow) so that `pytest -m \"not slow\"` stays fast" % (item.nodeid, why))
+    if cpu:
+        message = ("%s is marked `cpu` but starts %s: only tests that are slow by their own CPU work are `cpu` "
+                   "(.ci/run runs them beside the slow tier's rings); drop the mark" % (item.nodeid, why))
+    else:
+        message = ("%s starts %s without the `slow` mark: mark it @pytest.mark.slow (or its module with "
+                   "pytestmark = pytest.mark.slow) so that `pytest -m \"not slow\"` stays fast" % (item.nodeid, why))
     if report.passed:
         report.outcome, report.longrepr = "failed", message
     elif report.failed:

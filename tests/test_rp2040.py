@@ -1,10 +1,11 @@
 """The firmware on one of picoring's own emulated Picos (upstream MicroPython v1.28.0, rp2
-port, on rp2040js: picoring.emulated.script.run_script): a fresh board, the firmware's .py
-files copied to its filesystem, a script run in its raw REPL. Marker `rp2040`. They need
-what every emulated Pico needs (docs/emulated.md): the Pico's MicroPython .uf2 and the RP2040
-boot ROM (PICORING_PICO_UF2 and PICORING_RP2040_BOOTROM, by default the copies in
-../shared/rp2040, as in CI), Node.js 20.6 or newer, and rp2040js from npm; without one of them
-they skip, saying which. .ci/run runs them beside the slow tier; `pytest -m rp2040` by hand.
+port, on rp2040js: picoring.emulated.script): a board with the firmware's .py files on its
+filesystem, a script run in its raw REPL after a soft reset (the tests that need only those
+files share one board, firmware_pico: its boot and upload were most of each test's time).
+Marker `rp2040`. They need what every emulated Pico needs (docs/emulated.md): the Pico's
+MicroPython .uf2 and the RP2040 boot ROM (PICORING_PICO_UF2 and PICORING_RP2040_BOOTROM, by
+default the copies in ../shared/rp2040, as in CI), Node.js 20.6 or newer, and rp2040js from
+npm; without one of them they skip, saying which. .ci/run runs them beside the slow tier; `pytest -m rp2040` by hand.
 
 What the unix port hides and a Pico does not: 30-bit small ints (a 32-bit mask is a heap
 long int), a small heap, and Python 100 to 200 times slower. Add tests that need the
@@ -21,33 +22,51 @@ import pytest
 from conftest import FIRMWARE, ROOT
 from picoring.emulated import assets
 from picoring.emulated.assets import EmulatedError
-from picoring.emulated.script import run_script
+from picoring.emulated.script import ScriptPico, run_script
 from test_emulated import BOOTROM, UF2
 
 pytestmark = [pytest.mark.rp2040, pytest.mark.slow]
 
 
-@pytest.fixture(autouse=True)
-def emulated_pico(monkeypatch):
-    """The files, node and rp2040js an emulated Pico needs, checked; skip saying what is missing.
-    The files go into the environment for the code under test (bench chip's memory run)."""
+def skip_without_an_emulated_pico():
     try:
         assets.resolve_files(UF2, BOOTROM)
         assets.node_command()
         assets.rp2040js_modules()
     except EmulatedError as e:
         pytest.skip("needs an emulated Pico (docs/emulated.md): %s" % e)
+
+
+@pytest.fixture(autouse=True)
+def emulated_pico(monkeypatch):
+    """The files, node and rp2040js an emulated Pico needs, checked; skip saying what is missing.
+    The files go into the environment for the code under test (bench chip's memory run)."""
+    skip_without_an_emulated_pico()
     monkeypatch.setenv(assets.ENV_FIRMWARE, str(UF2))
     monkeypatch.setenv(assets.ENV_BOOTROM, str(BOOTROM))
 
 
-def run_on_pico(script, upload=FIRMWARE, wall_timeout_s=300):
+@pytest.fixture(scope="module")
+def firmware_pico():
+    """One emulated Pico with the firmware's .py files, for the tests here that need just those:
+    booting a chip and uploading the files took most of each test's wall time. Each script runs
+    after a soft reset (ScriptPico): a fresh heap and no module imported, as on a fresh board."""
+    skip_without_an_emulated_pico()
+    with ScriptPico(FIRMWARE, UF2, BOOTROM, timeout_s=300) as pico:
+        yield pico
+
+
+def run_on_pico(script, upload=FIRMWARE, wall_timeout_s=300, pico=None):
     """Run `script` (text) on a freshly booted emulated Pico, with upload's .py files (None: none)
-    on its filesystem; returns (exit status, stdout, stderr): status 0, or 1 if the script raised
-    (traceback on stderr) or printed nothing for wall_timeout_s (a guard against a hung chip:
-    chip time runs 5-20 times slower than wall time on a busy machine)."""
+    on its filesystem, or on `pico` (firmware_pico, its files) after a soft reset; returns (exit
+    status, stdout, stderr): status 0, or 1 if the script raised (traceback on stderr) or printed
+    nothing for wall_timeout_s (a guard against a hung chip: chip time runs 5-20 times slower
+    than wall time on a busy machine)."""
     t0 = time.monotonic()
-    status, out, err, chip_s = run_script(script, upload, UF2, BOOTROM, timeout_s=wall_timeout_s)
+    if pico is not None:
+        status, out, err, chip_s = pico.run(script, timeout_s=wall_timeout_s)
+    else:
+        status, out, err, chip_s = run_script(script, upload, UF2, BOOTROM, timeout_s=wall_timeout_s)
     sys.stderr.write("emulated Pico: %.1f s wall, %s s chip time\n%s" % (time.monotonic() - t0, chip_s, err))
     return status, out, err
 
@@ -60,7 +79,7 @@ def node_bench_runs(runs):
             "'__name__': 'mp_node_bench'})\n" % ((ROOT / "tests" / "mp_node_bench.py").read_text(), runs))
 
 
-def test_node_loop_allocates_nothing_on_a_pico():
+def test_node_loop_allocates_nothing_on_a_pico(firmware_pico):
     """The steady-state node loop of a ring of 3 (in-memory wires with a Pico UART's any()
     and readinto(buf, n); events recorded and flushed to a null host link, as a board does),
     for S, and for Q and D under the adversarial workload (request messages and the token
@@ -83,7 +102,7 @@ def test_node_loop_allocates_nothing_on_a_pico():
     # finished and passed on by NodeLoop._finish_frame (viper), the ring's hop path.
     for proto in ("s", "q", "d"):
         runs.append([proto, "3", "150", "1", "1", "lock", "batch4"])
-    status, out, err = run_on_pico(node_bench_runs(runs))
+    status, out, err = run_on_pico(node_bench_runs(runs), pico=firmware_pico)
     assert status == 0, (out, err[-2000:])
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert len(lines) == len(runs), out
@@ -166,7 +185,7 @@ def test_flash_mpy_files_load_on_a_pico_and_import_fast(tmp_path):
     assert ms < MPY_IMPORT_MS, result
 
 
-def test_no_allocation_on_a_pico_across_the_wrap():
+def test_no_allocation_on_a_pico_across_the_wrap(firmware_pico):
     """Suzuki-Kasami and Ricart-Agrawala's token (firmware/proto_sk.py, proto_ra.py), and Q,
     through the node loop on the rp2 port, under micropython.heap_lock(): the adversarial
     workload with every node's numbers (request numbers, LN/LV, the clock, entry numbers) set
@@ -179,7 +198,7 @@ def test_no_allocation_on_a_pico_across_the_wrap():
             ["sk-route", "3", "150", "1", "1", "lock"],
             ["ra-route", "3", "150", "1", "1", "lock"],
             ["sk", "3", "150", "1", "1", "x", "wrap:rn,ln,seq"]]
-    status, out, err = run_on_pico(node_bench_runs(runs))
+    status, out, err = run_on_pico(node_bench_runs(runs), pico=firmware_pico)
     assert status == 0, (out, err[-2000:])
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert lines[:5] == ["no allocation in 150 rounds"] * 5, out
@@ -239,7 +258,7 @@ print("host", binascii.hexlify(hosts[0].out).decode())
 '''
 
 
-def test_fram_adapter_and_bus_recovery_run_on_a_pico_and_an_i2c_error_in_the_cs_is_reported():
+def test_fram_adapter_and_bus_recovery_run_on_a_pico_and_an_i2c_error_in_the_cs_is_reported(firmware_pico):
     """--resource fram on the rp2 port (docs/fram.md): adafruit_bus_device from the installed
     distribution imports and runs unchanged; the bus recovery and machine.I2C(0, GP4, GP5,
     100 kHz) run; the adapter calls machine.I2C's methods as the rp2 port takes them
@@ -253,7 +272,8 @@ def test_fram_adapter_and_bus_recovery_run_on_a_pico_and_an_i2c_error_in_the_cs_
     paths, names = deploy.bus_device_files()
     package = {name: path.read_text() for path, name in zip(paths, names)}
     links = (ROOT / "tests" / "mp_links.py").read_text()  # Wire and Host: the in-memory wires of the drivers
-    status, out, err = run_on_pico("PACKAGE = %r\n" % package + FRAM_SCRIPT.replace("# MP_LINKS\n", links))
+    status, out, err = run_on_pico("PACKAGE = %r\n" % package + FRAM_SCRIPT.replace("# MP_LINKS\n", links),
+                                   pico=firmware_pico)
     assert status == 0, (out, err[-2000:])
     lines = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in out.splitlines() if " " in ln}
     assert lines["bus"].startswith("I2C(0, freq=100000, scl=5, sda=4")

@@ -27,6 +27,14 @@ def test_marked():
 
 def test_starts_nothing():
     subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+@pytest.mark.cpu
+def test_marked_cpu_yet_starts_micropython():
+    subprocess.run([find_micropython(), "-c", "pass"], check=True)
+
+@pytest.mark.cpu
+def test_marked_cpu_and_only_computes():
+    assert sum(range(1000)) == 499500
 '''
 
 
@@ -34,10 +42,15 @@ def test_starts_nothing():
 def test_a_test_that_starts_micropython_without_the_slow_mark_fails(pytester):
     pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text())
     shutil.copytree(ROOT / "tests" / "slowguard", pytester.path / "slowguard")
-    pytester.makeini("[pytest]\nmarkers =\n    slow: s\n    boards: b\n    rp2040: r\n")
+    pytester.makeini("[pytest]\nmarkers =\n    slow: s\n    boards: b\n    rp2040: r\n    cpu: c\n")
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, failed=2)
+    result.assert_outcomes(passed=3, failed=3)
+    # a `cpu` test runs beside the slow tier's rings (.ci/run): it must start none of its own
+    result.stdout.fnmatch_lines(["*::test_marked_cpu_yet_starts_micropython is marked `cpu` but starts *micropython*"])
+    # and it is slow: `pytest -m "not slow"` leaves it out
+    quick = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "not slow")
+    quick.assert_outcomes(passed=1, failed=2, deselected=3)
     result.stdout.fnmatch_lines(["*::test_unmarked_direct starts *micropython without the `slow` mark*"])
     result.stdout.fnmatch_lines(["*::test_unmarked_in_a_child starts *micropython (in a child process)*"])
     assert "test_inner.py::test_unmarked_in_a_child" in result.stdout.str()

@@ -1,6 +1,11 @@
 """One script on one emulated Pico, for micro-benchmarks in chip time (`bench chip --emulated`):
 a fresh board, the .py files of a folder copied to its filesystem, the script run in its raw
-REPL through mpremote; what it printed, and the chip time it took."""
+REPL through mpremote; what it printed, and the chip time it took.
+
+ScriptPico keeps the board for more scripts: each one runs after a soft reset (a fresh heap,
+no module imported, the peripherals set back; main.py is not run from the raw REPL), on the
+filesystem the earlier ones left. Booting the chip and uploading the firmware's files are most
+of a script's wall time on a busy machine: tests that need the same files share one board."""
 
 import tempfile
 from pathlib import Path
@@ -8,30 +13,59 @@ from pathlib import Path
 from .supervisor import EmulatedRing, clock_over
 
 
-def run_script(script_text, upload_dir=None, firmware=None, bootrom=None, timeout_s=600.0, say=None):
-    """(exit status, stdout, stderr, chip seconds): status 0, or 1 if the script raised or did not
-    finish (its traceback or the reason on stderr). timeout_s: wall seconds without output."""
-    from ..ring import deploy
+class ScriptPico:
+    """One emulated Pico (EmulatedRing of 1) with upload_dir's .py files on its filesystem;
+    run() a script on it, stop() when done (or use it as a context manager)."""
 
-    ring = EmulatedRing(1, firmware, bootrom, say=say)
-    try:
-        port = ring.ports[0]
-        if upload_dir is not None:
-            files = sorted(Path(upload_dir).glob("*.py"))
-            deploy.copy_files(port, files, timeout=timeout_s)
+    def __init__(self, upload_dir=None, firmware=None, bootrom=None, timeout_s=600.0, say=None):
+        from ..ring import deploy
+
+        self.ring = EmulatedRing(1, firmware, bootrom, say=say)
+        try:
+            self.port = self.ring.ports[0]
+            if upload_dir is not None:
+                files = sorted(Path(upload_dir).glob("*.py"))
+                deploy.copy_files(self.port, files, timeout=timeout_s)
+        except BaseException:
+            self.ring.stop()
+            raise
+        self.scripts = 0
+
+    def run(self, script_text, timeout_s=600.0):
+        """(exit status, stdout, stderr, chip seconds): status 0, or 1 if the script raised or did
+        not finish (its traceback or the reason on stderr), or the board stopped. timeout_s: wall
+        seconds without output."""
+        from ..ring import deploy
+
+        # (the first script has the freshly booted board; a later one gets its heap fresh again)
+        args = ["soft-reset", "+"] if self.scripts else []
+        self.scripts += 1
         with tempfile.TemporaryDirectory(prefix="picoring-chip-") as tmp:
             script = Path(tmp) / "chip_script.py"
             script.write_text(script_text)
-            before = ring.clock()
+            before = self.ring.clock()
             try:
-                out = deploy.mpremote(port, ["run", str(script)], timeout_s, what="the script")
+                out = deploy.mpremote(self.port, args + ["run", str(script)], timeout_s, what="the script")
                 status, err = 0, ""
             except deploy.DeployError as e:
                 out, status, err = e.stdout or b"", 1, str(e)
-            chip = clock_over(before, ring.clock())["chip_s"]
-        stopped = ring.stopped_boards()
+            chip = clock_over(before, self.ring.clock())["chip_s"]
+        stopped = self.ring.stopped_boards()
         if stopped:
             status, err = 1, "; ".join(stopped + [err])
         return status, out.decode(errors="replace"), err, chip
-    finally:
-        ring.stop()
+
+    def stop(self):
+        self.ring.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def run_script(script_text, upload_dir=None, firmware=None, bootrom=None, timeout_s=600.0, say=None):
+    """One script on a fresh board (ScriptPico.run's result)."""
+    with ScriptPico(upload_dir, firmware, bootrom, timeout_s, say) as pico:
+        return pico.run(script_text, timeout_s)
