@@ -285,8 +285,9 @@ class Sequential(Workload):
         # (CPython's random.py, Random._randbelow, 3.2 on): done here with the public
         # getrandbits, the same nodes for a seed without randrange's checks and its two
         # inner calls (tests/test_simcore.py holds it to randrange)
+        # (MicroPython: no Random and no int.bit_length; the equivalence tests draw no nodes here)
         self._bits = self.rng.getrandbits if self.rng is not None else None
-        self._width = n.bit_length()
+        self._width = n.bit_length() if self.rng is not None else 0
 
     def on_quiescent(self, t, holder):
         if self.issued >= self.total:  # (exhausted)
