@@ -92,7 +92,7 @@ def test_sim_nodes_are_the_protocols_classes_with_their_attributes_in_slots():
 
 @pytest.mark.parametrize("n", [2, 64, 100, 10000])
 def test_sequential_draws_the_nodes_randrange_gives(n):
-    # The workload draws with Random._randbelow (workload.py): the nodes randrange(n) gives,
+    # The workload draws with getrandbits as randrange does (workload.py): the nodes randrange(n) gives,
     # so a seed names the same run as before
     import random
 

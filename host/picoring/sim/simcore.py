@@ -297,9 +297,10 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
             tracer.event(t, "enter", i)
         unserved[i] = -1
         # requests are made in time order: skip the entered ones (amortized O(1))
-        while oldest < len(schedule) and unserved[schedule[oldest][1]] != oldest:
+        made = len(schedule)
+        while oldest < made and unserved[schedule[oldest][1]] != oldest:
             oldest += 1
-        t_oldest = schedule[oldest][0] if oldest < len(schedule) else None
+        t_oldest = schedule[oldest][0] if oldest < made else None
         if cs_time == 0:
             leave(i, t)
         else:
@@ -421,14 +422,16 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                         req += k - 1
                         if a == SEND_TOKEN and t < stop:
                             # the request reached the resting token, which is passed on at once
+                            # (its fields straight to carry_token, not through tokq)
                             node = nodes[i]
-                            tokq.append((node.count, node.state, node.seq, node.epoch))
+                            c, s, q, e = node.count, node.state, node.seq, node.epoch
                             tok += 1
-                            f = 1
+                            f = -1  # a token frame (odd), its fields in hand
                             i = 0 if i + 1 == n else i + 1
                             t += 1
                 if f & 1:
-                    c, s, q, e = tokq.pop()
+                    if f != -1:
+                        c, s, q, e = tokq.pop()
                     k, a, c, s, q, e = carry_token(nodes, i, c, s, q, e, stop - t + 1)
                     t += k - 1
                     i += k - 1

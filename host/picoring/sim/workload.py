@@ -281,16 +281,22 @@ class Sequential(Workload):
 
     def __init__(self, n, total, seed=0):
         Workload.__init__(self, n, total, seed)
-        # randrange(n) for n > 0 is _randbelow(n) (CPython's random.py, 3.8 on): the same node,
-        # without randrange's argument checks (a third of a request's draw, once per request)
-        rng = self.rng
-        self._below = getattr(rng, "_randbelow", None) or rng.randrange if rng is not None else None
+        # randrange(n) for n > 0 draws getrandbits(n.bit_length()) until the draw is below n
+        # (CPython's random.py, Random._randbelow, 3.2 on): done here with the public
+        # getrandbits, the same nodes for a seed without randrange's checks and its two
+        # inner calls (tests/test_simcore.py holds it to randrange)
+        # (MicroPython: no Random and no int.bit_length; the equivalence tests draw no nodes here)
+        self._bits = self.rng.getrandbits if self.rng is not None else None
+        self._width = n.bit_length() if self.rng is not None else 0
 
     def on_quiescent(self, t, holder):
         if self.issued >= self.total:  # (exhausted)
             return None
         self.issued += 1
-        return self._below(self.n)
+        r = self._bits(self._width)
+        while r >= self.n:
+            r = self._bits(self._width)
+        return r
 
 
 class Adversarial(Workload):
