@@ -77,9 +77,8 @@ class FakeClock(WallClock):
     on how loaded the machine is; it counts its deadlines' restarts (a wait that heard
     something), which the test can wait for (restarted)."""
 
-    stall_aware = True
-
-    def __init__(self):
+    def __init__(self, stall_aware=True):
+        self.stall_aware = stall_aware
         self.t = 0.0
         self.stood_still = 0.0
         self.restarts = 0
