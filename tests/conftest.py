@@ -1,14 +1,16 @@
+import gc
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from picoring import ttystall
-from picoring.clock import WallClock
+from picoring.clock import Deadline, WallClock
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRMWARE = ROOT / "firmware"
@@ -69,6 +71,58 @@ class StalledClock(WallClock):
 
     def now(self):
         return self._now[0] if self._now is not None else super().now()
+
+
+class FakeClock(WallClock):
+    """A clock whose time only the test moves (advance), so that what it checks does not depend
+    on how loaded the machine is; it counts its deadlines' restarts (a wait that heard
+    something), which the test can wait for (restarted)."""
+
+    def __init__(self, stall_aware=True):
+        self.stall_aware = stall_aware
+        self.t = 0.0
+        self.stood_still = 0.0
+        self.restarts = 0
+        self._changed = threading.Condition()
+
+    def monotonic(self):
+        return self.t
+
+    def stalled(self):
+        return self.stood_still
+
+    def advance(self, seconds, stalled=0.0):
+        """seconds go by, `stalled` of them with the serial ports standing still."""
+        self.t += seconds
+        self.stood_still += stalled
+
+    def deadline(self, seconds):
+        clock = self
+
+        class Counted(Deadline):
+            def restart(self):
+                Deadline.restart(self)
+                with clock._changed:
+                    clock.restarts += 1
+                    clock._changed.notify_all()
+
+        return Counted(seconds, self)
+
+    def restarted(self, count, timeout=60.0):
+        """Wait until the deadlines have been (made or) restarted `count` times in all (real
+        time, as long as a loaded machine may take to start a Python and hear its line)."""
+        with self._changed:
+            assert self._changed.wait_for(lambda: self.restarts >= count, timeout), \
+                "%d restarts of %d in %.0f s" % (self.restarts, count, timeout)
+
+
+def pytest_collection_finish(session):
+    # What importing and collecting the suite made (modules, their tables, the test items) lives
+    # to the end: frozen, it is left out of the garbage collector's full collections, which
+    # otherwise walk all of it again and again while the tests run (explorers allocate millions
+    # of objects, and every collection of the oldest generation went over the whole suite).
+    gc.collect()
+    gc.freeze()
 
 
 TIMEOUT = 20.0  # seconds: what a virtual ring may take to answer, on a loaded machine

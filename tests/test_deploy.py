@@ -1,42 +1,79 @@
 """deploy's mpremote runs: how long a copy may take."""
 
+import os
 import sys
+import threading
 import time
 
 import pytest
 
+from conftest import FakeClock
 from picoring.ring import deploy
 
-STEADY = "import time\nfor i in range(6):\n    print('cp f%d.py :f%d.py' % (i, i))\n    time.sleep(0.2)\n"
-STUCK = "import time\nprint('cp f0.py :f0.py')\ntime.sleep(30)\n"
+# The copy stands in: a Python that prints one progress line for each line the test cues it with
+# (through a FIFO), and ends when the test closes it. The silence is measured by the test's own
+# clock (FakeClock), which moves only when the test says: a loaded machine that is slow to start
+# the Python or to read its lines cannot make a copy look silent (at a load of 20 the wall-clock
+# version of these tests, with 0.5 s budgets, was killed as silent).
+# (each line in one write: the watcher hears it once; print writes the line's end on its own)
+CUED = ("import sys\n"
+        "cue = open(sys.argv[1])\n"
+        "for line in iter(cue.readline, ''):\n"
+        "    sys.stdout.write(line)\n"
+        "    sys.stdout.flush()\n")
 
 
-def test_a_copy_that_keeps_printing_progress_is_not_cut_off():
+def _cued_copy(tmp_path, quiet_timeout, clock, cues, end=True):
+    """_run_watched on a cued copy: for each (line, seconds, stalled) of cues, the copy prints line
+    (and the test waits until the watcher has heard it), then `seconds` go by on clock, `stalled`
+    of them with the serial ports standing still. end: the copy is told to end once the cues are
+    done; else it is left silent (until the watcher kills it)."""
+    fifo = tmp_path / "cue"
+    os.mkfifo(fifo)
+    result = []
+    watcher = threading.Thread(target=lambda: result.append(
+        deploy._run_watched([sys.executable, "-c", CUED, str(fifo)], quiet_timeout=quiet_timeout, clock=clock)))
+    watcher.start()
+    with open(fifo, "w") as cue:  # (waits for the copy to open its end)
+        heard = clock.restarts
+        for line, seconds, stalled in cues:
+            if line is not None:
+                cue.write(line + "\n")
+                cue.flush()
+                heard += 1
+                clock.restarted(heard)
+            clock.advance(seconds, stalled)
+        if not end:
+            watcher.join(60)
+    watcher.join(60)
+    assert not watcher.is_alive()
+    return result[0]
+
+
+def test_a_copy_that_keeps_printing_progress_is_not_cut_off(tmp_path):
     # Ten files through an RFC 2217 server on a loaded machine took longer than the whole copy's
     # budget and were cut off half-copied: the budget is for silence, not for the whole copy.
-    r = deploy._run_watched([sys.executable, "-c", STEADY], quiet_timeout=0.6)  # 1.2 s in all
+    clock = FakeClock()
+    cues = [("cp f%d.py :f%d.py" % (i, i), 0.5, 0.0) for i in range(6)]  # 3 s in all, 0.5 s at a time
+    r = _cued_copy(tmp_path, 0.6, clock, cues)
     assert not r.timed_out and r.returncode == 0
     assert r.stdout.decode().splitlines()[-1] == "cp f5.py :f5.py"
 
 
-def test_a_copy_that_stops_printing_is_killed_and_says_how_far_it_got():
-    r = deploy._run_watched([sys.executable, "-c", STUCK], quiet_timeout=0.5)
+def test_a_copy_that_stops_printing_is_killed_and_says_how_far_it_got(tmp_path):
+    clock = FakeClock()
+    r = _cued_copy(tmp_path, 0.5, clock, [("cp f0.py :f0.py", 0.5, 0.0)], end=False)
     assert r.timed_out and r.returncode != 0
     assert deploy.copy_progress(r.stdout) == (["f0.py"], [])
 
 
-def test_a_copy_silent_while_the_serial_ports_stood_still_is_not_cut_off():
+def test_a_copy_silent_while_the_serial_ports_stood_still_is_not_cut_off(tmp_path):
     # mpremote went silent for 30 s under two busy loops while a loaded machine's tty worker
     # stood still (a pty took 7.7 s to deliver a byte), and the copy was killed as a board that
     # does not answer. The silence counted is the time in which the serial ports delivered
-    # (the stall-aware clock): here 0.9 s of silence (and the start of a Python), all of it
-    # stalled, against a budget of 0.5 s.
-    from conftest import StalledClock
-
-    t0 = time.monotonic()
-    clock = StalledClock(lambda: min(time.monotonic() - t0, 5.0))
-    r = deploy._run_watched([sys.executable, "-c", "import time; time.sleep(0.9); print('cp f0.py :f0.py')"],
-                            quiet_timeout=0.5, clock=clock)
+    # (the stall-aware clock): here 0.9 s of silence, all of it stalled, against a budget of 0.5 s.
+    clock = FakeClock()
+    r = _cued_copy(tmp_path, 0.5, clock, [(None, 0.9, 0.9), ("cp f0.py :f0.py", 0.0, 0.0)])
     assert not r.timed_out and r.returncode == 0
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import StalledClock
+from conftest import FakeClock, StalledClock
 from picoring.clock import WALL
 from picoring.ring.hostlink import BoardEvent, Reply
 from picoring.ring.link import BoardLink, HarnessError, now_us
@@ -654,12 +654,15 @@ def test_a_board_that_owes_a_ping_answer_gets_no_other_ping():
 
 
 class _SlowStatus(_ScriptedStatus):
-    def __init__(self, port, answers, delay):
+    """Each answer takes `delay` seconds of the test's clock (FakeClock), `stalled` of them with
+    the serial ports standing still."""
+
+    def __init__(self, port, answers, clock, delay, stalled=0.0):
         super().__init__(port, answers)
-        self.delay = delay
+        self.clock, self.delay, self.stalled = clock, delay, stalled
 
     def command(self, word, timeout=None):
-        time.sleep(self.delay)
+        self.clock.advance(self.delay, self.stalled)
         return super().command(word, timeout)
 
 
@@ -671,32 +674,19 @@ def test_answers_that_come_late_do_not_count_against_the_ring(monkeypatch):
     from picoring.sim.workload import make_workload
 
     monkeypatch.setattr(forming, "PING_GRACE_S", 0.01)  # an answer is late after 10 ms
-    # Every second counts: these stand-ins have no tty, and the machine's tty canary standing
-    # still (two busy loops beside the suite) stopped wait_formed's clock for the settle time:
-    # a loaded run asked 5 rounds, not 3. (Wall time: what a run on real boards is given.)
-    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000, clock=WALL)
-    run.links = [_SlowStatus("p0", [_status(0, 1, 2), _status(1, 3, 3)], 0.3),
-                 _SlowStatus("p1", [_status(0, 3, 3)], 0.3)]
+    # Every second counts, on the test's clock (a loaded run once asked 5 rounds, not 3, by the
+    # machine's clock); not stall-aware: what a run on real boards is given.
+    clock = FakeClock(stall_aware=False)
+    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000, clock=clock)
+    run.links = [_SlowStatus("p0", [_status(0, 1, 2), _status(1, 3, 3)], clock, 0.3),
+                 _SlowStatus("p1", [_status(0, 3, 3)], clock, 0.3)]
     run.wait_formed(timeout=0.5)  # three rounds of 0.6 s: moving, at rest, still at rest
     assert [link.asked for link in run.links] == [3, 3]
     # late answers extend the deadline, up to three times over: they do not remove it
-    run.links = [_SlowStatus("p0", [_status(1, 1, 1)], 0.3), _SlowStatus("p1", [_status(1, 1, 1)], 0.3)]
+    run.links = [_SlowStatus("p0", [_status(1, 1, 1)], clock, 0.3), _SlowStatus("p1", [_status(1, 1, 1)], clock, 0.3)]
     with pytest.raises(HarnessError, match=r"did not come to rest in 0 s \(and 2 s more in which the boards' "
                                            r"answers were late\): 2 board\(s\) hold the token"):
         run.wait_formed(timeout=0.5)
-
-
-class _StalledStatus(_ScriptedStatus):
-    """Each answer takes `wall` seconds, all but `delivered` of them a stall of the serial ports."""
-
-    def __init__(self, port, answers, clock, wall, delivered):
-        super().__init__(port, answers)
-        self.clock, self.wall, self.delivered = clock, wall, delivered
-
-    def command(self, word, timeout=None):
-        time.sleep(self.wall)
-        self.clock[0] += self.delivered
-        return super().command(word, timeout)
 
 
 def test_a_stall_of_the_serial_ports_is_not_discounted_twice(monkeypatch):
@@ -705,12 +695,12 @@ def test_a_stall_of_the_serial_ports_is_not_discounted_twice(monkeypatch):
     from picoring.ring import forming, harness
     from picoring.sim.workload import make_workload
 
-    clock = [0.0]
+    clock = FakeClock()
     monkeypatch.setattr(forming, "PING_GRACE_S", 0.01)
-    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000,
-                          clock=StalledClock(now=clock))
+    run = harness.RingRun(["p0", "p1"], "q", make_workload("poisson", 2, 1, seed=0), settle_us=50_000, clock=clock)
     two_tokens = _status(1, 1, 1)
-    run.links = [_StalledStatus(p, [two_tokens], clock, 0.04, 0.004) for p in ("p0", "p1")]
+    # each answer 0.04 s, all but 0.004 s of it a stall of the serial ports
+    run.links = [_SlowStatus(p, [two_tokens], clock, 0.04, stalled=0.036) for p in ("p0", "p1")]
     with pytest.raises(HarnessError, match="did not come to rest"):
         run.wait_formed(timeout=0.1)
     assert run.links[0].asked <= 15  # 0.1 s of delivering time, 0.008 s a round (wall clock: 40)

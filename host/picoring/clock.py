@@ -25,9 +25,14 @@ class WallClock:
     def stalled(self):
         return 0.0
 
+    def monotonic(self):
+        """Seconds, never going back, all of them: what a deadline's time is measured by (a test's
+        clock moves it itself: tests/conftest.py, FakeClock)."""
+        return time.monotonic()
+
     def now(self):
-        """time.monotonic() less the seconds the serial ports stood still so far."""
-        return time.monotonic() - self.stalled()
+        """monotonic() less the seconds the serial ports stood still so far."""
+        return self.monotonic() - self.stalled()
 
     def deadline(self, seconds):
         return Deadline(seconds, self)
@@ -53,7 +58,7 @@ class Deadline:
 
     def restart(self):
         """From now again (a quiet timeout: the board said something)."""
-        self.start = time.monotonic()
+        self.start = self.clock.monotonic()
         self._stalled0 = self.clock.stalled()
 
     def stalled_s(self):
@@ -61,7 +66,7 @@ class Deadline:
         return self.clock.stalled() - self._stalled0
 
     def elapsed(self):
-        return time.monotonic() - self.start - self.stalled_s()
+        return self.clock.monotonic() - self.start - self.stalled_s()
 
     def left(self):
         return self.seconds - self.elapsed()

@@ -434,10 +434,20 @@ def bench_case(protocol, n, requests, repeats, workload="sequential", seed=0, cs
 def run_bench(quick=False, log=None, sizes=SIZES, protocols=BENCH_PROTOCOLS, target=TARGET):
     q = 0 if quick else 1
     cases = []
-    for protocol in protocols:
-        for n in sizes:
-            requests = REQUESTS.get((protocol, n), (max(1, 200000 // n), max(1, 1300000 // n)))[q]
-            cases.append(bench_case(protocol, n, requests, REPEATS[q], links=QUICK_LINKS if quick else LINKS, log=log))
+    # What was alive before the bench is frozen (left out of every collection until it ends):
+    # bench_case's collection before each run then costs what the runs made, not the rest of
+    # the process (in a test process, 36 collections of its heap were most of a quick bench),
+    # and no run's own collections walk it either.
+    gc.collect()
+    gc.freeze()
+    try:
+        for protocol in protocols:
+            for n in sizes:
+                requests = REQUESTS.get((protocol, n), (max(1, 200000 // n), max(1, 1300000 // n)))[q]
+                cases.append(bench_case(protocol, n, requests, REPEATS[q], links=QUICK_LINKS if quick else LINKS,
+                                        log=log))
+    finally:
+        gc.unfreeze()
     return bench_result(cases, quick, target)
 
 

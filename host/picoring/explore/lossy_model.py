@@ -588,16 +588,28 @@ class LossyExplorer:
         n = self.n
         vinfo = self._vinfo
 
+        qtokens = self._qtokens
+        # what the nodes' attributes alone say, per combination of them (far fewer than the
+        # states): (two or more in the critical section, tokens held, every node joined)
+        by_nodes = {}
+
         def check_state(sid, st):
-            vs = [vinfo[v] for v in st[:n]]
-            if sum(1 for v in vs if v[0]) > 1:
+            nodes = st[:n]
+            seen = by_nodes.get(nodes)
+            if seen is None:
+                vs = [vinfo[v] for v in nodes]
+                seen = by_nodes[nodes] = (sum(1 for v in vs if v[0]) > 1, sum(1 for v in vs if v[1]),
+                                          not any(v[3] for v in vs))
+            two_in_cs, held, joined = seen
+            if two_in_cs:
                 counts["two_in_cs"] += 1
                 first.setdefault("mutual_exclusion", ("state", sid))
-            # tokens in existence first (cheap); which are live only when it matters
-            total = self.token_count(st)
+            # tokens in existence first (cheap: as token_count); which are live only when it matters
+            total = held
+            for q in st[n:n + n]:
+                total += qtokens[q]
             if total > self.max_tokens:
                 self.max_tokens = total
-            joined = not any(v[3] for v in vs)
             live = 0
             if total > 1 or (total == 1 and (joined or not self.max_live)):
                 _, live, live_now = self.tokens(st)
@@ -621,6 +633,7 @@ class LossyExplorer:
             safety_keys = [key for key, _ in _INVARIANTS]
         else:
             safety_keys = list(stop_on_violation or ())
+        firsts_looked_at = -1
         while k < len(states):
             st = states[k]
             for t, (label, s2, (a, obs, bad)) in enumerate(self.successors(st)):
@@ -664,8 +677,10 @@ class LossyExplorer:
                 break
             if keep_edges:
                 start.append(len(succ))
-            if stop_on_violation and any(key in first for key in safety_keys):
-                break
+            if stop_on_violation and len(first) != firsts_looked_at:  # (first only grows)
+                firsts_looked_at = len(first)
+                if any(key in first for key in safety_keys):
+                    break
             k += 1
             if progress is not None and not k & 4095:
                 progress(k, len(states))  # expanded, found (every 4096)
