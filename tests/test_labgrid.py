@@ -220,6 +220,34 @@ def test_an_exporter_that_goes_away_mid_run(farm, monkeypatch, capsys):
 
 # -- the parts, without a farm ------------------------------------------------------------
 
+def test_the_farm_starts_again_an_exporter_that_asks_for_it(tmp_path):
+    """labgrid-exporter exits with 100 when it lost its coordinator (a loaded machine can hold
+    the coordinator past the exporter's keepalive): the farm starts it again, as a service
+    manager does; an exporter the farm stops itself stays stopped."""
+    from picoring.bench.labgrid import EXPORTER_RESTART_STATUS
+
+    farm = LoopbackFarm(tmp_path, N)
+    started = tmp_path / "started"
+    code = ("import pathlib, sys, time\n"
+            "p = pathlib.Path(%r)\n"
+            "p.write_text(p.read_text() + 'x' if p.exists() else 'x')\n"
+            "sys.exit(%d) if p.read_text() == 'x' else time.sleep(60)\n" % (str(started), EXPORTER_RESTART_STATUS))
+    first = farm.spawn("exporter-x", sys.executable, "-c", code, restart_status=EXPORTER_RESTART_STATUS)
+    assert first.wait(30) == EXPORTER_RESTART_STATUS
+    deadline = time.monotonic() + 30
+    while not (started.exists() and started.read_text() == "xx") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.read_text() == "xx" and farm.restarts == {"exporter-x": 1}
+    second = farm.procs["exporter-x"]
+    assert second is not first and second.poll() is None
+    farm.stop_process("exporter-x")
+    for watcher in farm._watchers:
+        watcher.join(30)
+    assert "exporter-x" not in farm.procs and farm.restarts == {"exporter-x": 1}
+    assert started.read_text() == "xx"
+
+
+
 def test_place_specs():
     assert labgrid.parse_spec("labgrid:ring") == ("ring", None)
     assert labgrid.parse_spec("labgrid:ring@lab:20408") == ("ring", "lab:20408")
