@@ -189,6 +189,25 @@ def open_i2c(cfg):
     return FramImageI2C(cfg["virtual"]["i2c"])
 
 
+class RingStoodStill:
+    """The microseconds so far in which the virtual ring's processes stood still (the host ran
+    others while they were ready to run), as its relay keeps them in a file it replaces whole
+    (cfg["virtual"]["stood_still"]: host/picoring/virtual/boards.py, StoodStill). Read only when a
+    recovery timeout is over (node.NodeLoop._stood_still_meanwhile), never on the hot path."""
+
+    def __init__(self, path):
+        self._path = path
+        self._last = 0
+
+    def __call__(self):
+        try:
+            with open(self._path) as f:
+                self._last = max(self._last, int(f.read()))
+        except (OSError, ValueError):
+            pass  # not written yet: nothing stood still
+        return self._last
+
+
 def open_board(cfg):
     u = cfg["virtual"]["uart"]  # checked by main.load_config
     uart = PtyUart(u) if isinstance(u, str) else PipeUart(u[0], u[1])
@@ -196,4 +215,6 @@ def open_board(cfg):
     board = hal.Board(uart, hal.StreamHost(rx, tx), None, "unix", Idle(uart, rx))
     if cfg.get("resource"):
         board.i2c = open_i2c(cfg)
+    if isinstance(cfg["virtual"].get("stood_still"), str):
+        board.ring_stood_still = RingStoodStill(cfg["virtual"]["stood_still"])
     return board

@@ -1153,3 +1153,31 @@ def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, 
     t0 = time.monotonic()
     with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
         ring._call(lambda: None, timeout=0.3)
+
+
+def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tmp_path, monkeypatch):
+    """RingStoodStill: the relay writes wall time less the longest run-queue wait of any of the
+    ring's processes since the last look (the kernel's schedstat), as MicroPython's ticks_us."""
+    from picoring.virtual import boards as vb
+
+    waits = {"/proc/7/schedstat": [100, 40_000_100, 40_000_100], "/proc/8/schedstat": [5, 10_000_005, 20_000_005]}
+    look = {"k": 0}
+    real_open = open
+
+    def fake_open(path, *a, **kw):
+        if str(path) in waits:
+            import io
+
+            return io.BytesIO(b"123 %d 9\n" % waits[str(path)][look["k"]])
+        if str(path).startswith("/proc/self/task/"):
+            raise FileNotFoundError(path)
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    clock = vb.RingStoodStill(vb.stood_still_file(tmp_path))
+    for k, now in enumerate((10.0, 10.02, 10.04)):
+        look["k"] = k
+        clock.update([7, 8], now)
+        written = int(vb.stood_still_file(tmp_path).read_text())
+        # 1st look: nothing to compare with; 2nd: 40 ms (pid 7); 3rd: 10 ms (pid 8): 50 ms in all
+        assert written == (int(now * 1e6) - (0, 40_000, 50_000)[k]) & ((1 << 30) - 1)

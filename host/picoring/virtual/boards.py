@@ -89,6 +89,64 @@ _HOST_BACKLOG = 1 << 20
 # directory, which every board's stand-in for machine.I2C opens (firmware/hal_unix.py).
 FRAM_IMAGE = "fram.img"
 FRAM_SIZE = 32768
+# The ring's clock for its boards' recovery timeouts (RingStoodStill): a file in the work
+# directory, replaced whole at every housekeeping, that every board reads when a timeout is over.
+STOOD_STILL = "ring-clock"
+_TICKS_MASK = (1 << 30) - 1  # MicroPython's time.ticks_us() wraps there
+
+
+def stood_still_file(workdir):
+    return Path(workdir) / STOOD_STILL
+
+
+class RingStoodStill:
+    """How long the ring's processes stood still, for its boards' recovery timeouts.
+
+    A Pico passes a token on in microseconds whatever its host does; a virtual board's hop
+    needs its own process, the relay and the next board's process to run, and a loaded host
+    (three busy loops on two cores) can leave them ready but not running for hundreds of
+    milliseconds (a hop of 335 ms was seen). The boards' timeouts run on wall time
+    (CLOCK_MONOTONIC), so such a hop made them regenerate a token that was only late, and
+    Q's exact message counts broke.
+
+    So the relay keeps the ring's clock: wall time less what stood still, which is the
+    growth, at each housekeeping, of the longest time any of the ring's processes (the
+    relay thread, each board) waited on the host's run queue (the kernel's
+    /proc/PID/schedstat, its second field). It writes that clock as MicroPython's ticks_us
+    (CLOCK_MONOTONIC in us, 30 bits) to a file the boards read when a timeout is over
+    (firmware/hal_unix.py): a board's wall time less the ring's clock is what stood still,
+    the time since the relay last wrote included, so a relay that stands still now stops
+    the boards' timeouts too. Where there is no schedstat, nothing counts but that."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.stood_ns = 0
+        self._waited = {}  # schedstat path -> the run-queue wait it last said (ns)
+        self._tmp = self.path.with_name(self.path.name + ".new")
+
+    def update(self, pids, now):
+        """At a housekeeping of the relay thread: `pids` the boards' processes, `now` monotonic s."""
+        sources = ["/proc/self/task/%d/schedstat" % threading.get_native_id()]
+        sources += ["/proc/%d/schedstat" % pid for pid in pids]
+        grown, waited = 0, {}
+        for source in sources:
+            try:
+                with open(source, "rb") as f:
+                    ns = int(f.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            waited[source] = ns
+            before = self._waited.get(source)
+            if before is not None and ns > before:
+                grown = max(grown, ns - before)
+        self._waited = waited  # (a board started again has a new pid: its own count from here)
+        self.stood_ns += grown
+        clock = (int(now * 1e6) - self.stood_ns // 1000) & _TICKS_MASK
+        try:
+            self._tmp.write_text(str(clock))
+            os.replace(self._tmp, self.path)  # whole: a board never reads half of it
+        except OSError:
+            pass
 
 
 _live_rings = weakref.WeakSet()
@@ -180,6 +238,7 @@ class VirtualRing:
             if self.workdir is None:
                 self.workdir = Path(tempfile.mkdtemp(prefix="picoring-virtual-"))
             make_fram_image(self.workdir)
+            self._stood_still = RingStoodStill(stood_still_file(self.workdir))
             for i in range(self.n):
                 fs_dir = self.workdir / ("board%d" % i)
                 fs_dir.mkdir(parents=True, exist_ok=True)
@@ -602,6 +661,7 @@ class VirtualRing:
         return max(now, until)
 
     def _housekeeping(self, now):
+        self._stood_still.update([b.proc.pid for b in self.boards if b.proc is not None and b.proc.poll() is None], now)
         for b in self.boards:
             if not b.host_attached and b.hold_until is not None and now >= b.hold_until:
                 b.drop_held()  # no host came for it
