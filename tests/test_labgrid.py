@@ -105,12 +105,19 @@ def test_the_pytest_plugin_runs_on_a_place(farm):
 @pytest.mark.slow
 @needs_farm
 def test_ctrl_c_releases_the_place(farm):
-    run = subprocess.Popen([sys.executable, "-m", "picoring.cli.main", "run", "--labgrid", PLACE, "-p", "q", "-k", "5000"],
+    trace = farm.root / "ctrl-c.jsonl"
+    run = subprocess.Popen([sys.executable, "-m", "picoring.cli.main", "run", "--labgrid", PLACE, "-p", "q", "-k", "5000",
+                            "--trace", str(trace)],
                            env=farm.env, cwd=farm.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         said = [run.stderr.readline()]
         assert said[0].startswith("picoring: labgrid: acquired place %s" % PLACE), said
-        time.sleep(2)  # connecting, or running
+        # Ctrl-C once the run is under way (its trace has the boards' events), not after a guess
+        # of how long connecting takes: a loaded machine makes any guess wrong either way.
+        give_up = time.monotonic() + 180  # (a run that never starts fails here instead of hanging)
+        while not (trace.exists() and len(trace.read_text().splitlines()) > 50):
+            assert run.poll() is None and time.monotonic() < give_up, said
+            time.sleep(0.05)
         assert farm.holder().endswith("/" + USER)
         run.send_signal(signal.SIGINT)
         said += run.stderr.readlines()
@@ -119,7 +126,7 @@ def test_ctrl_c_releases_the_place(farm):
         if run.poll() is None:
             run.kill()
             run.wait()
-    assert said[-1] == "picoring: labgrid: released place %s\n" % PLACE, said
+    assert said[-2:] == ["picoring: interrupted\n", "picoring: labgrid: released place %s\n" % PLACE], said
     assert farm.holder() is None
 
 
