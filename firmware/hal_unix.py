@@ -191,9 +191,12 @@ def open_i2c(cfg):
 
 class RingStoodStill:
     """The microseconds so far in which the virtual ring's processes stood still (the host ran
-    others while they were ready to run), as its relay keeps them in a file it replaces whole
-    (cfg["virtual"]["stood_still"]: host/picoring/virtual/boards.py, StoodStill). Read only when a
-    recovery timeout is over (node.NodeLoop._stood_still_meanwhile), never on the hot path."""
+    others while they were ready to run, or the relay did not run at all): this board's wall
+    time less the ring's clock, which the relay keeps in a file it replaces whole, as ticks_us
+    (cfg["virtual"]["stood_still"]: host/picoring/virtual/boards.py, RingStoodStill). A relay
+    that stands still now does not write it: the difference grows, as it should. Never less
+    than said before (the file is up to a housekeeping old). Read only when a recovery
+    timeout is over (node.NodeLoop._stood_still_meanwhile), never on the hot path."""
 
     def __init__(self, path):
         self._path = path
@@ -202,9 +205,12 @@ class RingStoodStill:
     def __call__(self):
         try:
             with open(self._path) as f:
-                self._last = max(self._last, int(f.read()))
+                ring_clock = int(f.read())
         except (OSError, ValueError):
-            pass  # not written yet: nothing stood still
+            return self._last  # not written yet
+        still = time.ticks_diff(time.ticks_us(), ring_clock)
+        if still > self._last:
+            self._last = still
         return self._last
 
 

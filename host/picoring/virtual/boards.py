@@ -93,6 +93,7 @@ FRAM_SIZE = 32768
 # directory, replaced whole at every housekeeping, that every board reads when a timeout is over.
 STOOD_STILL = "ring-clock"
 _TICKS_MASK = (1 << 30) - 1  # MicroPython's time.ticks_us() wraps there
+_LATE_SLACK_NS = 5_000_000  # a housekeeping later than due by more than this: the relay stood still
 
 
 def stood_still_file(workdir):
@@ -109,26 +110,34 @@ class RingStoodStill:
     (CLOCK_MONOTONIC), so such a hop made them regenerate a token that was only late, and
     Q's exact message counts broke.
 
-    So the relay keeps the ring's clock: wall time less what stood still, which is the
-    growth, at each housekeeping, of the longest time any of the ring's processes (the
-    relay thread, each board) waited on the host's run queue (the kernel's
-    /proc/PID/schedstat, its second field). It writes that clock as MicroPython's ticks_us
+    So the relay keeps the ring's clock: wall time less what stood still, which is, at each
+    housekeeping, the longest of: the time any of the ring's processes (the relay thread,
+    each board) waited on the host's run queue since the last (the kernel's
+    /proc/PID/schedstat, its second field), and how much later than due the relay itself
+    came back (held in a long call, stopped). It writes that clock as MicroPython's ticks_us
     (CLOCK_MONOTONIC in us, 30 bits) to a file the boards read when a timeout is over
     (firmware/hal_unix.py): a board's wall time less the ring's clock is what stood still,
     the time since the relay last wrote included, so a relay that stands still now stops
     the boards' timeouts too. Where there is no schedstat, nothing counts but that."""
 
-    def __init__(self, path):
+    def __init__(self, path, every_s=None):
+        """every_s: how often the relay updates it (its housekeeping)."""
         self.path = Path(path)
+        self.every_ns = int((_HOUSEKEEPING_S if every_s is None else every_s) * 1e9)
         self.stood_ns = 0
         self._waited = {}  # schedstat path -> the run-queue wait it last said (ns)
+        self._last_ns = None  # time.monotonic_ns() of the last update
         self._tmp = self.path.with_name(self.path.name + ".new")
 
-    def update(self, pids, now):
-        """At a housekeeping of the relay thread: `pids` the boards' processes, `now` monotonic s."""
+    def update(self, pids):
+        """At a housekeeping of the relay thread: `pids` the boards' processes."""
+        now_ns = time.monotonic_ns()
+        # (the relay's own wake-ups and passes make each look a little late: not standing still)
+        late = 0 if self._last_ns is None else max(0, now_ns - self._last_ns - self.every_ns - _LATE_SLACK_NS)
+        self._last_ns = now_ns
         sources = ["/proc/self/task/%d/schedstat" % threading.get_native_id()]
         sources += ["/proc/%d/schedstat" % pid for pid in pids]
-        grown, waited = 0, {}
+        grown, waited = late, {}
         for source in sources:
             try:
                 with open(source, "rb") as f:
@@ -141,7 +150,7 @@ class RingStoodStill:
                 grown = max(grown, ns - before)
         self._waited = waited  # (a board started again has a new pid: its own count from here)
         self.stood_ns += grown
-        clock = (int(now * 1e6) - self.stood_ns // 1000) & _TICKS_MASK
+        clock = (now_ns // 1000 - self.stood_ns // 1000) & _TICKS_MASK
         try:
             self._tmp.write_text(str(clock))
             os.replace(self._tmp, self.path)  # whole: a board never reads half of it
@@ -661,7 +670,7 @@ class VirtualRing:
         return max(now, until)
 
     def _housekeeping(self, now):
-        self._stood_still.update([b.proc.pid for b in self.boards if b.proc is not None and b.proc.poll() is None], now)
+        self._stood_still.update([b.proc.pid for b in self.boards if b.proc is not None and b.proc.poll() is None])
         for b in self.boards:
             if not b.host_attached and b.hold_until is not None and now >= b.hold_until:
                 b.drop_held()  # no host came for it
