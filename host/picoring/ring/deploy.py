@@ -356,8 +356,6 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     config through mpremote on its USB pty (every board at once: at_once), and once all are
     deployed they are reset to run main.py in start_order. With picoring's own firmware (files None), each waits for its
     hello before the next starts, so board 0's token finds every board listening."""
-    from ..virtual.boards import stood_still_file
-
     for b in ring.boards:
         ring.reset(b.index, run_main=False)
     # what each copy needs, asked of the ring here, one board at a time (a RemoteRing has one
@@ -366,7 +364,7 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     for b in ring.boards:
         b.wait_output(b">>> ", timeout)
         copies.append((b.usb_path, board_config(config, b.index, b.uart, ring.n, ring.baud, ring.fram_image,
-                                                   stood_still_file(ring.workdir))))
+                                                   ring.ring_clock_file)))
     deploy_boards(copies, files, timeout, ring.clock)
     for i in start_order(ring.n, _protocol_of(config)):
         ring.reset(i)

@@ -230,6 +230,11 @@ class VirtualRing:
         """The path of the ring's FRAM image (the boards' shared I2C FRAM)."""
         return self.workdir / FRAM_IMAGE
 
+    @property
+    def ring_clock_file(self):
+        """The path of the ring's clock for its boards' timeouts (RingStoodStill)."""
+        return stood_still_file(self.workdir)
+
     # -- lifecycle -----------------------------------------------------------
 
     def __enter__(self):
