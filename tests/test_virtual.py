@@ -449,7 +449,7 @@ def test_deploy_reset_and_paced_wire(tmp_path, test_main, monkeypatch):
         for b in ring.boards:
             b.wait_output(b"ready\n", TIMEOUT)  # reset ran main.py
             with open(os.path.join(b.fs_dir, "picoring.json")) as f:
-                assert json.load(f)["virtual"] == {"uart": b.uart}
+                assert json.load(f)["virtual"] == {"uart": b.uart, "stood_still": str(ring.ring_clock_file)}
         wait_for(lambda: all(b.hold_until is None for b in ring.boards), what="the boards' held output dropped")
         with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0, \
                 serial.Serial(ring.boards[1].usb_path, timeout=TIMEOUT) as usb1:

@@ -190,6 +190,8 @@ def virtual_targets(state_dir=None):
 
 
 def stood_still_file(state_dir):
+    """The clock file of the ring `picoring virtual up` keeps in state_dir, for its boards'
+    recovery timeouts (virtual/boards.py, RingStoodStill)."""
     from ..virtual.boards import stood_still_file as in_workdir
 
     return in_workdir(state_dir)
@@ -210,7 +212,7 @@ def ring_targets(ring):
         def reset(run_main=True, _i=b.index):
             ring.reset(_i, run_main=run_main)
         out.append(Target(b.usb_path, None, None, "virtual board %d" % b.index, b.uart, reset, spec=b.usb_path,
-                          virtual_i2c=str(ring.fram_image), virtual_stood_still=str(stood_still_file(ring.workdir))))
+                          virtual_i2c=str(ring.fram_image), virtual_stood_still=str(ring.ring_clock_file)))
     return out
 
 
