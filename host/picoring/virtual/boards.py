@@ -93,7 +93,11 @@ FRAM_SIZE = 32768
 # directory, replaced whole at every housekeeping, that every board reads when a timeout is over.
 STOOD_STILL = "ring-clock"
 _TICKS_MASK = (1 << 30) - 1  # MicroPython's time.ticks_us() wraps there
-_LATE_SLACK_NS = 5_000_000  # a housekeeping later than due by more than this: the relay stood still
+# How often the relay updates it (a look at n + 1 schedstat files and a file replaced: 0.8 ms
+# for 32 boards here), and by how much later than that it must come to have stood still (it
+# looks at a housekeeping, every _HOUSEKEEPING_S).
+_RING_CLOCK_EVERY_S = 0.1
+_LATE_SLACK_NS = 25_000_000
 
 
 def stood_still_file(workdir):
@@ -120,10 +124,11 @@ class RingStoodStill:
     the time since the relay last wrote included, so a relay that stands still now stops
     the boards' timeouts too. Where there is no schedstat, nothing counts but that."""
 
-    def __init__(self, path, every_s=None):
-        """every_s: how often the relay updates it (its housekeeping)."""
+    def __init__(self, path, every_s=_RING_CLOCK_EVERY_S):
+        """every_s: how often the relay updates it."""
         self.path = Path(path)
-        self.every_ns = int((_HOUSEKEEPING_S if every_s is None else every_s) * 1e9)
+        self.every_ns = int(every_s * 1e9)
+        self.next_at = 0.0  # (monotonic s) the relay's next update
         self.stood_ns = 0
         self._waited = {}  # schedstat path -> the run-queue wait it last said (ns)
         self._last_ns = None  # time.monotonic_ns() of the last update
@@ -132,6 +137,7 @@ class RingStoodStill:
     def update(self, pids):
         """At a housekeeping of the relay thread: `pids` the boards' processes."""
         now_ns = time.monotonic_ns()
+        self.next_at = now_ns / 1e9 + self.every_ns / 1e9
         # (the relay's own wake-ups and passes make each look a little late: not standing still)
         late = 0 if self._last_ns is None else max(0, now_ns - self._last_ns - self.every_ns - _LATE_SLACK_NS)
         self._last_ns = now_ns
@@ -675,7 +681,8 @@ class VirtualRing:
         return max(now, until)
 
     def _housekeeping(self, now):
-        self._stood_still.update([b.proc.pid for b in self.boards if b.proc is not None and b.proc.poll() is None])
+        if now >= self._stood_still.next_at:
+            self._stood_still.update([b.proc.pid for b in self.boards if b.proc is not None and b.proc.poll() is None])
         for b in self.boards:
             if not b.host_attached and b.hold_until is not None and now >= b.hold_until:
                 b.drop_held()  # no host came for it
