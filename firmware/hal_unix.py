@@ -189,6 +189,31 @@ def open_i2c(cfg):
     return FramImageI2C(cfg["virtual"]["i2c"])
 
 
+class RingStoodStill:
+    """The microseconds so far in which the virtual ring's processes stood still (the host ran
+    others while they were ready to run, or the relay did not run at all): this board's wall
+    time less the ring's clock, which the relay keeps in a file it replaces whole, as ticks_us
+    (cfg["virtual"]["stood_still"]: host/picoring/virtual/boards.py, RingStoodStill). A relay
+    that stands still now does not write it: the difference grows, as it should. Never less
+    than said before (the file is up to a housekeeping old). Read only when a recovery
+    timeout is over (node.NodeLoop._stood_still_meanwhile), never on the hot path."""
+
+    def __init__(self, path):
+        self._path = path
+        self._last = 0
+
+    def __call__(self):
+        try:
+            with open(self._path) as f:
+                ring_clock = int(f.read())
+        except (OSError, ValueError):
+            return self._last  # not written yet
+        still = time.ticks_diff(time.ticks_us(), ring_clock)
+        if still > self._last:
+            self._last = still
+        return self._last
+
+
 def open_board(cfg):
     u = cfg["virtual"]["uart"]  # checked by main.load_config
     uart = PtyUart(u) if isinstance(u, str) else PipeUart(u[0], u[1])
@@ -196,4 +221,6 @@ def open_board(cfg):
     board = hal.Board(uart, hal.StreamHost(rx, tx), None, "unix", Idle(uart, rx))
     if cfg.get("resource"):
         board.i2c = open_i2c(cfg)
+    if isinstance(cfg["virtual"].get("stood_still"), str):
+        board.ring_stood_still = RingStoodStill(cfg["virtual"]["stood_still"])
     return board

@@ -132,6 +132,7 @@ def build(cfg, board):
         audit=make_audit(cfg, board),
         nonce=boot_nonce(),
         rogue=cfg.get("rogue", False),
+        ring_stood_still=getattr(board, "ring_stood_still", None),
     )
 
 

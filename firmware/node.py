@@ -168,9 +168,13 @@ class NodeLoop:
     """Runs one node. uart/host/led/clock are passed in (hal.Board or stand-ins)."""
 
     _clocked = False  # a clocked protocol's loop (protocol.py's header: Time) sets its own
+    # A virtual board's ring_stood_still(): the microseconds so far in which its ring's processes
+    # stood still (the host's scheduler ran others), or None (a Pico: nothing to leave out). Only
+    # a board that has one has its other members (the hot path's lookups, as _clocked).
+    _ring_stood_still = None
 
     def __init__(self, node, uart, host, ticks_us, ticks_diff, cs_us=0, led=None, info=None, log_capacity=64, rxbuf=64,
-                 regen_us=500_000, retry_us=None, audit=None, nonce=0, rogue=False):
+                 regen_us=500_000, retry_us=None, audit=None, nonce=0, rogue=False, ring_stood_still=None):
         self.node = node
         self.uart = uart
         self.link = hostlink.HostLink(host)
@@ -252,6 +256,11 @@ class NodeLoop:
         # handlers, and gets on_wake() once node.wake_at has come (looked at with the timeouts).
         # Only a clocked loop has its clock's members (the class's _clocked is False): each
         # member of the instance is in the way of the hot path's lookups (bench: 7 us a hop).
+        if ring_stood_still is not None:
+            self._ring_stood_still = ring_stood_still
+            self._still_seen = ring_stood_still()  # what stood still before this boot is not this wait's
+            self._still_wait = 0      # the _wait_since the credit below belongs to
+            self._still_credit = 0    # us of this wait in which the ring stood still
         if getattr(node, "clocked", False):
             self._clocked = True
             self._housekeeping = self._housekeeping_clocked
@@ -777,6 +786,8 @@ class NodeLoop:
 
     def _timeout(self, t):
         """No token for the timeout while waiting (docs/recovery.md)."""
+        if self._ring_stood_still is not None and self._stood_still_meanwhile(t):
+            return
         node = self.node
         fired = self.retry_wait
         if node.fresh:
@@ -792,6 +803,30 @@ class NodeLoop:
         self._wait_since = t
         self.log.record(EV_TIMEOUT, 0, why, min(fired // 1000, 0xFFFF), node.seq, node.known_epoch, t)
         self._act(node.on_timeout(), t)
+
+    def _stood_still_meanwhile(self, t):
+        """A virtual board's timeout is over by its wall clock: True while the time its ring's
+        processes stood still during the wait makes up the difference. A token a Pico passes on
+        in microseconds can wait hundreds of milliseconds in a virtual ring whose processes the
+        loaded host does not run (a hop of 335 ms was seen beside three busy loops): that is
+        not a lost token, and regenerating it breaks the protocol's exact message counts. The
+        wait is extended by at most its own length per look, so stillness from before the wait
+        cannot put it off for long."""
+        if self._still_wait != self._wait_since:
+            self._still_wait = self._wait_since
+            self._still_credit = 0
+        elapsed = self.ticks_diff(t, self._wait_since)
+        node = self.node
+        limit = self.retry_wait if node.fresh or node.starting else self.gen_us
+        if elapsed < limit + self._still_credit:
+            return True
+        now = self._ring_stood_still()
+        more = now - self._still_seen
+        self._still_seen = now
+        if more <= 0:
+            return False
+        self._still_credit = min(self._still_credit + more, elapsed)
+        return elapsed < limit + self._still_credit
 
     def _show(self):
         """LED on while the token is here (resting or in the critical section)."""

@@ -173,3 +173,27 @@ def test_a_supervisor_that_dies_starting_is_one_line_with_its_error(tmp_path, mo
     assert err == ("picoring: the virtual ring supervisor exited with status 1 before the ring was up: "
                    "ZeroDivisionError: division by zero (its log: %s)\n" % log)
     assert "Traceback" in log.read_text()
+
+
+def test_a_ctrl_c_that_a_library_swallowed_still_ends_the_command_with_130(monkeypatch, capsys):
+    """A SIGINT raised inside a library's bare `except:` (pyserial's RFC 2217 close() has one)
+    was lost, and `picoring run --labgrid` ran on to exit 0 (picoring/interrupt.py)."""
+    import os
+    import signal
+    import time
+
+    from picoring.cli import main as cli_main
+
+    def swallows_it(args):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # (the handler raises in here)
+        except:  # noqa: E722 - what the library does
+            pass
+        return 0
+
+    monkeypatch.setitem(cli_main._COMMANDS, "protocols", (swallows_it, cli_main._COMMANDS["protocols"][1]))
+    previous = signal.getsignal(signal.SIGINT)
+    assert cli_main.main(["protocols"]) == 130
+    assert capsys.readouterr().err == "picoring: interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is previous  # put back

@@ -83,7 +83,7 @@ class _FakeRing:
     def __init__(self, n):
         from types import SimpleNamespace
 
-        self.n, self.baud, self.fram_image, self.clock = n, 115200, None, None
+        self.n, self.baud, self.fram_image, self.ring_clock_file, self.clock = n, 115200, None, None, None
         self.said = []
         self.boards = [SimpleNamespace(index=i, uart="u%d" % i, usb_path="usb%d" % i,
                                        wait_output=lambda text, timeout, i=i: self.said.append(("waited", i, text)))

@@ -105,12 +105,19 @@ def test_the_pytest_plugin_runs_on_a_place(farm):
 @pytest.mark.slow
 @needs_farm
 def test_ctrl_c_releases_the_place(farm):
-    run = subprocess.Popen([sys.executable, "-m", "picoring.cli.main", "run", "--labgrid", PLACE, "-p", "q", "-k", "5000"],
+    trace = farm.root / "ctrl-c.jsonl"
+    run = subprocess.Popen([sys.executable, "-m", "picoring.cli.main", "run", "--labgrid", PLACE, "-p", "q", "-k", "5000",
+                            "--trace", str(trace)],
                            env=farm.env, cwd=farm.root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         said = [run.stderr.readline()]
         assert said[0].startswith("picoring: labgrid: acquired place %s" % PLACE), said
-        time.sleep(2)  # connecting, or running
+        # Ctrl-C once the run is under way (its trace has the boards' events), not after a guess
+        # of how long connecting takes: a loaded machine makes any guess wrong either way.
+        give_up = time.monotonic() + 180  # (a run that never starts fails here instead of hanging)
+        while not (trace.exists() and len(trace.read_text().splitlines()) > 50):
+            assert run.poll() is None and time.monotonic() < give_up, said
+            time.sleep(0.05)
         assert farm.holder().endswith("/" + USER)
         run.send_signal(signal.SIGINT)
         said += run.stderr.readlines()
@@ -119,7 +126,7 @@ def test_ctrl_c_releases_the_place(farm):
         if run.poll() is None:
             run.kill()
             run.wait()
-    assert said[-1] == "picoring: labgrid: released place %s\n" % PLACE, said
+    assert said[-2:] == ["picoring: interrupted\n", "picoring: labgrid: released place %s\n" % PLACE], said
     assert farm.holder() is None
 
 
@@ -219,6 +226,34 @@ def test_an_exporter_that_goes_away_mid_run(farm, monkeypatch, capsys):
 
 
 # -- the parts, without a farm ------------------------------------------------------------
+
+def test_the_farm_starts_again_an_exporter_that_asks_for_it(tmp_path):
+    """labgrid-exporter exits with 100 when it lost its coordinator (a loaded machine can hold
+    the coordinator past the exporter's keepalive): the farm starts it again, as a service
+    manager does; an exporter the farm stops itself stays stopped."""
+    from picoring.bench.labgrid import EXPORTER_RESTART_STATUS
+
+    farm = LoopbackFarm(tmp_path, N)
+    started = tmp_path / "started"
+    code = ("import pathlib, sys, time\n"
+            "p = pathlib.Path(%r)\n"
+            "p.write_text(p.read_text() + 'x' if p.exists() else 'x')\n"
+            "sys.exit(%d) if p.read_text() == 'x' else time.sleep(60)\n" % (str(started), EXPORTER_RESTART_STATUS))
+    first = farm.spawn("exporter-x", sys.executable, "-c", code, restart_status=EXPORTER_RESTART_STATUS)
+    assert first.wait(30) == EXPORTER_RESTART_STATUS
+    deadline = time.monotonic() + 30
+    while not (started.exists() and started.read_text() == "xx") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.read_text() == "xx" and farm.restarts == {"exporter-x": 1}
+    second = farm.procs["exporter-x"]
+    assert second is not first and second.poll() is None
+    farm.stop_process("exporter-x")
+    for watcher in farm._watchers:
+        watcher.join(30)
+    assert "exporter-x" not in farm.procs and farm.restarts == {"exporter-x": 1}
+    assert started.read_text() == "xx"
+
+
 
 def test_place_specs():
     assert labgrid.parse_spec("labgrid:ring") == ("ring", None)

@@ -588,3 +588,39 @@ def test_the_hot_path_and_the_action_table_send_the_same_frame(what):
         setattr(slow.node, k, getattr(hot.node, k))
     slow._act(bit, 0)
     assert bytes(slow.uart.out) == bytes(hot.uart.out) and _frames_written(bytes(hot.uart.out))
+
+
+def _first_timeout(ring_stood_still, clock):
+    """When a fresh Q board (position 1 of 3, alone) first times out, stepped every 100 us (it
+    looks at its timeouts once in some steps)."""
+    wire = Wire()
+    wire.peer = Wire()
+    lp = fw_node.NodeLoop(protocol.make_node("q", 1, 3), wire, Host(), lambda: clock["t"], lambda a, b: a - b,
+                          regen_us=100_000, retry_us=10_000, ring_stood_still=ring_stood_still)
+    lp.start(boot=True)
+    for t in range(0, 200_000, 100):
+        clock["t"] = t
+        lp.step()
+        if lp.timeouts:
+            return t
+    return None
+
+
+@pytest.mark.parametrize("still_us", [0, 30_000, None])
+def test_a_virtual_boards_timeout_leaves_out_the_time_its_ring_stood_still(still_us):
+    """A virtual board's recovery timeout counts the ring's clock (virtual/boards.py,
+    RingStoodStill), not wall time: a ring whose processes the loaded host did not run for 30 ms
+    during the wait times out 30 ms later; one that never runs again never times out (None)."""
+    pico = _first_timeout(None, {"t": 0})  # a Pico: wall time
+    assert pico is not None
+    clock = {"t": 0}
+
+    def stood_still():  # from 5 ms before the Pico's timeout on, for still_us (None: for ever)
+        still = max(0, clock["t"] - (pico - 5_000))
+        return still if still_us is None else min(still, still_us)
+
+    fired = _first_timeout(stood_still, clock)
+    if still_us is None:
+        assert fired is None
+    else:  # (to within the 1.6 ms between two looks at the timeouts here)
+        assert abs(fired - (pico + still_us)) <= 1_600, (fired, pico)

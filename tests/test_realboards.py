@@ -228,7 +228,7 @@ def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
         assert r["identity"]["implementation"] == "micropython"
         assert r["ver"]["fw"] == fw and r["ver"]["pos"] == i and r["ver"]["n"] == 3 and r["ver"]["proto"] == "d"
         cfg = json.loads(open(os.path.join(b.fs_dir, "picoring.json")).read())
-        assert cfg["virtual"] == {"uart": b.uart}
+        assert cfg["virtual"] == {"uart": b.uart, "stood_still": str(vring.ring_clock_file)}  # its ring's clock
         assert (cfg["position"], cfg["size"], cfg["protocol"], cfg["baud"], cfg["cs_us"]) == (i, 3, "d", 115200, 50)
         assert cfg["uart"] == {"id": 0, "tx": 0, "rx": 1, "rxbuf": 1024, "txbuf": 1024} and cfg["led"] == 25
     t0 = time.monotonic()

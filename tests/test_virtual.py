@@ -449,7 +449,7 @@ def test_deploy_reset_and_paced_wire(tmp_path, test_main, monkeypatch):
         for b in ring.boards:
             b.wait_output(b"ready\n", TIMEOUT)  # reset ran main.py
             with open(os.path.join(b.fs_dir, "picoring.json")) as f:
-                assert json.load(f)["virtual"] == {"uart": b.uart}
+                assert json.load(f)["virtual"] == {"uart": b.uart, "stood_still": str(ring.ring_clock_file)}
         wait_for(lambda: all(b.hold_until is None for b in ring.boards), what="the boards' held output dropped")
         with serial.Serial(ring.boards[0].usb_path, timeout=TIMEOUT) as usb0, \
                 serial.Serial(ring.boards[1].usb_path, timeout=TIMEOUT) as usb1:
@@ -1153,3 +1153,78 @@ def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, 
     t0 = time.monotonic()
     with pytest.raises(VirtualBoardError, match=r"did not answer within 0\.3s \(and 1\.\d s more in which"):
         ring._call(lambda: None, timeout=0.3)
+
+
+def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tmp_path, monkeypatch):
+    """RingStoodStill: the relay writes wall time less the longest run-queue wait of any of the
+    ring's processes since the last look (the kernel's schedstat), as MicroPython's ticks_us."""
+    from picoring.virtual import boards as vb
+
+    waits = {"/proc/7/schedstat": [100, 40_000_100, 40_000_100], "/proc/8/schedstat": [5, 10_000_005, 20_000_005]}
+    look = {"k": 0}
+    real_open = open
+
+    def fake_open(path, *a, **kw):
+        if str(path) in waits:
+            import io
+
+            return io.BytesIO(b"123 %d 9\n" % waits[str(path)][look["k"]])
+        if str(path).startswith("/proc/self/task/"):
+            raise FileNotFoundError(path)
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    # the relay's looks, 20 ms apart but the last, 100 ms late (the relay itself held up)
+    now = {"ns": 0}
+    monkeypatch.setattr(vb.time, "monotonic_ns", lambda: now["ns"])
+    clock = vb.RingStoodStill(vb.stood_still_file(tmp_path), every_s=0.02)
+    for k, (at_ms, stood_ms) in enumerate(((10_000, 0), (10_020, 40), (10_040, 50), (10_160, 125))):
+        look["k"] = min(k, 2)
+        now["ns"] = at_ms * 1_000_000
+        clock.update([7, 8])
+        written = int(vb.stood_still_file(tmp_path).read_text())
+        # 1st look: nothing to compare with; 2nd: 40 ms (pid 7); 3rd: 10 ms (pid 8); 4th: 100 ms
+        # late (75 beyond the relay's own slack)
+        assert written == ((at_ms - stood_ms) * 1000) & ((1 << 30) - 1), k
+
+
+@pytest.mark.slow
+def test_a_relay_that_stands_still_does_not_make_the_boards_regenerate_a_token(tmp_path):
+    """A loaded host leaves a virtual ring's processes ready but not running: a hop of 335 ms was
+    traced beside three busy loops, and the boards' 500 ms regeneration timeouts, on wall time,
+    made a token that was only late (Q's exact counts broke in test_labgrid). The boards'
+    timeouts leave out what their ring stood still (RingStoodStill): a relay held 1.5 s mid-run,
+    three times the base timeout, with every board wanting in, costs no timeout and no message
+    more. (Without: 2 timeouts, a token regenerated and one discarded, 6 "again" messages.)"""
+    from picoring.ring import ports
+    from picoring.ring.harness import RingRun
+    from picoring.sim.workload import make_workload
+
+    n, k = 3, 200
+    with VirtualRing(n, workdir=tmp_path / "ring") as ring:
+        deploy.deploy_virtual(ring, {"protocol": "q"})
+        targets = ports.ring_targets(ring)
+        trace = tmp_path / "trace.jsonl"
+        run = RingRun([t.port for t in targets], "q", make_workload("saturated", n, k), trace=str(trace),
+                      resetter=ports.resetter_for(targets), clock=ring.clock)
+        held = threading.Event()
+
+        def hold_the_relay():  # once requests are waiting for the token
+            wait_for(lambda: trace.exists() and len(trace.read_text().splitlines()) > 300, what="the run under way")
+            relay_stuck_in_its_loop(ring, 1.5)
+            held.set()
+
+        holder = threading.Thread(target=hold_the_relay, daemon=True)
+        try:
+            run.connect()
+            holder.start()
+            report = run.run()
+        finally:
+            run.close()
+        holder.join(TIMEOUT)
+    assert held.is_set()
+    assert report["ok"] and report["served"] == k, report["violations"]
+    recovery = report["recovery"]
+    assert (recovery["timeouts"], recovery["regenerations"], recovery["discarded_tokens"]) == (0, 0, 0), recovery
+    assert recovery["messages"] == {"claim": 0, "again": 0}
+    assert report["messages"]["total"] <= n * k  # Q: at most n messages a request

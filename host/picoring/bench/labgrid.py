@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +41,10 @@ N_BOARDS = 4
 # boards/labgrid/ser2net of the source tree: ser2net with chardelay off (docs/labgrid.md)
 NODELAY_SER2NET = Path(__file__).resolve().parents[3] / "boards" / "labgrid" / "ser2net"
 REQUESTS = (2000, 300)  # (full, --quick)
+# labgrid-exporter exits with this status when it lost its coordinator (its gRPC keepalive went
+# unanswered 10 s: a loaded machine can hold the coordinator that long): its request to be
+# started again, which a service manager grants (labgrid's contrib/systemd: Restart=on-failure).
+EXPORTER_RESTART_STATUS = 100
 
 
 def _tool(name):
@@ -90,7 +95,9 @@ class LoopbackFarm:
         if user:
             self.env["LG_USERNAME"] = user
         self.procs = {}
+        self.restarts = {}  # name -> how many times it was started again at its own request
         self.usb = []
+        self._watchers = []
 
     def __enter__(self):
         try:
@@ -158,10 +165,25 @@ class LoopbackFarm:
             self.picoring("virtual", "down", "--dir", str(self.state), timeout=60)
             self.usb = []
 
-    def spawn(self, name, *argv):
-        with open(self.root / (name + ".log"), "w") as log:
-            self.procs[name] = subprocess.Popen(list(argv), cwd=self.root, env=self.env, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True)
+    def spawn(self, name, *argv, restart_status=None, mode="w"):
+        """Start argv as `name`. restart_status: the exit status with which it asks to be started
+        again (as a service manager would: a watcher thread does it while it is still ours)."""
+        with open(self.root / (name + ".log"), mode) as log:
+            proc = self.procs[name] = subprocess.Popen(list(argv), cwd=self.root, env=self.env, stdout=log,
+                                                       stderr=subprocess.STDOUT, start_new_session=True)
+        if restart_status is not None:
+            watcher = threading.Thread(target=self._restart_when_asked, args=(name, proc, argv, restart_status),
+                                       name="restart " + name, daemon=True)
+            self._watchers.append(watcher)
+            watcher.start()
+        return proc
+
+    def _restart_when_asked(self, name, proc, argv, restart_status):
+        status = proc.wait()
+        # stop_process() takes it out of procs first: only an exit of its own is restarted
+        if status == restart_status and self.procs.get(name) is proc:
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+            self.spawn(name, *argv, restart_status=restart_status, mode="a")
 
     def stop_process(self, name):
         proc = self.procs.pop(name, None)
@@ -184,7 +206,7 @@ class LoopbackFarm:
             "  board%d:\n    cls: RawSerialPort\n    port: %s\n    speed: 115200\n" % (i, os.path.realpath(self.usb[i]))
             for i in boards))
         self.spawn("exporter-" + host, _tool("labgrid-exporter"), "-c", self.address, "-n", host, "--hostname",
-                   "127.0.0.1", str(config))
+                   "127.0.0.1", str(config), restart_status=EXPORTER_RESTART_STATUS)
 
     def picoring(self, *argv, env=None, timeout=180):
         return subprocess.run([sys.executable, "-m", "picoring.cli.main", *argv], env=dict(self.env, **(env or {})),

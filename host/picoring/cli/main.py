@@ -10,7 +10,7 @@ import argparse
 import signal
 import sys
 
-from .. import __version__
+from .. import __version__, interrupt
 from ..emulated.assets import EmulatedError
 from . import bench, boards, compare, dash, emulated, explore, figures, helptext, run, sim, virtual
 from .common import CommandError, ProtocolsShown, apply_options, labgrid_ports, protocol_table, release_places
@@ -72,11 +72,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
     handler = _COMMANDS[args.command][0]
     previous = _catch_sigterm()
+    previous_int = interrupt.catch()
     try:
         return _main(handler, args)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if previous_int is not None:
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def _main(handler, args):
@@ -84,6 +87,7 @@ def _main(handler, args):
         apply_options(args)
         labgrid_ports(args)
         status = handler(args)
+        interrupt.check()  # a Ctrl-C that some library swallowed on its way is still a Ctrl-C
         sys.stdout.flush()  # here, so a reader that went away (| head) shows as BrokenPipeError below
         return status
     except ProtocolsShown:  # -p help

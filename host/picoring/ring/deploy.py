@@ -293,7 +293,7 @@ def config_bytes(config):
     return json.dumps(config, sort_keys=True).encode()
 
 
-def board_config(config, index, uart, n, baud, i2c=None):
+def board_config(config, index, uart, n, baud, i2c=None, stood_still=None):
     """The config for virtual board `index` of n: `config` (a dict for every board, or a list
     with one per board) with {"virtual": {"uart": uart}} added (and "i2c": the ring's FRAM
     image, for a config with a resource), and the ring's own facts (firmware/main.py's
@@ -302,6 +302,8 @@ def board_config(config, index, uart, n, baud, i2c=None):
         config = config[index]
     cfg = json.loads(json.dumps(config or {}))  # a deep copy that is certainly JSON
     cfg.setdefault("virtual", {})["uart"] = uart
+    if stood_still is not None:
+        cfg["virtual"]["stood_still"] = str(stood_still)  # the ring's clock (virtual/boards.py, RingStoodStill)
     if cfg.get("resource") and i2c is not None:
         cfg["virtual"]["i2c"] = str(i2c)
     cfg.setdefault("position", index)
@@ -361,7 +363,8 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     copies = []
     for b in ring.boards:
         b.wait_output(b">>> ", timeout)
-        copies.append((b.usb_path, board_config(config, b.index, b.uart, ring.n, ring.baud, ring.fram_image)))
+        copies.append((b.usb_path, board_config(config, b.index, b.uart, ring.n, ring.baud, ring.fram_image,
+                                                   ring.ring_clock_file)))
     deploy_boards(copies, files, timeout, ring.clock)
     for i in start_order(ring.n, _protocol_of(config)):
         ring.reset(i)
@@ -372,6 +375,7 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
 def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     """As deploy_virtual, for the ring that `picoring virtual up` started in state_dir."""
     from ..virtual import supervisor
+    from ..virtual.boards import stood_still_file
     from .ports import fram_image
 
     state = supervisor.read_state(state_dir)
@@ -379,7 +383,8 @@ def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEO
         raise DeployError("no virtual ring is up in %s (start one with: picoring virtual up -n N)" % state_dir)
     for b in state["boards"]:
         supervisor.reset(state_dir, b["index"], repl=True)
-    copies = [(b["usb"], board_config(config, b["index"], b["uart"], state["n"], state["baud"], fram_image(state_dir)))
+    copies = [(b["usb"], board_config(config, b["index"], b["uart"], state["n"], state["baud"], fram_image(state_dir),
+                                          stood_still_file(state_dir)))
               for b in state["boards"]]
     deploy_boards(copies, files, timeout, supervisor.CLOCK)
     for i in start_order(state["n"], _protocol_of(config)):

@@ -154,6 +154,8 @@ def make_config(target, position, n, protocol, board, baud=None, cs_us=0, regen_
             cfg["i2c"] = boarddefs.i2c_config(board)
     if target.virtual:
         cfg["virtual"] = {"uart": target.virtual_uart}
+        if target.virtual_stood_still is not None:
+            cfg["virtual"]["stood_still"] = target.virtual_stood_still  # the ring's clock (virtual/boards.py)
         if resource is not None:
             cfg["virtual"]["i2c"] = target.virtual_i2c
         cfg["board"] = "virtual"

@@ -47,6 +47,7 @@ import time
 from ..check import registry
 from ..check.checker import Checker
 from ..check.trace import Event, TraceWriter, header
+from .. import interrupt
 from ..clock import WALL
 from . import forming
 from . import resource as shared_resource
@@ -267,6 +268,7 @@ class RingRun:
             if stop is not None:
                 return stop
             self.pings.send_if_due(now, now_us)
+            interrupt.check()  # (a Ctrl-C that a library took on its way: picoring/interrupt.py)
             time.sleep(0.001)
 
     def _take(self, b, t_rx, item, now):

@@ -44,6 +44,7 @@ class Target:
     spec: str = ""                             # what the user wrote
     virtual_i2c: Optional[str] = None          # a virtual board's ring's FRAM image (--resource fram)
     labgrid: Optional[dict] = None             # a labgrid place's port: {place, resource, name} (ring/labgrid.py)
+    virtual_stood_still: Optional[str] = None  # a virtual board's ring's clock file (virtual/boards.py, RingStoodStill)
 
     @property
     def virtual(self):
@@ -183,8 +184,17 @@ def virtual_targets(state_dir=None):
         def reset(run_main=True, _i=b["index"]):
             supervisor.reset(state_dir, _i, repl=not run_main)
         out.append(Target(b["usb"], None, None, "virtual board %d (pid %s, %s)" % (b["index"], b["pid"], state_dir),
-                          b["uart"], reset, spec=b["usb"], virtual_i2c=str(fram_image(state_dir))))
+                          b["uart"], reset, spec=b["usb"], virtual_i2c=str(fram_image(state_dir)),
+                          virtual_stood_still=str(stood_still_file(state_dir))))
     return out
+
+
+def stood_still_file(state_dir):
+    """The clock file of the ring `picoring virtual up` keeps in state_dir, for its boards'
+    recovery timeouts (virtual/boards.py, RingStoodStill)."""
+    from ..virtual.boards import stood_still_file as in_workdir
+
+    return in_workdir(state_dir)
 
 
 def fram_image(state_dir):
@@ -202,7 +212,7 @@ def ring_targets(ring):
         def reset(run_main=True, _i=b.index):
             ring.reset(_i, run_main=run_main)
         out.append(Target(b.usb_path, None, None, "virtual board %d" % b.index, b.uart, reset, spec=b.usb_path,
-                          virtual_i2c=str(ring.fram_image)))
+                          virtual_i2c=str(ring.fram_image), virtual_stood_still=str(ring.ring_clock_file)))
     return out
 
 
@@ -302,6 +312,7 @@ def _place_targets(spec, state_dir, order=None, order_from=DEFAULT_RING_FILE):
         v = virtual.get(p.path) if p.on_this_host() else None
         if v is not None:
             t.virtual_uart, t.resetter, t.virtual_i2c = v.virtual_uart, v.resetter, v.virtual_i2c
+            t.virtual_stood_still = v.virtual_stood_still
             t.description += ", " + v.description
         out.append(t)
     return out

@@ -89,6 +89,79 @@ _HOST_BACKLOG = 1 << 20
 # directory, which every board's stand-in for machine.I2C opens (firmware/hal_unix.py).
 FRAM_IMAGE = "fram.img"
 FRAM_SIZE = 32768
+# The ring's clock for its boards' recovery timeouts (RingStoodStill): a file in the work
+# directory, replaced whole at every housekeeping, that every board reads when a timeout is over.
+STOOD_STILL = "ring-clock"
+_TICKS_MASK = (1 << 30) - 1  # MicroPython's time.ticks_us() wraps there
+# How often the relay updates it (a look at n + 1 schedstat files and a file replaced: 0.8 ms
+# for 32 boards here), and by how much later than that it must come to have stood still (it
+# looks at a housekeeping, every _HOUSEKEEPING_S).
+_RING_CLOCK_EVERY_S = 0.1
+_LATE_SLACK_NS = 25_000_000
+
+
+def stood_still_file(workdir):
+    return Path(workdir) / STOOD_STILL
+
+
+class RingStoodStill:
+    """How long the ring's processes stood still, for its boards' recovery timeouts.
+
+    A Pico passes a token on in microseconds whatever its host does; a virtual board's hop
+    needs its own process, the relay and the next board's process to run, and a loaded host
+    (three busy loops on two cores) can leave them ready but not running for hundreds of
+    milliseconds (a hop of 335 ms was seen). The boards' timeouts run on wall time
+    (CLOCK_MONOTONIC), so such a hop made them regenerate a token that was only late, and
+    Q's exact message counts broke.
+
+    So the relay keeps the ring's clock: wall time less what stood still, which is, at each
+    housekeeping, the longest of: the time any of the ring's processes (the relay thread,
+    each board) waited on the host's run queue since the last (the kernel's
+    /proc/PID/schedstat, its second field), and how much later than due the relay itself
+    came back (held in a long call, stopped). It writes that clock as MicroPython's ticks_us
+    (CLOCK_MONOTONIC in us, 30 bits) to a file the boards read when a timeout is over
+    (firmware/hal_unix.py): a board's wall time less the ring's clock is what stood still,
+    the time since the relay last wrote included, so a relay that stands still now stops
+    the boards' timeouts too. Where there is no schedstat, nothing counts but that."""
+
+    def __init__(self, path, every_s=_RING_CLOCK_EVERY_S):
+        """every_s: how often the relay updates it."""
+        self.path = Path(path)
+        self.every_ns = int(every_s * 1e9)
+        self.next_at = 0.0  # (monotonic s) the relay's next update
+        self.stood_ns = 0
+        self._waited = {}  # schedstat path -> the run-queue wait it last said (ns)
+        self._last_ns = None  # time.monotonic_ns() of the last update
+        self._tmp = self.path.with_name(self.path.name + ".new")
+
+    def update(self, pids):
+        """At a housekeeping of the relay thread: `pids` the boards' processes."""
+        now_ns = time.monotonic_ns()
+        self.next_at = now_ns / 1e9 + self.every_ns / 1e9
+        # (the relay's own wake-ups and passes make each look a little late: not standing still)
+        late = 0 if self._last_ns is None else max(0, now_ns - self._last_ns - self.every_ns - _LATE_SLACK_NS)
+        self._last_ns = now_ns
+        sources = ["/proc/self/task/%d/schedstat" % threading.get_native_id()]
+        sources += ["/proc/%d/schedstat" % pid for pid in pids]
+        grown, waited = late, {}
+        for source in sources:
+            try:
+                with open(source, "rb") as f:
+                    ns = int(f.read().split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            waited[source] = ns
+            before = self._waited.get(source)
+            if before is not None and ns > before:
+                grown = max(grown, ns - before)
+        self._waited = waited  # (a board started again has a new pid: its own count from here)
+        self.stood_ns += grown
+        clock = (now_ns // 1000 - self.stood_ns // 1000) & _TICKS_MASK
+        try:
+            self._tmp.write_text(str(clock))
+            os.replace(self._tmp, self.path)  # whole: a board never reads half of it
+        except OSError:
+            pass
 
 
 _live_rings = weakref.WeakSet()
@@ -163,6 +236,11 @@ class VirtualRing:
         """The path of the ring's FRAM image (the boards' shared I2C FRAM)."""
         return self.workdir / FRAM_IMAGE
 
+    @property
+    def ring_clock_file(self):
+        """The path of the ring's clock for its boards' timeouts (RingStoodStill)."""
+        return stood_still_file(self.workdir)
+
     # -- lifecycle -----------------------------------------------------------
 
     def __enter__(self):
@@ -180,6 +258,7 @@ class VirtualRing:
             if self.workdir is None:
                 self.workdir = Path(tempfile.mkdtemp(prefix="picoring-virtual-"))
             make_fram_image(self.workdir)
+            self._stood_still = RingStoodStill(stood_still_file(self.workdir))
             for i in range(self.n):
                 fs_dir = self.workdir / ("board%d" % i)
                 fs_dir.mkdir(parents=True, exist_ok=True)
@@ -602,6 +681,8 @@ class VirtualRing:
         return max(now, until)
 
     def _housekeeping(self, now):
+        if now >= self._stood_still.next_at:
+            self._stood_still.update([b.proc.pid for b in self.boards if b.proc is not None and b.proc.poll() is None])
         for b in self.boards:
             if not b.host_attached and b.hold_until is not None and now >= b.hold_until:
                 b.drop_held()  # no host came for it

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from . import supervisor
-from .boards import FRAM_IMAGE
+from .boards import FRAM_IMAGE, stood_still_file
 
 
 def _answer_wait(timeout):
@@ -112,6 +112,10 @@ class RemoteRing:
     @property
     def fram_image(self):
         return self.workdir / FRAM_IMAGE
+
+    @property
+    def ring_clock_file(self):
+        return stood_still_file(self.workdir)
 
     def running(self):
         return self.workdir is not None and supervisor.is_up(self.workdir)
