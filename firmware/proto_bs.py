@@ -82,6 +82,7 @@ AT = protocol.PAYLOAD_AT
 SEQ_MASK = protocol.SEQ_MASK
 get30 = protocol.get30
 put30 = protocol.put30
+copy_bytes = protocol.copy_bytes
 
 GIMME = 0
 TOKEN = 1
@@ -289,11 +290,7 @@ class NodeBS(Node):
             out[_T_R + 2] = (r >> 16) & 0xFF
             out[_T_R + 3] = (r >> 24) & 0x3F
             out[_T_LEND] = 0
-            k = _T_SERVED
-            end = _T_SIZE
-            while k < end:
-                out[k] = buf[_AT + k]
-                k += 1
+            copy_bytes(out, _T_SERVED, buf, _AT + _T_SERVED, _T_SIZE - _T_SERVED)
             j = self.index + 1
             self.out_kind = _TOKEN  # send
             self.out_dst = 0 if j == self.n else j
