@@ -82,7 +82,34 @@ AT = protocol.PAYLOAD_AT
 SEQ_MASK = protocol.SEQ_MASK
 get30 = protocol.get30
 put30 = protocol.put30
-copy_bytes = protocol.copy_bytes
+
+
+def copy_bytes_py(dst, to, src, at, n):
+    """dst[to:to + n] = src[at:at + n] without a slice (which allocates): the served list passed
+    on as it came. Here, not in protocol.py, which every board loads: its names there made S's
+    hop 15 us slower on the chip (476 against 461 us, `picoring bench chip`; see
+    docs/performance.md, "Where the turnaround went")."""
+    for k in range(n):
+        dst[to + k] = src[at + k]
+
+
+copy_bytes = copy_bytes_py
+try:
+    # Its viper twin (tests/test_frame_twins.py): a byte a few cycles on a Pico, where native code's
+    # subscripts cost microseconds each (issue 41).
+    @micropython.viper
+    def copy_bytes_viper(dst, to: int, src, at: int, n: int):
+        d = ptr8(dst)
+        s = ptr8(src)
+        k = 0
+        while k < n:
+            d[to + k] = s[at + k]
+            k += 1
+
+    copy_bytes = copy_bytes_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the Python twin
+
 
 GIMME = 0
 TOKEN = 1

@@ -204,31 +204,6 @@ def rand_next(x):
     return x + RAND_M if x <= 0 else x
 
 
-def copy_bytes_py(dst, to, src, at, n):
-    """dst[to:to + n] = src[at:at + n] without a slice (which allocates): a delivered message's
-    bytes passed on as they came (BS's served list)."""
-    for k in range(n):
-        dst[to + k] = src[at + k]
-
-
-copy_bytes = copy_bytes_py
-try:
-    # Its viper twin (tests/test_frame_twins.py): a byte a few cycles on a Pico, where native code's
-    # subscripts cost microseconds each (issue 41: BS's 24 bytes of served list, 24 us against 120).
-    @micropython.viper
-    def copy_bytes_viper(dst, to: int, src, at: int, n: int):
-        d = ptr8(dst)
-        s = ptr8(src)
-        k = 0
-        while k < n:
-            d[to + k] = s[at + k]
-            k += 1
-
-    copy_bytes = copy_bytes_viper
-except (AttributeError, NameError, SyntaxError, ValueError):
-    pass  # CPython, or a port without the viper emitter: the Python twin
-
-
 @micropython.native
 def put30(buf, at, v):
     """Write a 30-bit number into a payload as get30 reads it."""

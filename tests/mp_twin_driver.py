@@ -9,7 +9,7 @@ import json
 
 import frame
 import hostlink
-import protocol
+import proto_bs
 
 
 def unhex(s):
@@ -119,7 +119,7 @@ def run(case, f):
 TWINS = ("crc16", "seal", "cobs", "token", "request", "message", "scan", "record", "record_fields", "record_token",
          "copy_bytes")
 MODULE = {"crc16": frame, "seal": frame, "cobs": frame, "token": frame, "request": frame, "message": frame, "scan": frame, "record": hostlink,
-          "record_fields": hostlink, "record_token": hostlink, "copy_bytes": protocol}
+          "record_fields": hostlink, "record_token": hostlink, "copy_bytes": proto_bs}
 
 
 def twin_set(suffix):

@@ -1,6 +1,6 @@
 """The firmware's viper functions and their pure-Python twins (frame.py: crc16, seal,
 cobs, token, request, message, scan; hostlink.py: record, record_fields, record_token;
-protocol.py: copy_bytes) give identical bytes
+proto_bs.py: copy_bytes) give identical bytes
 and results over random input: both twins under the real micropython binary, and the
 Python twins under CPython, which the simulator and the host use."""
 
@@ -40,7 +40,7 @@ def wire_chunks():
 
 @st.composite
 def copy_cases(draw):
-    """protocol.copy_bytes: n bytes from anywhere in src to anywhere in dst."""
+    """proto_bs.copy_bytes: n bytes from anywhere in src to anywhere in dst."""
     dst = draw(st.binary(min_size=1, max_size=48))
     src = draw(st.binary(min_size=1, max_size=48))
     n = draw(st.integers(0, min(len(dst), len(src))))
