@@ -570,7 +570,13 @@ class NodeLoop:
         if dst == node.index:
             record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
             if self._clocked:
-                self._tick(t)
+                # _tick, inline: every hop of the wandering token's walk comes here (a method
+                # call, and its bytecode, cost the hop tens of microseconds on a Pico).
+                d = self.ticks_diff(t, self._clk_us) + self._clk_rem
+                self._clk_us = t
+                self._clk_rem = d % 1000
+                self._ms = (self._ms + d // 1000) & _COUNT_MASK
+                node.now = self._ms
             a = node.on_message(mk, src, self._draw)
             # What _act does for the two actions a delivered token most often has, without its
             # generic loops and log cases (a bytecode call of tens of microseconds on a Pico): a

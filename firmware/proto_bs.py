@@ -83,6 +83,34 @@ SEQ_MASK = protocol.SEQ_MASK
 get30 = protocol.get30
 put30 = protocol.put30
 
+
+def copy_bytes_py(dst, to, src, at, n):
+    """dst[to:to + n] = src[at:at + n] without a slice (which allocates): the served list passed
+    on as it came. Here, not in protocol.py, which every board loads: its names there made S's
+    hop 15 us slower on the chip (476 against 461 us, `picoring bench chip`; see
+    docs/performance.md, "Where the turnaround went")."""
+    for k in range(n):
+        dst[to + k] = src[at + k]
+
+
+copy_bytes = copy_bytes_py
+try:
+    # Its viper twin (tests/test_frame_twins.py): a byte a few cycles on a Pico, where native code's
+    # subscripts cost microseconds each (issue 41).
+    @micropython.viper
+    def copy_bytes_viper(dst, to: int, src, at: int, n: int):
+        d = ptr8(dst)
+        s = ptr8(src)
+        k = 0
+        while k < n:
+            d[to + k] = s[at + k]
+            k += 1
+
+    copy_bytes = copy_bytes_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the Python twin
+
+
 GIMME = 0
 TOKEN = 1
 _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
@@ -98,8 +126,10 @@ _TOKEN = const(1)
 _AT = const(5)  # protocol.PAYLOAD_AT
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
-if (GIMME, TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK, protocol.DISCARDED) != (
-        _GIMME, _TOKEN, _AT, _SEQ_MASK, _DISCARDED):
+_SEND_MSG = const(128)  # protocol.SEND_MSG
+_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
+if (GIMME, TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK, protocol.DISCARDED, protocol.SEND_MSG,
+        protocol.OWNER_TOKEN) != (_GIMME, _TOKEN, _AT, _SEQ_MASK, _DISCARDED, _SEND_MSG, _OWNER_TOKEN):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 _G_Z = const(0)
 _G_SN = const(2)
@@ -245,21 +275,61 @@ class NodeBS(Node):
     def on_message(self, kind, src, buf):
         if kind == _GIMME:
             return self._gimme(buf)
-        # _TOKEN. Recovery (protocol.Node, docs/recovery.md): the epoch gate.
-        epoch = self.token_gate(buf)
-        if epoch < 0:
-            return _DISCARDED
+        # _TOKEN. Recovery (protocol.Node, docs/recovery.md): the epoch gate (token_gate, inline:
+        # a method call costs about 11 us on a Pico, get30's 20 us; issue 41).
+        epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)
+        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+            epoch = self._gate(epoch)
+            if epoch < 0:
+                return _DISCARDED
         if self.has_token:
             self.errors = (self.errors + 1) & _SEQ_MASK  # a second token: dropped
             return 0
-        self.seq = get30(buf, _AT)
+        self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
         self.epoch = epoch
-        r = get30(buf, _AT + _T_R)
+        at = _AT + _T_R
+        r = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)  # get30
+        if (not buf[_AT + _T_LEND] and not self.fifo_len and not self.pending
+                and (self.lent_to < 0 or src != self.lent_to)):
+            # The rotation's every hop (rule 3, then rule 4 at once): no trap to serve, no
+            # request here. What the general path below does for it (take the served list in,
+            # _have, _rotate, _give: write it out again, oldest first, and clear it), without
+            # its calls and its 2 x SERVED_SLOTS passes: the list goes on byte for byte (taken in
+            # with sv_next = 0 and nothing served, _give writes the same bytes), and the arrays,
+            # empty while the token is elsewhere, stay empty as _give leaves them.
+            r = (r + 1) & self._hmask  # rule 4's rotation event, in x's history and the token's
+            self.h = r
+            self.visit = 0
+            self.used = False
+            self.lent_to = -1
+            self.sv_next = 0
+            self.rnd = 0
+            out = self.out
+            v = self.seq  # put_token_header
+            out[0] = v & 0xFF
+            out[1] = (v >> 8) & 0xFF
+            out[2] = (v >> 16) & 0xFF
+            out[3] = (v >> 24) & 0x3F
+            out[4] = epoch & 0xFF
+            out[5] = (epoch >> 8) & 0xFF
+            out[_T_R] = r & 0xFF  # put30
+            out[_T_R + 1] = (r >> 8) & 0xFF
+            out[_T_R + 2] = (r >> 16) & 0xFF
+            out[_T_R + 3] = (r >> 24) & 0x3F
+            out[_T_LEND] = 0
+            copy_bytes(out, _T_SERVED, buf, _AT + _T_SERVED, _T_SIZE - _T_SERVED)
+            j = self.index + 1
+            self.out_kind = _TOKEN  # send
+            self.out_dst = 0 if j == self.n else j
+            self.out_len = self.msg_sizes[_TOKEN]
+            return _SEND_MSG
         self.rnd = r
         at = _AT + _T_SERVED
+        sv_node = self.sv_node
+        sv_sn = self.sv_sn
         for k in range(SERVED_SLOTS):
-            self.sv_node[k] = buf[at] | (buf[at + 1] << 8)
-            self.sv_sn[k] = buf[at + 2]
+            sv_node[k] = buf[at] | (buf[at + 1] << 8)
+            sv_sn[k] = buf[at + 2]
             at += 3
         self.sv_next = 0
         self.has_token = True
@@ -367,13 +437,15 @@ class NodeBS(Node):
         # The served list, oldest first (the next slot to write is the oldest), then cleared here.
         k = self.sv_next
         at = _T_SERVED
+        sv_node = self.sv_node
+        sv_sn = self.sv_sn
         for _ in range(SERVED_SLOTS):
-            z = self.sv_node[k]
+            z = sv_node[k]
             out[at] = z & 0xFF
             out[at + 1] = z >> 8
-            out[at + 2] = self.sv_sn[k]
-            self.sv_node[k] = _NONE
-            self.sv_sn[k] = 0
+            out[at + 2] = sv_sn[k]
+            sv_node[k] = _NONE
+            sv_sn[k] = 0
             at += 3
             k = k + 1 if k + 1 < SERVED_SLOTS else 0
         self.sv_next = 0

@@ -34,8 +34,12 @@
 # REQUEST follows). FLIP, kind 2: origin u8, still-to-visit flags u8[n].
 
 try:
+    from micropython import const
     import micropython
 except ImportError:  # CPython
+
+    def const(value):
+        return value
 
     class micropython:
         """@micropython.native is MicroPython's compiler's; a no-op on CPython."""
@@ -61,6 +65,17 @@ REQUEST = 0
 TOKEN = 1
 FLIP = 2
 _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
+# protocol.py's constants copied for the token's delivered hop: a const() is inlined only in the
+# module that defines it (an imported name is a dictionary lookup at every use).
+_AT = const(5)  # protocol.PAYLOAD_AT
+_TOKEN_HEADER = const(6)  # protocol.TOKEN_HEADER
+_SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
+_DISCARDED = const(64)  # protocol.DISCARDED
+_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
+_FLIP = const(2)
+if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED, protocol.OWNER_TOKEN,
+        FLIP) != (_AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _OWNER_TOKEN, _FLIP):
+    raise ImportError("%s: constants disagree with protocol.py" % __name__)
 
 
 class NodeDAG(protocol.QueueNode):
@@ -154,17 +169,21 @@ class NodeDAG(protocol.QueueNode):
 
     @micropython.native
     def _take_token(self, src, buf):
-        epoch = self.token_gate(buf)
-        if epoch < 0:
-            return protocol.DISCARDED
+        # The helpers' code inline, each named (a method call costs about 11 us on a Pico,
+        # get30's 20 us: issue 41). Node.token_gate, recovery's epoch gate:
+        epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)
+        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+            epoch = self._gate(epoch)
+            if epoch < 0:
+                return _DISCARDED
         if self.has_token:
-            self.errors = (self.errors + 1) & SEQ_MASK
+            self.errors = (self.errors + 1) & _SEQ_MASK
             return 0
-        self.seq = get30(buf, AT)
+        self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
         self.epoch = epoch
         self.has_token = True
         self.asked = False
-        if buf[AT + _HEADER]:
+        if buf[_AT + _TOKEN_HEADER]:
             self._enqueue(src)
         # "When the token moves, all outgoing edges of the receiver are reversed": every
         # signpost here goes; the neighbours at their other ends get a FLIP, except the
@@ -182,7 +201,7 @@ class NodeDAG(protocol.QueueNode):
             return self._proceed()
         self.flipping = True
         out[0] = self.index
-        return self.send(FLIP, first)
+        return self.send(_FLIP, first)
 
     def _on_flip(self, buf):
         origin = buf[AT]
@@ -200,6 +219,7 @@ class NodeDAG(protocol.QueueNode):
         nxt = self._take_next_marked()
         return self.send(FLIP, origin if nxt < 0 else nxt)
 
+    @micropython.native
     def _take_next_marked(self):
         """The first node clockwise after this one still marked in the FLIP's list (self.out),
         unmarked; -1 if none is left."""
@@ -215,6 +235,7 @@ class NodeDAG(protocol.QueueNode):
                 return x
         return -1
 
+    @micropython.native
     def _proceed(self):
         """The token settled here: to REQ_QUEUE's head (this node: enter)."""
         if self.qlen == 0:

@@ -74,8 +74,12 @@ _AT = const(5)  # protocol.PAYLOAD_AT
 _TOKEN_HEADER = const(6)  # protocol.TOKEN_HEADER
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
-if (REQUEST, TOKEN, protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED) != (
-        _REQUEST, _TOKEN, _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED):
+_SEND_MSG = const(128)  # protocol.SEND_MSG
+_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
+_QUEUE_EMPTY = const(0xFF)  # protocol.QUEUE_EMPTY
+if (REQUEST, TOKEN, protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED,
+        protocol.SEND_MSG, protocol.OWNER_TOKEN, protocol.QUEUE_EMPTY) != (
+        _REQUEST, _TOKEN, _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _SEND_MSG, _OWNER_TOKEN, _QUEUE_EMPTY):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 
 
@@ -158,36 +162,69 @@ class NodeRaymond(protocol.QueueNode):
                 self.asked = True
                 return self.send(_REQUEST, self.holder)
             return 0
-        return self._take_token(src, buf)
-
-    @micropython.native
-    def _take_token(self, src, buf):
-        epoch = self.token_gate(buf)  # recovery's epoch gate (protocol.Node)
-        if epoch < 0:
-            return _DISCARDED
+        # _TOKEN: its hop through a tree node written out here, the helpers' code inline (a
+        # method call costs about 11 us on a Pico, get30's 20 us; issue 41: this hop cost 1.64
+        # times S's). Each inlined piece names its helper: Node.token_gate, get30,
+        # QueueNode._enqueue and _dequeue, _give's QueueNode.send_token, put_token_header, send.
+        epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)  # token_gate: recovery's epoch gate
+        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+            epoch = self._gate(epoch)
+            if epoch < 0:
+                return _DISCARDED
         if self.has_token:
             self.errors = (self.errors + 1) & _SEQ_MASK  # a second token: dropped
             return 0
-        self.seq = get30(buf, _AT)
+        seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
+        self.seq = seq
         self.epoch = epoch
         self.has_token = True
         self.asked = False  # Gap: the token answers this node's _REQUEST
+        q = self.queue
+        qlen = self.qlen
         if buf[_AT + _TOKEN_HEADER]:
             # The _REQUEST combined with the token: queued behind what this node already has
             # (it cannot be REQ_QUEUE's head: this node asked, so its queue is not empty).
-            self._enqueue(src)
-        if self.qlen == 0:
+            if qlen == self.n:  # _enqueue
+                self.errors = (self.errors + 1) & _SEQ_MASK  # cannot happen: each node at most once
+            else:
+                q[qlen] = src
+                qlen += 1
+                self.qlen = qlen
+        if qlen == 0:
             # Not in a fault-free ring (the token comes only where it was asked for).
             self.holder = self.index
             return 0
         # "P_j empfängt Token von P_k: HOLDER := dequeue(REQ_QUEUE);
         #  if HOLDER = self then <kritischer Abschnitt>
         #  else send _TOKEN to HOLDER; if |REQ_QUEUE| > 0 then send _REQUEST to HOLDER; ASKED := true"
-        h = self._dequeue()
+        h = q[0]  # _dequeue
+        k = 1
+        while k < qlen:
+            q[k - 1] = q[k]
+            k += 1
+        qlen -= 1
+        q[qlen] = _QUEUE_EMPTY
+        self.qlen = qlen
         self.holder = h
         if h == self.index:
             return self._enter()
-        return self._give(h)
+        # _give: send_token, the _REQUEST combined when REQ_QUEUE is not empty (ASKED := true
+        # with it; Gap: false without it).
+        self.has_token = False
+        out = self.out
+        out[0] = seq & 0xFF  # put_token_header
+        out[1] = (seq >> 8) & 0xFF
+        out[2] = (seq >> 16) & 0xFF
+        out[3] = (seq >> 24) & 0x3F
+        out[4] = epoch & 0xFF
+        out[5] = (epoch >> 8) & 0xFF
+        more = 1 if qlen else 0
+        out[_TOKEN_HEADER] = more
+        self.asked = more == 1
+        self.out_kind = _TOKEN  # send
+        self.out_dst = h
+        self.out_len = self.msg_sizes[_TOKEN]
+        return _SEND_MSG
 
     @micropython.native
     def exit_cs(self):

@@ -9,6 +9,7 @@ import json
 
 import frame
 import hostlink
+import proto_bs
 
 
 def unhex(s):
@@ -107,12 +108,18 @@ def run(case, f):
                 lines.append("".join(written))
             lines.append(k)
         return [hexof(log.buf), list(log.st), lines]
+    if op == "copy":
+        # case: ["copy", dst hex, to, src hex, at, n]
+        dst = unhex(case[1])
+        f["copy_bytes"](dst, case[2], unhex(case[3]), case[4], case[5])
+        return hexof(dst)
     raise ValueError("unknown case %r" % op)
 
 
-TWINS = ("crc16", "seal", "cobs", "token", "request", "message", "scan", "record", "record_fields", "record_token")
+TWINS = ("crc16", "seal", "cobs", "token", "request", "message", "scan", "record", "record_fields", "record_token",
+         "copy_bytes")
 MODULE = {"crc16": frame, "seal": frame, "cobs": frame, "token": frame, "request": frame, "message": frame, "scan": frame, "record": hostlink,
-          "record_fields": hostlink, "record_token": hostlink}
+          "record_fields": hostlink, "record_token": hostlink, "copy_bytes": proto_bs}
 
 
 def twin_set(suffix):

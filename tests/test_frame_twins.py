@@ -1,5 +1,6 @@
 """The firmware's viper functions and their pure-Python twins (frame.py: crc16, seal,
-cobs, token, request, message, scan; hostlink.py: record, record_fields, record_token) give identical bytes
+cobs, token, request, message, scan; hostlink.py: record, record_fields, record_token;
+proto_bs.py: copy_bytes) give identical bytes
 and results over random input: both twins under the real micropython binary, and the
 Python twins under CPython, which the simulator and the host use."""
 
@@ -37,6 +38,15 @@ def wire_chunks():
     return st.tuples(st.lists(piece, max_size=12), st.lists(st.integers(1, 30), min_size=1, max_size=4)).map(_split)
 
 
+@st.composite
+def copy_cases(draw):
+    """proto_bs.copy_bytes: n bytes from anywhere in src to anywhere in dst."""
+    dst = draw(st.binary(min_size=1, max_size=48))
+    src = draw(st.binary(min_size=1, max_size=48))
+    n = draw(st.integers(0, min(len(dst), len(src))))
+    return ["copy", dst.hex(), draw(st.integers(0, len(dst) - n)), src.hex(), draw(st.integers(0, len(src) - n)), n]
+
+
 def _split(parts_sizes):
     parts, sizes = parts_sizes
     data = b"".join(parts)
@@ -59,6 +69,7 @@ cases = st.lists(st.one_of(
     st.tuples(st.integers(-2, 0xFFFF), u8, u30, u16, u8).map(lambda t: ["token", *t]),  # count saturates (-1: 65535)
     u8.map(lambda lseq: ["request", lseq]),
     wire_chunks(),
+    copy_cases(),
     st.tuples(st.integers(1, 20), st.lists(log_op, max_size=40)).map(lambda t: ["log", t[0], [list(o) for o in t[1]]]),
 ), min_size=1, max_size=25)
 
