@@ -14,10 +14,6 @@ import signal
 _requested = False
 
 
-def requested():
-    return _requested
-
-
 def check():
     """Raise KeyboardInterrupt if a Ctrl-C came (also one that some code has swallowed since)."""
     if _requested:
