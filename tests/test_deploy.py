@@ -77,6 +77,16 @@ def test_a_copy_silent_while_the_serial_ports_stood_still_is_not_cut_off(tmp_pat
     assert not r.timed_out and r.returncode == 0
 
 
+def test_the_progress_bars_are_taken_out_of_what_mpremote_printed():
+    # What mpremote_run prints for a copy of two files, the first one large (a bar redrawn after
+    # each chunk, then cleared), one up to date: the caller parses the lines of a pipe's output.
+    out = (b"cp a.py :a.py\n\r ... copying   2% [--------------------]\r ... copying  99% [###################-]"
+           b"\r" + b" " * 40 + b"\rcp b.py :b.py\nUp to date: c.py\n")
+    assert deploy.strip_progress(out) == b"cp a.py :a.py\ncp b.py :b.py\nUp to date: c.py\n"
+    assert deploy.copy_progress(deploy.strip_progress(out)) == (["a.py", "b.py"], ["c.py"])
+    assert deploy.strip_progress(b"ok\r\n") == b"ok\r\n"  # a board's own line ends stay
+
+
 class _FakeRing:
     """What deploy_virtual asks of a ring, recorded."""
 

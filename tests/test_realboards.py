@@ -283,6 +283,25 @@ def test_flash_a_port_that_is_not_a_micropython_board(vring, tmp_path):
             os.close(fd)
 
 
+@pytest.mark.slow
+def test_a_copy_prints_a_sign_of_life_after_every_chunk(tmp_path):
+    # deploy's quiet timeout takes mpremote's output as the board's sign of life. mpremote draws
+    # its progress bar only on a terminal, and on a pipe a large file was one long silence: beside
+    # three busy loops node.py (213 chunks) took 14 s to copy to a virtual board that answered every
+    # chunk, and test_flash_a_port_that_is_not_a_micropython_board (budget 8 s) gave the good board
+    # up. Through picoring.ring.mpremote_run every chunk is heard; deploy hands on mpremote's own lines.
+    big = tmp_path / "big.py"
+    big.write_bytes(b"# filler\n" * 1200)  # 10,800 bytes: 43 chunks of 256
+    with VirtualRing(1, workdir=tmp_path / "ring") as ring:
+        port = os.path.realpath(ring.boards[0].usb_path)
+        proc = deploy._run_watched([sys.executable, "-m", "picoring.ring.mpremote_run", "connect", port, "resume",
+                                    "fs", "cp", str(big), ":big.py"], 60, clock=ring.clock)
+        assert proc.returncode == 0 and not proc.timed_out, proc.stderr
+        assert proc.stdout.count(b"\r ... copying") == 42, proc.stdout  # each chunk but the last (its end clears the bar)
+        assert deploy.strip_progress(proc.stdout).decode().splitlines() == ["cp %s :big.py" % big]
+        assert os.path.getsize(os.path.join(ring.boards[0].fs_dir, "big.py")) == 10800
+
+
 class WhenAFileLands(threading.Thread):
     """Calls action() once `name` appears in board's filesystem (the copy has reached it), unless
     stop is set first. done: action() has returned; error: what went wrong (a thread's exception

@@ -1,6 +1,7 @@
 """Copy files to a MicroPython board and run code on it, through mpremote.
 
-We run mpremote's command line (`python -m mpremote connect PORT resume ...`)
+We run mpremote's command line (`python -m mpremote connect PORT resume ...`, by way of
+picoring.ring.mpremote_run, which only makes it print a copy's progress on a pipe too)
 rather than its Python API: the command line is mpremote's stable interface
 (its transport classes are internal and change between releases), a board
 that stops answering can always be ended by killing the subprocess (so every
@@ -19,6 +20,7 @@ import concurrent.futures
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -135,8 +137,11 @@ def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote", clock=WALL):
     # a USB serial port); a virtual board's port is a symlink to one, as /dev/serial/by-id/
     # names are to /dev/ttyACM*. Give it the device itself.
     device = os.path.realpath(port) if port.startswith("/") else port
-    cmd = [sys.executable, "-m", "mpremote", "connect", device, "resume", *args]
+    # mpremote_run: mpremote itself, with a copy's progress printed after every chunk (a sign of
+    # life for the quiet timeout: see its docstring), taken out of stdout again below
+    cmd = [sys.executable, "-m", "picoring.ring.mpremote_run", "connect", device, "resume", *args]
     proc = _run_watched(cmd, timeout, clock)
+    proc.stdout = strip_progress(proc.stdout)
     if proc.timed_out:
         raise DeployError("%s on %s: no answer within %.1fs%s%s (is it a MicroPython board, and does its firmware "
                           "stop on Ctrl-C?)" % (what, port, timeout, proc.not_counted,
@@ -153,6 +158,16 @@ def mpremote(port, args, timeout=DEFAULT_TIMEOUT, what="mpremote", clock=WALL):
                           "ignores Ctrl-C)" % (what, port), proc.stdout)
     raise DeployError("%s on %s failed (mpremote status %d): %s"
                       % (what, port, proc.returncode, (err or out)[-2000:] or "no message"), proc.stdout)
+
+
+# mpremote.commands.show_progress_bar's bar ("\r ... copying  42% [########------------]") and
+# the blank that clears it at the end of a file ("\r" spaces "\r")
+_PROGRESS = re.compile(rb"\r \.\.\. [a-z]+ +\d+% \[[#-]*\]|\r +\r")
+
+
+def strip_progress(out):
+    """mpremote's stdout without its progress bars: what it prints when no bar is drawn."""
+    return _PROGRESS.sub(b"", out) if b"\r" in out else out
 
 
 def _run_watched(cmd, quiet_timeout, clock=WALL):
