@@ -177,8 +177,8 @@ class NodeRaymond(protocol.QueueNode):
         seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
         self.seq = seq
         self.epoch = epoch
-        self.has_token = True
-        self.asked = False  # Gap: the token answers this node's _REQUEST
+        # (has_token := true and ASKED := false, Gap: the token answers this node's _REQUEST, are
+        # set below where the token stays here: a token passed on sets both again.)
         q = self.queue
         qlen = self.qlen
         if buf[_AT + _TOKEN_HEADER]:
@@ -188,10 +188,11 @@ class NodeRaymond(protocol.QueueNode):
                 self.errors = (self.errors + 1) & _SEQ_MASK  # cannot happen: each node at most once
             else:
                 q[qlen] = src
-                qlen += 1
-                self.qlen = qlen
+                qlen += 1  # (self.qlen is written by the dequeue below: qlen > 0 now)
         if qlen == 0:
             # Not in a fault-free ring (the token comes only where it was asked for).
+            self.has_token = True
+            self.asked = False
             self.holder = self.index
             return 0
         # "P_j empfängt Token von P_k: HOLDER := dequeue(REQ_QUEUE);
@@ -207,10 +208,11 @@ class NodeRaymond(protocol.QueueNode):
         self.qlen = qlen
         self.holder = h
         if h == self.index:
+            self.has_token = True
+            self.asked = False
             return self._enter()
         # _give: send_token, the _REQUEST combined when REQ_QUEUE is not empty (ASKED := true
-        # with it; Gap: false without it).
-        self.has_token = False
+        # with it; Gap: false without it). (has_token is still false: it was, see above.)
         out = self.out
         out[0] = seq & 0xFF  # put_token_header
         out[1] = (seq >> 8) & 0xFF
@@ -218,12 +220,15 @@ class NodeRaymond(protocol.QueueNode):
         out[3] = (seq >> 24) & 0x3F
         out[4] = epoch & 0xFF
         out[5] = (epoch >> 8) & 0xFF
-        more = 1 if qlen else 0
-        out[_TOKEN_HEADER] = more
-        self.asked = more == 1
+        if qlen:
+            out[_TOKEN_HEADER] = 1
+            self.asked = True
+        else:
+            out[_TOKEN_HEADER] = 0
+            self.asked = False
         self.out_kind = _TOKEN  # send
         self.out_dst = h
-        self.out_len = self.msg_sizes[_TOKEN]
+        self.out_len = _TOKEN_HEADER + 1  # msg_sizes[_TOKEN] (message_sizes: fixed)
         return _SEND_MSG
 
     @micropython.native
