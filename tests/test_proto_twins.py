@@ -1,6 +1,6 @@
 """The protocols' viper functions and their pure-Python twins (proto_sk.py: take_arrays,
 queue_waiting, give_arrays; proto_ra.py: take_stamps, oldest_waiting, give_stamps; proto_dag.py:
-flip_marks, pass_flip) give identical results and leave identical buffers over random input: both twins
+flip_marks, pass_flip; proto_raymond.py: pass_header) give identical results and leave identical buffers over random input: both twins
 under the real micropython binary, and the Python twins under CPython, which the simulator, the
 explorer and the host use. (tests/test_frame_twins.py does the same for frame.py's, hostlink.py's
 and proto_bs.py's.)"""
@@ -93,7 +93,14 @@ def flip_cases(draw):
     return ["flip_marks", draw(st.lists(bit, min_size=n, max_size=n)), out, i, n, draw(st.integers(0, n - 1))]
 
 
-cases = st.lists(st.one_of(take_cases(), scan_cases(), give_cases(), flip_cases()), min_size=1, max_size=30)
+@st.composite
+def header_cases(draw):
+    at = draw(st.integers(0, 8))
+    return ["pass_header", draw(_bytes(at + 4)), at, draw(_bytes(8)), draw(st.integers(0, 0xFFFF))]
+
+
+cases = st.lists(st.one_of(take_cases(), scan_cases(), give_cases(), flip_cases(), header_cases()), min_size=1,
+                 max_size=30)
 
 
 def drive(interpreter, case_list, tmp_path):
