@@ -57,9 +57,7 @@ except ImportError:
     import graphs
 
 Node = protocol.Node
-AT = protocol.PAYLOAD_AT
 SEQ_MASK = protocol.SEQ_MASK
-get30 = protocol.get30
 
 REQUEST = 0
 TOKEN = 1
@@ -73,9 +71,108 @@ _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
 _OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
 _FLIP = const(2)
+_REQUEST = const(0)
+_SEND_MSG = const(128)  # protocol.SEND_MSG
 if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED, protocol.OWNER_TOKEN,
-        FLIP) != (_AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _OWNER_TOKEN, _FLIP):
+        FLIP, REQUEST, protocol.SEND_MSG) != (_AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _OWNER_TOKEN, _FLIP, _REQUEST,
+                                              _SEND_MSG):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
+
+
+def flip_marks_py(sign, out, i, n, src):
+    """The token's receiver i reverses its out-edges: every signpost sign[x] cleared, and each
+    neighbour at the other end of one, but the token's sender src (which reversed its own as it
+    sent), marked in the FLIP's list (out[1 + x] = 1: still to visit; 0 elsewhere), except the
+    first of them clockwise after i, which is returned (the FLIP goes there first) unmarked; -1
+    when there is none. One pass round the ring from i (a pass over the signposts, then a search
+    for the first mark as pass_flip's, did it in two)."""
+    first = -1
+    x = i
+    for _ in range(n):
+        out[1 + x] = 0
+        if sign[x]:
+            sign[x] = 0
+            if x != src:
+                if first < 0 and x != i:
+                    first = x
+                else:
+                    out[1 + x] = 1
+        x += 1
+        if x == n:
+            x = 0
+    return first
+
+
+def pass_flip_py(buf, at, out, i, n):
+    """A FLIP passed on at node i: its list (buf[at + 1:at + 1 + n], the payload after the origin)
+    into out[1:1 + n], and the first node clockwise after i still marked in it unmarked and
+    returned (the FLIP's next stop); -1 when none is left."""
+    for x in range(n):
+        out[1 + x] = buf[at + 1 + x]
+    x = i
+    for _ in range(n - 1):
+        x += 1
+        if x == n:
+            x = 0
+        if out[1 + x]:
+            out[1 + x] = 0
+            return x
+    return -1
+
+
+# Their viper twins (tests/test_proto_twins.py): every subscript and int operation of native code
+# is a call into the runtime (about 0.6 us each on a Pico), a machine instruction in viper (issue
+# 41: the delivered hops, the token's and the FLIP's, cost 1.26 times S's token hop). Here, not in
+# protocol.py, which every board loads.
+flip_marks = flip_marks_py
+pass_flip = pass_flip_py
+try:
+    @micropython.viper
+    def flip_marks_viper(sign, out, i: int, n: int, src: int) -> int:
+        s = ptr8(sign)
+        o = ptr8(out)
+        first = -1
+        x = i
+        k = 0
+        while k < n:
+            o[1 + x] = 0
+            if s[x]:
+                s[x] = 0
+                if x != src:
+                    if first < 0 and x != i:
+                        first = x
+                    else:
+                        o[1 + x] = 1
+            x += 1
+            if x == n:
+                x = 0
+            k += 1
+        return first
+
+    @micropython.viper
+    def pass_flip_viper(buf, at: int, out, i: int, n: int) -> int:
+        b = ptr8(buf)
+        o = ptr8(out)
+        x = 0
+        while x < n:
+            o[1 + x] = b[at + 1 + x]
+            x += 1
+        x = i
+        k = 1
+        while k < n:
+            k += 1
+            x += 1
+            if x == n:
+                x = 0
+            if o[1 + x]:
+                o[1 + x] = 0
+                return x
+        return -1
+
+    flip_marks = flip_marks_viper
+    pass_flip = pass_flip_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the Python twin
 
 
 class NodeDAG(protocol.QueueNode):
@@ -154,7 +251,7 @@ class NodeDAG(protocol.QueueNode):
 
     @micropython.native
     def on_message(self, kind, src, buf):
-        if kind == REQUEST:
+        if kind == _REQUEST:
             self._enqueue(src)
             if self.has_token:
                 if self.in_cs or self.flipping:
@@ -163,14 +260,26 @@ class NodeDAG(protocol.QueueNode):
             if not self.asked:
                 return self._ask()
             return 0
-        if kind == FLIP:
-            return self._on_flip(buf)
-        return self._take_token(src, buf)
-
-    @micropython.native
-    def _take_token(self, src, buf):
-        # The helpers' code inline, each named (a method call costs about 11 us on a Pico,
-        # get30's 20 us: issue 41). Node.token_gate, recovery's epoch gate:
+        if kind == _FLIP:
+            # A FLIP (was _on_flip: a call less on its hop).
+            origin = buf[_AT]
+            if origin == self.index:
+                # The FLIP is back: every former out-neighbour has set its signpost to here.
+                self.flipping = False
+                if self.qlen == 0:
+                    return 0  # (_proceed's first test: nobody waits, the token rests here)
+                return self._proceed()
+            self.sign[origin] = 1  # the edge index -> origin now
+            out = self.out
+            out[0] = origin
+            nxt = pass_flip(buf, _AT, out, self.index, self.n)
+            self.out_kind = _FLIP  # send
+            self.out_dst = origin if nxt < 0 else nxt
+            self.out_len = self.msg_sizes[_FLIP]
+            return _SEND_MSG
+        # The TOKEN: its delivered hop written out here, the helpers' code inline, each named (a
+        # method call costs about 11 us on a Pico, get30's 20 us: issue 41). Node.token_gate,
+        # recovery's epoch gate:
         epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)
         if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
             epoch = self._gate(epoch)
@@ -187,53 +296,17 @@ class NodeDAG(protocol.QueueNode):
             self._enqueue(src)
         # "When the token moves, all outgoing edges of the receiver are reversed": every
         # signpost here goes; the neighbours at their other ends get a FLIP, except the
-        # sender, which reversed its own as it sent.
-        sign = self.sign
+        # sender, which reversed its own as it sent (flip_marks: the FLIP's list, its first stop).
         out = self.out
-        for x in range(self.n):
-            out[1 + x] = 0
-            if sign[x]:
-                sign[x] = 0
-                if x != src:
-                    out[1 + x] = 1
-        first = self._take_next_marked()
+        first = flip_marks(self.sign, out, self.index, self.n, src)
         if first < 0:
             return self._proceed()
         self.flipping = True
         out[0] = self.index
-        return self.send(_FLIP, first)
-
-    def _on_flip(self, buf):
-        origin = buf[AT]
-        i = self.index
-        if origin == i:
-            # The FLIP is back: every former out-neighbour has set its signpost to here.
-            self.flipping = False
-            return self._proceed()
-        self.sign[origin] = 1  # the edge index -> origin now
-        n = self.n
-        out = self.out
-        out[0] = origin
-        for x in range(n):
-            out[1 + x] = buf[AT + 1 + x]
-        nxt = self._take_next_marked()
-        return self.send(FLIP, origin if nxt < 0 else nxt)
-
-    @micropython.native
-    def _take_next_marked(self):
-        """The first node clockwise after this one still marked in the FLIP's list (self.out),
-        unmarked; -1 if none is left."""
-        out = self.out
-        n = self.n
-        i = self.index
-        for d in range(1, n):
-            x = i + d
-            if x >= n:
-                x -= n
-            if out[1 + x]:
-                out[1 + x] = 0
-                return x
-        return -1
+        self.out_kind = _FLIP  # send
+        self.out_dst = first
+        self.out_len = self.msg_sizes[_FLIP]
+        return _SEND_MSG
 
     @micropython.native
     def _proceed(self):

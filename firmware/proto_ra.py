@@ -61,10 +61,6 @@ from array import array
 
 Node = protocol.Node
 BROADCAST = protocol.BROADCAST
-AT = protocol.PAYLOAD_AT
-SEQ_MASK = protocol.SEQ_MASK
-seq_later = protocol.seq_later
-get30 = protocol.get30
 put30 = protocol.put30
 next30 = protocol.next30
 
@@ -78,9 +74,116 @@ _TOKEN_HEADER = const(6)  # protocol.TOKEN_HEADER
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
 _OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
-if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED, protocol.OWNER_TOKEN) != (
-        _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _OWNER_TOKEN):
+_SEND_MSG = const(128)  # protocol.SEND_MSG
+_REQUEST = const(0)
+_TOKEN = const(1)
+if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED, protocol.OWNER_TOKEN,
+        protocol.SEND_MSG, REQUEST, TOKEN) != (
+        _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _OWNER_TOKEN, _SEND_MSG, _REQUEST, _TOKEN):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
+
+
+# The token's memory in and out, and rule 5's search: a viper function each, with a pure-Python
+# twin (tests/test_proto_twins.py checks that both give the same results and buffers). In native
+# code every subscript and every operation on an int is a call into the runtime (about 0.6 us on
+# a Pico: a 30-bit number from 4 bytes about 9 us, a put30 call 20 us); in viper they are machine
+# instructions (issue 41: the delivered token's hop cost 1.15 times S's token hop). Here, not in
+# protocol.py, which every board loads (its names there made S's hop slower; docs/performance.md).
+
+
+def take_stamps_py(buf, at, n, lv):
+    """A delivered token's LV[0..n-1] (u32, 30 bits each) from buf[at:] into lv."""
+    for j in range(n):
+        lv[j] = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)  # get30
+        at += 4
+
+
+def oldest_waiting_py(rq, lv, i, n):
+    """Rule 5's choice at holder i: the process whose request is younger than its last visit
+    (rq[j] != lv[j]: an equality test, see the header) with the oldest stamp (seq_later), ties to
+    the first in ring order after i; -1 when none waits."""
+    best = -1
+    oldest = 0
+    j = i
+    for _ in range(n - 1):
+        j += 1
+        if j == n:
+            j = 0
+        ts = rq[j]
+        if ts != lv[j] and (best < 0 or 0 < (oldest - ts) & _SEQ_MASK < 0x20000000):
+            best = j
+            oldest = ts
+    return best
+
+
+def give_stamps_py(out, at, n, lv):
+    """The token's LV into out[at:] as take_stamps reads it, and cleared here (the token's
+    memory leaves with it)."""
+    for k in range(n):
+        v = lv[k]
+        out[at] = v & 0xFF  # put30
+        out[at + 1] = (v >> 8) & 0xFF
+        out[at + 2] = (v >> 16) & 0xFF
+        out[at + 3] = (v >> 24) & 0x3F
+        lv[k] = 0
+        at += 4
+
+
+take_stamps = take_stamps_py
+oldest_waiting = oldest_waiting_py
+give_stamps = give_stamps_py
+try:
+    @micropython.viper
+    def take_stamps_viper(buf, at: int, n: int, lv):
+        b = ptr8(buf)
+        w = ptr32(lv)
+        j = 0
+        while j < n:
+            w[j] = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | ((b[at + 3] & 0x3F) << 24)
+            at += 4
+            j += 1
+
+    @micropython.viper
+    def oldest_waiting_viper(rq, lv, i: int, n: int) -> int:
+        r = ptr32(rq)
+        w = ptr32(lv)
+        best = -1
+        oldest = 0
+        j = i
+        k = 1
+        while k < n:
+            k += 1
+            j += 1
+            if j == n:
+                j = 0
+            ts = r[j]
+            if ts != w[j]:
+                d = (oldest - ts) & _SEQ_MASK
+                if best < 0 or (d > 0 and d < 0x20000000):
+                    best = j
+                    oldest = ts
+        return best
+
+    @micropython.viper
+    def give_stamps_viper(out, at: int, n: int, lv):
+        o = ptr8(out)
+        w = ptr32(lv)
+        k = 0
+        while k < n:
+            v = w[k]
+            o[at] = v & 0xFF
+            o[at + 1] = (v >> 8) & 0xFF
+            o[at + 2] = (v >> 16) & 0xFF
+            o[at + 3] = (v >> 24) & 0x3F
+            w[k] = 0
+            at += 4
+            k += 1
+
+    take_stamps = take_stamps_viper
+    oldest_waiting = oldest_waiting_viper
+    give_stamps = give_stamps_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the Python twins
 
 
 class NodeRA(Node):
@@ -159,23 +262,21 @@ class NodeRA(Node):
 
     @micropython.native
     def on_message(self, kind, src, buf):
-        if kind == REQUEST:
-            ts = get30(buf, AT)
+        if kind == _REQUEST:
+            ts = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
             # Rule 4: "every process registers the requests of all others". On the FIFO ring
             # S_src's requests arrive in the order it made them: the latest is the one to keep.
             self.rq[src] = ts
             # Lamport's clock: registering a stamp moves the clock up to it.
-            if self.clock < 0 or seq_later(ts, self.clock):
+            clock = self.clock
+            if clock < 0 or 0 < (ts - clock) & _SEQ_MASK < 0x20000000:  # seq_later(ts, clock)
                 self.clock = ts
             if self.has_token and not self.in_cs:
                 return self._pass_on()  # the idle holder serves it at once (header)
             return 0  # in the critical section: rule 5 at its end finds it
-        return self._take_token(buf)
-
-    @micropython.native
-    def _take_token(self, buf):
-        """The TOKEN, addressed to this node. The helpers' code inline, each named (a method
-        call costs about 11 us on a Pico, get30's 20 us: issue 41)."""
+        # The TOKEN, addressed to this node: its delivered hop written out here, the helpers' code
+        # inline, each named (a method call costs about 11 us on a Pico, get30's 20 us: issue
+        # 41), the token's memory taken in by take_stamps (viper).
         # Recovery (protocol.Node, docs/recovery.md): the epoch gate drops a token of an old
         # epoch (Node.token_gate).
         epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)
@@ -186,11 +287,7 @@ class NodeRA(Node):
         if self.has_token:
             self.errors = (self.errors + 1) & _SEQ_MASK  # a second token: dropped
             return 0
-        lv = self.lv
-        at = _AT + _TOKEN_HEADER
-        for j in range(self.n):
-            lv[j] = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)  # get30
-            at += 4
+        take_stamps(buf, _AT + _TOKEN_HEADER, self.n, self.lv)
         self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
         self.epoch = epoch
         self.has_token = True
@@ -210,48 +307,46 @@ class NodeRA(Node):
     @micropython.native
     def _leave(self):
         i = self.index
+        rq = self.rq
+        lv = self.lv
         # Rule 3: the token's memory, "timestamp of the last visit": the stamp of the request
         # this visit served.
-        self.lv[i] = self.rq[i]
-        return self._pass_on()
+        lv[i] = rq[i]
+        # Rule 5, as _pass_on (its code here: a call less at every exit and delivered token).
+        best = oldest_waiting(rq, lv, i, self.n)
+        if best < 0:
+            return 0
+        return self._give(best)
 
     @micropython.native
     def _pass_on(self):
         """Rule 5: "after leaving the critical section the token is sent to the process that
         has waited longest (its request must be younger than the timestamp of the last visit
-        at that process)". None waits: the token stays here, unused."""
-        n = self.n
-        rq = self.rq
-        lv = self.lv
-        best = -1
-        oldest = 0
-        j = self.index
-        for _ in range(n - 1):
-            j += 1
-            if j == n:
-                j = 0
-            ts = rq[j]
-            # "younger than the last visit": != on this ring (header); strictly older stamps
-            # win, so ties go to the first in ring order after the holder.
-            if ts != lv[j] and (best < 0 or seq_later(oldest, ts)):
-                best = j
-                oldest = ts
+        at that process)": oldest_waiting. None waits: the token stays here, unused."""
+        best = oldest_waiting(self.rq, self.lv, self.index, self.n)
         if best < 0:
             return 0
         return self._give(best)
 
     @micropython.native
     def _give(self, j):
+        """The token (seq, epoch, LV) to node j; its memory leaves this node with it. The
+        helpers' code inline, each named (put_token_header, put30 by give_stamps, send)."""
         self.has_token = False
-        self.put_token_header()
         out = self.out
-        lv = self.lv
-        at = _HEADER
-        for k in range(self.n):
-            put30(out, at, lv[k])
-            lv[k] = 0
-            at += 4
-        return self.send(TOKEN, j)
+        seq = self.seq  # put_token_header
+        out[0] = seq & 0xFF
+        out[1] = (seq >> 8) & 0xFF
+        out[2] = (seq >> 16) & 0xFF
+        out[3] = (seq >> 24) & 0x3F
+        epoch = self.epoch
+        out[4] = epoch & 0xFF
+        out[5] = (epoch >> 8) & 0xFF
+        give_stamps(out, _TOKEN_HEADER, self.n, self.lv)
+        self.out_kind = _TOKEN  # send
+        self.out_dst = j
+        self.out_len = self.msg_sizes[_TOKEN]
+        return _SEND_MSG
 
     # -- recovery (protocol.Node; docs/adding-a-protocol.md section 4) -------
 

@@ -83,6 +83,48 @@ if (REQUEST, TOKEN, protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MAS
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 
 
+def pass_header_py(buf, at, out, epoch):
+    """A token passed on: its header as it came (seq, 30 bits, in buf[at:at + 4]) with the epoch
+    it goes on with, into out[0:6] (put_token_header's layout). Returns seq (get30's)."""
+    s0 = buf[at]
+    s1 = buf[at + 1]
+    s2 = buf[at + 2]
+    s3 = buf[at + 3] & 0x3F
+    out[0] = s0
+    out[1] = s1
+    out[2] = s2
+    out[3] = s3
+    out[4] = epoch & 0xFF
+    out[5] = (epoch >> 8) & 0xFF
+    return s0 | (s1 << 8) | (s2 << 16) | (s3 << 24)
+
+
+# Its viper twin (tests/test_proto_twins.py): in native code each subscript and int operation is a
+# call into the runtime (1 to 2 us on a Pico: this header took about 30 us of a tree hop that cost
+# 1.28 times S's token hop, issue 41). Here, not in protocol.py, which every board loads.
+pass_header = pass_header_py
+try:
+    @micropython.viper
+    def pass_header_viper(buf, at: int, out, epoch: int) -> int:
+        b = ptr8(buf)
+        o = ptr8(out)
+        s0 = b[at]
+        s1 = b[at + 1]
+        s2 = b[at + 2]
+        s3 = b[at + 3] & 0x3F
+        o[0] = s0
+        o[1] = s1
+        o[2] = s2
+        o[3] = s3
+        o[4] = epoch & 0xFF
+        o[5] = (epoch >> 8) & 0xFF
+        return s0 | (s1 << 8) | (s2 << 16) | (s3 << 24)
+
+    pass_header = pass_header_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the Python twin
+
+
 class NodeRaymond(protocol.QueueNode):
     """Raymond's tree: requests up the tree towards HOLDER, the token down, edges reversed."""
 
@@ -174,11 +216,10 @@ class NodeRaymond(protocol.QueueNode):
         if self.has_token:
             self.errors = (self.errors + 1) & _SEQ_MASK  # a second token: dropped
             return 0
-        seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
-        self.seq = seq
         self.epoch = epoch
-        self.has_token = True
-        self.asked = False  # Gap: the token answers this node's _REQUEST
+        # (seq, has_token := true and ASKED := false, Gap: the token answers this node's
+        # _REQUEST, are set below where the token stays here: a token passed on sets seq with its
+        # header, has_token stays false and ASKED follows the flag.)
         q = self.queue
         qlen = self.qlen
         if buf[_AT + _TOKEN_HEADER]:
@@ -188,10 +229,12 @@ class NodeRaymond(protocol.QueueNode):
                 self.errors = (self.errors + 1) & _SEQ_MASK  # cannot happen: each node at most once
             else:
                 q[qlen] = src
-                qlen += 1
-                self.qlen = qlen
+                qlen += 1  # (self.qlen is written by the dequeue below: qlen > 0 now)
         if qlen == 0:
             # Not in a fault-free ring (the token comes only where it was asked for).
+            self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
+            self.has_token = True
+            self.asked = False
             self.holder = self.index
             return 0
         # "P_j empfängt Token von P_k: HOLDER := dequeue(REQ_QUEUE);
@@ -207,23 +250,23 @@ class NodeRaymond(protocol.QueueNode):
         self.qlen = qlen
         self.holder = h
         if h == self.index:
+            self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
+            self.has_token = True
+            self.asked = False
             return self._enter()
         # _give: send_token, the _REQUEST combined when REQ_QUEUE is not empty (ASKED := true
-        # with it; Gap: false without it).
-        self.has_token = False
+        # with it; Gap: false without it). (has_token is still false: it was, see above.)
         out = self.out
-        out[0] = seq & 0xFF  # put_token_header
-        out[1] = (seq >> 8) & 0xFF
-        out[2] = (seq >> 16) & 0xFF
-        out[3] = (seq >> 24) & 0x3F
-        out[4] = epoch & 0xFF
-        out[5] = (epoch >> 8) & 0xFF
-        more = 1 if qlen else 0
-        out[_TOKEN_HEADER] = more
-        self.asked = more == 1
+        self.seq = pass_header(buf, _AT, out, epoch)  # get30 and put_token_header
+        if qlen:
+            out[_TOKEN_HEADER] = 1
+            self.asked = True
+        else:
+            out[_TOKEN_HEADER] = 0
+            self.asked = False
         self.out_kind = _TOKEN  # send
         self.out_dst = h
-        self.out_len = self.msg_sizes[_TOKEN]
+        self.out_len = _TOKEN_HEADER + 1  # msg_sizes[_TOKEN] (message_sizes: fixed)
         return _SEND_MSG
 
     @micropython.native

@@ -53,10 +53,6 @@ from array import array
 
 Node = protocol.Node
 BROADCAST = protocol.BROADCAST
-AT = protocol.PAYLOAD_AT
-SEQ_MASK = protocol.SEQ_MASK
-seq_later = protocol.seq_later
-get30 = protocol.get30
 put30 = protocol.put30
 next30 = protocol.next30
 
@@ -70,9 +66,166 @@ _TOKEN_HEADER = const(6)  # protocol.TOKEN_HEADER
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
 _OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
-if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED, protocol.OWNER_TOKEN) != (
-        _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _OWNER_TOKEN):
+_SEND_MSG = const(128)  # protocol.SEND_MSG
+_REQUEST = const(0)
+_TOKEN = const(1)
+if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED, protocol.OWNER_TOKEN,
+        protocol.SEND_MSG, REQUEST, TOKEN) != (
+        _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _OWNER_TOKEN, _SEND_MSG, _REQUEST, _TOKEN):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
+
+
+# The token's arrays in and out, and step (e)'s scan: a viper function each, with a pure-Python
+# twin (tests/test_proto_twins.py checks that both give the same results and buffers). In native
+# code every subscript and every operation on an int is a call into the runtime (about 0.6 us on
+# a Pico: a 30-bit number from 4 bytes about 9 us, a put30 call 20 us); in viper they are machine
+# instructions (issue 41: the delivered token's hop cost 1.28 times S's token hop). Here, not in
+# protocol.py, which every board loads (its names there made S's hop slower; docs/performance.md).
+# Viper has no bounds checks: the guards below keep a corrupt token (frames are CRC-checked: it
+# cannot come from the wire) inside the arrays; both twins have them.
+
+
+def take_arrays_py(buf, at, n, ln, q, inq):
+    """A delivered token's LN[0..n-1] (u32, 30 bits each) and Q (|Q| u8, then the ids) from
+    buf[at:] into ln and q[0:|Q|], inq[j] = 1 for each j in Q. Returns |Q| (at most n - 1: a
+    corrupt |Q| cannot overrun; an id outside the ring is not marked in inq)."""
+    for j in range(n):
+        ln[j] = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)  # get30
+        at += 4
+    qlen = buf[at]
+    if qlen > n - 1:
+        qlen = n - 1
+    at += 1
+    for k in range(qlen):
+        j = buf[at + k]
+        q[k] = j
+        if j < n:
+            inq[j] = 1
+    return qlen
+
+
+def queue_waiting_py(rn, ln, q, inq, i, n, qlen):
+    """Step (e) at site i: every S_j not in Q (inq[j] == 0) whose RN_i[j] = LN[j] + 1 (mod 2**30)
+    appended to Q, in ring order after i (the interpretation at NodeSK._release). Returns |Q|
+    (never more than n: q's size)."""
+    j = i
+    for _ in range(n - 1):
+        j += 1
+        if j == n:
+            j = 0
+        if qlen < n and not inq[j] and (rn[j] - ln[j]) & _SEQ_MASK == 1:
+            q[qlen] = j
+            inq[j] = 1
+            qlen += 1
+    return qlen
+
+
+def give_arrays_py(out, at, n, ln, q, inq, qlen):
+    """The token's LN and Q into out[at:] as take_arrays reads them (Q's unused places 0), and
+    cleared here: ln, q, inq (the token's contents leave with it)."""
+    for k in range(n):
+        v = ln[k]
+        out[at] = v & 0xFF  # put30
+        out[at + 1] = (v >> 8) & 0xFF
+        out[at + 2] = (v >> 16) & 0xFF
+        out[at + 3] = (v >> 24) & 0x3F
+        ln[k] = 0
+        at += 4
+    out[at] = qlen
+    at += 1
+    for k in range(n - 1):
+        if k < qlen:
+            j = q[k]
+            out[at + k] = j
+            if j < n:
+                inq[j] = 0
+            q[k] = 0
+        else:
+            out[at + k] = 0
+
+
+take_arrays = take_arrays_py
+queue_waiting = queue_waiting_py
+give_arrays = give_arrays_py
+try:
+    @micropython.viper
+    def take_arrays_viper(buf, at: int, n: int, ln, q, inq) -> int:
+        b = ptr8(buf)
+        w = ptr32(ln)
+        qq = ptr8(q)
+        iq = ptr8(inq)
+        j = 0
+        while j < n:
+            w[j] = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | ((b[at + 3] & 0x3F) << 24)
+            at += 4
+            j += 1
+        qlen = b[at]
+        if qlen > n - 1:
+            qlen = n - 1
+        at += 1
+        k = 0
+        while k < qlen:
+            j = b[at + k]
+            qq[k] = j
+            if j < n:
+                iq[j] = 1
+            k += 1
+        return qlen
+
+    @micropython.viper
+    def queue_waiting_viper(rn, ln, q, inq, i: int, n: int, qlen: int) -> int:
+        r = ptr32(rn)
+        w = ptr32(ln)
+        qq = ptr8(q)
+        iq = ptr8(inq)
+        j = i
+        k = 1
+        while k < n:
+            k += 1
+            j += 1
+            if j == n:
+                j = 0
+            if qlen < n and not iq[j] and ((r[j] - w[j]) & _SEQ_MASK) == 1:
+                qq[qlen] = j
+                iq[j] = 1
+                qlen += 1
+        return qlen
+
+    @micropython.viper
+    def give_arrays_viper(out, at: int, n: int, ln, q, inq, qlen: int):
+        o = ptr8(out)
+        w = ptr32(ln)
+        qq = ptr8(q)
+        iq = ptr8(inq)
+        k = 0
+        while k < n:
+            v = w[k]
+            o[at] = v & 0xFF
+            o[at + 1] = (v >> 8) & 0xFF
+            o[at + 2] = (v >> 16) & 0xFF
+            o[at + 3] = (v >> 24) & 0x3F
+            w[k] = 0
+            at += 4
+            k += 1
+        o[at] = qlen
+        at += 1
+        k = 0
+        while k < n - 1:
+            if k < qlen:
+                j = qq[k]
+                o[at + k] = j
+                if j < n:
+                    iq[j] = 0
+                qq[k] = 0
+            else:
+                o[at + k] = 0
+            k += 1
+
+    take_arrays = take_arrays_viper
+    queue_waiting = queue_waiting_viper
+    give_arrays = give_arrays_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the Python twins
 
 
 def token_size(n):
@@ -149,24 +302,22 @@ class NodeSK(Node):
 
     @micropython.native
     def on_message(self, kind, src, buf):
-        if kind == REQUEST:
+        if kind == _REQUEST:
             # (b) "When a site S_j receives this message, it sets RN_j[i] to max(RN_j[i], sn)."
-            sn = get30(buf, AT)
+            sn = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
             rn = self.rn
-            if seq_later(sn, rn[src]):
+            d = (sn - rn[src]) & _SEQ_MASK  # seq_later(sn, rn[src])
+            if 0 < d < 0x20000000:
                 rn[src] = sn
             # (b) "If S_j has the idle token, then it sends the token to S_i if RN_j[i] = LN[i] + 1."
             # "If a site receives a REQUEST message when it is executing the CS, it sends the
             # token only after it has completed the execution of the CS" (step (e) then finds it).
-            if self.has_token and not self.in_cs and (rn[src] - self.ln[src]) & SEQ_MASK == 1:
+            if self.has_token and not self.in_cs and (rn[src] - self.ln[src]) & _SEQ_MASK == 1:
                 return self._give(src)
             return 0
-        return self._take_token(buf)
-
-    @micropython.native
-    def _take_token(self, buf):
-        """The TOKEN, addressed to this node. The helpers' code inline, each named (a method
-        call costs about 11 us on a Pico, get30's and seq_later's 20 us: issue 41)."""
+        # The TOKEN, addressed to this node: its delivered hop written out here, the helpers' code
+        # inline, each named (a method call costs about 11 us on a Pico, get30's and seq_later's
+        # 20 us; issue 41), the arrays taken in by take_arrays (viper).
         # Recovery (protocol.Node, docs/recovery.md): the epoch gate drops a token of an old
         # epoch (Node.token_gate).
         epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)
@@ -179,21 +330,9 @@ class NodeSK(Node):
             return 0
         n = self.n
         ln = self.ln
-        at = _AT + _TOKEN_HEADER
-        for j in range(n):
-            ln[j] = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)  # get30
-            at += 4
         q = self.q
         inq = self.inq
-        qlen = buf[at]
-        if qlen > n - 1:
-            qlen = n - 1  # a corrupt |Q| cannot overrun (frames are CRC-checked; this is a guard)
-        at += 1
-        for k in range(qlen):
-            j = buf[at + k]
-            q[k] = j
-            inq[j] = 1
-        self.qlen = qlen
+        qlen = take_arrays(buf, _AT + _TOKEN_HEADER, n, ln, q, inq)
         self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
         self.epoch = epoch
         self.has_token = True
@@ -206,11 +345,18 @@ class NodeSK(Node):
             rn[i] = ln[i]
         if self.pending:
             # (c) "Site S_i executes the CS after it has received the token."
+            self.qlen = qlen
             return self._enter()
         # Deviation (recovery only: in a fault-free ring the token goes only to a site whose
         # request is outstanding): a token this node did not ask for is released as at the
-        # end of a critical section, steps (d) to (f).
-        return self._release()
+        # end of a critical section, steps (d) to (f): _release's code, with what it would
+        # look up again already in locals.
+        ln[i] = rn[i]  # (d)
+        qlen = queue_waiting(rn, ln, q, inq, i, n, qlen)  # (e)
+        self.qlen = qlen
+        if qlen:
+            return self._give_head(qlen)  # (f)
+        return 0  # nobody waits: the token stays here, idle
 
     # -- releasing ----------------------------------------------------------
 
@@ -221,7 +367,6 @@ class NodeSK(Node):
     @micropython.native
     def _release(self):
         i = self.index
-        n = self.n
         rn = self.rn
         ln = self.ln
         # (d) "It sets LN[i] element of the token array equal to RN_i[i]."
@@ -229,59 +374,47 @@ class NodeSK(Node):
         # (e) "For every site S_j whose id is not in the token queue, it appends its id to the
         # token queue if RN_i[j] = LN[j] + 1."
         # Interpretation: the slides give no order for "every site"; this takes them in ring
-        # order after S_i (S_i itself never qualifies after (d)).
-        q = self.q
-        inq = self.inq
-        qlen = self.qlen
-        j = i
-        for _ in range(n - 1):
-            j += 1
-            if j == n:
-                j = 0
-            if not inq[j] and (rn[j] - ln[j]) & SEQ_MASK == 1:  # RN_i[j] = LN[j] + 1 (mod 2**30)
-                q[qlen] = j
-                inq[j] = 1
-                qlen += 1
+        # order after S_i (S_i itself never qualifies after (d)): queue_waiting.
+        qlen = queue_waiting(rn, ln, self.q, self.inq, i, self.n, self.qlen)
         self.qlen = qlen
         # (f) "If the token queue is nonempty after the above update, S_i deletes the top site
         # id from the token queue and sends the token to the site indicated by the id."
         if qlen:
-            head = q[0]
-            for k in range(1, qlen):
-                q[k - 1] = q[k]
-            q[qlen - 1] = 0
-            self.qlen = qlen - 1
-            inq[head] = 0
-            return self._give(head)
+            return self._give_head(qlen)
         return 0  # nobody waits: the token stays here, idle
 
     @micropython.native
-    def _give(self, j):
-        """The token (seq, epoch, LN, Q) to node j; it leaves this node with its queue."""
-        self.has_token = False
-        self.put_token_header()
-        out = self.out
-        n = self.n
-        ln = self.ln
-        at = _HEADER
-        for k in range(n):
-            put30(out, at, ln[k])
-            ln[k] = 0
-            at += 4
+    def _give_head(self, qlen):
+        """Step (f) for a Q of qlen > 0 sites: its head leaves it, and the token goes there."""
         q = self.q
-        inq = self.inq
-        qlen = self.qlen
-        out[at] = qlen
-        at += 1
-        for k in range(n - 1):
-            if k < qlen:
-                out[at + k] = q[k]
-                inq[q[k]] = 0
-                q[k] = 0
-            else:
-                out[at + k] = 0
+        head = q[0]
+        for k in range(1, qlen):
+            q[k - 1] = q[k]
+        q[qlen - 1] = 0
+        self.qlen = qlen - 1
+        self.inq[head] = 0
+        return self._give(head)
+
+    @micropython.native
+    def _give(self, j):
+        """The token (seq, epoch, LN, Q) to node j; it leaves this node with its queue. The
+        helpers' code inline, each named (put_token_header, put30 by give_arrays, send)."""
+        self.has_token = False
+        out = self.out
+        seq = self.seq  # put_token_header
+        out[0] = seq & 0xFF
+        out[1] = (seq >> 8) & 0xFF
+        out[2] = (seq >> 16) & 0xFF
+        out[3] = (seq >> 24) & 0x3F
+        epoch = self.epoch
+        out[4] = epoch & 0xFF
+        out[5] = (epoch >> 8) & 0xFF
+        give_arrays(out, _TOKEN_HEADER, self.n, self.ln, self.q, self.inq, self.qlen)
         self.qlen = 0
-        return self.send(TOKEN, j)
+        self.out_kind = _TOKEN  # send
+        self.out_dst = j
+        self.out_len = self.msg_sizes[_TOKEN]
+        return _SEND_MSG
 
     # -- recovery (protocol.Node; docs/adding-a-protocol.md section 4) -------
 
