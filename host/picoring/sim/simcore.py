@@ -448,6 +448,13 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                 steps += t - t0  # hops run here count as steps for progress
                 if a & ENTER_CS:
                     enter(i, t)
+                    if (exits and t_oldest is None and not (nxt or mnxt or ready or counting or clocked)
+                            and (nt is None or nt >= exits[0][0])):
+                        # nothing else is due before this critical section ends (a lone request,
+                        # every sequential one): straight to the exit's time unit, as the steps
+                        # below would come to it, without them
+                        t = exits[0][0]
+                        continue
                 elif a:
                     send(i, a, t)
             else:
