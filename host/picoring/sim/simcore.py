@@ -50,10 +50,13 @@ def first_word(payload):
 # The chunk's end is two comparisons, not min() (a builtin call), and the node a frame
 # stops at is found by its index (nodes[j].index == j: make_nodes' ring), not by list.index,
 # which compares every node passed on the way (about 30 ns each: as much as the slice saves).
+# The action each hop compares with is a default argument, a local of the loop's frame, not a
+# global: one global lookup a hop fewer (callgrind, Q n = 64 sequential: 900 instructions a
+# request, 0.7%). Not for callers to pass.
 _CHUNK = 256
 
 
-def carry_token(ring, i, c, s, q, e, calls):
+def carry_token(ring, i, c, s, q, e, calls, SEND_TOKEN=SEND_TOKEN):
     """The token (fields c, s, q, e) arrives at node i; each node's on_token is called in
     turn, one time unit apart, while it returns SEND_TOKEN, at most `calls` times.
     Returns (k, a, c, s, q, e): k handlers called (the last at node (i + k - 1) % n),
@@ -89,7 +92,7 @@ def carry_token(ring, i, c, s, q, e, calls):
     return k, SEND_TOKEN, prev.count, prev.state, prev.seq, prev.epoch
 
 
-def carry_request(ring, i, calls):
+def carry_request(ring, i, calls, SEND_REQUEST=SEND_REQUEST):
     """A request frame arrives at node i: carry_token's loop for on_request and SEND_REQUEST.
     Returns (k, a)."""
     n = len(ring)
@@ -448,6 +451,13 @@ def run(nodes, workload, cs_time, observer, tracer=None, idle_horizon=0, quiesce
                 steps += t - t0  # hops run here count as steps for progress
                 if a & ENTER_CS:
                     enter(i, t)
+                    if (exits and t_oldest is None and not (nxt or mnxt or ready or counting or clocked)
+                            and (nt is None or nt >= exits[0][0])):
+                        # nothing else is due before this critical section ends (a lone request,
+                        # every sequential one): straight to the exit's time unit, as the steps
+                        # below would come to it, without them
+                        t = exits[0][0]
+                        continue
                 elif a:
                     send(i, a, t)
             else:

@@ -70,15 +70,17 @@ class Fairness:
                 self.responsiveness.append(t - start)
         if req is not None:
             overtaken = led.entries - req[_AT]  # (this entry is not counted yet)
-            by_one = self.overtaken_by_one(req[_AT]) if self._level else 0
             if overtaken > self.max_overtaken:
                 self.max_overtaken = overtaken
-            if by_one > self.max_overtaken_by_one:
-                self.max_overtaken_by_one = by_one
             if self.paper_overtaken is not None and overtaken > self.paper_overtaken:
-                self.ledger.over("overtaken")
-            if self.paper_by_one is not None and by_one > self.paper_by_one:
-                self.ledger.over("overtaken_by_one")
+                led.over("overtaken")
+            if self._level:  # (none: nobody entered while a request waited: overtaken by one is 0,
+                # over no bound: the descriptors' are counts, never below 0)
+                by_one = self.overtaken_by_one(req[_AT])
+                if by_one > self.max_overtaken_by_one:
+                    self.max_overtaken_by_one = by_one
+                if self.paper_by_one is not None and by_one > self.paper_by_one:
+                    led.over("overtaken_by_one")
         if len(pending) > (req is not None):  # others wait: they see this entry
             self._entered(node, led.entries)
         elif self._oldest:  # nobody else waits: no later request sees this entry or an earlier one
