@@ -30,6 +30,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 # py/persistentcode.h, enum MP_NATIVE_ARCH_*: index = arch number; names as mpy-cross's -march= takes them.
@@ -42,6 +43,9 @@ KEEP_SOURCE = ("main.py",)  # the board's boot runs main.py itself
 # on a loaded machine a compile waited 26 s for a CPU (the whole machine stalled; the kernel
 # logged workqueue lockups), and a 60 s wall-time limit once cut a compile that had not yet run.
 COMPILE_CPU_LIMIT_S = 60.0
+# One compile at a time in a process: the boards of a ring are copied at once (deploy.at_once)
+# and all want the same files; the first compiles each, the others then find it in the cache.
+_COMPILING = threading.Lock()
 
 
 def decode_tag(value):
@@ -117,6 +121,12 @@ class Compiler:
         out = folder / (Path(source).stem + ".mpy")
         if out.is_file():
             return out
+        with _COMPILING:
+            if not out.is_file():
+                self._compile(source, opts, folder, out)
+        return out
+
+    def _compile(self, source, opts, folder, out):
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".mpy", dir=folder)
         os.close(fd)
@@ -131,7 +141,6 @@ class Compiler:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return out
 
 
 class CompileError(RuntimeError):
