@@ -168,12 +168,12 @@ def test_copy_firmware_to_a_board_that_loads_mpy(compiler, tmp_path):
         b = r.boards[0]
         r.reset(0, run_main=False)
         b.wait_output(b">>> ", 30)
-        tag = mpy.decode_tag(int(flash._identity(deploy.exec_code(b.usb_path, flash.ID_CODE))["mpy"]))
+        tag = mpy.decode_tag(int(deploy.identity(deploy.exec_code(b.usb_path, deploy.ID_CODE))["mpy"]))
         if not tag["arch"]:
             pytest.skip("this MicroPython unix port cannot load native .mpy code (_mpy %r)" % tag)
         deploy.deploy_board(b.usb_path, {"position": 0}, timeout=30)  # an old flash: sources
         notes = []
-        summary, ident, sel = flash.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
+        summary, ident, sel = deploy.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
                                                   log=notes.append)
         assert ident["implementation"] == "micropython" and sorted(sel["compiled"]) == MODULES
         on_board = sorted(os.listdir(b.fs_dir))
@@ -190,12 +190,12 @@ def test_copy_firmware_to_a_board_that_loads_mpy(compiler, tmp_path):
                                "frame.crc16(raw, 11) == frame.crc16_bitwise(raw, 11))")
         assert out.decode().split("@@", 1)[1].split() == ["frame.mpy", "node.mpy", flash.firmware_version(), "True"]
         notes.clear()
-        again, _, _ = flash.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
+        again, _, _ = deploy.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
                                           log=notes.append)
         assert again["copied"] == [] and len(again["up_to_date"]) == len(MODULES) + 2 and again["removed"] == []
         # nothing to copy: the boards' own hashes said so in the one session that identified it
         assert len(notes) == 1 and notes[0].startswith("up to date: its %d files have the same SHA-256" % n_files)
-        back, _, sel = flash.copy_firmware(b.usb_path, {"position": 0}, None, None, "--no-mpy")
+        back, _, sel = deploy.copy_firmware(b.usb_path, {"position": 0}, None, None, "--no-mpy")
         assert sel["notes"] == ["--no-mpy: copying sources"]
         assert sorted(back["copied"]) == sorted(m + ".py" for m in MODULES)
         assert sorted(back["removed"]) == sorted(m + ".mpy" for m in MODULES)

@@ -12,10 +12,12 @@ Always `resume`: no soft reset. A Pico does not need one to take new files
 (deploy then reset the board), and on a virtual board (unix port) the raw
 REPL's soft reset hangs the process. `resume` still sends Ctrl-C first, so
 running firmware must turn byte 0x03 into KeyboardInterrupt (ours does).
+
 """
 
 import ast
 import concurrent.futures
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -28,8 +30,10 @@ import types
 from pathlib import Path
 
 from ..clock import WALL
+from . import mpy
 
 DEFAULT_TIMEOUT = 30.0
+COPY_TIMEOUT = 60.0  # a whole firmware copy's quiet timeout (flash's default)
 CONFIG_NAME = "picoring.json"
 COPY_AT_ONCE = 8  # mpremote sessions at once: a 32-board ring is copied in four rounds
 
@@ -328,6 +332,128 @@ def _protocol_of(config):
     if isinstance(config, (list, tuple)):
         config = config[0] if config else None
     return (config or {}).get("protocol")
+
+
+# -- the firmware in the form a board takes: one path for Picos and virtual boards -------------
+
+ID_MARK = "@@picoring-id"
+RM_MARK = "@@picoring-rm"
+# Runs on the board before the copy: proves it is a MicroPython REPL and says what it is,
+# with the .mpy files it loads (sys.implementation._mpy, '-' if it does not say).
+ID_CODE = ("import sys\n"
+           "try:\n import machine, binascii\n uid = binascii.hexlify(machine.unique_id()).decode()\n"
+           "except Exception:\n uid = '-'\n"
+           "print(%r, sys.implementation.name, sys.platform, '.'.join(str(x) for x in sys.implementation.version[:3]), uid, "
+           "getattr(sys.implementation, '_mpy', '-'))"
+           % ID_MARK)
+
+
+HASH_MARK = "@@picoring-sha"
+# Runs with ID_CODE in the same session: the SHA-256 of every file on the board, so that a deploy
+# copies only what differs and, with nothing to copy, opens no second session.
+HASH_CODE = ("import os, hashlib, binascii\n"
+             "def _sha(d):\n"
+             " for e in os.ilistdir(d or '.'):\n"
+             "  p = d + '/' + e[0] if d else e[0]\n"
+             "  if e[1] == 0x4000:\n"
+             "   _sha(p)\n"
+             "   continue\n"
+             "  h = hashlib.sha256()\n"
+             "  with open(p, 'rb') as f:\n"
+             "   while True:\n"
+             "    b = f.read(1024)\n"
+             "    if not b:\n"
+             "     break\n"
+             "    h.update(b)\n"
+             "  print(%r, binascii.hexlify(h.digest()).decode(), p)\n"
+             "_sha('')\n" % HASH_MARK)
+
+
+def board_hashes(out):
+    """{name: SHA-256 hex} from HASH_CODE's output."""
+    found = {}
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(HASH_MARK):
+            parts = line[len(HASH_MARK):].split(None, 1)
+            if len(parts) == 2:
+                found[parts[1].strip()] = parts[0]
+    return found
+
+
+def remove_code(names):
+    """Code that deletes these files from the board's root where they exist, and prints which."""
+    return ("import os\nr = []\nfor n in %r:\n try:\n  os.remove(n)\n  r.append(n)\n except OSError:\n  pass\n"
+            "print(%r, ' '.join(r))" % (list(names), RM_MARK))
+
+
+def removed_names(out):
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(RM_MARK):
+            return line[len(RM_MARK):].split()
+    return []
+
+
+def _digest(path, digests):
+    """path's SHA-256, from digests when an earlier board of the deploy has read it."""
+    found = digests.get(path)
+    if found is None:
+        found = digests[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return found
+
+
+def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeout=COPY_TIMEOUT, cache=None, log=None,
+                  what="", clock=WALL, digests=None):
+    """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
+    firmware in the form it takes (picoring.ring.mpy.select), its config as picoring.json, and delete
+    the stale other form of each module (a second session). Returns (copy_files' summary with
+    "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
+    None). digests: {path: SHA-256} shared by the boards of one deploy, so that each file is read
+    and hashed once, not once a board. Raises DeployError."""
+    log = log or (lambda text: None)
+    digests = {} if digests is None else digests
+    t0 = time.monotonic()
+    out = exec_code(port, ID_CODE + "\n" + HASH_CODE, timeout, clock)
+    ident, on_board = identity(out), board_hashes(out)
+    if ident and ident["implementation"] != "micropython":
+        return None, ident, None
+    tag = ident.get("mpy") if ident else None
+    tag = int(tag) if tag and tag.isdigit() else None
+    files = list(FIRMWARE_FILES if files is None else files)
+    extra, extra_names = resource_files(cfg)  # adafruit_bus_device in lib/ for --resource fram
+    sel = mpy.select(files + extra, tag, compiler, cache, board_version=ident["version"] if ident else None,
+                     no_compiler=no_compiler, names=[Path(f).name for f in files] + extra_names)
+    for note in sel["notes"]:
+        log(note)
+    form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpy.tag_text(mpy.decode_tag(tag)))
+            if sel["compiled"] else "sources")
+    wanted = dict(zip(sel["names"], (_digest(f, digests) for f in sel["files"])))
+    wanted[CONFIG_NAME] = hashlib.sha256(config_bytes(cfg)).hexdigest()
+    same = sorted(name for name, digest in wanted.items() if on_board.get(name) == digest)
+    stale = [name for name in sel["remove"] if name in on_board]
+    where = " (%s)" % what if what else ""
+    if len(same) == len(wanted) and not stale:
+        log("up to date: its %d files have the same SHA-256 (%.1f s)%s" % (len(same), time.monotonic() - t0, where))
+        return {"copied": [], "up_to_date": same, "removed": [], "output": out}, ident, sel
+    todo = [(f, name) for f, name in zip(sel["files"], sel["names"]) if name not in same]
+    log("copying %d of %d files: the firmware (%s)%s%s" % (
+        len(todo) + (CONFIG_NAME not in same), len(wanted), form,
+        " and picoring.json" if CONFIG_NAME not in same else "", where))
+    summary = deploy_board(port, cfg if CONFIG_NAME not in same else None, [f for f, _ in todo], timeout,
+                           names=[name for _, name in todo], after=["exec", remove_code(stale)], clock=clock)
+    summary["up_to_date"] = sorted(set(summary["up_to_date"]) | set(same))
+    summary["removed"] = removed_names(summary["output"])
+    log("copied in %.1f s" % (time.monotonic() - t0))
+    return summary, ident, sel
+
+
+def identity(out):
+    """ID_CODE's answer: {"implementation", "platform", "version", "unique_id", "mpy"}, or None."""
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(ID_MARK):
+            parts = line[len(ID_MARK):].split()
+            if len(parts) in (4, 5):
+                return dict(zip(("implementation", "platform", "version", "unique_id", "mpy"), parts))
+    return None
 
 
 def deploy_boards(copies, files, timeout, clock):

@@ -20,7 +20,6 @@ bad command line changes nothing. A failure later says which board failed and
 what state every board is left in.
 """
 
-import hashlib
 import queue
 import re
 import time
@@ -36,64 +35,9 @@ from .hostlink import CTRL_C
 from .ports import PortError, busy_message, is_lock_error
 
 PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
-COPY_TIMEOUT = 60.0
+COPY_TIMEOUT = deploy.COPY_TIMEOUT
 
 CONFIRM_TIMEOUT = 20.0
-ID_MARK = "@@picoring-id"
-RM_MARK = "@@picoring-rm"
-# Runs on the board before the copy: proves it is a MicroPython REPL and says what it is,
-# with the .mpy files it loads (sys.implementation._mpy, '-' if it does not say).
-ID_CODE = ("import sys\n"
-           "try:\n import machine, binascii\n uid = binascii.hexlify(machine.unique_id()).decode()\n"
-           "except Exception:\n uid = '-'\n"
-           "print(%r, sys.implementation.name, sys.platform, '.'.join(str(x) for x in sys.implementation.version[:3]), uid, "
-           "getattr(sys.implementation, '_mpy', '-'))"
-           % ID_MARK)
-
-
-HASH_MARK = "@@picoring-sha"
-# Runs with ID_CODE in the same session: the SHA-256 of every file on the board, so that a flash
-# copies only what differs and, with nothing to copy, opens no second session.
-HASH_CODE = ("import os, hashlib, binascii\n"
-             "def _sha(d):\n"
-             " for e in os.ilistdir(d or '.'):\n"
-             "  p = d + '/' + e[0] if d else e[0]\n"
-             "  if e[1] == 0x4000:\n"
-             "   _sha(p)\n"
-             "   continue\n"
-             "  h = hashlib.sha256()\n"
-             "  with open(p, 'rb') as f:\n"
-             "   while True:\n"
-             "    b = f.read(1024)\n"
-             "    if not b:\n"
-             "     break\n"
-             "    h.update(b)\n"
-             "  print(%r, binascii.hexlify(h.digest()).decode(), p)\n"
-             "_sha('')\n" % HASH_MARK)
-
-
-def board_hashes(out):
-    """{name: SHA-256 hex} from HASH_CODE's output."""
-    found = {}
-    for line in (out or b"").decode(errors="replace").splitlines():
-        if line.startswith(HASH_MARK):
-            parts = line[len(HASH_MARK):].split(None, 1)
-            if len(parts) == 2:
-                found[parts[1].strip()] = parts[0]
-    return found
-
-
-def remove_code(names):
-    """Code that deletes these files from the board's root where they exist, and prints which."""
-    return ("import os\nr = []\nfor n in %r:\n try:\n  os.remove(n)\n  r.append(n)\n except OSError:\n  pass\n"
-            "print(%r, ' '.join(r))" % (list(names), RM_MARK))
-
-
-def _removed(out):
-    for line in (out or b"").decode(errors="replace").splitlines():
-        if line.startswith(RM_MARK):
-            return line[len(RM_MARK):].split()
-    return []
 
 
 class _CopyFailed(Exception):
@@ -301,7 +245,7 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                 fail(i, "cannot restart it into its REPL: %s" % e)
             states[i]["state"] = "stopped (REPL)"
 
-    digests = {}  # each firmware file hashed once for every board (copy_firmware)
+    digests = {}  # each firmware file hashed once for every board (deploy.copy_firmware)
 
     def copy_one(i):
         """Board i's firmware and config; its state and result set. Raises _CopyFailed."""
@@ -313,12 +257,13 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
             if t.virtual:  # the unix port: sources, identified in the copy's session
                 log("%s: copying the firmware and picoring.json (position %d)" % (t.label(), positions[i]))
                 extra, extra_names = deploy.resource_files(cfg)
-                summary = deploy.deploy_board(t.port, cfg, list(files) + extra, copy_timeout, before=["exec", ID_CODE],
+                summary = deploy.deploy_board(t.port, cfg, list(files) + extra, copy_timeout, before=["exec", deploy.ID_CODE],
                                               names=[Path(f).name for f in files] + extra_names, clock=clock)
             else:
-                summary, ident, sel = copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout, mpy_cache,
-                                                    log=lambda text: log("%s: %s" % (t.label(), text)),
-                                                    what="position %d" % positions[i], clock=clock, digests=digests)
+                summary, ident, sel = deploy.copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout,
+                                                           mpy_cache, log=lambda text: log("%s: %s" % (t.label(), text)),
+                                                           what="position %d" % positions[i], clock=clock,
+                                                           digests=digests)
                 if ident and ident["implementation"] != "micropython":
                     states[i]["state"] = "not changed"
                     raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
@@ -332,7 +277,7 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                                       "on it: flash it again" % (", ".join(done) or "nothing", started[-1]))
             raise _CopyFailed("copy failed: %s" % e) from None
         if ident is None:
-            ident = _identity(summary["output"])
+            ident = deploy.identity(summary["output"])
         if ident and ident["implementation"] != "micropython":
             states[i]["state"] = "files copied, not configured"
             raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
@@ -380,66 +325,3 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
         results[i]["confirm_s"] = round(time.monotonic() - t0, 2)
         log("%s: running firmware %s, position %d of %d, protocol %s" % (t.label(), fw, positions[i], n, protocol))
     return results
-
-
-def _digest(path, digests):
-    """path's SHA-256, from digests when an earlier board of the flash has read it."""
-    found = digests.get(path)
-    if found is None:
-        found = digests[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return found
-
-
-def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeout=COPY_TIMEOUT, cache=None, log=None,
-                  what="", clock=WALL, digests=None):
-    """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
-    firmware in the form it takes (picoring.ring.mpy.select), its config as picoring.json, and delete
-    the stale other form of each module (a second session). Returns (copy_files' summary with
-    "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
-    None). digests: {path: SHA-256} shared by the boards of one flash, so that each file is read
-    and hashed once, not once a board. Raises deploy.DeployError."""
-    log = log or (lambda text: None)
-    digests = {} if digests is None else digests
-    t0 = time.monotonic()
-    out = deploy.exec_code(port, ID_CODE + "\n" + HASH_CODE, timeout, clock)
-    ident, on_board = _identity(out), board_hashes(out)
-    if ident and ident["implementation"] != "micropython":
-        return None, ident, None
-    tag = ident.get("mpy") if ident else None
-    tag = int(tag) if tag and tag.isdigit() else None
-    files = list(deploy.FIRMWARE_FILES if files is None else files)
-    extra, extra_names = deploy.resource_files(cfg)  # adafruit_bus_device in lib/ for --resource fram
-    sel = mpymod.select(files + extra, tag, compiler, cache, board_version=ident["version"] if ident else None,
-                        no_compiler=no_compiler, names=[Path(f).name for f in files] + extra_names)
-    for note in sel["notes"]:
-        log(note)
-    form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpymod.tag_text(mpymod.decode_tag(tag)))
-            if sel["compiled"] else "sources")
-    config_bytes = deploy.config_bytes(cfg)
-    wanted = dict(zip(sel["names"], (_digest(f, digests) for f in sel["files"])))
-    wanted[deploy.CONFIG_NAME] = hashlib.sha256(config_bytes).hexdigest()
-    same = sorted(name for name, digest in wanted.items() if on_board.get(name) == digest)
-    stale = [name for name in sel["remove"] if name in on_board]
-    where = " (%s)" % what if what else ""
-    if len(same) == len(wanted) and not stale:
-        log("up to date: its %d files have the same SHA-256 (%.1f s)%s" % (len(same), time.monotonic() - t0, where))
-        return {"copied": [], "up_to_date": same, "removed": [], "output": out}, ident, sel
-    todo = [(f, name) for f, name in zip(sel["files"], sel["names"]) if name not in same]
-    log("copying %d of %d files: the firmware (%s)%s%s" % (
-        len(todo) + (deploy.CONFIG_NAME not in same), len(wanted), form,
-        " and picoring.json" if deploy.CONFIG_NAME not in same else "", where))
-    summary = deploy.deploy_board(port, cfg if deploy.CONFIG_NAME not in same else None, [f for f, _ in todo], timeout,
-                                  names=[name for _, name in todo], after=["exec", remove_code(stale)], clock=clock)
-    summary["up_to_date"] = sorted(set(summary["up_to_date"]) | set(same))
-    summary["removed"] = _removed(summary["output"])
-    log("copied in %.1f s" % (time.monotonic() - t0))
-    return summary, ident, sel
-
-
-def _identity(out):
-    for line in (out or b"").decode(errors="replace").splitlines():
-        if line.startswith(ID_MARK):
-            parts = line[len(ID_MARK):].split()
-            if len(parts) in (4, 5):
-                return dict(zip(("implementation", "platform", "version", "unique_id", "mpy"), parts))
-    return None
