@@ -13,10 +13,16 @@ Always `resume`: no soft reset. A Pico does not need one to take new files
 REPL's soft reset hangs the process. `resume` still sends Ctrl-C first, so
 running firmware must turn byte 0x03 into KeyboardInterrupt (ours does).
 
+The firmware goes one way to every board, a Pico, an emulated Pico or a virtual board
+(copy_firmware, for `picoring flash` and the virtual deploy alike): only the config's
+protocol module of the protocol modules, as .mpy where the board loads them, and only the
+files whose SHA-256 differs from the board's. mpremote's `fs cp` writes a file in 256-byte
+chunks, one raw-REPL exec each: what is not copied is most of what a deploy saves.
 """
 
 import ast
 import concurrent.futures
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -457,11 +463,40 @@ def identity(out):
 
 
 def deploy_boards(copies, files, timeout, clock):
-    """deploy_board for each (port, config) of copies, every board at once. Once every copy has
-    ended, the first one's error, in board order, is raised (the boards after it are copied
-    too: each is left in a known state)."""
-    return [f.result() for f in at_once([lambda port=port, cfg=cfg: deploy_board(port, cfg, files, timeout, clock=clock)
-                                         for port, cfg in copies])]
+    """Deploy each (port, config) of copies, every board at once. With files None, the firmware of
+    the config's protocol, as `picoring flash` copies it (copy_firmware: only that protocol's
+    module, .mpy where the board loads them, only what differs); else files as they are
+    (deploy_board: e.g. a test's own main.py). Once every copy has ended, the first one's error,
+    in board order, is raised (the boards after it are copied too: each is left in a known state)."""
+    if files is not None:
+        def copy(port, cfg):
+            return deploy_board(port, cfg, files, timeout, clock=clock)
+    else:
+        firmware = {}  # protocol -> its files; an unknown protocol is said before any copy starts
+        for _, cfg in copies:
+            protocol = cfg.get("protocol")
+            if protocol not in firmware:
+                try:
+                    firmware[protocol] = firmware_files(protocol=protocol)  # (None: every module)
+                except ValueError as e:
+                    raise DeployError(str(e)) from None
+        compiler, no_compiler = find_compiler()
+        digests = {}
+
+        def copy(port, cfg):
+            summary, ident, _ = copy_firmware(port, cfg, firmware[cfg.get("protocol")], compiler, no_compiler, timeout,
+                                              clock=clock, digests=digests)
+            if summary is None:
+                raise DeployError("%s runs %s, not MicroPython" % (port, ident["implementation"]))
+            return summary
+    return [f.result() for f in at_once([lambda port=port, cfg=cfg: copy(port, cfg) for port, cfg in copies])]
+
+
+@functools.lru_cache(maxsize=None)
+def find_compiler():
+    """mpy.find_compiler(), asked once a process (it runs `mpy-cross --version`): a virtual ring
+    is deployed again for each protocol of a `demo` or `compare`."""
+    return mpy.find_compiler()
 
 
 def at_once(copies, name="deploy"):
@@ -479,9 +514,10 @@ def at_once(copies, name="deploy"):
 def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     """The real deploy path, end to end, on a VirtualRing or a RemoteRing: every board is reset
     into its REPL (so deploy does not depend on the old firmware), gets the firmware and its
-    config through mpremote on its USB pty (every board at once: at_once), and once all are
-    deployed they are reset to run main.py in start_order. With picoring's own firmware (files None), each waits for its
-    hello before the next starts, so board 0's token finds every board listening."""
+    config through mpremote on its USB pty (every board at once: deploy_boards, the copy of
+    `picoring flash`), and once all are deployed they are reset to run main.py in start_order.
+    With picoring's own firmware (files None), each waits for its hello before the next starts,
+    so board 0's token finds every board listening."""
     for b in ring.boards:
         ring.reset(b.index, run_main=False)
     # what each copy needs, asked of the ring here, one board at a time (a RemoteRing has one

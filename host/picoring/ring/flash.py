@@ -1,18 +1,18 @@
 """`picoring flash`: put the firmware and each board's config on a ring of boards.
 
-For every board: check it is a MicroPython REPL and ask which .mpy files it loads
-(sys.implementation._mpy); then, in one mpremote session (deploy.deploy_board),
-copy the firmware files (mpremote's `fs cp` skips files whose SHA-256 already
-matches) and its picoring.json (position, size, protocol, baud, and the pins from
-boards/<board>.toml), and delete the stale other form of each module. The firmware
-goes as .mpy compiled by mpy-cross for the board where it loads them (boot then
-skips ~1 s of compiling on a Pico), as .py sources otherwise, saying why
-(picoring.ring.mpy). main.py is always a source; virtual boards (the unix port) get
-sources, identified and copied in one session as before. Then restart every board into the
-firmware (a virtual board through its ring, a real one by Ctrl-C, Ctrl-B,
-Ctrl-D over its USB serial: a soft reset, which keeps the USB port and runs
-main.py) and confirm that it says `!hello` with the expected firmware version
-and config, and answers `!ver` the same.
+For every board (deploy.copy_firmware, the copy `picoring virtual deploy` and
+`run --virtual` make too): check it is a MicroPython REPL, ask which .mpy files it
+loads (sys.implementation._mpy) and the SHA-256 of the files it has; then, in one
+more mpremote session, copy the firmware files that differ (only the protocol's own
+module of the protocol modules) and its picoring.json (position, size, protocol,
+baud, and the pins from boards/<board>.toml), and delete the stale other form of
+each module. The firmware goes as .mpy compiled by mpy-cross for the board where it
+loads them (boot then skips ~1 s of compiling on a Pico; a virtual board, the unix
+port, loads x64 .mpy), as .py sources otherwise, saying why (picoring.ring.mpy).
+main.py is always a source. Then restart every board into the firmware (a virtual
+board through its ring, a real one by Ctrl-C, Ctrl-B, Ctrl-D over its USB serial: a
+soft reset, which keeps the USB port and runs main.py) and confirm that it says
+`!hello` with the expected firmware version and config, and answers `!ver` the same.
 
 Everything that can be checked before touching a board is checked first (two
 boards at one position, the same board twice, a missing or busy port), so a
@@ -23,13 +23,11 @@ what state every board is left in.
 import queue
 import re
 import time
-from pathlib import Path
 
 from ..check import registry
 from ..clock import WALL
 from . import boarddefs
 from . import deploy
-from . import mpy as mpymod
 from .link import BoardLink, HarnessError, clock_rates, drain, slowness
 from .hostlink import CTRL_C
 from .ports import PortError, busy_message, is_lock_error
@@ -227,8 +225,8 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     states = [{"label": t.label(), "state": "not touched"} for t in targets]
     results = [None] * n
     compiler, no_compiler = None, "not asked to compile (--no-mpy)"
-    if mpy and any(not t.virtual for t in targets):
-        compiler, no_compiler = mpymod.find_compiler()
+    if mpy:
+        compiler, no_compiler = deploy.find_compiler()
         if compiler is None:
             log("no .mpy: %s" % no_compiler)
 
@@ -245,28 +243,20 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                 fail(i, "cannot restart it into its REPL: %s" % e)
             states[i]["state"] = "stopped (REPL)"
 
-    digests = {}  # each firmware file hashed once for every board (deploy.copy_firmware)
+    digests = {}  # each firmware file hashed once for every board (copy_firmware)
 
     def copy_one(i):
         """Board i's firmware and config; its state and result set. Raises _CopyFailed."""
         t = targets[i]
         cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms, resource, cs_hold_us, drop_rx)
         t0 = time.monotonic()
-        ident, sel = None, None
         try:
-            if t.virtual:  # the unix port: sources, identified in the copy's session
-                log("%s: copying the firmware and picoring.json (position %d)" % (t.label(), positions[i]))
-                extra, extra_names = deploy.resource_files(cfg)
-                summary = deploy.deploy_board(t.port, cfg, list(files) + extra, copy_timeout, before=["exec", deploy.ID_CODE],
-                                              names=[Path(f).name for f in files] + extra_names, clock=clock)
-            else:
-                summary, ident, sel = deploy.copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout,
-                                                           mpy_cache, log=lambda text: log("%s: %s" % (t.label(), text)),
-                                                           what="position %d" % positions[i], clock=clock,
-                                                           digests=digests)
-                if ident and ident["implementation"] != "micropython":
-                    states[i]["state"] = "not changed"
-                    raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
+            summary, ident, sel = deploy.copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout, mpy_cache,
+                                                       log=lambda text: log("%s: %s" % (t.label(), text)),
+                                                       what="position %d" % positions[i], clock=clock, digests=digests)
+            if ident and ident["implementation"] != "micropython":
+                states[i]["state"] = "not changed"
+                raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
         except deploy.DeployError as e:
             started, same = deploy.copy_progress(e.stdout)
             if not started:
@@ -276,17 +266,11 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                 states[i]["state"] = ("partly copied: %s written, failed during %s; the old firmware or a mix is "
                                       "on it: flash it again" % (", ".join(done) or "nothing", started[-1]))
             raise _CopyFailed("copy failed: %s" % e) from None
-        if ident is None:
-            ident = deploy.identity(summary["output"])
-        if ident and ident["implementation"] != "micropython":
-            states[i]["state"] = "files copied, not configured"
-            raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
         states[i]["state"] = "files copied (%d new, %d up to date), not restarted" % (
             len(summary["copied"]), len(summary["up_to_date"]))
         results[i] = {"port": t.port, "serial": t.serial_number, "position": positions[i], "config": cfg,
                       "copied": summary["copied"], "up_to_date": summary["up_to_date"], "identity": ident,
-                      "removed": summary.get("removed", []), "compiled": sel["compiled"] if sel else [],
-                      "notes": sel["notes"] if sel else [],
+                      "removed": summary["removed"], "compiled": sel["compiled"], "notes": sel["notes"],
                       "copy_s": round(time.monotonic() - t0, 2)}
 
     # Boards copied at once (up to deploy.COPY_AT_ONCE): each has its own USB link and mpremote

@@ -2,8 +2,9 @@
 
 A Pico spends about 1 s of chip time at every boot compiling the firmware's .py files
 (frame.py and hostlink.py hold viper functions, node.py native methods, which compile
-slowly). A precompiled .mpy skips that. `picoring flash` asks each board for
-`sys.implementation._mpy` and copies .mpy files where they load, the sources elsewhere.
+slowly). A precompiled .mpy skips that. Every deploy (deploy.copy_firmware: `picoring flash`,
+`virtual deploy`, `run --virtual`) asks each board for `sys.implementation._mpy` and copies
+.mpy files where they load, the sources elsewhere.
 
 What a board loads (MicroPython py/persistentcode.c, mp_raw_code_load): byte 1 of the
 .mpy header must equal the board's MPY_VERSION; a file with native code (byte 2's arch
