@@ -96,7 +96,7 @@ class _FakeRing:
 def _copy_firmware(copy):
     """A stand-in for deploy.copy_firmware that calls copy(port, cfg, files) and answers as a
     MicroPython board would."""
-    def copy_firmware(port, cfg, files, compiler, no_compiler, timeout, clock=None, digests=None):
+    def copy_firmware(port, cfg, files, compiler, no_compiler, timeout, clock=None, digests=None, expect=None):
         copy(port, cfg, files)
         return {"copied": [], "up_to_date": [], "removed": [], "output": b""}, {"implementation": "micropython"}, {}
     return copy_firmware
@@ -104,7 +104,9 @@ def _copy_firmware(copy):
 
 @pytest.fixture
 def no_compiler(monkeypatch):
+    """No mpy-cross and no unix port asked (a fast test starts no MicroPython)."""
     monkeypatch.setattr(deploy, "find_compiler", lambda: (None, "no mpy-cross in this test"))
+    monkeypatch.setattr(deploy, "unix_port_tag", lambda: None)
 
 
 def test_deploy_virtual_copies_to_every_board_at_once_then_starts_them_in_order(monkeypatch, no_compiler):
