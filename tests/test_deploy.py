@@ -103,7 +103,23 @@ class _FakeRing:
         self.said.append(("reset", index, run_main))
 
 
-def test_deploy_virtual_copies_to_every_board_at_once_then_starts_them_in_order(monkeypatch):
+def _copy_firmware(copy):
+    """A stand-in for deploy.copy_firmware that calls copy(port, cfg, files) and answers as a
+    MicroPython board would."""
+    def copy_firmware(port, cfg, files, compiler, no_compiler, timeout, clock=None, digests=None, expect=None):
+        copy(port, cfg, files)
+        return {"copied": [], "up_to_date": [], "removed": [], "output": b""}, {"implementation": "micropython"}, {}
+    return copy_firmware
+
+
+@pytest.fixture
+def no_compiler(monkeypatch):
+    """No mpy-cross and no unix port asked (a fast test starts no MicroPython)."""
+    monkeypatch.setattr(deploy, "find_compiler", lambda: (None, "no mpy-cross in this test"))
+    monkeypatch.setattr(deploy, "unix_port_tag", lambda: None)
+
+
+def test_deploy_virtual_copies_to_every_board_at_once_then_starts_them_in_order(monkeypatch, no_compiler):
     # One board after the other, the copies were most of each `run --virtual` (6 to 20 s of
     # a 36 s test on a ring of 3). Each copy here waits until all three have begun.
     import threading
@@ -112,11 +128,11 @@ def test_deploy_virtual_copies_to_every_board_at_once_then_starts_them_in_order(
     all_begun = threading.Barrier(3, timeout=10)
     copied = []
 
-    def deploy_board(port, config, files, timeout, clock=None):
+    def copy(port, config, files):
         all_begun.wait()  # (broken, and the test fails, if the copies ran one at a time)
         copied.append((port, config["position"], config["virtual"]))
 
-    monkeypatch.setattr(deploy, "deploy_board", deploy_board)
+    monkeypatch.setattr(deploy, "copy_firmware", _copy_firmware(copy))
     deploy.deploy_virtual(ring, {"protocol": "q", "cs_us": 0})
     assert sorted(copied) == [("usb%d" % i, i, {"uart": "u%d" % i}) for i in range(3)]
     assert ring.said == ([("reset", i, False) for i in range(3)] + [("waited", i, b">>> ") for i in range(3)]
@@ -124,19 +140,42 @@ def test_deploy_virtual_copies_to_every_board_at_once_then_starts_them_in_order(
                             ("reset", 0, True), ("waited", 0, b"!hello")])
 
 
-def test_deploy_virtual_reports_the_first_failed_copy_once_every_copy_has_ended(monkeypatch):
+def test_deploy_virtual_reports_the_first_failed_copy_once_every_copy_has_ended(monkeypatch, no_compiler):
     ring = _FakeRing(3)
     copied = []
 
-    def deploy_board(port, config, files, timeout, clock=None):
+    def copy(port, config, files):
         if port != "usb0":
             time.sleep(0.2)  # (still copying when board 1's copy fails)
             copied.append(port)
         if port in ("usb1", "usb2"):
             raise deploy.DeployError("copy to %s failed" % port)
 
-    monkeypatch.setattr(deploy, "deploy_board", deploy_board)
+    monkeypatch.setattr(deploy, "copy_firmware", _copy_firmware(copy))
     with pytest.raises(deploy.DeployError, match="^copy to usb1 failed$"):
         deploy.deploy_virtual(ring, {"protocol": "q", "cs_us": 0})
     assert sorted(copied) == ["usb1", "usb2"]  # board 2's copy ended too
     assert not any(what == "reset" and run_main for what, _, run_main in ring.said)  # no board started
+
+
+def test_a_virtual_board_gets_only_its_protocols_module_as_flash_copies_it(monkeypatch, no_compiler):
+    # Every firmware/*.py (every protocol's module, 310 KB) went to each virtual board through
+    # mpremote's 256-byte writes: most of a `run --virtual`. The virtual deploy now copies as
+    # `picoring flash` does: the firmware files of the config's protocol, in copy_firmware.
+    ring = _FakeRing(2)
+    got = []
+    monkeypatch.setattr(deploy, "copy_firmware", _copy_firmware(lambda port, cfg, files: got.append(files)))
+    deploy.deploy_virtual(ring, [{"protocol": "raymond:tree=path"}, {"protocol": "raymond:tree=path", "rogue": True}])
+    names = [p.name for p in got[0]]
+    assert got == [deploy.firmware_files(protocol="raymond")] * 2
+    assert "proto_raymond.py" in names and "node.py" in names and "main.py" in names
+    assert not [n for n in names if n.startswith("proto_") and n != "proto_raymond.py"]
+
+
+def test_an_unknown_protocol_is_refused_before_any_copy(monkeypatch, no_compiler):
+    ring = _FakeRing(2)
+    got = []
+    monkeypatch.setattr(deploy, "copy_firmware", _copy_firmware(lambda port, cfg, files: got.append(port)))
+    with pytest.raises(deploy.DeployError, match="unknown protocol 'nope'"):
+        deploy.deploy_virtual(ring, {"protocol": "nope"})
+    assert got == [] and not any(what == "reset" and run_main for what, _, run_main in ring.said)

@@ -79,13 +79,13 @@ def test_flash_copies_the_package_into_lib_as_mpy_and_the_board_imports_it(tmp_p
         b = ring.boards[0]
         ring.reset(0, run_main=False)
         b.wait_output(b">>> ", 30)
-        summary, ident, sel = flash.copy_firmware(b.usb_path, cfg, None, compiler, cache=tmp_path / "c")
+        summary, ident, sel = deploy.copy_firmware(b.usb_path, cfg, None, compiler, cache=tmp_path / "c")
         on_board = sorted(os.listdir(os.path.join(b.fs_dir, "lib", "adafruit_bus_device")))
         assert on_board == ["__init__.mpy", "i2c_device.mpy", "spi_device.mpy"]
         out = deploy.exec_code(b.usb_path, "import sys\nsys.path.append('lib')\n"
                                "from adafruit_bus_device import i2c_device\nprint('@@', i2c_device.__file__)")
         assert out.decode().split("@@", 1)[1].split() == ["lib/adafruit_bus_device/i2c_device.mpy"]
-        again, _, _ = flash.copy_firmware(b.usb_path, cfg, None, compiler, cache=tmp_path / "c")
+        again, _, _ = deploy.copy_firmware(b.usb_path, cfg, None, compiler, cache=tmp_path / "c")
         assert again["copied"] == [] and "lib/adafruit_bus_device/i2c_device.mpy" in again["up_to_date"]
 
 

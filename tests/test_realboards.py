@@ -219,12 +219,15 @@ def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
     t0 = time.monotonic()
     results = flash.flash(targets, "d", board="pico2", cs_us=50, clock=vring.clock)
     first_s = time.monotonic() - t0
-    # Only D's protocol module of the protocol modules (firmware/protocol.py REGISTRY).
-    names = [p.name for p in deploy.firmware_files(protocol="d")] + ["picoring.json"]
-    assert "proto_d.py" in names and "proto_q.py" not in names and "protocol.py" in names
+    # Only D's protocol module of the protocol modules (firmware/protocol.py REGISTRY), as .mpy:
+    # the unix port loads x64 .mpy files, native code included; main.py stays a source.
+    modules = [p.stem for p in deploy.firmware_files(protocol="d") if p.name != "main.py"]
+    names = [m + ".mpy" for m in modules] + ["main.py", "picoring.json"]
+    assert "proto_d.mpy" in names and "proto_q.mpy" not in names and "protocol.mpy" in names
     fw = flash.firmware_version()
     for i, (r, b) in enumerate(zip(results, vring.boards)):
         assert sorted(r["copied"]) == sorted(names) and r["up_to_date"] == []
+        assert sorted(r["compiled"]) == sorted(modules) and r["notes"] == []
         assert r["identity"]["implementation"] == "micropython"
         assert r["ver"]["fw"] == fw and r["ver"]["pos"] == i and r["ver"]["n"] == 3 and r["ver"]["proto"] == "d"
         cfg = json.loads(open(os.path.join(b.fs_dir, "picoring.json")).read())
@@ -237,7 +240,7 @@ def test_flash_deploys_configures_confirms_and_rerun_copies_nothing(vring):
     assert [r["copied"] for r in again] == [[], [], []]
     assert all(sorted(r["up_to_date"]) == sorted(names) for r in again)
     changed = flash.flash(targets, "q", clock=vring.clock)  # the config changes, and Q's module joins D's
-    assert [sorted(r["copied"]) for r in changed] == [["picoring.json", "proto_q.py"]] * 3
+    assert [sorted(r["copied"]) for r in changed] == [["picoring.json", "proto_q.mpy"]] * 3
     print("flash of 3 virtual boards: %.2f s; again, nothing to copy: %.2f s" % (first_s, second_s))
 
 
@@ -331,7 +334,7 @@ def flash_while_a_board_drops_out(vring, held_up=None, hold_s=0.0):
     that stands still for hold_s seconds once its copy has begun, as a loaded machine holds up a
     process: a copy held up like that is slow, not failed. Returns the FlashError's message."""
     targets = ports.ring_targets(vring)
-    pull = WhenAFileLands(vring.boards[1], "frame.py", lambda: vring.unplug(1))
+    pull = WhenAFileLands(vring.boards[1], "frame.mpy", lambda: vring.unplug(1))
     threads = [pull]
     if held_up is not None:
         board = vring.boards[held_up]
@@ -343,7 +346,7 @@ def flash_while_a_board_drops_out(vring, held_up=None, hold_s=0.0):
             finally:
                 os.kill(board.pid, signal.SIGCONT)
 
-        threads.append(WhenAFileLands(board, "fram.py", hold))
+        threads.append(WhenAFileLands(board, "fram.mpy", hold))
     try:
         with pytest.raises(flash.FlashError) as e:
             flash.flash(targets, "q", clock=vring.clock)

@@ -782,7 +782,7 @@ def test_a_remote_ring_goes_when_its_command_is_killed(tmp_path):
 @pytest.mark.slow
 def test_cli_deploy(tmp_path, test_main, capsys, monkeypatch):
     d = tmp_path / "state"
-    monkeypatch.setattr(deploy, "FIRMWARE_FILES", [test_main])
+    monkeypatch.setattr(deploy, "firmware_files", lambda folder=None, protocol=None: [test_main])  # the deploy's list
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({"send": 10, "report": 10}))
     try:

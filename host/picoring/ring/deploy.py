@@ -13,10 +13,18 @@ Always `resume`: no soft reset. A Pico does not need one to take new files
 (deploy then reset the board), and on a virtual board (unix port) the raw
 REPL's soft reset hangs the process. `resume` still sends Ctrl-C first, so
 running firmware must turn byte 0x03 into KeyboardInterrupt (ours does).
+
+The firmware goes one way to every board, a Pico, an emulated Pico or a virtual board
+(copy_firmware, for `picoring flash` and the virtual deploy alike): only the config's
+protocol module of the protocol modules, as .mpy where the board loads them, and only the
+files whose SHA-256 differs from the board's. mpremote's `fs cp` writes a file in 256-byte
+chunks, one raw-REPL exec each: what is not copied is most of what a deploy saves.
 """
 
 import ast
 import concurrent.futures
+import functools
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -30,8 +38,10 @@ import types
 from pathlib import Path
 
 from ..clock import WALL
+from . import mpy
 
 DEFAULT_TIMEOUT = 30.0
+COPY_TIMEOUT = 60.0  # a whole firmware copy's quiet timeout (flash's default)
 CONFIG_NAME = "picoring.json"
 COPY_AT_ONCE = 8  # mpremote sessions at once: a 32-board ring is copied in four rounds
 
@@ -345,12 +355,201 @@ def _protocol_of(config):
     return (config or {}).get("protocol")
 
 
+# -- the firmware in the form a board takes: one path for Picos and virtual boards -------------
+
+ID_MARK = "@@picoring-id"
+RM_MARK = "@@picoring-rm"
+# Runs on the board before the copy: proves it is a MicroPython REPL and says what it is,
+# with the .mpy files it loads (sys.implementation._mpy, '-' if it does not say).
+ID_CODE = ("import sys\n"
+           "try:\n import machine, binascii\n uid = binascii.hexlify(machine.unique_id()).decode()\n"
+           "except Exception:\n uid = '-'\n"
+           "print(%r, sys.implementation.name, sys.platform, '.'.join(str(x) for x in sys.implementation.version[:3]), uid, "
+           "getattr(sys.implementation, '_mpy', '-'))"
+           % ID_MARK)
+
+
+HASH_MARK = "@@picoring-sha"
+# Runs with ID_CODE in the same session: the SHA-256 of every file on the board, so that a deploy
+# copies only what differs and, with nothing to copy, opens no second session.
+HASH_CODE = ("import os, hashlib, binascii\n"
+             "def _sha(d):\n"
+             " for e in os.ilistdir(d or '.'):\n"
+             "  p = d + '/' + e[0] if d else e[0]\n"
+             "  if e[1] == 0x4000:\n"
+             "   _sha(p)\n"
+             "   continue\n"
+             "  h = hashlib.sha256()\n"
+             "  with open(p, 'rb') as f:\n"
+             "   while True:\n"
+             "    b = f.read(1024)\n"
+             "    if not b:\n"
+             "     break\n"
+             "    h.update(b)\n"
+             "  print(%r, binascii.hexlify(h.digest()).decode(), p)\n"
+             "_sha('')\n" % HASH_MARK)
+
+
+def board_hashes(out):
+    """{name: SHA-256 hex} from HASH_CODE's output."""
+    found = {}
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(HASH_MARK):
+            parts = line[len(HASH_MARK):].split(None, 1)
+            if len(parts) == 2:
+                found[parts[1].strip()] = parts[0]
+    return found
+
+
+def remove_code(names):
+    """Code that deletes these files from the board's root where they exist, and prints which."""
+    return ("import os\nr = []\nfor n in %r:\n try:\n  os.remove(n)\n  r.append(n)\n except OSError:\n  pass\n"
+            "print(%r, ' '.join(r))" % (list(names), RM_MARK))
+
+
+def removed_names(out):
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(RM_MARK):
+            return line[len(RM_MARK):].split()
+    return []
+
+
+def _digest(path, digests):
+    """path's SHA-256, from digests when an earlier board of the deploy has read it."""
+    found = digests.get(path)
+    if found is None:
+        found = digests[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return found
+
+
+def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeout=COPY_TIMEOUT, cache=None, log=None,
+                  what="", clock=WALL, digests=None, expect=None):
+    """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
+    firmware in the form it takes (picoring.ring.mpy.select), its config as picoring.json, and delete
+    the stale other form of each module (a second session). Returns (copy_files' summary with
+    "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
+    None). digests: {path: SHA-256} shared by the boards of one deploy, so that each file is read
+    and hashed once, not once a board. Raises DeployError.
+
+    expect: the _mpy the board is known to say (a virtual board: the unix port's, unix_port_tag).
+    The copy then goes in the session that identifies it, mpremote's own hash check skipping
+    the files it has: a session less (0.1 s of a fresh ring of 3's 1.1 s deploy at load 4, about
+    0.5 s at load 10, where an mpremote start waits for a core). A board that says
+    otherwise gets the two sessions after all, which put the form it takes on it. Only for
+    boards known to be MicroPython: the files are written before the board has said what it is."""
+    log = log or (lambda text: None)
+    digests = {} if digests is None else digests
+    t0 = time.monotonic()
+    files = list(FIRMWARE_FILES if files is None else files)
+    extra, extra_names = resource_files(cfg)  # adafruit_bus_device in lib/ for --resource fram
+    names = [Path(f).name for f in files] + extra_names
+    where = " (%s)" % what if what else ""
+    removed_first = []  # by a copy in the form expected, when the board then said otherwise
+    if expect is not None:
+        sel = mpy.select(files + extra, expect, compiler, cache, no_compiler=no_compiler, names=names)
+        summary = deploy_board(port, cfg, sel["files"], timeout, before=["exec", ID_CODE], names=sel["names"],
+                               after=["exec", remove_code(sel["remove"])], clock=clock)
+        ident = identity(summary["output"])
+        if ident and ident["implementation"] == "micropython" and ident.get("mpy") == str(expect):
+            summary["removed"] = removed_names(summary["output"])
+            log("copied %d of %d files in the session that identified it, as expected (%.1f s)%s"
+                % (len(summary["copied"]), len(sel["names"]) + 1, time.monotonic() - t0, where))
+            return summary, ident, sel
+        log("it says %s, not the expected _mpy %d: copying again in the form it takes"
+            % ("_mpy %s" % ident.get("mpy") if ident else "nothing", expect))
+        removed_first = removed_names(summary["output"])
+    out = exec_code(port, ID_CODE + "\n" + HASH_CODE, timeout, clock)
+    ident, on_board = identity(out), board_hashes(out)
+    if ident and ident["implementation"] != "micropython":
+        return None, ident, None
+    tag = ident.get("mpy") if ident else None
+    tag = int(tag) if tag and tag.isdigit() else None
+    sel = mpy.select(files + extra, tag, compiler, cache, board_version=ident["version"] if ident else None,
+                     no_compiler=no_compiler, names=names)
+    for note in sel["notes"]:
+        log(note)
+    form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpy.tag_text(mpy.decode_tag(tag)))
+            if sel["compiled"] else "sources")
+    wanted = dict(zip(sel["names"], (_digest(f, digests) for f in sel["files"])))
+    wanted[CONFIG_NAME] = hashlib.sha256(config_bytes(cfg)).hexdigest()
+    same = sorted(name for name, digest in wanted.items() if on_board.get(name) == digest)
+    stale = [name for name in sel["remove"] if name in on_board]
+    if len(same) == len(wanted) and not stale:
+        log("up to date: its %d files have the same SHA-256 (%.1f s)%s" % (len(same), time.monotonic() - t0, where))
+        return {"copied": [], "up_to_date": same, "removed": removed_first, "output": out}, ident, sel
+    todo = [(f, name) for f, name in zip(sel["files"], sel["names"]) if name not in same]
+    log("copying %d of %d files: the firmware (%s)%s%s" % (
+        len(todo) + (CONFIG_NAME not in same), len(wanted), form,
+        " and picoring.json" if CONFIG_NAME not in same else "", where))
+    summary = deploy_board(port, cfg if CONFIG_NAME not in same else None, [f for f, _ in todo], timeout,
+                           names=[name for _, name in todo], after=["exec", remove_code(stale)], clock=clock)
+    summary["up_to_date"] = sorted(set(summary["up_to_date"]) | set(same))
+    summary["removed"] = removed_first + [n for n in removed_names(summary["output"]) if n not in removed_first]
+    log("copied in %.1f s" % (time.monotonic() - t0))
+    return summary, ident, sel
+
+
+def identity(out):
+    """ID_CODE's answer: {"implementation", "platform", "version", "unique_id", "mpy"}, or None."""
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(ID_MARK):
+            parts = line[len(ID_MARK):].split()
+            if len(parts) in (4, 5):
+                return dict(zip(("implementation", "platform", "version", "unique_id", "mpy"), parts))
+    return None
+
+
 def deploy_boards(copies, files, timeout, clock):
-    """deploy_board for each (port, config) of copies, every board at once. Once every copy has
-    ended, the first one's error, in board order, is raised (the boards after it are copied
-    too: each is left in a known state)."""
-    return [f.result() for f in at_once([lambda port=port, cfg=cfg: deploy_board(port, cfg, files, timeout, clock=clock)
-                                         for port, cfg in copies])]
+    """Deploy each (port, config) of copies, every board at once. With files None, the firmware of
+    the config's protocol, as `picoring flash` copies it (copy_firmware: only that protocol's
+    module, .mpy where the board loads them, only what differs); else files as they are
+    (deploy_board: e.g. a test's own main.py). Once every copy has ended, the first one's error,
+    in board order, is raised (the boards after it are copied too: each is left in a known state)."""
+    if files is not None:
+        def copy(port, cfg):
+            return deploy_board(port, cfg, files, timeout, clock=clock)
+    else:
+        firmware = {}  # protocol -> its files; an unknown protocol is said before any copy starts
+        for _, cfg in copies:
+            protocol = cfg.get("protocol")
+            if protocol not in firmware:
+                try:
+                    firmware[protocol] = firmware_files(protocol=protocol)  # (None: every module)
+                except ValueError as e:
+                    raise DeployError(str(e)) from None
+        compiler, no_compiler = find_compiler()
+        digests = {}
+        expect = unix_port_tag()  # every board of a virtual ring runs it
+
+        def copy(port, cfg):
+            summary, ident, _ = copy_firmware(port, cfg, firmware[cfg.get("protocol")], compiler, no_compiler, timeout,
+                                              clock=clock, digests=digests, expect=expect)
+            if summary is None:
+                raise DeployError("%s runs %s, not MicroPython" % (port, ident["implementation"]))
+            return summary
+    return [f.result() for f in at_once([lambda port=port, cfg=cfg: copy(port, cfg) for port, cfg in copies])]
+
+
+@functools.lru_cache(maxsize=None)
+def find_compiler():
+    """mpy.find_compiler(), asked once a process (it runs `mpy-cross --version`): a virtual ring
+    is deployed again for each protocol of a `demo` or `compare`."""
+    return mpy.find_compiler()
+
+
+@functools.lru_cache(maxsize=None)
+def unix_port_tag():
+    """The sys.implementation._mpy of the unix port virtual boards run (virtual.board's
+    find_micropython), asked of it once a process; None if it does not say."""
+    from ..virtual.board import VirtualBoardError, find_micropython
+
+    try:
+        proc = subprocess.run([find_micropython(), "-c", "import sys\nprint(getattr(sys.implementation, '_mpy', '-'))"],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=DEFAULT_TIMEOUT)
+    except (VirtualBoardError, OSError, subprocess.SubprocessError):
+        return None
+    text = proc.stdout.decode(errors="replace").strip()
+    return int(text) if proc.returncode == 0 and text.isdigit() else None
 
 
 def at_once(copies, name="deploy"):
@@ -368,9 +567,10 @@ def at_once(copies, name="deploy"):
 def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     """The real deploy path, end to end, on a VirtualRing or a RemoteRing: every board is reset
     into its REPL (so deploy does not depend on the old firmware), gets the firmware and its
-    config through mpremote on its USB pty (every board at once: at_once), and once all are
-    deployed they are reset to run main.py in start_order. With picoring's own firmware (files None), each waits for its
-    hello before the next starts, so board 0's token finds every board listening."""
+    config through mpremote on its USB pty (every board at once: deploy_boards, the copy of
+    `picoring flash`), and once all are deployed they are reset to run main.py in start_order.
+    With picoring's own firmware (files None), each waits for its hello before the next starts,
+    so board 0's token finds every board listening."""
     for b in ring.boards:
         ring.reset(b.index, run_main=False)
     # what each copy needs, asked of the ring here, one board at a time (a RemoteRing has one

@@ -1,18 +1,18 @@
 """`picoring flash`: put the firmware and each board's config on a ring of boards.
 
-For every board: check it is a MicroPython REPL and ask which .mpy files it loads
-(sys.implementation._mpy); then, in one mpremote session (deploy.deploy_board),
-copy the firmware files (mpremote's `fs cp` skips files whose SHA-256 already
-matches) and its picoring.json (position, size, protocol, baud, and the pins from
-boards/<board>.toml), and delete the stale other form of each module. The firmware
-goes as .mpy compiled by mpy-cross for the board where it loads them (boot then
-skips ~1 s of compiling on a Pico), as .py sources otherwise, saying why
-(picoring.ring.mpy). main.py is always a source; virtual boards (the unix port) get
-sources, identified and copied in one session as before. Then restart every board into the
-firmware (a virtual board through its ring, a real one by Ctrl-C, Ctrl-B,
-Ctrl-D over its USB serial: a soft reset, which keeps the USB port and runs
-main.py) and confirm that it says `!hello` with the expected firmware version
-and config, and answers `!ver` the same.
+For every board (deploy.copy_firmware, the copy `picoring virtual deploy` and
+`run --virtual` make too): check it is a MicroPython REPL, ask which .mpy files it
+loads (sys.implementation._mpy) and the SHA-256 of the files it has; then, in one
+more mpremote session, copy the firmware files that differ (only the protocol's own
+module of the protocol modules) and its picoring.json (position, size, protocol,
+baud, and the pins from boards/<board>.toml), and delete the stale other form of
+each module. The firmware goes as .mpy compiled by mpy-cross for the board where it
+loads them (boot then skips ~1 s of compiling on a Pico; a virtual board, the unix
+port, loads x64 .mpy), as .py sources otherwise, saying why (picoring.ring.mpy).
+main.py is always a source. Then restart every board into the firmware (a virtual
+board through its ring, a real one by Ctrl-C, Ctrl-B, Ctrl-D over its USB serial: a
+soft reset, which keeps the USB port and runs main.py) and confirm that it says
+`!hello` with the expected firmware version and config, and answers `!ver` the same.
 
 Everything that can be checked before touching a board is checked first (two
 boards at one position, the same board twice, a missing or busy port), so a
@@ -20,80 +20,22 @@ bad command line changes nothing. A failure later says which board failed and
 what state every board is left in.
 """
 
-import hashlib
 import queue
 import re
 import time
-from pathlib import Path
 
 from ..check import registry
 from ..clock import WALL
 from . import boarddefs
 from . import deploy
-from . import mpy as mpymod
 from .link import BoardLink, HarnessError, clock_rates, drain, slowness
 from .hostlink import CTRL_C
 from .ports import PortError, busy_message, is_lock_error
 
 PROTOCOLS = registry.names()  # every registered protocol (firmware/protocol.py REGISTRY)
-COPY_TIMEOUT = 60.0
+COPY_TIMEOUT = deploy.COPY_TIMEOUT
 
 CONFIRM_TIMEOUT = 20.0
-ID_MARK = "@@picoring-id"
-RM_MARK = "@@picoring-rm"
-# Runs on the board before the copy: proves it is a MicroPython REPL and says what it is,
-# with the .mpy files it loads (sys.implementation._mpy, '-' if it does not say).
-ID_CODE = ("import sys\n"
-           "try:\n import machine, binascii\n uid = binascii.hexlify(machine.unique_id()).decode()\n"
-           "except Exception:\n uid = '-'\n"
-           "print(%r, sys.implementation.name, sys.platform, '.'.join(str(x) for x in sys.implementation.version[:3]), uid, "
-           "getattr(sys.implementation, '_mpy', '-'))"
-           % ID_MARK)
-
-
-HASH_MARK = "@@picoring-sha"
-# Runs with ID_CODE in the same session: the SHA-256 of every file on the board, so that a flash
-# copies only what differs and, with nothing to copy, opens no second session.
-HASH_CODE = ("import os, hashlib, binascii\n"
-             "def _sha(d):\n"
-             " for e in os.ilistdir(d or '.'):\n"
-             "  p = d + '/' + e[0] if d else e[0]\n"
-             "  if e[1] == 0x4000:\n"
-             "   _sha(p)\n"
-             "   continue\n"
-             "  h = hashlib.sha256()\n"
-             "  with open(p, 'rb') as f:\n"
-             "   while True:\n"
-             "    b = f.read(1024)\n"
-             "    if not b:\n"
-             "     break\n"
-             "    h.update(b)\n"
-             "  print(%r, binascii.hexlify(h.digest()).decode(), p)\n"
-             "_sha('')\n" % HASH_MARK)
-
-
-def board_hashes(out):
-    """{name: SHA-256 hex} from HASH_CODE's output."""
-    found = {}
-    for line in (out or b"").decode(errors="replace").splitlines():
-        if line.startswith(HASH_MARK):
-            parts = line[len(HASH_MARK):].split(None, 1)
-            if len(parts) == 2:
-                found[parts[1].strip()] = parts[0]
-    return found
-
-
-def remove_code(names):
-    """Code that deletes these files from the board's root where they exist, and prints which."""
-    return ("import os\nr = []\nfor n in %r:\n try:\n  os.remove(n)\n  r.append(n)\n except OSError:\n  pass\n"
-            "print(%r, ' '.join(r))" % (list(names), RM_MARK))
-
-
-def _removed(out):
-    for line in (out or b"").decode(errors="replace").splitlines():
-        if line.startswith(RM_MARK):
-            return line[len(RM_MARK):].split()
-    return []
 
 
 class _CopyFailed(Exception):
@@ -283,8 +225,8 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     states = [{"label": t.label(), "state": "not touched"} for t in targets]
     results = [None] * n
     compiler, no_compiler = None, "not asked to compile (--no-mpy)"
-    if mpy and any(not t.virtual for t in targets):
-        compiler, no_compiler = mpymod.find_compiler()
+    if mpy:
+        compiler, no_compiler = deploy.find_compiler()
         if compiler is None:
             log("no .mpy: %s" % no_compiler)
 
@@ -308,20 +250,13 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
         t = targets[i]
         cfg = make_config(t, positions[i], n, protocol, bdef, baud, cs_us, regen_ms, resource, cs_hold_us, drop_rx)
         t0 = time.monotonic()
-        ident, sel = None, None
         try:
-            if t.virtual:  # the unix port: sources, identified in the copy's session
-                log("%s: copying the firmware and picoring.json (position %d)" % (t.label(), positions[i]))
-                extra, extra_names = deploy.resource_files(cfg)
-                summary = deploy.deploy_board(t.port, cfg, list(files) + extra, copy_timeout, before=["exec", ID_CODE],
-                                              names=[Path(f).name for f in files] + extra_names, clock=clock)
-            else:
-                summary, ident, sel = copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout, mpy_cache,
-                                                    log=lambda text: log("%s: %s" % (t.label(), text)),
-                                                    what="position %d" % positions[i], clock=clock, digests=digests)
-                if ident and ident["implementation"] != "micropython":
-                    states[i]["state"] = "not changed"
-                    raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
+            summary, ident, sel = deploy.copy_firmware(t.port, cfg, files, compiler, no_compiler, copy_timeout, mpy_cache,
+                                                       log=lambda text: log("%s: %s" % (t.label(), text)),
+                                                       what="position %d" % positions[i], clock=clock, digests=digests)
+            if ident and ident["implementation"] != "micropython":
+                states[i]["state"] = "not changed"
+                raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
         except deploy.DeployError as e:
             started, same = deploy.copy_progress(e.stdout)
             if not started:
@@ -331,17 +266,11 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
                 states[i]["state"] = ("partly copied: %s written, failed during %s; the old firmware or a mix is "
                                       "on it: flash it again" % (", ".join(done) or "nothing", started[-1]))
             raise _CopyFailed("copy failed: %s" % e) from None
-        if ident is None:
-            ident = _identity(summary["output"])
-        if ident and ident["implementation"] != "micropython":
-            states[i]["state"] = "files copied, not configured"
-            raise _CopyFailed("runs %s, not MicroPython" % ident["implementation"])
         states[i]["state"] = "files copied (%d new, %d up to date), not restarted" % (
             len(summary["copied"]), len(summary["up_to_date"]))
         results[i] = {"port": t.port, "serial": t.serial_number, "position": positions[i], "config": cfg,
                       "copied": summary["copied"], "up_to_date": summary["up_to_date"], "identity": ident,
-                      "removed": summary.get("removed", []), "compiled": sel["compiled"] if sel else [],
-                      "notes": sel["notes"] if sel else [],
+                      "removed": summary["removed"], "compiled": sel["compiled"], "notes": sel["notes"],
                       "copy_s": round(time.monotonic() - t0, 2)}
 
     # Boards copied at once (up to deploy.COPY_AT_ONCE): each has its own USB link and mpremote
@@ -380,66 +309,3 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
         results[i]["confirm_s"] = round(time.monotonic() - t0, 2)
         log("%s: running firmware %s, position %d of %d, protocol %s" % (t.label(), fw, positions[i], n, protocol))
     return results
-
-
-def _digest(path, digests):
-    """path's SHA-256, from digests when an earlier board of the flash has read it."""
-    found = digests.get(path)
-    if found is None:
-        found = digests[path] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return found
-
-
-def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeout=COPY_TIMEOUT, cache=None, log=None,
-                  what="", clock=WALL, digests=None):
-    """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
-    firmware in the form it takes (picoring.ring.mpy.select), its config as picoring.json, and delete
-    the stale other form of each module (a second session). Returns (copy_files' summary with
-    "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
-    None). digests: {path: SHA-256} shared by the boards of one flash, so that each file is read
-    and hashed once, not once a board. Raises deploy.DeployError."""
-    log = log or (lambda text: None)
-    digests = {} if digests is None else digests
-    t0 = time.monotonic()
-    out = deploy.exec_code(port, ID_CODE + "\n" + HASH_CODE, timeout, clock)
-    ident, on_board = _identity(out), board_hashes(out)
-    if ident and ident["implementation"] != "micropython":
-        return None, ident, None
-    tag = ident.get("mpy") if ident else None
-    tag = int(tag) if tag and tag.isdigit() else None
-    files = list(deploy.FIRMWARE_FILES if files is None else files)
-    extra, extra_names = deploy.resource_files(cfg)  # adafruit_bus_device in lib/ for --resource fram
-    sel = mpymod.select(files + extra, tag, compiler, cache, board_version=ident["version"] if ident else None,
-                        no_compiler=no_compiler, names=[Path(f).name for f in files] + extra_names)
-    for note in sel["notes"]:
-        log(note)
-    form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpymod.tag_text(mpymod.decode_tag(tag)))
-            if sel["compiled"] else "sources")
-    config_bytes = deploy.config_bytes(cfg)
-    wanted = dict(zip(sel["names"], (_digest(f, digests) for f in sel["files"])))
-    wanted[deploy.CONFIG_NAME] = hashlib.sha256(config_bytes).hexdigest()
-    same = sorted(name for name, digest in wanted.items() if on_board.get(name) == digest)
-    stale = [name for name in sel["remove"] if name in on_board]
-    where = " (%s)" % what if what else ""
-    if len(same) == len(wanted) and not stale:
-        log("up to date: its %d files have the same SHA-256 (%.1f s)%s" % (len(same), time.monotonic() - t0, where))
-        return {"copied": [], "up_to_date": same, "removed": [], "output": out}, ident, sel
-    todo = [(f, name) for f, name in zip(sel["files"], sel["names"]) if name not in same]
-    log("copying %d of %d files: the firmware (%s)%s%s" % (
-        len(todo) + (deploy.CONFIG_NAME not in same), len(wanted), form,
-        " and picoring.json" if deploy.CONFIG_NAME not in same else "", where))
-    summary = deploy.deploy_board(port, cfg if deploy.CONFIG_NAME not in same else None, [f for f, _ in todo], timeout,
-                                  names=[name for _, name in todo], after=["exec", remove_code(stale)], clock=clock)
-    summary["up_to_date"] = sorted(set(summary["up_to_date"]) | set(same))
-    summary["removed"] = _removed(summary["output"])
-    log("copied in %.1f s" % (time.monotonic() - t0))
-    return summary, ident, sel
-
-
-def _identity(out):
-    for line in (out or b"").decode(errors="replace").splitlines():
-        if line.startswith(ID_MARK):
-            parts = line[len(ID_MARK):].split()
-            if len(parts) in (4, 5):
-                return dict(zip(("implementation", "platform", "version", "unique_id", "mpy"), parts))
-    return None

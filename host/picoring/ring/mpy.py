@@ -2,8 +2,9 @@
 
 A Pico spends about 1 s of chip time at every boot compiling the firmware's .py files
 (frame.py and hostlink.py hold viper functions, node.py native methods, which compile
-slowly). A precompiled .mpy skips that. `picoring flash` asks each board for
-`sys.implementation._mpy` and copies .mpy files where they load, the sources elsewhere.
+slowly). A precompiled .mpy skips that. Every deploy (deploy.copy_firmware: `picoring flash`,
+`virtual deploy`, `run --virtual`) asks each board for `sys.implementation._mpy` and copies
+.mpy files where they load, the sources elsewhere.
 
 What a board loads (MicroPython py/persistentcode.c, mp_raw_code_load): byte 1 of the
 .mpy header must equal the board's MPY_VERSION; a file with native code (byte 2's arch
@@ -30,6 +31,7 @@ import os
 import re
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 # py/persistentcode.h, enum MP_NATIVE_ARCH_*: index = arch number; names as mpy-cross's -march= takes them.
@@ -42,6 +44,9 @@ KEEP_SOURCE = ("main.py",)  # the board's boot runs main.py itself
 # on a loaded machine a compile waited 26 s for a CPU (the whole machine stalled; the kernel
 # logged workqueue lockups), and a 60 s wall-time limit once cut a compile that had not yet run.
 COMPILE_CPU_LIMIT_S = 60.0
+# One compile at a time in a process: the boards of a ring are copied at once (deploy.at_once)
+# and all want the same files; the first compiles each, the others then find it in the cache.
+_COMPILING = threading.Lock()
 
 
 def decode_tag(value):
@@ -117,6 +122,12 @@ class Compiler:
         out = folder / (Path(source).stem + ".mpy")
         if out.is_file():
             return out
+        with _COMPILING:
+            if not out.is_file():
+                self._compile(source, opts, folder, out)
+        return out
+
+    def _compile(self, source, opts, folder, out):
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".mpy", dir=folder)
         os.close(fd)
@@ -131,7 +142,6 @@ class Compiler:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return out
 
 
 class CompileError(RuntimeError):
