@@ -146,7 +146,7 @@ _taken = [0, 0]  # (tick, action) of the frame _finish_frame took; step reads it
 @micropython.native
 def _msg_bad(st, n, sizes):
     """A MSG frame the protocol does not declare (kind, size), or with a source or a
-    destination outside the ring of n."""
+    destination outside the ring of n. (NodeLoop._on_msg has it inline: keep them alike.)"""
     mk = st[_F_STATE]
     src = st[_F_SRC]
     dst = st[_F_DST]
@@ -560,15 +560,19 @@ class NodeLoop:
         another, passed straight on without waking it (forward first, then log); a
         broadcast, both; a broadcast back at its sender, taken off the ring."""
         st = self._dst
-        node = self.node
+        # The hop's objects from bind_hot's tuple: one lookup for four (about 2 us each).
+        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
         mk = st[_F_STATE]
         src = st[_F_SRC]
         dst = st[_F_DST]
-        if _msg_bad(st, node.n, node.msg_sizes):
+        n = node.n
+        # _msg_bad, inline: a call on every message delivered (11 us on a Pico, and its
+        # subscripts again; issue 41). _finish_frame's messages passed on still call it.
+        if (mk >= _MSG_KINDS or st[_F_MLEN] != node.msg_sizes[mk] or src >= n or src == dst
+                or (dst >= n and dst != _BROADCAST)):
             self._bad_msg(t)
             return
         if dst == node.index:
-            record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
             if self._clocked:
                 # _tick, inline: every hop of the wandering token's walk comes here (a method
                 # call, and its bytecode, cost the hop tens of microseconds on a Pico).
@@ -582,25 +586,32 @@ class NodeLoop:
             # generic loops and log cases (a bytecode call of tens of microseconds on a Pico): a
             # message sent on at once (BS's rotation, the wandering token's walk: every hop of
             # theirs), or nothing (the token taken in, at rest or in the critical section).
+            lbuf = self._lbuf
+            lst = self._lst
             if a == _SEND_MSG:
-                encode_message(self._eraw, self._mout, node, self._mfields)
-                self._write(self._mviews[node.out_kind])
+                # Forwarded first, then both events logged (the receive's tick is t).
+                fields = self._mfields
+                encode_message(eraw, self._mout, node, fields)
+                write(self._mviews[node.out_kind])
                 self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
-                record_fields(self._lbuf, self._lst, _CODE_SEND_MSG, self._mfields, 0, self.ticks_us())
+                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                record_fields(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
                 if self.led is not None:
                     self._show()
-            elif a:
-                self._act(a, t)
-                return
+            else:
+                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                if a:
+                    self._act(a, t)
+                    return
             self._watch = node.fresh or node.starting or (node.pending and not node.has_token)  # (as _act)
             return
         if src == node.index:
             record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
-        _pass_msg_on(self._draw, self._eraw, st, self._mout, self._write, self._mviews[mk])
+        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews[mk])
         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK  # (as _msg_passed: a call less on the hop)
         record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
-        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, self.ticks_us())
+        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
         if dst == _BROADCAST:
             if self._clocked:
                 self._tick(t)
