@@ -579,8 +579,9 @@ class NodeLoop:
                 d = self.ticks_diff(t, self._clk_us) + self._clk_rem
                 self._clk_us = t
                 self._clk_rem = d % 1000
-                self._ms = (self._ms + d // 1000) & _COUNT_MASK
-                node.now = self._ms
+                ms = (self._ms + d // 1000) & _COUNT_MASK
+                self._ms = ms
+                node.now = ms
             a = node.on_message(mk, src, self._draw)
             # What _act does for the two actions a delivered token most often has, without its
             # generic loops and log cases (a bytecode call of tens of microseconds on a Pico): a

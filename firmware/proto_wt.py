@@ -286,9 +286,11 @@ class NodeWT(Node):
         # Figure 1: "select(receive(token), Delta_gen); if (defined(token)) then
         # Delta_gen = Delta_gen - K2_loss (Delta_gen - Delta_max)", K2_loss = 0.05.
         # Deviation: in integers, the 5% rounded up, so that Delta_gen reaches Delta_max.
-        d = self.d_gen - self.d_max
+        g = self.d_gen
+        d = g - self.d_max
         if d > 0:
-            self.d_gen -= (d + 19) // 20
+            g -= (d + 19) // 20
+            self.d_gen = g
         ts = buf[_AT + _T_TS] | (buf[_AT + _T_TS + 1] << 8) | (buf[_AT + _T_TS + 2] << 16) | (
             (buf[_AT + _T_TS + 3] & 0x3F) << 24)  # get30
         gen = buf[_AT + _T_GEN] | (buf[_AT + _T_GEN + 1] << 8)
@@ -329,7 +331,7 @@ class NodeWT(Node):
         # Delta_skip = 0: _pass at once. Its state as _visit's hold and _arm, then _pass's,
         # leave it: no hold, the generation timeout armed from now.
         self.hold = _HOLD_NONE
-        self.wake_at = (now + self.d_gen) & _SEQ_MASK  # _arm
+        self.wake_at = (now + g) & _SEQ_MASK  # _arm (g: d_gen, as decayed above)
         # put_token_header, put30 and the generator's bytes: the payload as it came, its top bits
         # cleared as get30 and put30 leave them, with the epoch it goes on with (one viper call;
         # twelve subscripts and their shifts in native code cost about 30 us on a Pico).
