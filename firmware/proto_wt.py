@@ -470,3 +470,87 @@ class NodeWT(Node):
         # The layer's first token on a board (boot: a claim round) starts the walk here.
         self._make_token()
         return self._visit()
+
+
+# The walk's hop on a board: NodeWT.on_message in viper for the visits that need none of its
+# rules' calls, the native method (its twin, which CPython and the simulator run) for the rest.
+on_message_native = NodeWT.on_message
+try:
+    @micropython.viper
+    def on_message_viper(self, kind, src, buf) -> int:
+        # A visit of the token that keeps the layer's gate quiet (not fresh, the epoch and key
+        # known), finds no token here, falls outside the removal window and has no operation
+        # due: taken whole here, where the payload's bytes and the arithmetic cost cycles (in
+        # native code a subscript or an operator costs about a microsecond on a Pico; issue 41).
+        # The state it leaves and the bytes it writes are on_message_native's
+        # (tests/test_hop_twins.py runs both); the attributes are read in another order, and
+        # reading one has no side effect. Everything else goes to the native method.
+        b = ptr8(buf)
+        if int(kind) == _TOKEN and not self.fresh and not self.has_token:
+            epoch = b[_AT + 4] | (b[_AT + 5] << 8)
+            if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN:
+                now = int(self.now)
+                last_at = int(self.last_at)
+                quiet = 0
+                if last_at == _NEVER:
+                    if not self.pending:
+                        quiet = 1
+                else:
+                    e = (now - last_at) & _SEQ_MASK
+                    if e > int(self.d_per) and (e <= int(self.d_min) or not self.pending):
+                        quiet = 1
+                if quiet:
+                    g = int(self.d_gen)  # Delta_gen's decay (K2_loss, rounded up)
+                    d = g - int(self.d_max)
+                    if d > 0:
+                        g -= (d + 19) // 20
+                        self.d_gen = g
+                    self.since = now
+                    ts = b[_AT + _T_TS] | (b[_AT + _T_TS + 1] << 8) | (b[_AT + _T_TS + 2] << 16) | (
+                        (b[_AT + _T_TS + 3] & 0x3F) << 24)  # get30
+                    gen = b[_AT + _T_GEN] | (b[_AT + _T_GEN + 1] << 8)
+                    self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
+                    self.epoch = epoch
+                    self.tok_ts = ts
+                    self.tok_gen = gen
+                    self.last_ts = ts  # _visit: "lasttoken = token"
+                    self.last_gen = gen
+                    skip = int(self.d_skip)
+                    if skip:  # a Delta_skip stay
+                        self.has_token = True
+                        self.hold = _HOLD_SKIP
+                        self.wake_at = (now + skip) & _SEQ_MASK
+                        return 0
+                    # Delta_skip = 0: passed on at once (_pass, relay_token, _next, send).
+                    self.hold = _HOLD_NONE
+                    self.wake_at = (now + g) & _SEQ_MASK
+                    o = ptr8(self.out)
+                    o[0] = b[_AT]
+                    o[1] = b[_AT + 1]
+                    o[2] = b[_AT + 2]
+                    o[3] = b[_AT + 3] & 0x3F
+                    o[4] = epoch & 0xFF
+                    o[5] = (epoch >> 8) & 0xFF
+                    o[_T_TS] = b[_AT + _T_TS]
+                    o[_T_TS + 1] = b[_AT + _T_TS + 1]
+                    o[_T_TS + 2] = b[_AT + _T_TS + 2]
+                    o[_T_TS + 3] = b[_AT + _T_TS + 3] & 0x3F
+                    o[_T_GEN] = b[_AT + _T_GEN]
+                    o[_T_GEN + 1] = b[_AT + _T_GEN + 1]
+                    x = int(self.rng)
+                    x = _RAND_A * (x % _RAND_Q) - _RAND_R * (x // _RAND_Q)
+                    if x <= 0:
+                        x += _RAND_M
+                    self.rng = x
+                    r = x % (int(self.n) - 1)
+                    if r >= int(self.index):
+                        r += 1
+                    self.out_kind = _TOKEN
+                    self.out_dst = r
+                    self.out_len = _T_SIZE
+                    return _SEND_MSG
+        return int(on_message_native(self, kind, src, buf))
+
+    NodeWT.on_message = on_message_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the native (or plain) method
