@@ -1111,6 +1111,76 @@ try:
 except (SyntaxError, NameError, AttributeError):  # CPython (its micropython stub), a port without viper
     pass
 
+# A message frame's delivery or pass in viper on the boards (the class's native _on_msg is its
+# twin: CPython's; tests/test_layer.py, test_wt.py and test_sk_ra.py compare the node loop's runs
+# under both).
+try:
+    @micropython.viper
+    def _on_msg_viper(self, t):
+        """NodeLoop._on_msg in viper, where the port has the emitter: the decoder's fields read
+        through a pointer, the checks and the clock's arithmetic on machine words (in native code
+        each subscript, comparison or operator is a runtime call of about a microsecond on a Pico,
+        some twenty on a delivered message; issue 41). Same steps, same order."""
+        st = self._dst
+        v = ptr32(st)
+        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
+        mk = v[_F_STATE]
+        src = v[_F_SRC]
+        dst = v[_F_DST]
+        n = int(node.n)
+        if (mk >= _MSG_KINDS or v[_F_MLEN] != ptr8(node.msg_sizes)[mk] or src >= n or src == dst
+                or (dst >= n and dst != _BROADCAST)):
+            self._bad_msg(t)
+            return
+        index = int(node.index)
+        if dst == index:
+            if self._clocked:
+                # _tick, inline
+                d = int(self.ticks_diff(t, self._clk_us)) + int(self._clk_rem)
+                self._clk_us = t
+                self._clk_rem = d % 1000
+                ms = (int(self._ms) + d // 1000) & _COUNT_MASK
+                self._ms = ms
+                node.now = ms
+            a = int(node.on_message(mk, src, self._draw))
+            lbuf = self._lbuf
+            lst = self._lst
+            if a == _SEND_MSG:
+                fields = self._mfields
+                encode_message(eraw, self._mout, node, fields)
+                write(self._mviews[node.out_kind])
+                self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
+                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                record_fields(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
+                if self.led is not None:
+                    self._show()
+            else:
+                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                if a:
+                    self._act(a, t)
+                    return
+            # (as _act; the node's flags are bools)
+            if node.fresh or node.starting or (node.pending and not node.has_token):
+                self._watch = True
+            else:
+                self._watch = False
+            return
+        if src == index:
+            record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+            return  # a broadcast back at its sender: taken off
+        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews[mk])
+        self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
+        record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
+        if dst == _BROADCAST:
+            if self._clocked:
+                self._tick(t)
+            self._act(node.on_message(mk, src, self._draw), t)
+
+    NodeLoop._on_msg = _on_msg_viper
+except (SyntaxError, NameError, AttributeError):  # CPython (its micropython stub), a port without viper
+    pass
+
 # The shared resource's code, out of NodeLoop's class table (each name there is in the way
 # of the lookups of every hop).
 
