@@ -1152,7 +1152,7 @@ try:
                 self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
                 record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
                 record_fields(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
-                if self.led is not None:
+                if self.led:  # (a Pin or None: viper has no "is None")
                     self._show()
             else:
                 record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
