@@ -264,9 +264,7 @@ class NodeLoop:
         if getattr(node, "clocked", False):
             self._clocked = True
             self._housekeeping = self._housekeeping_clocked
-            self._clk_us = 0
-            self._clk_rem = 0
-            self._ms = 0
+            self._clk_us = 0  # the tick at which node.now's millisecond began (_tick)
         self._commands = {
             "r": self._cmd_request,
             "req": self._cmd_request,
@@ -576,12 +574,11 @@ class NodeLoop:
             if self._clocked:
                 # _tick, inline: every hop of the wandering token's walk comes here (a method
                 # call, and its bytecode, cost the hop tens of microseconds on a Pico).
-                d = self.ticks_diff(t, self._clk_us) + self._clk_rem
-                self._clk_us = t
-                self._clk_rem = d % 1000
-                ms = (self._ms + d // 1000) & _COUNT_MASK
-                self._ms = ms
-                node.now = ms
+                d = self.ticks_diff(t, self._clk_us)
+                if d >= 1000:
+                    k = d // 1000
+                    self._clk_us = t - (d - k * 1000)
+                    node.now = (node.now + k) & _COUNT_MASK
             a = node.on_message(mk, src, self._draw)
             # What _act does for the two actions a delivered token most often has, without its
             # generic loops and log cases (a bytecode call of tens of microseconds on a Pico): a
@@ -654,12 +651,17 @@ class NodeLoop:
 
     def _tick(self, t):
         """node.now: the milliseconds since start, from the microsecond ticks (which wrap:
-        only differences are taken, the remainder carried)."""
-        d = self.ticks_diff(t, self._clk_us) + self._clk_rem
-        self._clk_us = t
-        self._clk_rem = d % 1000
-        self._ms = (self._ms + d // 1000) & _COUNT_MASK
-        self.node.now = self._ms
+        only differences are taken). _clk_us is the tick at which node.now's millisecond
+        began, so a tick within it changes nothing (one ticks_diff; issue 41: every message
+        of the wandering token's walk comes here, and its attributes cost microseconds on a
+        Pico). It may lie below 0 after the ticks wrapped: ticks_diff is modular. The node
+        loop is the only writer of node.now."""
+        d = self.ticks_diff(t, self._clk_us)
+        if d >= 1000:
+            k = d // 1000
+            self._clk_us = t - (d - k * 1000)
+            node = self.node
+            node.now = (node.now + k) & _COUNT_MASK
 
     def _housekeeping_clocked(self):
         """_housekeeping for a clocked protocol: its wake-up time first (set as the instance's
@@ -1136,12 +1138,11 @@ try:
         if dst == index:
             if self._clocked:
                 # _tick, inline
-                d = int(self.ticks_diff(t, self._clk_us)) + int(self._clk_rem)
-                self._clk_us = t
-                self._clk_rem = d % 1000
-                ms = (int(self._ms) + d // 1000) & _COUNT_MASK
-                self._ms = ms
-                node.now = ms
+                d = int(self.ticks_diff(t, self._clk_us))
+                if d >= 1000:
+                    k = d // 1000
+                    self._clk_us = int(t) - (d - k * 1000)
+                    node.now = (int(node.now) + k) & _COUNT_MASK
             a = int(node.on_message(mk, src, self._draw))
             lbuf = self._lbuf
             lst = self._lst
