@@ -146,7 +146,7 @@ _taken = [0, 0]  # (tick, action) of the frame _finish_frame took; step reads it
 @micropython.native
 def _msg_bad(st, n, sizes):
     """A MSG frame the protocol does not declare (kind, size), or with a source or a
-    destination outside the ring of n."""
+    destination outside the ring of n. (NodeLoop._on_msg has it inline: keep them alike.)"""
     mk = st[_F_STATE]
     src = st[_F_SRC]
     dst = st[_F_DST]
@@ -264,9 +264,7 @@ class NodeLoop:
         if getattr(node, "clocked", False):
             self._clocked = True
             self._housekeeping = self._housekeeping_clocked
-            self._clk_us = 0
-            self._clk_rem = 0
-            self._ms = 0
+            self._clk_us = 0  # the tick at which node.now's millisecond began (_tick)
         self._commands = {
             "r": self._cmd_request,
             "req": self._cmd_request,
@@ -560,47 +558,58 @@ class NodeLoop:
         another, passed straight on without waking it (forward first, then log); a
         broadcast, both; a broadcast back at its sender, taken off the ring."""
         st = self._dst
-        node = self.node
+        # The hop's objects from bind_hot's tuple: one lookup for four (about 2 us each).
+        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
         mk = st[_F_STATE]
         src = st[_F_SRC]
         dst = st[_F_DST]
-        if _msg_bad(st, node.n, node.msg_sizes):
+        n = node.n
+        # _msg_bad, inline: a call on every message delivered (11 us on a Pico, and its
+        # subscripts again; issue 41). _finish_frame's messages passed on still call it.
+        if (mk >= _MSG_KINDS or st[_F_MLEN] != node.msg_sizes[mk] or src >= n or src == dst
+                or (dst >= n and dst != _BROADCAST)):
             self._bad_msg(t)
             return
         if dst == node.index:
-            record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
             if self._clocked:
                 # _tick, inline: every hop of the wandering token's walk comes here (a method
                 # call, and its bytecode, cost the hop tens of microseconds on a Pico).
-                d = self.ticks_diff(t, self._clk_us) + self._clk_rem
-                self._clk_us = t
-                self._clk_rem = d % 1000
-                self._ms = (self._ms + d // 1000) & _COUNT_MASK
-                node.now = self._ms
+                d = self.ticks_diff(t, self._clk_us)
+                if d >= 1000:
+                    k = d // 1000
+                    self._clk_us = t - (d - k * 1000)
+                    node.now = (node.now + k) & _COUNT_MASK
             a = node.on_message(mk, src, self._draw)
             # What _act does for the two actions a delivered token most often has, without its
             # generic loops and log cases (a bytecode call of tens of microseconds on a Pico): a
             # message sent on at once (BS's rotation, the wandering token's walk: every hop of
             # theirs), or nothing (the token taken in, at rest or in the critical section).
+            lbuf = self._lbuf
+            lst = self._lst
             if a == _SEND_MSG:
-                encode_message(self._eraw, self._mout, node, self._mfields)
-                self._write(self._mviews[node.out_kind])
+                # Forwarded first, then both events logged (the receive's tick is t).
+                fields = self._mfields
+                encode_message(eraw, self._mout, node, fields)
+                write(self._mviews[node.out_kind])
                 self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
-                record_fields(self._lbuf, self._lst, _CODE_SEND_MSG, self._mfields, 0, self.ticks_us())
+                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                record_fields(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
                 if self.led is not None:
                     self._show()
-            elif a:
-                self._act(a, t)
-                return
+            else:
+                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                if a:
+                    self._act(a, t)
+                    return
             self._watch = node.fresh or node.starting or (node.pending and not node.has_token)  # (as _act)
             return
         if src == node.index:
             record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
-        _pass_msg_on(self._draw, self._eraw, st, self._mout, self._write, self._mviews[mk])
+        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews[mk])
         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK  # (as _msg_passed: a call less on the hop)
         record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
-        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, self.ticks_us())
+        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
         if dst == _BROADCAST:
             if self._clocked:
                 self._tick(t)
@@ -642,12 +651,17 @@ class NodeLoop:
 
     def _tick(self, t):
         """node.now: the milliseconds since start, from the microsecond ticks (which wrap:
-        only differences are taken, the remainder carried)."""
-        d = self.ticks_diff(t, self._clk_us) + self._clk_rem
-        self._clk_us = t
-        self._clk_rem = d % 1000
-        self._ms = (self._ms + d // 1000) & _COUNT_MASK
-        self.node.now = self._ms
+        only differences are taken). _clk_us is the tick at which node.now's millisecond
+        began, so a tick within it changes nothing (one ticks_diff; issue 41: every message
+        of the wandering token's walk comes here, and its attributes cost microseconds on a
+        Pico). It may lie below 0 after the ticks wrapped: ticks_diff is modular. The node
+        loop is the only writer of node.now."""
+        d = self.ticks_diff(t, self._clk_us)
+        if d >= 1000:
+            k = d // 1000
+            self._clk_us = t - (d - k * 1000)
+            node = self.node
+            node.now = (node.now + k) & _COUNT_MASK
 
     def _housekeeping_clocked(self):
         """_housekeeping for a clocked protocol: its wake-up time first (set as the instance's
@@ -1096,6 +1110,75 @@ try:
         return k | (total << 5)
 
     NodeLoop._finish_frame = _finish_frame_viper
+except (SyntaxError, NameError, AttributeError):  # CPython (its micropython stub), a port without viper
+    pass
+
+# A message frame's delivery or pass in viper on the boards (the class's native _on_msg is its
+# twin: CPython's; tests/test_layer.py, test_wt.py and test_sk_ra.py compare the node loop's runs
+# under both).
+try:
+    @micropython.viper
+    def _on_msg_viper(self, t):
+        """NodeLoop._on_msg in viper, where the port has the emitter: the decoder's fields read
+        through a pointer, the checks and the clock's arithmetic on machine words (in native code
+        each subscript, comparison or operator is a runtime call of about a microsecond on a Pico,
+        some twenty on a delivered message; issue 41). Same steps, same order."""
+        st = self._dst
+        v = ptr32(st)
+        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
+        mk = v[_F_STATE]
+        src = v[_F_SRC]
+        dst = v[_F_DST]
+        n = int(node.n)
+        if (mk >= _MSG_KINDS or v[_F_MLEN] != ptr8(node.msg_sizes)[mk] or src >= n or src == dst
+                or (dst >= n and dst != _BROADCAST)):
+            self._bad_msg(t)
+            return
+        index = int(node.index)
+        if dst == index:
+            if self._clocked:
+                # _tick, inline
+                d = int(self.ticks_diff(t, self._clk_us))
+                if d >= 1000:
+                    k = d // 1000
+                    self._clk_us = int(t) - (d - k * 1000)
+                    node.now = (int(node.now) + k) & _COUNT_MASK
+            a = int(node.on_message(mk, src, self._draw))
+            lbuf = self._lbuf
+            lst = self._lst
+            if a == _SEND_MSG:
+                fields = self._mfields
+                encode_message(eraw, self._mout, node, fields)
+                write(self._mviews[node.out_kind])
+                self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
+                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                record_fields(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
+                if self.led:  # (a Pin or None: viper has no "is None")
+                    self._show()
+            else:
+                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                if a:
+                    self._act(a, t)
+                    return
+            # (as _act; the node's flags are bools)
+            if node.fresh or node.starting or (node.pending and not node.has_token):
+                self._watch = True
+            else:
+                self._watch = False
+            return
+        if src == index:
+            record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+            return  # a broadcast back at its sender: taken off
+        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews[mk])
+        self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
+        record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
+        if dst == _BROADCAST:
+            if self._clocked:
+                self._tick(t)
+            self._act(node.on_message(mk, src, self._draw), t)
+
+    NodeLoop._on_msg = _on_msg_viper
 except (SyntaxError, NameError, AttributeError):  # CPython (its micropython stub), a port without viper
     pass
 

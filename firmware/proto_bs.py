@@ -84,33 +84,6 @@ get30 = protocol.get30
 put30 = protocol.put30
 
 
-def copy_bytes_py(dst, to, src, at, n):
-    """dst[to:to + n] = src[at:at + n] without a slice (which allocates): the served list passed
-    on as it came. Here, not in protocol.py, which every board loads: its names there made S's
-    hop 15 us slower on the chip (476 against 461 us, `picoring bench chip`; see
-    docs/performance.md, "Where the turnaround went")."""
-    for k in range(n):
-        dst[to + k] = src[at + k]
-
-
-copy_bytes = copy_bytes_py
-try:
-    # Its viper twin (tests/test_frame_twins.py): a byte a few cycles on a Pico, where native code's
-    # subscripts cost microseconds each (issue 41).
-    @micropython.viper
-    def copy_bytes_viper(dst, to: int, src, at: int, n: int):
-        d = ptr8(dst)
-        s = ptr8(src)
-        k = 0
-        while k < n:
-            d[to + k] = s[at + k]
-            k += 1
-
-    copy_bytes = copy_bytes_viper
-except (AttributeError, NameError, SyntaxError, ValueError):
-    pass  # CPython, or a port without the viper emitter: the Python twin
-
-
 GIMME = 0
 TOKEN = 1
 _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
@@ -138,6 +111,64 @@ _G_LO = const(7)
 _G_HI = const(9)
 _G_SIZE = const(11)
 _NONE = const(0xFFFF)  # an empty slot of the served list
+
+
+def relay_rotation_py(out, buf, epoch, hmask, size):
+    """The rotation's token message on (NodeBS.on_message's fast path): buf's payload (a delivered
+    frame's raw: at _AT) into out[0:size] as put_token_header, put30 and _give would write it for a
+    token taken in and passed on by rule 4: seq with its top two bits cleared, the epoch it goes on
+    with (the gate's), R + 1 (modulo hmask + 1), lend 0, the served list as it came. Returns the new
+    R. No slice (which allocates)."""
+    out[0] = buf[_AT]
+    out[1] = buf[_AT + 1]
+    out[2] = buf[_AT + 2]
+    out[3] = buf[_AT + 3] & 0x3F
+    out[4] = epoch & 0xFF
+    out[5] = (epoch >> 8) & 0xFF
+    at = _AT + _T_R
+    r = ((buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)) + 1) & hmask
+    out[_T_R] = r & 0xFF
+    out[_T_R + 1] = (r >> 8) & 0xFF
+    out[_T_R + 2] = (r >> 16) & 0xFF
+    out[_T_R + 3] = (r >> 24) & 0x3F
+    out[_T_LEND] = 0
+    for k in range(_T_SERVED, size):
+        out[k] = buf[_AT + k]
+    return r
+
+
+relay_rotation = relay_rotation_py
+try:
+    # Its viper twin (tests/test_frame_twins.py): the token message is 35 payload bytes, a few
+    # cycles each here; in native code each byte's subscripts cost microseconds (issue 41). Here,
+    # not in protocol.py, which every board loads: its names there made S's hop 15 us slower on
+    # the chip (docs/performance.md, "Where the turnaround went").
+    @micropython.viper
+    def relay_rotation_viper(out, buf, epoch: int, hmask: int, size: int) -> int:
+        o = ptr8(out)
+        b = ptr8(buf)
+        o[0] = b[_AT]
+        o[1] = b[_AT + 1]
+        o[2] = b[_AT + 2]
+        o[3] = b[_AT + 3] & 0x3F
+        o[4] = epoch & 0xFF
+        o[5] = (epoch >> 8) & 0xFF
+        at = _AT + _T_R
+        r = ((b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | ((b[at + 3] & 0x3F) << 24)) + 1) & hmask
+        o[_T_R] = r & 0xFF
+        o[_T_R + 1] = (r >> 8) & 0xFF
+        o[_T_R + 2] = (r >> 16) & 0xFF
+        o[_T_R + 3] = (r >> 24) & 0x3F
+        o[_T_LEND] = 0
+        k = _T_SERVED
+        while k < size:
+            o[k] = b[_AT + k]
+            k += 1
+        return r
+
+    relay_rotation = relay_rotation_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the Python twin
 
 
 class NodeBS(Node):
@@ -287,8 +318,6 @@ class NodeBS(Node):
             return 0
         self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
         self.epoch = epoch
-        at = _AT + _T_R
-        r = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)  # get30
         if (not buf[_AT + _T_LEND] and not self.fifo_len and not self.pending
                 and (self.lent_to < 0 or src != self.lent_to)):
             # The rotation's every hop (rule 3, then rule 4 at once): no trap to serve, no
@@ -296,33 +325,24 @@ class NodeBS(Node):
             # _have, _rotate, _give: write it out again, oldest first, and clear it), without
             # its calls and its 2 x SERVED_SLOTS passes: the list goes on byte for byte (taken in
             # with sv_next = 0 and nothing served, _give writes the same bytes), and the arrays,
-            # empty while the token is elsewhere, stay empty as _give leaves them.
-            r = (r + 1) & self._hmask  # rule 4's rotation event, in x's history and the token's
+            # empty while the token is elsewhere, stay empty as _give leaves them. The payload
+            # (put_token_header, R + 1: rule 4's rotation event, in x's history and the token's,
+            # lend 0, the list) is written by one viper call (relay_rotation).
+            size = self.msg_sizes[_TOKEN]
+            r = relay_rotation(self.out, buf, epoch, self._hmask, size)
             self.h = r
             self.visit = 0
             self.used = False
             self.lent_to = -1
             self.sv_next = 0
             self.rnd = 0
-            out = self.out
-            v = self.seq  # put_token_header
-            out[0] = v & 0xFF
-            out[1] = (v >> 8) & 0xFF
-            out[2] = (v >> 16) & 0xFF
-            out[3] = (v >> 24) & 0x3F
-            out[4] = epoch & 0xFF
-            out[5] = (epoch >> 8) & 0xFF
-            out[_T_R] = r & 0xFF  # put30
-            out[_T_R + 1] = (r >> 8) & 0xFF
-            out[_T_R + 2] = (r >> 16) & 0xFF
-            out[_T_R + 3] = (r >> 24) & 0x3F
-            out[_T_LEND] = 0
-            copy_bytes(out, _T_SERVED, buf, _AT + _T_SERVED, _T_SIZE - _T_SERVED)
             j = self.index + 1
             self.out_kind = _TOKEN  # send
             self.out_dst = 0 if j == self.n else j
-            self.out_len = self.msg_sizes[_TOKEN]
+            self.out_len = size
             return _SEND_MSG
+        at = _AT + _T_R
+        r = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)  # get30
         self.rnd = r
         at = _AT + _T_SERVED
         sv_node = self.sv_node
@@ -505,3 +525,68 @@ class NodeBS(Node):
         self.visit = self.fifo_len
         self.used = False
         return self._have()
+
+
+# The rotation's hop on a board: NodeBS.on_message in viper for the token passed straight on by
+# rule 4, the native method (its twin, which CPython, the simulator and the explorer run) for
+# the rest.
+on_message_native = NodeBS.on_message
+try:
+    @micropython.viper
+    def on_message_viper(self, kind, src, buf) -> int:
+        # The token of the rotation arriving where the layer's gate stays quiet (not fresh, the
+        # epoch and key known), with no trap to serve, no request here, not lent and not back
+        # from a lend: on_message's fast path, taken whole here, where the payload's 35 bytes and
+        # the arithmetic cost cycles (in native code a subscript or an operator costs about a
+        # microsecond on a Pico; issue 41). The state it leaves and the bytes it writes are
+        # on_message_native's (tests/test_hop_twins.py runs both); the attributes are read in
+        # another order, and reading one has no side effect.
+        k = int(kind)
+        if k == _GIMME:
+            return int(self._gimme(buf))  # as on_message_native does
+        b = ptr8(buf)
+        if k == _TOKEN and not self.fresh and not self.has_token and not b[_AT + _T_LEND] and not self.fifo_len \
+                and not self.pending:
+            epoch = b[_AT + 4] | (b[_AT + 5] << 8)
+            lent = int(self.lent_to)
+            if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN and (lent < 0 or int(src) != lent):
+                self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
+                self.epoch = epoch
+                size = ptr8(self.msg_sizes)[_TOKEN]
+                # relay_rotation, inline: the header, R + 1 (rule 4's rotation event), lend 0, the list
+                o = ptr8(self.out)
+                o[0] = b[_AT]
+                o[1] = b[_AT + 1]
+                o[2] = b[_AT + 2]
+                o[3] = b[_AT + 3] & 0x3F
+                o[4] = epoch & 0xFF
+                o[5] = (epoch >> 8) & 0xFF
+                at = _AT + _T_R
+                r = ((b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | ((b[at + 3] & 0x3F) << 24)) + 1) & int(self._hmask)
+                o[_T_R] = r & 0xFF
+                o[_T_R + 1] = (r >> 8) & 0xFF
+                o[_T_R + 2] = (r >> 16) & 0xFF
+                o[_T_R + 3] = (r >> 24) & 0x3F
+                o[_T_LEND] = 0
+                i = _T_SERVED
+                while i < size:
+                    o[i] = b[_AT + i]
+                    i += 1
+                self.h = r
+                self.visit = 0
+                self.used = False
+                self.lent_to = -1
+                self.sv_next = 0
+                self.rnd = 0
+                j = int(self.index) + 1
+                if j == int(self.n):
+                    j = 0
+                self.out_kind = _TOKEN
+                self.out_dst = j
+                self.out_len = size
+                return _SEND_MSG
+        return int(on_message_native(self, kind, src, buf))
+
+    NodeBS.on_message = on_message_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the native method

@@ -91,6 +91,53 @@ _HOLD_OP = const(2)  # the token stays while A runs (the critical section)
 _GEN_CAP = const(0x8000000)  # Delta_gen stops growing here (2**27 units: 37 hours in ms)
 
 
+def relay_token_py(out, buf, epoch):
+    """A token message passed on as it came (the walk's every hop with Delta_skip = 0): its
+    payload buf[_AT:_AT + _T_SIZE] into out, seq's and ts's top two bits cleared (as get30 reads
+    them and put30 writes them), the epoch the token goes on with (the gate's) in its place: the
+    bytes put_token_header, put30 and the generator's two bytes would write. No slice (which
+    allocates)."""
+    out[0] = buf[_AT]
+    out[1] = buf[_AT + 1]
+    out[2] = buf[_AT + 2]
+    out[3] = buf[_AT + 3] & 0x3F
+    out[4] = epoch & 0xFF
+    out[5] = (epoch >> 8) & 0xFF
+    out[_T_TS] = buf[_AT + _T_TS]
+    out[_T_TS + 1] = buf[_AT + _T_TS + 1]
+    out[_T_TS + 2] = buf[_AT + _T_TS + 2]
+    out[_T_TS + 3] = buf[_AT + _T_TS + 3] & 0x3F
+    out[_T_GEN] = buf[_AT + _T_GEN]
+    out[_T_GEN + 1] = buf[_AT + _T_GEN + 1]
+
+
+relay_token = relay_token_py
+try:
+    # Its viper twin (tests/test_frame_twins.py): on a Pico a byte costs a few cycles here, a
+    # subscript in native code about 1.7 us (issue 41). Here, not in protocol.py, which every
+    # board loads (its names there made S's hop slower: docs/performance.md).
+    @micropython.viper
+    def relay_token_viper(out, buf, epoch: int):
+        o = ptr8(out)
+        b = ptr8(buf)
+        o[0] = b[_AT]
+        o[1] = b[_AT + 1]
+        o[2] = b[_AT + 2]
+        o[3] = b[_AT + 3] & 0x3F
+        o[4] = epoch & 0xFF
+        o[5] = (epoch >> 8) & 0xFF
+        o[_T_TS] = b[_AT + _T_TS]
+        o[_T_TS + 1] = b[_AT + _T_TS + 1]
+        o[_T_TS + 2] = b[_AT + _T_TS + 2]
+        o[_T_TS + 3] = b[_AT + _T_TS + 3] & 0x3F
+        o[_T_GEN] = b[_AT + _T_GEN]
+        o[_T_GEN + 1] = b[_AT + _T_GEN + 1]
+
+    relay_token = relay_token_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the Python twin
+
+
 def _int_opt(opts, key, default):
     v = opts.get(key)
     return default if v is None else int(v)
@@ -239,9 +286,11 @@ class NodeWT(Node):
         # Figure 1: "select(receive(token), Delta_gen); if (defined(token)) then
         # Delta_gen = Delta_gen - K2_loss (Delta_gen - Delta_max)", K2_loss = 0.05.
         # Deviation: in integers, the 5% rounded up, so that Delta_gen reaches Delta_max.
-        d = self.d_gen - self.d_max
+        g = self.d_gen
+        d = g - self.d_max
         if d > 0:
-            self.d_gen -= (d + 19) // 20
+            g -= (d + 19) // 20
+            self.d_gen = g
         ts = buf[_AT + _T_TS] | (buf[_AT + _T_TS + 1] << 8) | (buf[_AT + _T_TS + 2] << 16) | (
             (buf[_AT + _T_TS + 3] & 0x3F) << 24)  # get30
         gen = buf[_AT + _T_GEN] | (buf[_AT + _T_GEN + 1] << 8)
@@ -259,42 +308,34 @@ class NodeWT(Node):
         self.epoch = epoch
         self.tok_ts = ts
         self.tok_gen = gen
-        self.has_token = True
+        # has_token (False here) is set True only where the token stays: a token removed or
+        # passed straight on leaves it False, as setting it and clearing it did (two stores a
+        # hop; nothing between reads it).
         last_at = self.last_at
         # _removes, its window (_in_window) tested here: outside it (always, on a ring whose
         # nodes never performed A) no call.
         if last_at != _NEVER and ((now - last_at) & _SEQ_MASK) <= self.d_per and self._removes(ts, gen):
-            self.has_token = False
             return self._remove()
         # _visit: "lasttoken = token", then A if due, else a Delta_skip stay.
         self.last_ts = ts
         self.last_gen = gen
         if self.pending and not (last_at != _NEVER and ((now - last_at) & _SEQ_MASK) <= self.d_min):
+            self.has_token = True
             return self._visit()  # A is due: _visit performs it (the same test again, then _enter)
         skip = self.d_skip
         if skip:
+            self.has_token = True
             self.hold = _HOLD_SKIP
             self.wake_at = (now + skip) & _SEQ_MASK  # _arm
             return 0
         # Delta_skip = 0: _pass at once. Its state as _visit's hold and _arm, then _pass's,
         # leave it: no hold, the generation timeout armed from now.
-        self.has_token = False
         self.hold = _HOLD_NONE
-        self.wake_at = (now + self.d_gen) & _SEQ_MASK  # _arm
-        out = self.out
-        v = self.seq  # put_token_header
-        out[0] = v & 0xFF
-        out[1] = (v >> 8) & 0xFF
-        out[2] = (v >> 16) & 0xFF
-        out[3] = (v >> 24) & 0x3F
-        out[4] = epoch & 0xFF
-        out[5] = (epoch >> 8) & 0xFF
-        out[_T_TS] = ts & 0xFF  # put30
-        out[_T_TS + 1] = (ts >> 8) & 0xFF
-        out[_T_TS + 2] = (ts >> 16) & 0xFF
-        out[_T_TS + 3] = (ts >> 24) & 0x3F
-        out[_T_GEN] = gen & 0xFF
-        out[_T_GEN + 1] = gen >> 8
+        self.wake_at = (now + g) & _SEQ_MASK  # _arm (g: d_gen, as decayed above)
+        # put_token_header, put30 and the generator's bytes: the payload as it came, its top bits
+        # cleared as get30 and put30 leave them, with the epoch it goes on with (one viper call;
+        # twelve subscripts and their shifts in native code cost about 30 us on a Pico).
+        relay_token(self.out, buf, epoch)
         # _next, with _draw's protocol.rand_next (Schrage's method) inline.
         x = self.rng
         x = _RAND_A * (x % _RAND_Q) - _RAND_R * (x // _RAND_Q)
@@ -306,7 +347,7 @@ class NodeWT(Node):
             r += 1
         self.out_kind = _TOKEN  # send
         self.out_dst = r
-        self.out_len = self.msg_sizes[_TOKEN]
+        self.out_len = _T_SIZE  # msg_sizes[_TOKEN] (message_sizes)
         return _SEND_MSG
 
     @micropython.native
@@ -429,3 +470,87 @@ class NodeWT(Node):
         # The layer's first token on a board (boot: a claim round) starts the walk here.
         self._make_token()
         return self._visit()
+
+
+# The walk's hop on a board: NodeWT.on_message in viper for the visits that need none of its
+# rules' calls, the native method (its twin, which CPython and the simulator run) for the rest.
+on_message_native = NodeWT.on_message
+try:
+    @micropython.viper
+    def on_message_viper(self, kind, src, buf) -> int:
+        # A visit of the token that keeps the layer's gate quiet (not fresh, the epoch and key
+        # known), finds no token here, falls outside the removal window and has no operation
+        # due: taken whole here, where the payload's bytes and the arithmetic cost cycles (in
+        # native code a subscript or an operator costs about a microsecond on a Pico; issue 41).
+        # The state it leaves and the bytes it writes are on_message_native's
+        # (tests/test_hop_twins.py runs both); the attributes are read in another order, and
+        # reading one has no side effect. Everything else goes to the native method.
+        b = ptr8(buf)
+        if int(kind) == _TOKEN and not self.fresh and not self.has_token:
+            epoch = b[_AT + 4] | (b[_AT + 5] << 8)
+            if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN:
+                now = int(self.now)
+                last_at = int(self.last_at)
+                quiet = 0
+                if last_at == _NEVER:
+                    if not self.pending:
+                        quiet = 1
+                else:
+                    e = (now - last_at) & _SEQ_MASK
+                    if e > int(self.d_per) and (e <= int(self.d_min) or not self.pending):
+                        quiet = 1
+                if quiet:
+                    g = int(self.d_gen)  # Delta_gen's decay (K2_loss, rounded up)
+                    d = g - int(self.d_max)
+                    if d > 0:
+                        g -= (d + 19) // 20
+                        self.d_gen = g
+                    self.since = now
+                    ts = b[_AT + _T_TS] | (b[_AT + _T_TS + 1] << 8) | (b[_AT + _T_TS + 2] << 16) | (
+                        (b[_AT + _T_TS + 3] & 0x3F) << 24)  # get30
+                    gen = b[_AT + _T_GEN] | (b[_AT + _T_GEN + 1] << 8)
+                    self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
+                    self.epoch = epoch
+                    self.tok_ts = ts
+                    self.tok_gen = gen
+                    self.last_ts = ts  # _visit: "lasttoken = token"
+                    self.last_gen = gen
+                    skip = int(self.d_skip)
+                    if skip:  # a Delta_skip stay
+                        self.has_token = True
+                        self.hold = _HOLD_SKIP
+                        self.wake_at = (now + skip) & _SEQ_MASK
+                        return 0
+                    # Delta_skip = 0: passed on at once (_pass, relay_token, _next, send).
+                    self.hold = _HOLD_NONE
+                    self.wake_at = (now + g) & _SEQ_MASK
+                    o = ptr8(self.out)
+                    o[0] = b[_AT]
+                    o[1] = b[_AT + 1]
+                    o[2] = b[_AT + 2]
+                    o[3] = b[_AT + 3] & 0x3F
+                    o[4] = epoch & 0xFF
+                    o[5] = (epoch >> 8) & 0xFF
+                    o[_T_TS] = b[_AT + _T_TS]
+                    o[_T_TS + 1] = b[_AT + _T_TS + 1]
+                    o[_T_TS + 2] = b[_AT + _T_TS + 2]
+                    o[_T_TS + 3] = b[_AT + _T_TS + 3] & 0x3F
+                    o[_T_GEN] = b[_AT + _T_GEN]
+                    o[_T_GEN + 1] = b[_AT + _T_GEN + 1]
+                    x = int(self.rng)
+                    x = _RAND_A * (x % _RAND_Q) - _RAND_R * (x // _RAND_Q)
+                    if x <= 0:
+                        x += _RAND_M
+                    self.rng = x
+                    r = x % (int(self.n) - 1)
+                    if r >= int(self.index):
+                        r += 1
+                    self.out_kind = _TOKEN
+                    self.out_dst = r
+                    self.out_len = _T_SIZE
+                    return _SEND_MSG
+        return int(on_message_native(self, kind, src, buf))
+
+    NodeWT.on_message = on_message_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the native (or plain) method

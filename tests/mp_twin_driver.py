@@ -1,4 +1,4 @@
-# Runs the firmware's twin functions (frame.py, hostlink.py: *_py and *_viper) on the
+# Runs the firmware's twin functions (frame.py, hostlink.py, proto_bs.py, proto_wt.py: *_py and *_viper) on the
 # cases in a JSON file and prints one JSON line: {"impl": ..., "results": {twin: [...]}}.
 # Under MicroPython both twins run; under CPython only the *_py ones exist.
 # Usage: <python> mp_twin_driver.py FIRMWARE_DIR CASES.json
@@ -10,6 +10,7 @@ import json
 import frame
 import hostlink
 import proto_bs
+import proto_wt
 
 
 def unhex(s):
@@ -108,18 +109,24 @@ def run(case, f):
                 lines.append("".join(written))
             lines.append(k)
         return [hexof(log.buf), list(log.st), lines]
-    if op == "copy":
-        # case: ["copy", dst hex, to, src hex, at, n]
-        dst = unhex(case[1])
-        f["copy_bytes"](dst, case[2], unhex(case[3]), case[4], case[5])
-        return hexof(dst)
+    if op == "rotation":
+        # case: ["rotation", out hex, buf hex (a delivered frame's raw: the payload at 5), epoch, hmask, size]
+        out = unhex(case[1])
+        r = f["relay_rotation"](out, unhex(case[2]), case[3], case[4], case[5])
+        return [r, hexof(out)]
+    if op == "relay":
+        # case: ["relay", out hex, buf hex (a delivered frame's raw: the payload at 5), epoch]
+        out = unhex(case[1])
+        f["relay_token"](out, unhex(case[2]), case[3])
+        return hexof(out)
     raise ValueError("unknown case %r" % op)
 
 
 TWINS = ("crc16", "seal", "cobs", "token", "request", "message", "scan", "record", "record_fields", "record_token",
-         "copy_bytes")
+         "relay_rotation", "relay_token")
 MODULE = {"crc16": frame, "seal": frame, "cobs": frame, "token": frame, "request": frame, "message": frame, "scan": frame, "record": hostlink,
-          "record_fields": hostlink, "record_token": hostlink, "copy_bytes": proto_bs}
+          "record_fields": hostlink, "record_token": hostlink, "relay_rotation": proto_bs,
+          "relay_token": proto_wt}
 
 
 def twin_set(suffix):

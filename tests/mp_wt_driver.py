@@ -65,7 +65,7 @@ def main():
         running += k
         most = k if k > most else most
     nodes = [lp.node for lp in loops]
-    print(json.dumps({"impl": sys.implementation.name, "ms": loops[0]._ms,
+    print(json.dumps({"impl": sys.implementation.name, "ms": loops[0].node.now,
                       "ops": [nd.ops for nd in nodes], "generated": [nd.generated for nd in nodes],
                       "removed": [nd.removed for nd in nodes], "tx": [w.writes for w in wires],
                       "errors": [nd.errors for nd in nodes], "bad": [lp.dec.bad for lp in loops],

@@ -1,6 +1,6 @@
 """The firmware's viper functions and their pure-Python twins (frame.py: crc16, seal,
 cobs, token, request, message, scan; hostlink.py: record, record_fields, record_token;
-proto_bs.py: copy_bytes) give identical bytes
+proto_bs.py: relay_rotation; proto_wt.py: relay_token) give identical bytes
 and results over random input: both twins under the real micropython binary, and the
 Python twins under CPython, which the simulator and the host use."""
 
@@ -39,12 +39,21 @@ def wire_chunks():
 
 
 @st.composite
-def copy_cases(draw):
-    """proto_bs.copy_bytes: n bytes from anywhere in src to anywhere in dst."""
-    dst = draw(st.binary(min_size=1, max_size=48))
-    src = draw(st.binary(min_size=1, max_size=48))
-    n = draw(st.integers(0, min(len(dst), len(src))))
-    return ["copy", dst.hex(), draw(st.integers(0, len(dst) - n)), src.hex(), draw(st.integers(0, len(src) - n)), n]
+def rotation_cases(draw):
+    """proto_bs.relay_rotation: a delivered token message (any bytes, any top bits) on, with an
+    epoch, R + 1 under a mask (the explorer's is 15), a payload of 11 bytes and a served list."""
+    size = draw(st.integers(11, 40))
+    out = draw(st.binary(min_size=size, max_size=size + 8))
+    buf = draw(st.binary(min_size=size + 5, max_size=size + 13))
+    return ["rotation", out.hex(), buf.hex(), draw(u16), draw(st.sampled_from([0x3FFFFFFF, 15])), size]
+
+
+@st.composite
+def relay_cases(draw):
+    """proto_wt.relay_token: a delivered token message's 12 payload bytes (any top bits) on, with
+    an epoch, over whatever out held."""
+    return ["relay", draw(st.binary(min_size=12, max_size=12)).hex(), draw(st.binary(min_size=17, max_size=24)).hex(),
+            draw(u16)]
 
 
 def _split(parts_sizes):
@@ -69,7 +78,8 @@ cases = st.lists(st.one_of(
     st.tuples(st.integers(-2, 0xFFFF), u8, u30, u16, u8).map(lambda t: ["token", *t]),  # count saturates (-1: 65535)
     u8.map(lambda lseq: ["request", lseq]),
     wire_chunks(),
-    copy_cases(),
+    rotation_cases(),
+    relay_cases(),
     st.tuples(st.integers(1, 20), st.lists(log_op, max_size=40)).map(lambda t: ["log", t[0], [list(o) for o in t[1]]]),
 ), min_size=1, max_size=25)
 

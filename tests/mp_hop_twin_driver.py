@@ -1,0 +1,145 @@
+# The wandering token's and BinarySearch's token handlers on a board (proto_wt.on_message_viper,
+# proto_bs.on_message_viper) against their twin, the native method (on_message_native, which
+# CPython and the simulator run): the same random run of a ring of protocol nodes (no node loop:
+# messages delivered in order, requests, critical sections' ends, wake-ups, and now and then a
+# token's top bits set, a newer epoch, a token duplicated or delivered to a node still joining) with each, and
+# every node's state and outgoing bytes after every handler compared. Runs under MicroPython
+# (both twins) and CPython (the native twin only); prints one JSON line, which
+# tests/test_hop_twins.py compares.
+# Usage: <python> mp_hop_twin_driver.py FIRMWARE_DIR SPEC SEED EVENTS
+import sys
+
+sys.path.insert(0, sys.argv[1])
+import json
+
+import protocol
+
+
+class Rng:
+    """The run's own generator (the same numbers under MicroPython and CPython)."""
+
+    def __init__(self, seed):
+        self.x = seed * 7919 + 13
+
+    def below(self, k):
+        self.x = (self.x * 1103515245 + 12345) & 0x7FFFFFFF
+        return (self.x >> 8) % k
+
+
+def snapshot(nd):
+    out = []
+    d = nd.__dict__
+    for k in sorted(d):
+        v = d[k]
+        if isinstance(v, (bytes, bytearray)) or (not isinstance(v, (int, bool, str)) and v is not None
+                                                  and not isinstance(v, dict)):
+            v = list(v)
+        elif isinstance(v, dict):
+            continue
+        out.append([k, v])
+    return out
+
+
+def fold(h, text):
+    """FNV-1a over text's characters, 30 bits (a small int on every port)."""
+    for ch in text:
+        h = ((h ^ ord(ch)) * 16777619) & 0x3FFFFFFF
+    return h
+
+
+def run(spec, seed, events, on_message, module, counts):
+    cls = protocol.load(spec)
+    base = getattr(module, "NodeWT", None) or getattr(module, "NodeBS")
+    base.on_message = on_message
+    rng = Rng(seed)
+    n = 2 + rng.below(4)
+    nodes = [cls(i, n) for i in range(n)]
+    clocked = getattr(nodes[0], "clocked", False)
+    queue = []
+    now = 0
+    trace_len = 0
+    digest = [0]  # a fold of every handler's action and the node's state after it
+
+    def act(nd, a, why):
+        digest[0] = fold(digest[0], why + repr(a) + json.dumps(snapshot(nd)))
+        if a & protocol.SEND_MSG:
+            buf = bytearray(5) + bytes(nd.out[:nd.out_len])
+            buf[0] = 7
+            buf[2] = nd.out_kind
+            buf[3] = nd.index
+            buf[4] = nd.out_dst & 0xFF
+            queue.append([nd.out_dst, nd.out_kind, nd.index, buf])
+
+    act(nodes[0], nodes[0].give_token(), "give")
+    for _ in range(events):
+        now += rng.below(4)
+        if clocked:
+            for nd in nodes:
+                nd.now = now & 0x3FFFFFFF
+        r = rng.below(100)
+        if r < 8:
+            nd = nodes[rng.below(n)]
+            if not nd.busy():
+                act(nd, nd.request(), "req")
+        elif r < 20:
+            for nd in nodes:
+                if nd.in_cs:
+                    act(nd, nd.exit_cs(), "exit")
+                    break
+        elif r < 30 and clocked:
+            for nd in nodes:
+                w = nd.wake_at
+                if w >= 0 and ((nd.now - w) & 0x3FFFFFFF) < 0x20000000:
+                    act(nd, nd.on_wake(), "wake")
+        elif r < 30:
+            pass  # time passes
+        elif queue:
+            dst, kind, src, buf = queue.pop(0)
+            q = rng.below(100) if kind == module.TOKEN else 99  # (a gimme is left as it is)
+            if q < 4:
+                buf[8] |= 0xC0  # seq's top bits: never sent, ignored on receipt
+                buf[14] |= 0xC0  # ts's (WT) or R's (BS)
+            elif q < 7:
+                buf[9] = (buf[9] + 1) & 0xFF  # a newer epoch: the gate's call
+            elif q < 10:
+                queue.append([dst, kind, src, bytearray(buf)])  # a second token
+            nd = nodes[dst]
+            counts[0] += 1
+            if q == 10:
+                nd.fresh = True  # the gate's other case: a node still joining drops the token
+                act(nd, nd.on_message(kind, src, buf), "msg fresh")
+                nd.fresh = False
+            else:
+                act(nd, nd.on_message(kind, src, buf), "msg")
+        trace_len += 1
+    return [digest[0], trace_len]
+
+
+def main():
+    spec, seed, events = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    name = protocol.parse_spec(spec)[0]
+    module = __import__(protocol.module_name(name))
+    native = module.on_message_native
+    out = {"impl": sys.implementation.name, "results": {}}
+    counts = [0]
+    out["results"]["native"] = run(spec, seed, events, native, module, counts)
+    out["delivered"] = counts[0]
+    viper = getattr(module, "on_message_viper", None)
+    if viper is not None:
+        general = [0]
+
+        def counting(self, kind, src, buf):
+            general[0] += 1
+            return native(self, kind, src, buf)
+
+        module.on_message_native = counting  # what the viper twin calls for the other cases
+        delivered = [0]
+        try:
+            out["results"]["viper"] = run(spec, seed, events, viper, module, delivered)
+        finally:
+            module.on_message_native = native
+        out["taken_by_viper"] = delivered[0] - general[0]
+    print(json.dumps(out))
+
+
+main()

@@ -1,0 +1,45 @@
+"""The wandering token's and BinarySearch's token handlers on a board (proto_wt.on_message_viper,
+proto_bs.on_message_viper: the hop that passes the token straight on, or keeps it for a Delta_skip
+stay, in viper) and their twin, the native method (on_message_native, which CPython, the simulator
+and the explorer run): the same random runs (tests/mp_hop_twin_driver.py: faults in the tokens,
+a second token, a newer epoch, a node still joining) leave every node in the same state and
+write the same bytes, under the real micropython binary; and the native twin gives the same under
+MicroPython as under CPython."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIRMWARE, ROOT, run_micropython
+
+DRIVER = str(ROOT / "tests" / "mp_hop_twin_driver.py")
+SPECS = ("wt:skip=0", "wt", "wt:skip=0,min=3", "wt:skip=0,min=2,per=5", "bs")
+SEEDS = (1, 2, 3, 4, 5)
+EVENTS = 400
+
+
+def drive(interpreter, spec, seed):
+    args = [DRIVER, str(FIRMWARE), spec, str(seed), str(EVENTS)]
+    if interpreter == "cpython":
+        out = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, check=True).stdout
+    else:
+        out = run_micropython(interpreter, *args, timeout=120)
+    return json.loads(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", SPECS)
+def test_viper_handler_and_its_native_twin_agree(micropython, spec):
+    taken = delivered = 0
+    for seed in SEEDS:
+        mp = drive(micropython, spec, seed)
+        cp = drive("cpython", spec, seed)
+        assert set(mp["results"]) == {"native", "viper"}, "the micropython binary should have the viper handler"
+        assert set(cp["results"]) == {"native"}
+        assert mp["results"]["viper"] == mp["results"]["native"] == cp["results"]["native"], seed
+        taken += mp["taken_by_viper"]
+        delivered += mp["delivered"]
+    # Both the viper path and the native one it hands the rest to were run.
+    assert 0 < taken < delivered
