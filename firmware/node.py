@@ -683,8 +683,15 @@ class NodeLoop:
             t = self.ticks_us()
             node = self.node
             if self.ticks_diff(t, self._wait_since) >= (self.retry_wait if node.fresh or node.starting else self.gen_us):
-                self._timeout(t)
-                busy = True
+                # _watch is the layer's waiting() written out (the hop's events keep it cheaply);
+                # a protocol that overrides waiting() has the last word here, where it is rare: the
+                # wandering token's is False (its generation rule is its own), and without this a
+                # component that waited Delta_min made the layer claim a second token
+                if node.waiting():
+                    self._timeout(t)
+                    busy = True
+                else:
+                    self._watch = False
         ln = self.link.poll()
         if ln > 0:
             self._command(ln)

@@ -38,7 +38,7 @@ class NodeRandom(Node):
         return 0  # there is no token
 
     def waiting(self):
-        return False
+        return self.fresh or self.starting  # the layer's boot; there is no token to recover
 
     def request(self):
         # Section 2: the component simply performs the operation.

@@ -259,7 +259,9 @@ class NodeWT(Node):
         return self._visit()
 
     def waiting(self):
-        return False  # the layer's recovery never runs: the generation rule is this protocol's own
+        # The layer's boot runs (a board joins the ring's epoch, position 0 claims the first
+        # token), its recovery never does: a token missed is this protocol's generation rule's.
+        return self.fresh or self.starting
 
     def request(self):
         # The application wants A: performed at the token's next visit that finds Delta_min past.

@@ -277,6 +277,23 @@ def test_the_node_loop_runs_it_alike_under_micropython_and_cpython_with_a_loss(m
     assert mp["d_gen"] == [180] * 4  # back to Delta_max once the token wanders again
 
 
+def test_the_node_loop_leaves_recovery_to_the_generation_rule():
+    # WT's waiting() is False: its generation rule (Delta_gen) is its own. The node loop wrote the
+    # layer's waiting() out inline and never asked the protocol, so a component that waited longer
+    # than the layer's timeout (regen_ms, 500 ms) for its next operation (Delta_min = 1.5 s here)
+    # had the layer claim a new token: 4 timeouts a node in 3 s, and on virtual boards (picoring run
+    # --virtual 3 -p wt:min=1500 -k 12) 12 timeouts, 30 claim frames and 5 regenerated tokens.
+    from conftest import FIRMWARE, ROOT
+
+    driver = str(ROOT / "tests" / "mp_wt_driver.py")
+    out = json.loads(subprocess.run([sys.executable, driver, str(FIRMWARE), "3", "12000",
+                                     "wt:skip=2,op=8,min=1500,max=4500,seed=3"],
+                                    capture_output=True, text=True, check=True, timeout=120).stdout)
+    assert out["ms"] >= 2990 and out["ops"] == [2, 2, 2]  # 3 s: each component's operation every 1.5 s
+    assert out["timeouts"] == [0, 0, 0]
+    assert out["generated"] == [0, 0, 0] and out["removed"] == [0, 0, 0]
+
+
 @pytest.mark.slow
 def test_a_boards_drop_rx_fault_loses_frames_that_its_node_loop_counts_as_gaps(micropython):
     """hal.LossyUart (the drop_rx fault, for Picos, whose wires lose nothing on purpose): whole
