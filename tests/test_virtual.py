@@ -1228,3 +1228,44 @@ def test_a_relay_that_stands_still_does_not_make_the_boards_regenerate_a_token(t
     assert (recovery["timeouts"], recovery["regenerations"], recovery["discarded_tokens"]) == (0, 0, 0), recovery
     assert recovery["messages"] == {"claim": 0, "again": 0}
     assert report["messages"]["total"] <= n * k  # Q: at most n messages a request
+
+
+@pytest.mark.slow
+def test_a_relay_that_stands_still_does_not_make_the_wandering_tokens_components_make_tokens(tmp_path):
+    """The wandering token's own generation rule runs on node.now: a component that sees no token
+    for Delta_gen makes one. On wall time, a ring held up by a loaded host for longer than that had
+    every component make a token of its own (a loaded suite run: two or more tokens 41% of the
+    time, tests/test_wt.py). A virtual board's node.now leaves out what its ring stood still: a
+    relay held 1.5 s (Delta_gen here: 270 ms) makes no token. (Without: one made at every board.)"""
+    from picoring.ring import ports
+    from picoring.ring.harness import RingRun
+    from picoring.sim.workload import make_workload
+
+    n, k, op_ms = 3, 60, 20
+    spec = "wt:skip=2,op=%d,seed=2" % op_ms
+    with VirtualRing(n, workdir=tmp_path / "ring") as ring:
+        deploy.deploy_virtual(ring, {"protocol": spec, "cs_us": op_ms * 1000})
+        targets = ports.ring_targets(ring)
+        trace = tmp_path / "trace.jsonl"
+        run = RingRun([t.port for t in targets], spec, make_workload("saturated", n, k), trace=str(trace),
+                      resetter=ports.resetter_for(targets), clock=ring.clock)
+        held = threading.Event()
+
+        def hold_the_relay():  # once the token walks and requests wait for it
+            wait_for(lambda: trace.exists() and len(trace.read_text().splitlines()) > 100, what="the run under way")
+            relay_stuck_in_its_loop(ring, 1.5)
+            held.set()
+
+        holder = threading.Thread(target=hold_the_relay, daemon=True)
+        try:
+            run.connect()
+            holder.start()
+            report = run.run()
+        finally:
+            run.close()
+        holder.join(TIMEOUT)
+    assert held.is_set()
+    assert report["ok"] and report["served"] == k, report["violations"]
+    recovery = report["recovery"]
+    assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), recovery
+    assert report["soft"]["time_with_k_tokens"].keys() == {1}, report["soft"]["time_with_k_tokens"]
