@@ -1,4 +1,5 @@
 import gc
+import json
 import os
 import shutil
 import subprocess
@@ -40,6 +41,33 @@ def run_micropython(binary, *args, timeout=60, cwd=None):
         raise AssertionError("%s failed (%d):\n%s\n%s" % (os.path.basename(binary), proc.returncode, proc.stdout,
                                                            proc.stderr))
     return proc.stdout
+
+
+def run_twin_driver(interpreter, driver, *args, timeout=60):
+    """A twin driver's answer (tests/mp_*twin_driver.py: a module's viper code and its twin run on the
+    same cases, given FIRMWARE and args). interpreter: a micropython binary, or sys.executable."""
+    return json.loads(run_micropython(interpreter, str(ROOT / "tests" / driver), str(FIRMWARE), *args,
+                                      timeout=timeout))
+
+
+def twins_agree(micropython, driver, *args, twin="py", timeout=60):
+    """run_twin_driver under MicroPython and CPython, checked: MicroPython ran the viper code and its
+    twin (`twin`, as the driver names it), CPython the twin alone, and all three gave the same
+    results. Returns MicroPython's answer."""
+    mp = run_twin_driver(micropython, driver, *args, timeout=timeout)
+    cp = run_twin_driver(sys.executable, driver, *args, timeout=timeout)
+    assert set(mp["results"]) == {twin, "viper"}, "the micropython binary should run the viper twins"
+    assert set(cp["results"]) == {twin}
+    assert mp["results"]["viper"] == mp["results"][twin]
+    assert mp["results"][twin] == cp["results"][twin]
+    return mp
+
+
+def cases_file(folder, case_list):
+    """case_list written for a twin driver that reads its cases from a file; the file's path."""
+    path = folder / "cases.json"
+    path.write_text(json.dumps(case_list))
+    return str(path)
 
 
 def why_not_ok(report):

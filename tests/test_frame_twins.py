@@ -4,16 +4,14 @@ proto_bs.py: relay_rotation; proto_wt.py: relay_token) give identical bytes
 and results over random input: both twins under the real micropython binary, and the
 Python twins under CPython, which the simulator and the host use."""
 
-import json
-import subprocess
 import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from conftest import FIRMWARE, ROOT, run_micropython
+from conftest import FIRMWARE, cases_file, run_twin_driver, twins_agree
 
-DRIVER = str(ROOT / "tests" / "mp_twin_driver.py")
+DRIVER = "mp_twin_driver.py"
 
 sys.path.insert(0, str(FIRMWARE))
 import frame  # noqa: E402
@@ -84,35 +82,18 @@ cases = st.lists(st.one_of(
 ), min_size=1, max_size=25)
 
 
-def drive(interpreter, case_list, tmp_path):
-    path = tmp_path / "cases.json"
-    path.write_text(json.dumps(case_list))
-    if interpreter == "cpython":
-        out = subprocess.run([sys.executable, DRIVER, str(FIRMWARE), str(path)], capture_output=True, text=True,
-                             timeout=60, check=True).stdout
-    else:
-        out = run_micropython(interpreter, DRIVER, str(FIRMWARE), str(path))
-    return json.loads(out)
-
-
 @pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(case_list=cases)
 def test_viper_and_python_twins_agree(micropython, tmp_path_factory, case_list):
-    tmp = tmp_path_factory.mktemp("twins")
-    mp = drive(micropython, case_list, tmp)
-    cp = drive("cpython", case_list, tmp)
-    assert set(mp["results"]) == {"py", "viper"}, "the micropython binary should run the viper twins"
-    assert set(cp["results"]) == {"py"}
-    assert mp["results"]["viper"] == mp["results"]["py"]
-    assert mp["results"]["py"] == cp["results"]["py"]
+    twins_agree(micropython, DRIVER, cases_file(tmp_path_factory.mktemp("twins"), case_list))
 
 
 def test_the_driver_sees_a_difference(micropython, tmp_path):
     # The comparison above can fail: a token encoded with another link sequence
     # byte differs in its bytes.
-    a = drive("cpython", [["token", 1, 2, 3, 4, 5]], tmp_path)["results"]["py"]
-    b = drive("cpython", [["token", 1, 2, 3, 4, 6]], tmp_path)["results"]["py"]
+    a = run_twin_driver(sys.executable, DRIVER, cases_file(tmp_path, [["token", 1, 2, 3, 4, 5]]))["results"]["py"]
+    b = run_twin_driver(sys.executable, DRIVER, cases_file(tmp_path, [["token", 1, 2, 3, 4, 6]]))["results"]["py"]
     assert a != b
 
 
@@ -121,10 +102,8 @@ def test_request_frames_of_every_link_sequence_byte_agree(micropython, tmp_path)
     # request_viper is written out byte by byte, each zero byte a COBS code of its own: every
     # one of the 256 link sequence bytes (some make a CRC byte 0) against the Python twin.
     case_list = [["request", lseq] for lseq in range(256)]
-    mp = drive(micropython, case_list, tmp_path)
-    cp = drive("cpython", case_list, tmp_path)
-    assert mp["results"]["viper"] == mp["results"]["py"] == cp["results"]["py"]
-    assert any("00" in r[1][2:8] for r in cp["results"]["py"])  # a zero among lseq and the CRC
+    mp = twins_agree(micropython, DRIVER, cases_file(tmp_path, case_list))
+    assert any("00" in r[1][2:8] for r in mp["results"]["py"])  # a zero among lseq and the CRC
 
 
 def test_entry_numbers_wrap_at_30_bits():

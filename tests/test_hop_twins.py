@@ -6,27 +6,14 @@ a second token, a newer epoch, a node still joining) leave every node in the sam
 write the same bytes, under the real micropython binary; and the native twin gives the same under
 MicroPython as under CPython."""
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from conftest import FIRMWARE, ROOT, run_micropython
+from conftest import twins_agree
 
-DRIVER = str(ROOT / "tests" / "mp_hop_twin_driver.py")
+DRIVER = "mp_hop_twin_driver.py"
 SPECS = ("wt:skip=0", "wt", "wt:skip=0,min=3", "wt:skip=0,min=2,per=5", "bs")
 SEEDS = (1, 2, 3, 4, 5)
 EVENTS = 400
-
-
-def drive(interpreter, spec, seed):
-    args = [DRIVER, str(FIRMWARE), spec, str(seed), str(EVENTS)]
-    if interpreter == "cpython":
-        out = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, check=True).stdout
-    else:
-        out = run_micropython(interpreter, *args, timeout=120)
-    return json.loads(out)
 
 
 @pytest.mark.slow
@@ -34,11 +21,7 @@ def drive(interpreter, spec, seed):
 def test_viper_handler_and_its_native_twin_agree(micropython, spec):
     taken = delivered = 0
     for seed in SEEDS:
-        mp = drive(micropython, spec, seed)
-        cp = drive("cpython", spec, seed)
-        assert set(mp["results"]) == {"native", "viper"}, "the micropython binary should have the viper handler"
-        assert set(cp["results"]) == {"native"}
-        assert mp["results"]["viper"] == mp["results"]["native"] == cp["results"]["native"], seed
+        mp = twins_agree(micropython, DRIVER, spec, str(seed), str(EVENTS), twin="native", timeout=120)
         taken += mp["taken_by_viper"]
         delivered += mp["delivered"]
     # Both the viper path and the native one it hands the rest to were run.

@@ -5,16 +5,14 @@ under the real micropython binary, and the Python twins under CPython, which the
 explorer and the host use. (tests/test_frame_twins.py does the same for frame.py's, hostlink.py's
 and proto_bs.py's.)"""
 
-import json
-import subprocess
 import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from conftest import FIRMWARE, ROOT, run_micropython
+from conftest import cases_file, run_twin_driver, twins_agree
 
-DRIVER = str(ROOT / "tests" / "mp_proto_twin_driver.py")
+DRIVER = "mp_proto_twin_driver.py"
 
 MASK = 0x3FFFFFFF
 u30 = st.integers(0, MASK)
@@ -103,28 +101,11 @@ cases = st.lists(st.one_of(take_cases(), scan_cases(), give_cases(), flip_cases(
                  max_size=30)
 
 
-def drive(interpreter, case_list, tmp_path):
-    path = tmp_path / "cases.json"
-    path.write_text(json.dumps(case_list))
-    if interpreter == "cpython":
-        out = subprocess.run([sys.executable, DRIVER, str(FIRMWARE), str(path)], capture_output=True, text=True,
-                             timeout=60, check=True).stdout
-    else:
-        out = run_micropython(interpreter, DRIVER, str(FIRMWARE), str(path))
-    return json.loads(out)
-
-
 @pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(case_list=cases)
 def test_viper_and_python_twins_agree(micropython, tmp_path_factory, case_list):
-    tmp = tmp_path_factory.mktemp("twins")
-    mp = drive(micropython, case_list, tmp)
-    cp = drive("cpython", case_list, tmp)
-    assert set(mp["results"]) == {"py", "viper"}, "the micropython binary should run the viper twins"
-    assert set(cp["results"]) == {"py"}
-    assert mp["results"]["viper"] == mp["results"]["py"]
-    assert mp["results"]["py"] == cp["results"]["py"]
+    twins_agree(micropython, DRIVER, cases_file(tmp_path_factory.mktemp("twins"), case_list))
 
 
 def test_the_driver_sees_a_difference(tmp_path):
@@ -132,5 +113,5 @@ def test_the_driver_sees_a_difference(tmp_path):
     # (e), the same request already served is not.
     waiting = ["queue_waiting", [5, 7], [4, 7], [0, 0], [0, 0], 1, 2, 0]
     served = ["queue_waiting", [5, 7], [5, 7], [0, 0], [0, 0], 1, 2, 0]
-    a, b = drive("cpython", [waiting, served], tmp_path)["results"]["py"]
+    a, b = run_twin_driver(sys.executable, DRIVER, cases_file(tmp_path, [waiting, served]))["results"]["py"]
     assert a == [1, [5, 7], [4, 7], [0, 0], [1, 0]] and b[0] == 0 and a != b
