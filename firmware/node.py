@@ -360,7 +360,13 @@ class NodeLoop:
         # method's call copies its arguments once more (1.5 us on a Pico).
         node = self.node
         on_token = getattr(type(node), "on_token", None) or (lambda n, c, s, q, e: n.on_token(c, s, q, e))
-        self._fwd = (self.ticks_us, on_token, encode_token, self._eraw, self._tout, self._write, node)
+        # on_message likewise: a method looked up on the node first misses its instance's map of
+        # some thirty attributes, then finds the class's (14 us more a call on a Pico, issue 41).
+        # A node given its own (a test's stand-in, then bind_hot again) is called through it.
+        on_message = getattr(type(node), "on_message", None)
+        if on_message is None or "on_message" in getattr(node, "__dict__", ()):
+            on_message = lambda n, k, s, b: n.on_message(k, s, b)
+        self._fwd = (self.ticks_us, on_token, encode_token, self._eraw, self._tout, self._write, node, on_message)
 
     @micropython.native
     def step(self):
@@ -453,7 +459,7 @@ class NodeLoop:
         ready, readinto, rx, rxlen, sc, st, draw, finish = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
-        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
+        ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
         taken = _taken
         views = None  # what passing a message on needs, looked up once one is landing
         total = 0
@@ -561,7 +567,7 @@ class NodeLoop:
         broadcast, both; a broadcast back at its sender, taken off the ring."""
         st = self._dst
         # The hop's objects from bind_hot's tuple: one lookup for four (about 2 us each).
-        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
+        ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
         mk = st[_F_STATE]
         src = st[_F_SRC]
         dst = st[_F_DST]
@@ -581,7 +587,7 @@ class NodeLoop:
                     k = d // 1000
                     self._clk_us = t - (d - k * 1000)
                     node.now = (node.now + k) & _COUNT_MASK
-            a = node.on_message(mk, src, self._draw)
+            a = on_message(node, mk, src, self._draw)
             # What _act does for the two actions a delivered token most often has, without its
             # generic loops and log cases (a bytecode call of tens of microseconds on a Pico): a
             # message sent on at once (BS's rotation, the wandering token's walk: every hop of
@@ -615,7 +621,7 @@ class NodeLoop:
         if dst == _BROADCAST:
             if self._clocked:
                 self._tick(t)
-            self._act(node.on_message(mk, src, self._draw), t)
+            self._act(on_message(node, mk, src, self._draw), t)
 
     @micropython.native
     def _msg_passed(self, t):
@@ -1068,7 +1074,7 @@ try:
         ready, readinto, rx, rxlen, sc, st, draw, finish = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
-        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
+        ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
         taken = _taken
         v = ptr32(st)
         r = ptr8(draw)
@@ -1145,7 +1151,7 @@ try:
         some twenty on a delivered message; issue 41). Same steps, same order."""
         st = self._dst
         v = ptr32(st)
-        ticks_us, on_token, encode, eraw, tout, write, node = self._fwd
+        ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
         mk = v[_F_STATE]
         src = v[_F_SRC]
         dst = v[_F_DST]
@@ -1163,7 +1169,7 @@ try:
                     k = d // 1000
                     self._clk_us = int(t) - (d - k * 1000)
                     node.now = (int(node.now) + k) & _COUNT_MASK
-            a = int(node.on_message(mk, src, self._draw))
+            a = int(on_message(node, mk, src, self._draw))
             lbuf = self._lbuf
             lst = self._lst
             if a == _SEND_MSG:
@@ -1196,7 +1202,7 @@ try:
         if dst == _BROADCAST:
             if self._clocked:
                 self._tick(t)
-            self._act(node.on_message(mk, src, self._draw), t)
+            self._act(on_message(node, mk, src, self._draw), t)
 
     NodeLoop._on_msg = _on_msg_viper
 except (SyntaxError, NameError, AttributeError):  # CPython (its micropython stub), a port without viper

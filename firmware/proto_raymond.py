@@ -206,7 +206,8 @@ class NodeRaymond(protocol.QueueNode):
             return 0
         # _TOKEN: its hop through a tree node written out here, the helpers' code inline (a
         # method call costs about 11 us on a Pico, get30's 20 us; issue 41: this hop cost 1.64
-        # times S's). Each inlined piece names its helper: Node.token_gate, get30,
+        # times S's; on a board on_message_viper, below, takes that hop and hands the rest
+        # here). Each inlined piece names its helper: Node.token_gate, get30,
         # QueueNode._enqueue and _dequeue, _give's QueueNode.send_token, put_token_header, send.
         epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)  # token_gate: recovery's epoch gate
         if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
@@ -315,3 +316,85 @@ class NodeRaymond(protocol.QueueNode):
 
     def on_request_again(self, origin=-1):
         return 0  # no again frames (uses_requests is False): nothing to forward
+
+
+# The tree hop on a board: NodeRaymond.on_message in viper for the token that a tree node takes in
+# and sends down at once, the native method (its twin, which CPython, the simulator and the
+# explorer run) for every other case.
+on_message_native = NodeRaymond.on_message
+try:
+    @micropython.viper
+    def on_message_viper(self, kind, src, buf) -> int:
+        # A TOKEN that keeps the layer's gate quiet (not fresh, the epoch and key known), finds
+        # no token here and leaves REQ_QUEUE's head a neighbour: "HOLDER := dequeue(REQ_QUEUE);
+        # send TOKEN to HOLDER", taken whole here, where the payload's bytes, the queue's shift
+        # and the comparisons are machine words (in native code each subscript, comparison or
+        # operator is a runtime call of about a microsecond on a Pico, and pass_header a call of
+        # about ten; issue 41: this hop cost 1.12 of S's). The state it leaves and the bytes it
+        # writes are on_message_native's (tests/test_hop_twins.py runs both); the attributes are
+        # read in another order (reading one has no side effect), and nothing is written before
+        # the hop is known to be this case. Everything else goes to the native method.
+        b = ptr8(buf)
+        if int(kind) == _TOKEN and not self.fresh and not self.has_token:
+            epoch = b[_AT + 4] | (b[_AT + 5] << 8)
+            if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN:
+                q = ptr8(self.queue)
+                qlen = int(self.qlen)
+                index = int(self.index)
+                more = b[_AT + _TOKEN_HEADER]
+                h = index  # (the token stays here: the native method's case)
+                if qlen:
+                    h = q[0]
+                elif more:
+                    h = int(src)  # (cannot happen: a node that asked has a queue)
+                if h == index and qlen == 0:
+                    # The token taken in where nobody waits (qlen == 0 with no REQUEST combined:
+                    # not in a fault-free ring, but the hop the chip bench delivers a token on):
+                    # kept here, as the native method does, where handing it over would cost a
+                    # call and the checks twice.
+                    self.epoch = epoch
+                    self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
+                    self.has_token = True
+                    self.asked = False
+                    self.holder = index
+                    return 0
+                if h != index and not (more and qlen == int(self.n)):
+                    self.epoch = epoch
+                    if more:  # the REQUEST combined with the token (_enqueue)
+                        q[qlen] = int(src)
+                        qlen += 1
+                    k = 1  # _dequeue
+                    while k < qlen:
+                        q[k - 1] = q[k]
+                        k += 1
+                    qlen -= 1
+                    q[qlen] = _QUEUE_EMPTY
+                    self.qlen = qlen
+                    self.holder = h
+                    o = ptr8(self.out)  # pass_header: seq as it came, the epoch it goes on with
+                    s0 = b[_AT]
+                    s1 = b[_AT + 1]
+                    s2 = b[_AT + 2]
+                    s3 = b[_AT + 3] & 0x3F
+                    o[0] = s0
+                    o[1] = s1
+                    o[2] = s2
+                    o[3] = s3
+                    o[4] = epoch & 0xFF
+                    o[5] = (epoch >> 8) & 0xFF
+                    self.seq = s0 | (s1 << 8) | (s2 << 16) | (s3 << 24)
+                    if qlen:  # the REQUEST combined, ASKED := true (Gap: false without it)
+                        o[_TOKEN_HEADER] = 1
+                        self.asked = True
+                    else:
+                        o[_TOKEN_HEADER] = 0
+                        self.asked = False
+                    self.out_kind = _TOKEN  # send
+                    self.out_dst = h
+                    self.out_len = _TOKEN_HEADER + 1
+                    return _SEND_MSG
+        return int(on_message_native(self, kind, src, buf))
+
+    NodeRaymond.on_message = on_message_viper
+except (AttributeError, NameError, SyntaxError, ValueError):
+    pass  # CPython, or a port without the viper emitter: the native (or plain) method

@@ -1,11 +1,11 @@
-# The wandering token's and BinarySearch's token handlers on a board (proto_wt.on_message_viper,
-# proto_bs.on_message_viper) against their twin, the native method (on_message_native, which
-# CPython and the simulator run): the same random run of a ring of protocol nodes (no node loop:
-# messages delivered in order, requests, critical sections' ends, wake-ups, and now and then a
-# token's top bits set, a newer epoch, a token duplicated or delivered to a node still joining) with each, and
-# every node's state and outgoing bytes after every handler compared. Runs under MicroPython
-# (both twins) and CPython (the native twin only); prints one JSON line, which
-# tests/test_hop_twins.py compares.
+# The wandering token's, BinarySearch's and Raymond's token handlers on a board
+# (proto_wt.on_message_viper, proto_bs.on_message_viper, proto_raymond.on_message_viper) against
+# their twin, the native method (on_message_native, which CPython and the simulator run): the same
+# random run of a ring of protocol nodes (no node loop: messages delivered in order, requests,
+# critical sections' ends, wake-ups, and now and then a token's top bits set, a newer epoch, a
+# token duplicated or delivered to a node still joining) with each, and every node's state and
+# outgoing bytes after every handler compared. Runs under MicroPython (both twins) and CPython
+# (the native twin only); prints one JSON line, which tests/test_hop_twins.py compares.
 # Usage: <python> mp_hop_twin_driver.py FIRMWARE_DIR SPEC SEED EVENTS
 import sys
 
@@ -49,7 +49,7 @@ def fold(h, text):
 
 def run(spec, seed, events, on_message, module, counts):
     cls = protocol.load(spec)
-    base = getattr(module, "NodeWT", None) or getattr(module, "NodeBS")
+    base = getattr(module, protocol.REGISTRY[protocol.parse_spec(spec)[0]][1])
     base.on_message = on_message
     rng = Rng(seed)
     n = 2 + rng.below(4)
@@ -98,7 +98,8 @@ def run(spec, seed, events, on_message, module, counts):
             q = rng.below(100) if kind == module.TOKEN else 99  # (a gimme is left as it is)
             if q < 4:
                 buf[8] |= 0xC0  # seq's top bits: never sent, ignored on receipt
-                buf[14] |= 0xC0  # ts's (WT) or R's (BS)
+                if len(buf) > 14:
+                    buf[14] |= 0xC0  # ts's (WT) or R's (BS); Raymond's token has 7 payload bytes
             elif q < 7:
                 buf[9] = (buf[9] + 1) & 0xFF  # a newer epoch: the gate's call
             elif q < 10:

@@ -31,6 +31,8 @@ class Counting:
 def ring(n, proto="toy"):
     loops, wires, hosts = mp_links.ring(proto, n)
     counts = [Counting(lp.node) for lp in loops]
+    for lp in loops:
+        lp.bind_hot()  # the loop calls the node's on_message through bind_hot's tuple
     return loops, wires, hosts, counts
 
 

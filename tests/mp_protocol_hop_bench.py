@@ -81,6 +81,16 @@ def ray_hop():
     ray.on_message(1, 1, buf)
 
 
+native = getattr(proto_raymond, "on_message_native", None)  # the tree hop's native twin, where it has one
+
+
+def ray_native_hop():
+    ray.queue[0] = 2
+    ray.qlen = 1
+    ray.has_token = False
+    native(ray, 1, 1, buf)
+
+
 fbuf = bytearray(64)
 fbuf[5] = 2  # a FLIP of origin 2, no marks left
 dag1 = proto_dag.NodeDAG(1, 3)
@@ -109,9 +119,14 @@ ray_hop()
 assert ray.out_kind == 1 and ray.out_dst == 2 and not ray.has_token, (ray.out_kind, ray.out_dst)
 flip_on()
 assert dag1.out_dst == 2 and dag1.out_kind == 2
-for name, base, hop in (("sk delivered", sk_base, sk_hop), ("ra delivered", ra_base, ra_hop),
-                        ("dag delivered (FLIP out)", dag_base, dag_hop), ("raymond tree hop", ray_base, ray_hop),
-                        ("dag FLIP in and on", nothing, flip_on), ("dag FLIP back", back_base, flip_back)):
+hops = [("sk delivered", sk_base, sk_hop), ("ra delivered", ra_base, ra_hop),
+        ("dag delivered (FLIP out)", dag_base, dag_hop), ("raymond tree hop", ray_base, ray_hop),
+        ("dag FLIP in and on", nothing, flip_on), ("dag FLIP back", back_base, flip_back)]
+if native is not None and native is not proto_raymond.NodeRaymond.on_message:
+    ray_native_hop()
+    assert ray.out_kind == 1 and ray.out_dst == 2 and not ray.has_token, (ray.out_kind, ray.out_dst)
+    hops.append(("raymond tree hop (native)", ray_base, ray_native_hop))
+for name, base, hop in hops:
     b = per(base)
     h = per(hop)
     print("%-26s %6.1f us (loop %5.1f)" % (name, h - b, b))
