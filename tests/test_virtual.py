@@ -1188,29 +1188,25 @@ def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tm
         assert written == ((at_ms - stood_ms) * 1000) & ((1 << 30) - 1), k
 
 
-@pytest.mark.slow
-def test_a_relay_that_stands_still_does_not_make_the_boards_regenerate_a_token(tmp_path):
-    """A loaded host leaves a virtual ring's processes ready but not running: a hop of 335 ms was
-    traced beside three busy loops, and the boards' 500 ms regeneration timeouts, on wall time,
-    made a token that was only late (Q's exact counts broke in test_labgrid). The boards'
-    timeouts leave out what their ring stood still (RingStoodStill): a relay held 1.5 s mid-run,
-    three times the base timeout, with every board wanting in, costs no timeout and no message
-    more. (Without: 2 timeouts, a token regenerated and one discarded, 6 "again" messages.)"""
+def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None):
+    """A saturated run of spec on a virtual ring of 3 whose relay is held 1.5 s once the trace has
+    under_way lines (the run under way, requests waiting for the token); its report."""
     from picoring.ring import ports
     from picoring.ring.harness import RingRun
     from picoring.sim.workload import make_workload
 
-    n, k = 3, 200
+    n = 3
     with VirtualRing(n, workdir=tmp_path / "ring") as ring:
-        deploy.deploy_virtual(ring, {"protocol": "q"})
+        deploy.deploy_virtual(ring, dict(config or {}, protocol=spec))
         targets = ports.ring_targets(ring)
         trace = tmp_path / "trace.jsonl"
-        run = RingRun([t.port for t in targets], "q", make_workload("saturated", n, k), trace=str(trace),
+        run = RingRun([t.port for t in targets], spec, make_workload("saturated", n, k), trace=str(trace),
                       resetter=ports.resetter_for(targets), clock=ring.clock)
         held = threading.Event()
 
-        def hold_the_relay():  # once requests are waiting for the token
-            wait_for(lambda: trace.exists() and len(trace.read_text().splitlines()) > 300, what="the run under way")
+        def hold_the_relay():
+            wait_for(lambda: trace.exists() and len(trace.read_text().splitlines()) > under_way,
+                     what="the run under way")
             relay_stuck_in_its_loop(ring, 1.5)
             held.set()
 
@@ -1224,6 +1220,19 @@ def test_a_relay_that_stands_still_does_not_make_the_boards_regenerate_a_token(t
         holder.join(TIMEOUT)
     assert held.is_set()
     assert report["ok"] and report["served"] == k, report["violations"]
+    return report
+
+
+@pytest.mark.slow
+def test_a_relay_that_stands_still_does_not_make_the_boards_regenerate_a_token(tmp_path):
+    """A loaded host leaves a virtual ring's processes ready but not running: a hop of 335 ms was
+    traced beside three busy loops, and the boards' 500 ms regeneration timeouts, on wall time,
+    made a token that was only late (Q's exact counts broke in test_labgrid). The boards'
+    timeouts leave out what their ring stood still (RingStoodStill): a relay held 1.5 s mid-run,
+    three times the base timeout, with every board wanting in, costs no timeout and no message
+    more. (Without: 2 timeouts, a token regenerated and one discarded, 6 "again" messages.)"""
+    n, k = 3, 200
+    report = _saturated_run_with_the_relay_held(tmp_path, "q", k, under_way=300)
     recovery = report["recovery"]
     assert (recovery["timeouts"], recovery["regenerations"], recovery["discarded_tokens"]) == (0, 0, 0), recovery
     assert recovery["messages"] == {"claim": 0, "again": 0}
@@ -1237,35 +1246,9 @@ def test_a_relay_that_stands_still_does_not_make_the_wandering_tokens_components
     every component make a token of its own (a loaded suite run: two or more tokens 41% of the
     time, tests/test_wt.py). A virtual board's node.now leaves out what its ring stood still: a
     relay held 1.5 s (Delta_gen here: 270 ms) makes no token. (Without: one made at every board.)"""
-    from picoring.ring import ports
-    from picoring.ring.harness import RingRun
-    from picoring.sim.workload import make_workload
-
-    n, k, op_ms = 3, 60, 20
-    spec = "wt:skip=2,op=%d,seed=2" % op_ms
-    with VirtualRing(n, workdir=tmp_path / "ring") as ring:
-        deploy.deploy_virtual(ring, {"protocol": spec, "cs_us": op_ms * 1000})
-        targets = ports.ring_targets(ring)
-        trace = tmp_path / "trace.jsonl"
-        run = RingRun([t.port for t in targets], spec, make_workload("saturated", n, k), trace=str(trace),
-                      resetter=ports.resetter_for(targets), clock=ring.clock)
-        held = threading.Event()
-
-        def hold_the_relay():  # once the token walks and requests wait for it
-            wait_for(lambda: trace.exists() and len(trace.read_text().splitlines()) > 100, what="the run under way")
-            relay_stuck_in_its_loop(ring, 1.5)
-            held.set()
-
-        holder = threading.Thread(target=hold_the_relay, daemon=True)
-        try:
-            run.connect()
-            holder.start()
-            report = run.run()
-        finally:
-            run.close()
-        holder.join(TIMEOUT)
-    assert held.is_set()
-    assert report["ok"] and report["served"] == k, report["violations"]
+    op_ms = 20
+    report = _saturated_run_with_the_relay_held(tmp_path, "wt:skip=2,op=%d,seed=2" % op_ms, 60, under_way=100,
+                                                config={"cs_us": op_ms * 1000})
     recovery = report["recovery"]
     assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), recovery
     assert report["soft"]["time_with_k_tokens"].keys() == {1}, report["soft"]["time_with_k_tokens"]
