@@ -195,8 +195,9 @@ class RingStoodStill:
     time less the ring's clock, which the relay keeps in a file it replaces whole, as ticks_us
     (cfg["virtual"]["stood_still"]: host/picoring/virtual/boards.py, RingStoodStill). A relay
     that stands still now does not write it: the difference grows, as it should. Never less
-    than said before (the file is up to a housekeeping old). Read only when a recovery
-    timeout is over (node.NodeLoop._stood_still_meanwhile), never on the hot path."""
+    than said before (the file is up to a housekeeping old). Read when a recovery timeout is
+    over (node.NodeLoop._stood_still_meanwhile) and, for a clocked protocol, at most every 50 ms
+    of housekeeping (NodeLoop._housekeeping_ring_clocked); never on the hot path."""
 
     def __init__(self, path):
         self._path = path

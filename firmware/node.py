@@ -63,6 +63,7 @@ _STARVED = const(64)  # passes the chores may wait for a frame to end
 _SPIN = const(24)  # idle polls of the UART between two passes (about 0.25 ms on a Pico)
 _TOKEN_TAKEN = const(16)  # _finish_frame's kind for a token it gave the protocol: its tick and action in _taken
 _MSG_TAKEN = const(17)  # _finish_frame's kind for a message it passed on: its tick in _taken
+_STILL_READ_US = const(50_000)  # a virtual board's protocol clock reads its ring's stillness this often
 _FINISH_MAX = const(300)  # bytes step() reads at most while waiting for a frame's end (> any frame)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
 # Indices into frame.Decoder.st and hostlink.EventLog.st (imported names are global
@@ -267,6 +268,8 @@ class NodeLoop:
             self._clk_us = 0  # the tick at which node.now's millisecond began (_tick)
             if ring_stood_still is not None:
                 self._clk_still_seen = self._still_seen  # the stillness node.now has left out so far
+                self._clk_still_at = 0  # the tick it was last read at
+                self._housekeeping = self._housekeeping_ring_clocked
         self._commands = {
             "r": self._cmd_request,
             "req": self._cmd_request,
@@ -676,17 +679,6 @@ class NodeLoop:
         _housekeeping at start, so that the others' loop pays nothing for it)."""
         node = self.node
         t = self.ticks_us()
-        if self._ring_stood_still is not None:
-            # A virtual board: node.now leaves out the time its ring stood still (the loaded host
-            # ran other processes), as the layer's timeouts do (_stood_still_meanwhile). On wall
-            # time, a ring held up for longer than Delta_gen had every component that saw no
-            # token make one of its own: four tokens at once, 41% of a loaded run with two or
-            # more (tests/test_wt.py). The stillness moves the tick node.now counts from (never
-            # node.now back); a Pico has none.
-            still = self._ring_stood_still()
-            if still > self._clk_still_seen:
-                self._clk_us += still - self._clk_still_seen
-                self._clk_still_seen = still
         self._tick(t)
         w = node.wake_at
         if w >= 0 and ((node.now - w) & _COUNT_MASK) < 0x20000000:
@@ -694,6 +686,24 @@ class NodeLoop:
             NodeLoop._housekeeping(self)
             return True
         return NodeLoop._housekeeping(self)
+
+    def _housekeeping_ring_clocked(self):
+        """_housekeeping_clocked on a virtual board: node.now leaves out the time its ring stood
+        still (the loaded host ran other processes), as the layer's timeouts do
+        (_stood_still_meanwhile). On wall time, a ring held up for longer than Delta_gen had every
+        wandering-token component that saw no token make one of its own (a loaded run: two or
+        more tokens 41% of the time, tests/test_wt.py). The stillness moves the tick node.now
+        counts from, before it is counted (node.now never goes back). Read at most every
+        _STILL_READ_US: the relay writes its clock every 100 ms, and a stall longer than that is
+        read at the first look after it."""
+        t = self.ticks_us()
+        if self.ticks_diff(t, self._clk_still_at) >= _STILL_READ_US:
+            self._clk_still_at = t
+            still = self._ring_stood_still()
+            if still > self._clk_still_seen:
+                self._clk_us += still - self._clk_still_seen
+                self._clk_still_seen = still
+        return self._housekeeping_clocked()
 
     def _housekeeping(self):
         """The timeouts and the host link; True when it did any work."""
