@@ -141,6 +141,17 @@ TIMEOUT_CLAIM = const(2)  # the starter claimed the first token again
 TIMEOUT_AGAIN = const(3)  # a waiting request was re-announced and a new token claimed
 
 
+def _handler(node, name):
+    """The protocol's handler `name` as its class's function, called with the node (bind_hot):
+    a bound method's call copies its arguments once more (1.5 us on a Pico), and a method looked
+    up on the node first misses its instance's map of some thirty attributes (14 us more a call,
+    issue 41). None for a node that has its own (a test's stand-in) or whose class has none: the
+    caller then calls through the node."""
+    if name in getattr(node, "__dict__", ()):
+        return None
+    return getattr(type(node), name, None)
+
+
 _taken = [0, 0]  # (tick, action) of the frame _finish_frame took; step reads it at once
 
 
@@ -359,16 +370,9 @@ class NodeLoop:
         """What a token hop needs once its frame has landed, in one tuple (self._rd, set in
         __init__, has the reading side). Call it again after replacing one of them (a
         test's stand-in)."""
-        # The protocol's on_token as its class's function, called with the node: a bound
-        # method's call copies its arguments once more (1.5 us on a Pico).
         node = self.node
-        on_token = getattr(type(node), "on_token", None) or (lambda n, c, s, q, e: n.on_token(c, s, q, e))
-        # on_message likewise: a method looked up on the node first misses its instance's map of
-        # some thirty attributes, then finds the class's (14 us more a call on a Pico, issue 41).
-        # A node given its own (a test's stand-in, then bind_hot again) is called through it.
-        on_message = getattr(type(node), "on_message", None)
-        if on_message is None or "on_message" in getattr(node, "__dict__", ()):
-            on_message = lambda n, k, s, b: n.on_message(k, s, b)
+        on_token = _handler(node, "on_token") or (lambda n, c, s, q, e: n.on_token(c, s, q, e))
+        on_message = _handler(node, "on_message") or (lambda n, k, s, b: n.on_message(k, s, b))
         self._fwd = (self.ticks_us, on_token, encode_token, self._eraw, self._tout, self._write, node, on_message)
 
     @micropython.native
