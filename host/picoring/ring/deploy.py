@@ -273,10 +273,17 @@ def list_files(port, timeout=DEFAULT_TIMEOUT, clock=WALL):
     """Names in the board's filesystem root, sorted."""
     marker = "@@picoring-ls@@"
     out = exec_code(port, "import os\nprint(%r, repr(sorted(os.listdir())))" % marker, timeout, clock)
-    for line in out.decode(errors="replace").splitlines():
-        if line.startswith(marker):
-            return ast.literal_eval(line[len(marker):].strip())
+    for said in marked(out, marker):
+        return ast.literal_eval(said.strip())
     raise DeployError("list files on %s: unexpected answer %r" % (port, out[-200:]))
+
+
+def marked(out, mark):
+    """What the board printed after `mark` on each line that starts with it (the code a deploy
+    runs on the board marks its answers, so that the REPL's other output is left aside)."""
+    for line in (out or b"").decode(errors="replace").splitlines():
+        if line.startswith(mark):
+            yield line[len(mark):]
 
 
 def exec_code(port, code, timeout=DEFAULT_TIMEOUT, clock=WALL):
@@ -393,11 +400,10 @@ HASH_CODE = ("import os, hashlib, binascii\n"
 def board_hashes(out):
     """{name: SHA-256 hex} from HASH_CODE's output."""
     found = {}
-    for line in (out or b"").decode(errors="replace").splitlines():
-        if line.startswith(HASH_MARK):
-            parts = line[len(HASH_MARK):].split(None, 1)
-            if len(parts) == 2:
-                found[parts[1].strip()] = parts[0]
+    for said in marked(out, HASH_MARK):
+        parts = said.split(None, 1)
+        if len(parts) == 2:
+            found[parts[1].strip()] = parts[0]
     return found
 
 
@@ -408,9 +414,8 @@ def remove_code(names):
 
 
 def removed_names(out):
-    for line in (out or b"").decode(errors="replace").splitlines():
-        if line.startswith(RM_MARK):
-            return line[len(RM_MARK):].split()
+    for said in marked(out, RM_MARK):
+        return said.split()
     return []
 
 
@@ -491,11 +496,10 @@ def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeou
 
 def identity(out):
     """ID_CODE's answer: {"implementation", "platform", "version", "unique_id", "mpy"}, or None."""
-    for line in (out or b"").decode(errors="replace").splitlines():
-        if line.startswith(ID_MARK):
-            parts = line[len(ID_MARK):].split()
-            if len(parts) in (4, 5):
-                return dict(zip(("implementation", "platform", "version", "unique_id", "mpy"), parts))
+    for said in marked(out, ID_MARK):
+        parts = said.split()
+        if len(parts) in (4, 5):
+            return dict(zip(("implementation", "platform", "version", "unique_id", "mpy"), parts))
     return None
 
 
