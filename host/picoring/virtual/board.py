@@ -146,44 +146,62 @@ class UartTx:
         self._sock = relay
         self.fd = relay.fileno()
         self.board_fd = board.detach()
-        self._empty_at = 0.0  # (monotonic) the socket was empty then: what came later was written later
+        # The kernel stamps a write by the wall clock; take() turns a stamp into monotonic time by
+        # the clocks' offset (wall - monotonic, ns). A step of the wall clock changes the offset:
+        # converted by the offset after a forward step, a write from before it would look older
+        # than it is. So the lowest offset seen since the socket was last found empty converts:
+        # never earlier than the write, later by a step at most. Sampled here too, for the first.
+        self._empty_at = time.monotonic()  # the socket was empty then: what came later was written later
+        self._low_offset = _clock_offset_ns()
 
     def take(self, limit=64):
         """The writes waiting, oldest first, at most `limit`: [(bytes, monotonic time of the write)].
-        Each time is the write's own or later, never earlier: the age of the kernel's stamp
-        (wall clock) counts back from a monotonic reading taken after it, and no write is put
-        before the last time the socket was found empty (so a step of the wall clock cannot
-        move one back)."""
+        Each time is the write's own or later, never earlier (nor later than now): the kernel's
+        stamp (wall clock) is converted by the lowest offset between the clocks seen since the
+        socket was last found empty, and no write is put before that time."""
         got = []
         recvmsg = self._sock.recvmsg
         floor = self._empty_at
         began = time.monotonic()  # before the read that finds the socket empty, so a floor for later writes
+        offset_began = _clock_offset_ns()
+        empty = False
         for _ in range(limit):
             try:
                 data, anc, _, _ = recvmsg(self._record_max, 64)
             except OSError:  # BlockingIOError: empty
-                self._empty_at = began
+                empty = True
                 break
             if not data:
                 break
             got.append((data, anc))
+        low = min(self._low_offset, offset_began)
+        if empty:  # later writes come after `began`, their offset is offset_began's or later's
+            self._empty_at, self._low_offset = began, offset_began
+        else:
+            self._low_offset = low
         if not got:
             return got
-        wall = time.time_ns()
-        now = time.monotonic()
+        now_ns = time.monotonic_ns()
+        low = min(low, time.time_ns() - now_ns)
         out = []
         for data, anc in got:
-            written = now
+            written = now_ns
             for level, kind, raw in anc:
                 if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
                     sec, nsec = _TIMESPEC.unpack(raw)
-                    written = max(floor, now - max(0, wall - sec * 1000000000 - nsec) * 1e-9)
-            out.append((data, written))
+                    written = min(now_ns, sec * 1000000000 + nsec - low)
+            out.append((data, max(floor, written * 1e-9)))
         return out
 
     def close(self):
         self._sock.close()
         os.close(self.board_fd)
+
+
+def _clock_offset_ns():
+    """The wall clock less the monotonic one, in ns, now (UartTx). The wall clock is read first:
+    the time between the readings can only make the offset smaller, and a write's time later."""
+    return time.time_ns() - time.monotonic_ns()
 
 
 def rx_record(data, due):
