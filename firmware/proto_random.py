@@ -24,6 +24,7 @@ class NodeRandom(Node):
                      "(the benchmark); seeds/ciuffoletti-wandering-token.md"),
         "exclusion": "none",  # the checker measures how often operations overlap, as for "soft"
         "rests": True,  # nothing ever moves
+        "token": False,  # a ring at rest holds none (host/picoring/check/registry.py has_token)
         "view": {},
         "messages": {},
         "bounds": {

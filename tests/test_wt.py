@@ -403,6 +403,26 @@ def test_on_a_ring_of_boards_the_checker_measures_it_from_the_trace(ring, tmp_pa
 
 
 @pytest.mark.slow
+def test_on_a_ring_of_boards_random_access_forms_with_no_token_and_serves_every_request(ring):
+    """The benchmark on boards: a ring at rest holds no token (it waited for one to settle and
+    gave up: "the ring formed but did not come to rest ... 0 board(s) hold the token"), every
+    request is served at once, no message moves, and no token is ever counted alive."""
+    from picoring.sim.workload import make_workload as wl
+
+    n, k = ring.n, 12
+    ring.flash("random", 20_000)
+    run = ring.make_run(ring.ports, "random", wl("periodic", n, k, seed=2, period=15 * n), seed=2)
+    try:
+        run.connect()
+        report = run.run()
+    finally:
+        run.close()
+    assert report["ok"], (report["violations"], report.get("run_conditions"))
+    assert report["served"] == k and report["messages"]["total"] == 0
+    assert set(report["soft"]["time_with_k_tokens"]) == {0}
+
+
+@pytest.mark.slow
 def test_on_a_ring_the_saturated_workload_asks_again_at_each_exit(tmp_path, capsys):
     """The paper's components always want the operation (-w saturated): on a ring the host asks
     again as each critical section ends, -k requests in all (it asked n and stopped)."""

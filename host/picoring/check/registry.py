@@ -103,6 +103,12 @@ def rests(protocol):
     return about(protocol).get("rests", True)
 
 
+def has_token(protocol):
+    """False for a protocol without a token (random access: every request served at once), whose
+    ring at rest holds none; True for every other (the descriptor's "token", True by default)."""
+    return about(protocol).get("token", True)
+
+
 def findings(protocol):
     """{violation kind: where it is documented and why} of the descriptor's "findings": what a run
     of this protocol may show that the project has found and documented (d-literal never goes

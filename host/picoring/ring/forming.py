@@ -22,7 +22,8 @@ def _late(seconds):
 
 def wait_formed(links, protocol, settle_us, slowness, timeout=15.0, clock=WALL):
     """Until no board is fresh, position 0 has seen or made the token, and, for a protocol
-    whose token rests, the ring is quiet: one board holds the token and no frame has moved
+    whose token rests, the ring is quiet: one board holds the token (none for a protocol without
+    one) and no frame has moved
     for settle_us (board time). A busy machine can make the start-up take more rounds than
     one (a claim retried while the first was still going round: a newer epoch): what is
     still moving when the run zeroes the counters would be counted as the run's traffic.
@@ -31,6 +32,7 @@ def wait_formed(links, protocol, settle_us, slowness, timeout=15.0, clock=WALL):
     settle_s = settle_us * slowness / 1e6
     prompt_s = PING_GRACE_S * slowness
     rests = registry.rests(protocol)
+    tokens_at_rest = 1 if registry.has_token(protocol) else 0
     counters, quiet_since = None, None
     late_s = 0.0  # time the boards took beyond prompt_s to answer: it does not count against them
     while True:
@@ -47,7 +49,7 @@ def wait_formed(links, protocol, settle_us, slowness, timeout=15.0, clock=WALL):
         holders = sum(1 for f in statuses if f.get("tok"))
         if not waiting:
             seen = [(f.get("tok"), f.get("rx_frames"), f.get("tx_frames")) for f in statuses]
-            if seen != counters or holders != 1:
+            if seen != counters or holders != tokens_at_rest:
                 counters, quiet_since = seen, now
             elif now - quiet_since >= settle_s:
                 return

@@ -30,7 +30,9 @@ class SoftExclusion:
         self._k_since = None
         self.intervals = array("d")  # between two successive entries of one node
         self.last_entry = {}  # node -> its last entry time
-        self.tokens_alive = 1  # the first token, + regenerated - discarded - lost
+        # the first token (none for a protocol without one: random access), + regenerated
+        # - discarded - lost
+        self.tokens_alive = 1 if not isinstance(protocol, str) or registry.has_token(protocol) else 0
         self.tokens_time = {}  # k -> time spent with k tokens alive
         self._tok_since = None
         self.tokens_lost = 0
