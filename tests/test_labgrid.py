@@ -283,6 +283,53 @@ def test_labgrid_and_coordinator_options_become_a_ports_spec():
         args(ports="/dev/ttyACM0", coordinator="lab:1")
 
 
+class _Writer:
+    """A socket as PortManager writes to it (its connection's write)."""
+
+    def __init__(self, sock):
+        self.write = sock.sendall
+
+
+def test_a_place_port_opens_when_its_server_is_slow_to_negotiate():
+    """A place's port URL waits for a slow RFC 2217 server: pyserial's default 3 s was too short
+    for ser2net beside a loaded test suite (the flash said "cannot open rfc2217://...": mpremote's
+    "failed to access"). Here a server that starts negotiating after 3.5 s; no labgrid needed."""
+    import serial
+    from serial.rfc2217 import PortManager
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve():
+        conn, _ = listener.accept()
+        time.sleep(3.5)  # (beyond pyserial's 3 s, within the URL's)
+        manager = PortManager(serial.serial_for_url("loop://"), _Writer(conn))
+        conn.settimeout(0.2)
+        try:
+            while True:
+                try:
+                    data = conn.recv(1024)
+                except socket.timeout:
+                    continue
+                if not data:
+                    return
+                for byte in manager.filter(data):
+                    manager.serial.write(byte)
+        except OSError:
+            return
+        finally:
+            conn.close()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        link = serial.serial_for_url(labgrid._url("127.0.0.1", port), timeout=1)
+        link.close()
+    finally:
+        listener.close()
+        server.join(5)
+
+
 def test_ring_file_of_a_place(tmp_path):
     """discover over a place writes its boards by resource (their URLs change with each acquire)."""
     entry = {"place": PLACE, "resource": "host1/ring/board0", "name": "board0"}

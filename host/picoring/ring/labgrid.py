@@ -49,7 +49,12 @@ SERIAL_CLASS = "NetworkSerialPort"  # what an exported RawSerialPort or USBSeria
 # pyserial's RFC 2217 client waits for the server to acknowledge the DTR and RTS it sets;
 # ser2net never does on a pty (virtual boards) and pyserial fails with "timeout while waiting
 # for option 'control'". The boards need neither line.
-URL = "rfc2217://%s:%d?ign_set_control"
+# pyserial gives the server 3 s to negotiate the telnet options: ser2net on a loaded machine took
+# longer (four boards flashed at once beside a test suite and three busy loops: "failed to
+# access" for one of them), so the URL gives it NEGOTIATE_S. A port that no server listens on
+# is still refused at once.
+NEGOTIATE_S = 20
+URL = "rfc2217://%s:%d?ign_set_control&timeout=" + str(NEGOTIATE_S)
 INSTALL_HINT = "labgrid is not installed: %s -m pip install 'picoring[labgrid]'" % sys.executable
 
 
@@ -284,7 +289,7 @@ atexit.register(release_held)  # a backstop: the CLI and the plugin release befo
 class PlacePort:
     """One serial port of a place, as this host reaches it."""
 
-    url: str            # rfc2217://HOST:PORT?ign_set_control, served by the exporter's ser2net
+    url: str            # rfc2217://HOST:PORT?ign_set_control&timeout=S, served by the exporter's ser2net
     place: str
     name: str           # the resource's name in the place (a match's rename, else its own)
     resource: str       # EXPORTER/GROUP/NAME
