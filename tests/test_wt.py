@@ -407,16 +407,8 @@ def test_on_a_ring_of_boards_random_access_forms_with_no_token_and_serves_every_
     """The benchmark on boards: a ring at rest holds no token (it waited for one to settle and
     gave up: "the ring formed but did not come to rest ... 0 board(s) hold the token"), every
     request is served at once, no message moves, and no token is ever counted alive."""
-    from picoring.sim.workload import make_workload as wl
-
-    n, k = ring.n, 12
-    ring.flash("random", 20_000)
-    run = ring.make_run(ring.ports, "random", wl("periodic", n, k, seed=2, period=15 * n), seed=2)
-    try:
-        run.connect()
-        report = run.run()
-    finally:
-        run.close()
+    k = 12
+    report = ring.run("random", "periodic", k, seed=2, cs_us=20_000, period=15 * ring.n)
     assert report["ok"], (report["violations"], report.get("run_conditions"))
     assert report["served"] == k and report["messages"]["total"] == 0
     assert set(report["soft"]["time_with_k_tokens"]) == {0}
