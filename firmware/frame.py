@@ -29,9 +29,10 @@
 # between two of its frames on one link: a node entering 64,511 times in a row while the
 # token rests with it, or 128 epochs (claims) in one hop.
 #
-# Runs on MicroPython and CPython. Every frame but MSG has a fixed size, and a MSG
-# frame's size is fixed per message kind by its protocol, so the encoder keeps one
-# preallocated buffer per kind and nothing is allocated per frame.
+# Runs on MicroPython and CPython. Every frame but MSG has a fixed size; a MSG frame's size
+# is declared per message kind by its protocol (one size, or least..most: protocol.py), and
+# the encoder writes every one into one preallocated buffer of the largest, so nothing is
+# allocated per frame.
 #
 # Speed (docs/performance.md): on a Pico every bytecode costs about a microsecond, so
 # the per-byte work (CRC, COBS both ways, field packing) is done by @micropython.viper

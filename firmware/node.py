@@ -34,7 +34,7 @@ except ImportError:  # CPython
 
 
 
-FIRMWARE_VERSION = "0.7.0"  # 0.7.0: the token frame in 12 bytes (docs/frames.md); 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
+FIRMWARE_VERSION = "0.8.0"  # 0.8.0: message kinds of variable length (BS's token carries only its live served entries); 0.7.0: the token frame in 12 bytes (docs/frames.md); 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
@@ -155,25 +155,51 @@ def _handler(node, name):
 _taken = [0, 0]  # (tick, action) of the frame _finish_frame took; step reads it at once
 
 
+def _message_views(mv, sizes, least):
+    """views[m]: the first m + MSG_WIRE_EXTRA bytes of the message buffer mv (a MSG frame
+    with m payload bytes on the wire), for every length m a declared kind allows; None
+    for the others."""
+    top = -1
+    for k in range(_MSG_KINDS):
+        if sizes[k] != 255 and sizes[k] > top:
+            top = sizes[k]
+    views = [None] * (top + 1)
+    for k in range(_MSG_KINDS):
+        if sizes[k] != 255:
+            for m in range(least[k], sizes[k] + 1):
+                if views[m] is None:
+                    views[m] = mv[:m + _MSG_WIRE_EXTRA]
+    return views
+
+
 @micropython.native
-def _msg_bad(st, n, sizes):
+def _msg_bad(st, n, node):
     """A MSG frame the protocol does not declare (kind, size), or with a source or a
     destination outside the ring of n. (NodeLoop._on_msg has it inline: keep them alike.)"""
     mk = st[_F_STATE]
     src = st[_F_SRC]
     dst = st[_F_DST]
-    return (mk >= _MSG_KINDS or st[_F_MLEN] != sizes[mk] or src >= n or src == dst
-            or (dst >= n and dst != _BROADCAST))
+    return (mk >= _MSG_KINDS or (st[_F_MLEN] != node.msg_sizes[mk] and _len_bad(node, mk, st[_F_MLEN]))
+            or src >= n or src == dst or (dst >= n and dst != _BROADCAST))
+
+
+def _len_bad(node, mk, m):
+    """A MSG frame's payload of m bytes, not the most that kind mk declares (msg_sizes, a
+    fixed kind's only size), is outside its declared least..most: a fixed kind's wrong size,
+    an undeclared kind's (NO_SIZE), or a variable kind's out of range. Looked at only after
+    that compare, so that a fixed kind's frame costs what it did before variable kinds."""
+    return m < node.msg_least[mk] or m > node.msg_sizes[mk]
 
 
 @micropython.native
-def _pass_msg_on(raw, eraw, st, mout, write, view):
+def _pass_msg_on(raw, eraw, st, mout, write, views):
     """The same bytes on, with this link's sequence byte (the receiver counts lost frames
-    by it: frame.S_GAP) and so a CRC of its own."""
+    by it: frame.S_GAP) and so a CRC of its own; written through the view of its length."""
     raw[1] = eraw[_LSEQ_AT]
     eraw[_LSEQ_AT] = (raw[1] + 1) & 0xFF
-    seal(raw, st[_F_MLEN] + _MSG_HEAD, mout)
-    write(view)
+    m = st[_F_MLEN]
+    seal(raw, m + _MSG_HEAD, mout)
+    write(views[m])
 
 
 class NodeLoop:
@@ -214,11 +240,11 @@ class NodeLoop:
         # frame then raises AttributeError, as node.on_token(...) did.
         self._on_token = getattr(node, "on_token", None) or (lambda c, s, q, e: node.on_token(c, s, q, e))
         # MSG frames (new or passed on) go out of one buffer, through a view cut here
-        # per message kind (a kind's wire length is fixed: its payload's + 10).
+        # per payload length a declared kind can have (the wire length is the payload's
+        # + 10), indexed by that length: a fixed kind's one, a variable kind's least..most.
         self._mout = self.enc.msg_out
         self._mfields = self.enc.msg_fields
-        mv = memoryview(self._mout)
-        self._mviews = [None if size == 255 else mv[:size + _MSG_WIRE_EXTRA] for size in node.msg_sizes]
+        self._mviews = _message_views(memoryview(self._mout), node.msg_sizes, node.msg_least)
         # The hop path's objects in two tuples, unpacked at the start of step() and
         # _finish_frame(): one lookup and an unpacking instead of a lookup per name (each
         # attribute lookup costs about 2 us on a Pico, its hash a software division; a
@@ -501,16 +527,15 @@ class NodeLoop:
                 # allocates its tuple.
                 index = node.index
                 n = node.n
-                sizes = node.msg_sizes
                 mout = self._mout
                 views = self._mviews
             if k == _MSG:
                 # A message for another node (not a broadcast): passed on without waking
                 # the protocol, as _on_msg does (which takes any other message up).
                 if (st[_F_DST] != index and st[_F_DST] < n and st[_F_SRC] != index
-                        and not _msg_bad(st, n, sizes)):
+                        and not _msg_bad(st, n, node)):
                     t = ticks_us()
-                    _pass_msg_on(draw, eraw, st, mout, write, views[st[_F_STATE]])
+                    _pass_msg_on(draw, eraw, st, mout, write, views)
                     taken[0] = t
                     k = _MSG_TAKEN
                 break
@@ -581,8 +606,8 @@ class NodeLoop:
         n = node.n
         # _msg_bad, inline: a call on every message delivered (11 us on a Pico, and its
         # subscripts again; issue 41). _finish_frame's messages passed on still call it.
-        if (mk >= _MSG_KINDS or st[_F_MLEN] != node.msg_sizes[mk] or src >= n or src == dst
-                or (dst >= n and dst != _BROADCAST)):
+        if (mk >= _MSG_KINDS or (st[_F_MLEN] != node.msg_sizes[mk] and _len_bad(node, mk, st[_F_MLEN]))
+                or src >= n or src == dst or (dst >= n and dst != _BROADCAST)):
             self._bad_msg(t)
             return
         if dst == node.index:
@@ -605,7 +630,7 @@ class NodeLoop:
                 # Forwarded first, then both events logged (the receive's tick is t).
                 fields = self._mfields
                 encode_message(eraw, self._mout, node, fields)
-                write(self._mviews[node.out_kind])
+                write(self._mviews[node.out_len])
                 self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
                 record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
                 record_fields(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
@@ -621,7 +646,7 @@ class NodeLoop:
         if src == node.index:
             record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
-        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews[mk])
+        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews)
         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK  # (as _msg_passed: a call less on the hop)
         record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
         record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
@@ -642,8 +667,8 @@ class NodeLoop:
         destination outside the ring: dropped and counted as a bad frame (len or kind)."""
         st = self._dst
         mk = st[_F_STATE]
-        why = frame.BAD_LEN if mk < _MSG_KINDS and self.node.msg_sizes[mk] != 255 and st[_F_MLEN] != self.node.msg_sizes[
-            mk] else frame.BAD_KIND
+        why = frame.BAD_LEN if mk < _MSG_KINDS and self.node.msg_sizes[mk] != 255 and _len_bad(
+            self.node, mk, st[_F_MLEN]) else frame.BAD_KIND
         st[_S_FRAMES] = (st[_S_FRAMES] - 1) & _COUNT_MASK  # the decoder counted it as valid
         st[_S_BAD] = (st[_S_BAD] + 1) & _COUNT_MASK
         st[_S_BAD_REASON + why] = (st[_S_BAD_REASON + why] + 1) & _COUNT_MASK
@@ -786,7 +811,7 @@ class NodeLoop:
         for b in sent:
             if b == _SEND_MSG:
                 encode_message(self._eraw, self._mout, node, self._mfields)
-                uart.write(self._mviews[node.out_kind])
+                uart.write(self._mviews[node.out_len])
             elif b == _SEND_TOKEN:
                 encode_token(self._eraw, self._tout, node)
                 uart.write(self._tout)
@@ -1096,8 +1121,7 @@ try:
         named = 0  # what passing a message on needs, looked up once one is landing (1)
         index = 0
         n = 0
-        sizes = taken  # (objects until then: a viper local keeps its first type)
-        mout = taken
+        mout = taken  # (objects until then: a viper local keeps its first type)
         views = taken
         total = 0
         k = 0
@@ -1130,7 +1154,6 @@ try:
                 # worst).
                 index = int(node.index)
                 n = int(node.n)
-                sizes = node.msg_sizes
                 mout = self._mout
                 views = self._mviews
                 named = 1
@@ -1138,9 +1161,9 @@ try:
                 # A message for another node (not a broadcast): passed on without waking
                 # the protocol, as _on_msg does (which takes any other message up).
                 d = v[_F_DST]
-                if d != index and d < n and v[_F_SRC] != index and not _msg_bad(st, n, sizes):
+                if d != index and d < n and v[_F_SRC] != index and not _msg_bad(st, n, node):
                     t = ticks_us()
-                    _pass_msg_on(draw, eraw, st, mout, write, views[v[_F_STATE]])
+                    _pass_msg_on(draw, eraw, st, mout, write, views)
                     taken[0] = t
                     k = _MSG_TAKEN
                 break
@@ -1170,8 +1193,10 @@ try:
         src = v[_F_SRC]
         dst = v[_F_DST]
         n = int(node.n)
-        if (mk >= _MSG_KINDS or v[_F_MLEN] != ptr8(node.msg_sizes)[mk] or src >= n or src == dst
-                or (dst >= n and dst != _BROADCAST)):
+        m = v[_F_MLEN]
+        if (mk >= _MSG_KINDS or (m != ptr8(node.msg_sizes)[mk]
+                                 and (m < ptr8(node.msg_least)[mk] or m > ptr8(node.msg_sizes)[mk]))
+                or src >= n or src == dst or (dst >= n and dst != _BROADCAST)):
             self._bad_msg(t)
             return
         index = int(node.index)
@@ -1189,7 +1214,7 @@ try:
             if a == _SEND_MSG:
                 fields = self._mfields
                 encode_message(eraw, self._mout, node, fields)
-                write(self._mviews[node.out_kind])
+                write(self._mviews[node.out_len])
                 self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
                 record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
                 record_fields(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
@@ -1209,7 +1234,7 @@ try:
         if src == index:
             record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
-        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews[mk])
+        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews)
         self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
         record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
         record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())

@@ -39,6 +39,21 @@
 #     number); a trap of one of them is dropped when the token meets it.
 # A trap that escapes both (more than SERVED_SLOTS services within a round) costs a lend and a
 # return (rules 7 and 8 with d_y empty) and is gone: never unsafe, only late.
+#
+# The served list expires (not in the paper: bytes, issue 41): it goes with the token only while
+# the round number could not drop the traps it names. The token carries its age, the rule-4
+# passes since its newest entry was added, counted modulo _hmask + 1 as histories are, and the
+# pass that makes the age reach n drops the whole list, as _stale's round rule would drop a trap
+# laid with the newest entry's count R_s: n <= age < _hhalf. Sound: an entry (z, sn) recorded at
+# count R_s names a request that z made with history h_z <= R_s (z's history is the count of
+# the token it last held, and the count only grows; the entries before the newest were recorded
+# at counts <= the newest's), so when the token reaches a trap of it at count R,
+# R - h_z >= R - R_s = age >= n, and the round rule drops the trap anyway as long as
+# R - h_z < _hhalf: the premise under which it is exact at all (histories compared only while
+# recent, above). tests/test_bs.py checks it in the simulator: every run is the same, lend for
+# lend, as with lists that never expire. Where the round rule drops nothing (n >= _hhalf: the
+# explorer's histories modulo 16 at n >= 8), n <= age < _hhalf never holds and the list never
+# expires. On a ring with the full counters the age never reaches n, so it fits its u16.
 # (The other clean-up of 4.4, "inverse token", would send the found token back along the
 # search's trail: on this ring each step back is n - d hops forward.)
 #
@@ -51,9 +66,12 @@
 #   GIMME, kind 0, routed: requester u16, its request number u8, its history h_z u32 (30 bits),
 #          lo u16, hi u16 (the positions, counted from the requester, that can still hold the
 #          token: the search interval, halved at each step; the paper's n, see rule 5)
-#   TOKEN, kind 1, to the next node (rule 4) or to a requester and back (rules 7, 8):
-#          seq u32 (30 bits), epoch u16 (the layer's token header), R u32 (30 bits), lend u8
-#          (1: "y-hat, to be returned upon use"), served[SERVED_SLOTS] (node u16, request u8)
+#   TOKEN, kind 1, to the next node (rule 4) or to a requester and back (rules 7, 8), of
+#          variable length (the layer's least..most, protocol.py): seq u32 (30 bits), epoch u16
+#          (the layer's token header), R u32 (30 bits), flags u8 (bit 0, lend: 1 is "y-hat, to
+#          be returned upon use"; bits 1-7: k, the served entries it carries, 0..SERVED_SLOTS),
+#          then only if k > 0: the list's age u16 (above) and served[k] (node u16, request u8),
+#          oldest first. 11 bytes with no entry (the idle rotation's), 13 + 3k with k.
 
 try:
     from micropython import const
@@ -88,10 +106,11 @@ GIMME = 0
 TOKEN = 1
 _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
 _T_R = const(6)  # the token's payload offsets (into out, or after AT in a delivered buffer)
-_T_LEND = const(10)
-_T_SERVED = const(11)
-SERVED_SLOTS = 8  # (a module global, not a const(): tests/test_figures.py runs BS with a longer list)
-_T_SIZE = _T_SERVED + 3 * SERVED_SLOTS
+_T_FLAGS = const(10)  # lend (bit 0), the served entries carried (bits 1-7)
+_T_EMPTY = const(11)  # the payload's size with no served entry
+_T_AGE = const(11)  # with entries: the list's age u16, then the entries
+_T_SERVED = const(13)
+SERVED_SLOTS = 8  # at most 127 (flags' 7 bits); a module global, not a const(): tests/test_figures.py runs BS with a longer list
 # protocol.py's constants, and the names above, copied for the code below: a const() is inlined
 # only in the module that defines it (an imported name is a dictionary lookup at every use).
 _GIMME = const(0)
@@ -113,12 +132,14 @@ _G_SIZE = const(11)
 _NONE = const(0xFFFF)  # an empty slot of the served list
 
 
-def relay_rotation_py(out, buf, epoch, hmask, size):
+def relay_rotation_py(out, buf, epoch, hmask, hhalf, n):
     """The rotation's token message on (NodeBS.on_message's fast path): buf's payload (a delivered
-    frame's raw: at _AT) into out[0:size] as put_token_header, put30 and _give would write it for a
-    token taken in and passed on by rule 4: seq with its top two bits cleared, the epoch it goes on
-    with (the gate's), R + 1 (modulo hmask + 1), lend 0, the served list as it came. Returns the new
-    R. No slice (which allocates)."""
+    frame's raw: at _AT) into out as put_token_header, put30, _rotate and _give would write it for
+    a token taken in and passed on by rule 4: seq with its top two bits cleared, the epoch it goes
+    on with (the gate's), R + 1 (modulo hmask + 1), lend 0, and the served list as it came, one
+    pass older, or none once that age reaches n (n <= age < hhalf: expired, header). The caller
+    has checked that the list fits out (k <= SERVED_SLOTS). Returns the payload's size (R + 1 is
+    in out). No slice (which allocates)."""
     out[0] = buf[_AT]
     out[1] = buf[_AT + 1]
     out[2] = buf[_AT + 2]
@@ -131,20 +152,32 @@ def relay_rotation_py(out, buf, epoch, hmask, size):
     out[_T_R + 1] = (r >> 8) & 0xFF
     out[_T_R + 2] = (r >> 16) & 0xFF
     out[_T_R + 3] = (r >> 24) & 0x3F
-    out[_T_LEND] = 0
-    for k in range(_T_SERVED, size):
-        out[k] = buf[_AT + k]
-    return r
+    k = buf[_AT + _T_FLAGS] >> 1
+    if k:
+        at = _AT + _T_AGE
+        age = ((buf[at] | (buf[at + 1] << 8)) + 1) & hmask
+        if n <= age < hhalf:
+            k = 0
+        else:
+            out[_T_AGE] = age & 0xFF
+            out[_T_AGE + 1] = (age >> 8) & 0xFF
+    out[_T_FLAGS] = k << 1
+    if not k:
+        return _T_EMPTY
+    size = _T_SERVED + 3 * k
+    for i in range(_T_SERVED, size):
+        out[i] = buf[_AT + i]
+    return size
 
 
 relay_rotation = relay_rotation_py
 try:
-    # Its viper twin (tests/test_frame_twins.py): the token message is 35 payload bytes, a few
-    # cycles each here; in native code each byte's subscripts cost microseconds (issue 41). Here,
-    # not in protocol.py, which every board loads: its names there made S's hop 15 us slower on
-    # the chip (docs/performance.md, "Where the turnaround went").
+    # Its viper twin (tests/test_frame_twins.py): the token message is up to 37 payload bytes, a
+    # few cycles each here; in native code each byte's subscripts cost microseconds (issue 41).
+    # Here, not in protocol.py, which every board loads: its names there made S's hop 15 us slower
+    # on the chip (docs/performance.md, "Where the turnaround went").
     @micropython.viper
-    def relay_rotation_viper(out, buf, epoch: int, hmask: int, size: int) -> int:
+    def relay_rotation_viper(out, buf, epoch: int, hmask: int, hhalf: int, n: int) -> int:
         o = ptr8(out)
         b = ptr8(buf)
         o[0] = b[_AT]
@@ -159,12 +192,24 @@ try:
         o[_T_R + 1] = (r >> 8) & 0xFF
         o[_T_R + 2] = (r >> 16) & 0xFF
         o[_T_R + 3] = (r >> 24) & 0x3F
-        o[_T_LEND] = 0
-        k = _T_SERVED
-        while k < size:
-            o[k] = b[_AT + k]
-            k += 1
-        return r
+        k = b[_AT + _T_FLAGS] >> 1
+        if k:
+            at = _AT + _T_AGE
+            age = ((b[at] | (b[at + 1] << 8)) + 1) & hmask
+            if n <= age and age < hhalf:
+                k = 0
+            else:
+                o[_T_AGE] = age & 0xFF
+                o[_T_AGE + 1] = (age >> 8) & 0xFF
+        o[_T_FLAGS] = k << 1
+        if not k:
+            return _T_EMPTY
+        size = _T_SERVED + 3 * k
+        i = _T_SERVED
+        while i < size:
+            o[i] = b[_AT + i]
+            i += 1
+        return size
 
     relay_rotation = relay_rotation_viper
 except (AttributeError, NameError, SyntaxError, ValueError):
@@ -200,7 +245,8 @@ class NodeBS(Node):
                                  # from the payload's first word w (little-endian)
                                  "search": {"requester": "w & 0xFFFF", "number": "(w >> 16) & 0xFF"}},
                      "token": {"kind": _TOKEN, "to": "the next node, or lent to a trapped requester",
-                               "payload": "seq u32, epoch u16, R u32, lend u8, served[8] (u16, u8)"}},
+                               "payload": "seq u32, epoch u16, R u32, flags u8 (lend, k), "
+                                          "if k > 0: age u16, served[k] (u16, u8)"}},
         "bounds": {
             # The token rotates for ever (rule 4), as S's: the messages per request are not bounded.
             "messages_per_request": {"paper": None, "checked": None, "where": "rule 4: the token never rests"},
@@ -228,7 +274,8 @@ class NodeBS(Node):
     _hhalf = 0x20000000
 
     def message_sizes(self, n):
-        return {_GIMME: _G_SIZE, _TOKEN: _T_SIZE}
+        # the token: of variable length, its live served entries only (header)
+        return {_GIMME: _G_SIZE, _TOKEN: (_T_EMPTY, _T_SERVED + 3 * SERVED_SLOTS)}
 
     def __init__(self, index, n):
         Node.__init__(self, index, n)
@@ -243,12 +290,15 @@ class NodeBS(Node):
         self.fifo_head = 0
         self.fifo_len = 0
         # The token while it is here (cleared as it leaves): R, the lender to return it to
-        # (-1: none, it came by rotation or back from a lend), the served list.
+        # (-1: none, it came by rotation or back from a lend), the served list: a ring of
+        # SERVED_SLOTS slots, sv_len live entries before sv_next, the others _NONE, and its age.
         self.rnd = 0
         self.lender = -1
         self.sv_node = array("H", [_NONE] * SERVED_SLOTS)
         self.sv_sn = bytearray(SERVED_SLOTS)
         self.sv_next = 0
+        self.sv_len = 0
+        self.sv_age = 0
         self.lent_to = -1  # the requester the token is lent to (rule 7), until it returns
         self.visit = 0  # traps still to serve in this visit (rule order, _have)
         self.used = False  # this node used the token in this visit
@@ -318,18 +368,21 @@ class NodeBS(Node):
             return 0
         self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
         self.epoch = epoch
-        if (not buf[_AT + _T_LEND] and not self.fifo_len and not self.pending
+        flags = buf[_AT + _T_FLAGS]
+        if (not flags & 1 and (flags >> 1) <= SERVED_SLOTS and not self.fifo_len and not self.pending
                 and (self.lent_to < 0 or src != self.lent_to)):
             # The rotation's every hop (rule 3, then rule 4 at once): no trap to serve, no
             # request here. What the general path below does for it (take the served list in,
             # _have, _rotate, _give: write it out again, oldest first, and clear it), without
-            # its calls and its 2 x SERVED_SLOTS passes: the list goes on byte for byte (taken in
-            # with sv_next = 0 and nothing served, _give writes the same bytes), and the arrays,
-            # empty while the token is elsewhere, stay empty as _give leaves them. The payload
-            # (put_token_header, R + 1: rule 4's rotation event, in x's history and the token's,
-            # lend 0, the list) is written by one viper call (relay_rotation).
-            size = self.msg_sizes[_TOKEN]
-            r = relay_rotation(self.out, buf, epoch, self._hmask, size)
+            # its calls and its passes over the slots: the list goes on byte for byte, one pass
+            # older or expired (taken in with nothing served, _rotate ages it and _give writes
+            # the same bytes), and the arrays, empty while the token is elsewhere, stay empty as
+            # _give leaves them. The payload (put_token_header, R + 1: rule 4's rotation event,
+            # in x's history and the token's, lend 0, the list) is written by one viper call
+            # (relay_rotation).
+            out = self.out
+            size = relay_rotation(out, buf, epoch, self._hmask, self._hhalf, self.n)
+            r = out[_T_R] | (out[_T_R + 1] << 8) | (out[_T_R + 2] << 16) | (out[_T_R + 3] << 24)
             self.h = r
             self.visit = 0
             self.used = False
@@ -344,16 +397,25 @@ class NodeBS(Node):
         at = _AT + _T_R
         r = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)  # get30
         self.rnd = r
+        k = flags >> 1
+        if k > SERVED_SLOTS:
+            # More entries than this node keeps (another build's list, never this ring's): the
+            # list is dropped, as a regenerated token's is (a trap it then meets costs a lend).
+            self.errors = (self.errors + 1) & _SEQ_MASK
+            k = 0
+        if k:
+            self.sv_age = buf[_AT + _T_AGE] | (buf[_AT + _T_AGE + 1] << 8)
         at = _AT + _T_SERVED
         sv_node = self.sv_node
         sv_sn = self.sv_sn
-        for k in range(SERVED_SLOTS):
-            sv_node[k] = buf[at] | (buf[at + 1] << 8)
-            sv_sn[k] = buf[at + 2]
+        for i in range(k):  # into slots 0..k-1, oldest first; the others are empty (_give)
+            sv_node[i] = buf[at] | (buf[at + 1] << 8)
+            sv_sn[i] = buf[at + 2]
             at += 3
-        self.sv_next = 0
+        self.sv_len = k
+        self.sv_next = k if k < SERVED_SLOTS else 0
         self.has_token = True
-        if buf[_AT + _T_LEND]:
+        if flags & 1:
             # Rule 8: "(Q | (x, d_x), P(x, -), bot, I | (x, (y-hat, H)), O, -) ->
             # (Q, P(x, H + d_x), bot, I, O | (x, (y, H + d_x)), -)": lent by y; x takes y's history,
             # uses the token and returns it to y.
@@ -417,11 +479,15 @@ class NodeBS(Node):
     @micropython.native
     def exit_cs(self):
         self.in_cs = False
-        # The use is over: it goes into the token's list of served requests (garbage collection).
+        # The use is over: it goes into the token's list of served requests (garbage collection),
+        # the newest entry: the list's age starts again (header).
         k = self.sv_next
         self.sv_node[k] = self.index
         self.sv_sn[k] = self.sn
         self.sv_next = k + 1 if k + 1 < SERVED_SLOTS else 0
+        if self.sv_len < SERVED_SLOTS:
+            self.sv_len += 1
+        self.sv_age = 0
         if self.lender >= 0:
             return self._give_back()  # rule 8: back to the lender
         if self.fifo_len:
@@ -444,6 +510,12 @@ class NodeBS(Node):
         r = (self.rnd + 1) & self._hmask
         self.rnd = r
         self.h = r
+        if self.sv_len:
+            # The served list one pass older; at n passes the round rule does its work (header).
+            age = (self.sv_age + 1) & self._hmask
+            self.sv_age = age
+            if self.n <= age < self._hhalf:
+                self.sv_len = 0
         j = self.index + 1
         return self._give(0 if j == self.n else j, 0)
 
@@ -453,24 +525,37 @@ class NodeBS(Node):
         self.put_token_header()
         out = self.out
         put30(out, _T_R, self.rnd)
-        out[_T_LEND] = lend
-        # The served list, oldest first (the next slot to write is the oldest), then cleared here.
-        k = self.sv_next
+        k = self.sv_len
+        out[_T_FLAGS] = lend | (k << 1)
+        # The served list's live entries, oldest first (the k slots before sv_next), with its
+        # age; then every slot cleared here.
         at = _T_SERVED
         sv_node = self.sv_node
         sv_sn = self.sv_sn
-        for _ in range(SERVED_SLOTS):
-            z = sv_node[k]
-            out[at] = z & 0xFF
-            out[at + 1] = z >> 8
-            out[at + 2] = sv_sn[k]
-            sv_node[k] = _NONE
-            sv_sn[k] = 0
-            at += 3
-            k = k + 1 if k + 1 < SERVED_SLOTS else 0
+        if k:
+            age = self.sv_age
+            out[_T_AGE] = age & 0xFF
+            out[_T_AGE + 1] = age >> 8
+            i = self.sv_next - k
+            if i < 0:
+                i += SERVED_SLOTS
+            for _ in range(k):
+                z = sv_node[i]
+                out[at] = z & 0xFF
+                out[at + 1] = z >> 8
+                out[at + 2] = sv_sn[i]
+                at += 3
+                i = i + 1 if i + 1 < SERVED_SLOTS else 0
+        for i in range(SERVED_SLOTS):
+            sv_node[i] = _NONE
+            sv_sn[i] = 0
         self.sv_next = 0
+        self.sv_len = 0
+        self.sv_age = 0
         self.rnd = 0
-        return self.send(_TOKEN, j)
+        a = self.send(_TOKEN, j)
+        self.out_len = at if k else _T_EMPTY  # (send: the most)
+        return a
 
     # -- rules 5, 6: the search ---------------------------------------------------
 
@@ -536,7 +621,7 @@ try:
     def on_message_viper(self, kind, src, buf) -> int:
         # The token of the rotation arriving where the layer's gate stays quiet (not fresh, the
         # epoch and key known), with no trap to serve, no request here, not lent and not back
-        # from a lend: on_message's fast path, taken whole here, where the payload's 35 bytes and
+        # from a lend: on_message's fast path, taken whole here, where the payload's bytes and
         # the arithmetic cost cycles (in native code a subscript or an operator costs about a
         # microsecond on a Pico; issue 41). The state it leaves and the bytes it writes are
         # on_message_native's (tests/test_hop_twins.py runs both); the attributes are read in
@@ -545,15 +630,19 @@ try:
         if k == _GIMME:
             return int(self._gimme(buf))  # as on_message_native does
         b = ptr8(buf)
-        if k == _TOKEN and not self.fresh and not self.has_token and not b[_AT + _T_LEND] and not self.fifo_len \
-                and not self.pending:
+        flags = b[_AT + _T_FLAGS]
+        served = flags >> 1  # the list's entries: within the most the token declares (k <= SERVED_SLOTS)
+        if k == _TOKEN and not self.fresh and not self.has_token and not (flags & 1) and not self.fifo_len \
+                and not self.pending and (not served or _T_SERVED + 3 * served <= ptr8(self.msg_sizes)[_TOKEN]):
             epoch = b[_AT + 4] | (b[_AT + 5] << 8)
             lent = int(self.lent_to)
             if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN and (lent < 0 or int(src) != lent):
                 self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
                 self.epoch = epoch
-                size = ptr8(self.msg_sizes)[_TOKEN]
-                # relay_rotation, inline: the header, R + 1 (rule 4's rotation event), lend 0, the list
+                n = int(self.n)
+                hmask = int(self._hmask)
+                # relay_rotation, inline: the header, R + 1 (rule 4's rotation event), lend 0, the
+                # list one pass older (_rotate) or expired
                 o = ptr8(self.out)
                 o[0] = b[_AT]
                 o[1] = b[_AT + 1]
@@ -562,16 +651,26 @@ try:
                 o[4] = epoch & 0xFF
                 o[5] = (epoch >> 8) & 0xFF
                 at = _AT + _T_R
-                r = ((b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | ((b[at + 3] & 0x3F) << 24)) + 1) & int(self._hmask)
+                r = ((b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | ((b[at + 3] & 0x3F) << 24)) + 1) & hmask
                 o[_T_R] = r & 0xFF
                 o[_T_R + 1] = (r >> 8) & 0xFF
                 o[_T_R + 2] = (r >> 16) & 0xFF
                 o[_T_R + 3] = (r >> 24) & 0x3F
-                o[_T_LEND] = 0
-                i = _T_SERVED
-                while i < size:
-                    o[i] = b[_AT + i]
-                    i += 1
+                size = _T_EMPTY
+                if served:
+                    at = _AT + _T_AGE
+                    age = ((b[at] | (b[at + 1] << 8)) + 1) & hmask
+                    if n <= age and age < int(self._hhalf):
+                        served = 0
+                    else:
+                        o[_T_AGE] = age & 0xFF
+                        o[_T_AGE + 1] = (age >> 8) & 0xFF
+                        size = _T_SERVED + 3 * served
+                        i = _T_SERVED
+                        while i < size:
+                            o[i] = b[_AT + i]
+                            i += 1
+                o[_T_FLAGS] = served << 1
                 self.h = r
                 self.visit = 0
                 self.used = False
@@ -579,7 +678,7 @@ try:
                 self.sv_next = 0
                 self.rnd = 0
                 j = int(self.index) + 1
-                if j == int(self.n):
+                if j == n:
                     j = 0
                 self.out_kind = _TOKEN
                 self.out_dst = j

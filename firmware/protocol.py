@@ -20,15 +20,17 @@
 #                       every other node delivers it to its protocol (on_message)
 #                       and passes it on; back at the sender it is taken off
 # A message is a kind (0..MSG_KINDS - 1), a source, a destination and a payload
-# whose size the protocol declares per kind (message_sizes(n)); the frame format
-# is in docs/frames.md.
+# whose size the protocol declares per kind (message_sizes(n)): one size, or for a
+# kind of variable length the least and the most bytes (its payload then says its
+# own length: the receiver is not told it); the frame format is in docs/frames.md.
 #
 # Events in:  request()        the local application needs the resource
 #             on_request()     a request message arrived from the previous node
 #             on_token(...)    the token arrived from the previous node
 #             on_message(kind, src, buf)  a message for this node arrived (or a
 #                              broadcast of another node); its payload is
-#                              buf[PAYLOAD_AT:PAYLOAD_AT + its declared size]
+#                              buf[PAYLOAD_AT:PAYLOAD_AT + its size] (a variable
+#                              kind's: within its declared least..most)
 #             exit_cs()        the local critical section has finished
 #             on_wake()        a clocked protocol's wake-up time (wake_at) has come
 #           Recovery on a lossy ring (docs/recovery.md; not in the paper):
@@ -137,7 +139,7 @@ PAYLOAD_AT = const(5)  # a delivered message's payload starts at buf[PAYLOAD_AT]
 TOKEN_HEADER = const(6)  # a token message's payload starts with seq u32 (30 bits), epoch u16 (put_token_header)
 MSG_KINDS = const(16)  # message kinds 0..15
 MSG_MAX_PAYLOAD = const(246)  # frame.MSG_MAX_PAYLOAD
-NO_SIZE = const(255)  # msg_sizes[kind] of a kind the protocol does not declare
+NO_SIZE = const(255)  # msg_sizes[kind] (and msg_least[kind]) of a kind the protocol does not declare
 
 # claim key owner meaning "a token of this epoch has been seen here": it outranks
 # every claim of the same epoch (claims carry positions 0..65534).
@@ -254,7 +256,10 @@ class Node:
     def message_sizes(self, n):
         """{message kind: payload bytes} of the messages this protocol sends with
         send() (sizes may depend on the ring size n; at most MSG_MAX_PAYLOAD). S, Q
-        and D send none: their token and request frames are their own."""
+        and D send none: their token and request frames are their own. A kind of
+        variable length has a pair (least, most) instead: its sender sets out_len
+        after send(), and its payload must say its own length (on_message is given
+        the frame, not its length; the node loop drops a frame outside least..most)."""
         return {}
 
     def __init__(self, index, n):
@@ -289,19 +294,27 @@ class Node:
         self.discarded = 0  # tokens of an old epoch (or reaching a fresh node) dropped here
         self.regenerated = 0
         self.stale_counts = 0  # Q: counters found stale and cleared (only after faults)
-        # Messages (send): the declared payload size per kind, NO_SIZE where none is
-        # declared (the node loop drops such frames as bad), and one outgoing message.
+        # Messages (send): the declared payload size per kind (of a variable kind, its
+        # most) and the least (a fixed kind's: the same), NO_SIZE where none is declared
+        # (the node loop drops such frames as bad), and one outgoing message. Two
+        # tables, so that a fixed kind's frame is checked as before, by one compare
+        # (msg_sizes); only a length other than that looks at msg_least.
         sizes = bytearray(MSG_KINDS)
+        least = bytearray(MSG_KINDS)
         for k in range(MSG_KINDS):
             sizes[k] = NO_SIZE
+            least[k] = NO_SIZE
         big = 0
         for k, size in self.message_sizes(n).items():
-            if not 0 <= k < MSG_KINDS or not 0 <= size <= MSG_MAX_PAYLOAD:
-                raise ValueError("message kind %r of %d bytes: kinds 0..%d, at most %d bytes"
+            lo, hi = size if isinstance(size, tuple) else (size, size)
+            if not 0 <= k < MSG_KINDS or not 0 <= lo <= hi <= MSG_MAX_PAYLOAD:
+                raise ValueError("message kind %r of %r bytes: kinds 0..%d, at most %d bytes (least <= most)"
                                  % (k, size, MSG_KINDS - 1, MSG_MAX_PAYLOAD))
-            sizes[k] = size
-            big = max(big, size)
+            sizes[k] = hi
+            least[k] = lo
+            big = max(big, hi)
         self.msg_sizes = bytes(sizes)
+        self.msg_least = bytes(least)
         self.out = bytearray(big)
         self.out_kind = 0
         self.out_dst = 0
@@ -331,8 +344,9 @@ class Node:
 
     @micropython.native
     def send(self, kind, dst):
-        """The message of this kind in self.out (its declared size), to node dst
-        (an index, or BROADCAST). Returns SEND_MSG for the handler to return."""
+        """The message of this kind in self.out (its declared size; of a variable
+        kind, its most: the handler then sets out_len), to node dst (an index, or
+        BROADCAST). Returns SEND_MSG for the handler to return."""
         self.out_kind = kind
         self.out_dst = dst
         self.out_len = self.msg_sizes[kind]

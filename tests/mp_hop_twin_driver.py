@@ -3,7 +3,7 @@
 # their twin, the native method (on_message_native, which CPython and the simulator run): the same
 # random run of a ring of protocol nodes (no node loop: messages delivered in order, requests,
 # critical sections' ends, wake-ups, and now and then a token's top bits set, a newer epoch, a
-# token duplicated or delivered to a node still joining) with each, and every node's state and
+# token duplicated or delivered to a node still joining, BS's with too long a served list) with each, and every node's state and
 # outgoing bytes after every handler compared. Runs under MicroPython (both twins) and CPython
 # (the native twin only); prints one JSON line, which tests/test_hop_twins.py compares.
 # Usage: <python> mp_hop_twin_driver.py FIRMWARE_DIR SPEC SEED EVENTS
@@ -104,6 +104,8 @@ def run(spec, seed, events, on_message, module, counts):
                 buf[9] = (buf[9] + 1) & 0xFF  # a newer epoch: the gate's call
             elif q < 10:
                 queue.append([dst, kind, src, bytearray(buf)])  # a second token
+            elif q == 11 and hasattr(module, "SERVED_SLOTS"):
+                buf[15] |= 0x80  # BS: a served list longer than the node keeps (the native path drops it)
             nd = nodes[dst]
             counts[0] += 1
             if q == 10:

@@ -110,9 +110,9 @@ def run(case, f):
             lines.append(k)
         return [hexof(log.buf), list(log.st), lines]
     if op == "rotation":
-        # case: ["rotation", out hex, buf hex (a delivered frame's raw: the payload at 5), epoch, hmask, size]
+        # case: ["rotation", out hex, buf hex (a delivered frame's raw: the payload at 5), epoch, hmask, hhalf, n]
         out = unhex(case[1])
-        r = f["relay_rotation"](out, unhex(case[2]), case[3], case[4], case[5])
+        r = f["relay_rotation"](out, unhex(case[2]), case[3], case[4], case[5], case[6])
         return [r, hexof(out)]
     if op == "relay":
         # case: ["relay", out hex, buf hex (a delivered frame's raw: the payload at 5), epoch]

@@ -99,13 +99,14 @@ def test_rules_7_and_8_the_token_is_lent_to_a_trapped_requester_and_returned():
     assert holder.fifo_len == 1 and holder.trap_h[1] == net.nodes[1].h
     net.act(4, holder.exit_cs())  # rule 7: lent to 1, "to be returned upon use"
     src, dst, kind, payload = net.queue[-1]
-    assert (src, dst, kind, payload[10]) == (4, 1, TOKEN, 1) and holder.fifo_len == 0
+    assert (src, dst, kind, payload[10] & 1) == (4, 1, TOKEN, 1) and holder.fifo_len == 0  # lend
     assert net.step() & ENTER_CS and net.nodes[1].lender == 4  # rule 8: 1 uses it
     net.act(1, net.nodes[1].exit_cs())
     src, dst, kind, payload = net.queue[-1]
-    assert (src, dst, kind, payload[10]) == (1, 4, TOKEN, 0)  # back to the lender
-    served = [(payload[k] | payload[k + 1] << 8, payload[k + 2]) for k in range(11, len(payload), 3)]
-    assert (1, 1) in served and (4, 0) in served  # the served list: 4's own use, then 1's request 1
+    assert (src, dst, kind, payload[10] & 1) == (1, 4, TOKEN, 0)  # back to the lender
+    served = [(payload[k] | payload[k + 1] << 8, payload[k + 2]) for k in range(13, len(payload), 3)]
+    assert served == [(4, 0), (1, 1)] and payload[10] >> 1 == 2  # the served list: 4's own use, then 1's request 1
+    assert len(payload) == 13 + 3 * 2 and payload[11:13] == bytes(2)  # its age: no rotation since
     net.step()  # 4 has it back: no trap left, rule 4 passes it on
     assert net.queue[-1][:3] == (4, 5, TOKEN)
 
@@ -126,6 +127,85 @@ def test_a_trap_of_a_served_request_is_garbage_collected():
     net.step()  # 6: the trap is stale
     assert node.fifo_len == 0 and net.queue[-1][:3] == (6, 7, TOKEN)
 
+
+def test_the_served_list_goes_with_the_token_for_n_passes_then_expires():
+    """Only live entries travel: the idle token is 11 payload bytes; an entry makes it 13 + 3k
+    with the list's age, one more at each rule-4 pass, and the pass that makes the age n drops
+    the list (the round rule drops the traps it names from then on: proto_bs.py's header)."""
+    n = 8
+    net = Net(n)
+    net.start()
+    assert len(net.queue[0][3]) == 11 and net.queue[0][3][10] == 0
+    net.rotate_to(4)
+    net.act(4, net.nodes[4].exit_cs())
+    ages = []
+    for _ in range(n):
+        src, dst, kind, payload = net.queue[0]
+        assert kind == TOKEN and dst == (src + 1) % n
+        ages.append((len(payload), payload[10], payload[11] | payload[12] << 8 if len(payload) > 11 else None))
+        net.step()
+    assert ages == [(16, 2, age) for age in range(1, n)] + [(11, 0, None)]
+    assert all(not x.sv_len and x.sv_node[0] == 0xFFFF for x in net.nodes)  # cleared wherever it went
+
+
+def test_no_lists_expire_where_the_round_rule_drops_nothing():
+    """The explorer's histories modulo 16 (half 8) on a ring of 8: the round rule never drops a
+    trap (n <= d < 8 is empty), so the list never expires; its age wraps with the histories."""
+    n = 8
+    net = Net(n)
+    for x in net.nodes:
+        x._hmask, x._hhalf = 15, 8
+        x.h &= 15
+    net.start()
+    net.nodes[4].pending = True
+    while not net.step() & ENTER_CS:
+        pass
+    net.act(4, net.nodes[4].exit_cs())
+    for _ in range(5 * n):
+        net.step()
+    payload = net.queue[0][3]
+    assert payload[10] == 2 and (payload[11] | payload[12] << 8) == (5 * n + 1) & 15
+
+
+@pytest.mark.parametrize("n", [3, 5, 8, 13])
+def test_the_lists_expiry_changes_no_run(monkeypatch, n):
+    """Expiry drops nothing the round rule would not: in the simulator (full counters), every
+    run gives the same report, trap for trap and lend for lend, as the same run with the lists
+    never expiring, while the lists do expire on the way (a list long enough never to overflow,
+    so that the entries' only way out is expiry)."""
+    monkeypatch.setattr(proto_bs, "SERVED_SLOTS", 32)
+    lends, expired = [], [0]
+    give, relay, rotate = proto_bs.NodeBS._give, proto_bs.relay_rotation, proto_bs.NodeBS._rotate
+
+    def give_counted(self, j, lend):
+        if lend:
+            lends.append((self.index, j, self.trap_sn[j], self.rnd))  # rule 7
+        return give(self, j, lend)
+
+    def relay_counted(out, buf, epoch, hmask, hhalf, ring):
+        size = relay(out, buf, epoch, hmask, hhalf, ring)
+        expired[0] += buf[proto_bs._AT + proto_bs._T_FLAGS] >> 1 and size == 11
+        return size
+
+    def relay_never_expiring(out, buf, epoch, hmask, hhalf, ring):
+        return relay(out, buf, epoch, hmask, hhalf, hmask + 1)  # (no age is hmask + 1 or more)
+
+    def rotate_never_expiring(self):
+        self.sv_age = self._hmask  # one more is 0: never n
+        return rotate(self)
+
+    monkeypatch.setattr(proto_bs.NodeBS, "_give", give_counted)
+    for workload, kw in WORKLOADS + [("poisson", {"rate": 0.5})]:
+        runs = []
+        for never in (False, True):
+            monkeypatch.setattr(proto_bs, "relay_rotation", relay_never_expiring if never else relay_counted)
+            monkeypatch.setattr(proto_bs.NodeBS, "_rotate", rotate_never_expiring if never else rotate)
+            lends.clear()
+            r = simulate("bs", n, workload=workload, requests=150, seed=3, **kw)
+            assert r["ok"] and r["served"] == 150, r["violations"][:3]
+            runs.append((r, list(lends)))
+        assert runs[0] == runs[1], workload
+    assert expired[0] > 0
 
 def lemma6_paths(n):
     """For every holder p (in its critical section, the token not moving) and every requester

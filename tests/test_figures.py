@@ -54,7 +54,6 @@ def test_a_worst_wait_above_n_is_the_tokens_short_memory_of_served_requests(monk
     assert "- BinarySearch in the paper's network stays below log2 n: yes, at every n" in lines  # the mean
     assert any(line.startswith("  at n = 100 its worst wait, %d units, is more than n: stale traps"
                                % row["responsiveness_max"]) for line in lines), lines
-    monkeypatch.setattr(proto_bs, "SERVED_SLOTS", 32)
-    monkeypatch.setattr(proto_bs, "_T_SIZE", proto_bs._T_SERVED + 3 * 32)
+    monkeypatch.setattr(proto_bs, "SERVED_SLOTS", 32)  # (the token's most, message_sizes, follows)
     longer = figures.point("bs", 100, 5, True, rounds=100)
     assert longer["responsiveness_max"] <= 25 and longer["latency_mean"] < ring["latency_mean"] / 4

@@ -38,12 +38,15 @@ def wire_chunks():
 
 @st.composite
 def rotation_cases(draw):
-    """proto_bs.relay_rotation: a delivered token message (any bytes, any top bits) on, with an
-    epoch, R + 1 under a mask (the explorer's is 15), a payload of 11 bytes and a served list."""
-    size = draw(st.integers(11, 40))
-    out = draw(st.binary(min_size=size, max_size=size + 8))
-    buf = draw(st.binary(min_size=size + 5, max_size=size + 13))
-    return ["rotation", out.hex(), buf.hex(), draw(u16), draw(st.sampled_from([0x3FFFFFFF, 15])), size]
+    """proto_bs.relay_rotation: a delivered token message (any bytes, any top bits, either lend
+    bit) on, with an epoch, R + 1 and the list's age + 1 under a mask (the explorer's is 15, its
+    half 8), k = 0..8 served entries, on a ring of n (the list expires at age n when n < half)."""
+    k = draw(st.integers(0, 8))
+    out = draw(st.binary(min_size=37, max_size=45))  # the most: 13 + 3 x SERVED_SLOTS
+    buf = bytearray(draw(st.binary(min_size=18 + 3 * k, max_size=30 + 3 * k)))
+    buf[15] = (k << 1) | draw(st.integers(0, 1))
+    hmask = draw(st.sampled_from([0x3FFFFFFF, 15]))
+    return ["rotation", out.hex(), bytes(buf).hex(), draw(u16), hmask, (hmask + 1) >> 1, draw(st.integers(2, 20))]
 
 
 @st.composite

@@ -94,6 +94,15 @@ def test_the_registry_loads_the_toy_and_reads_its_descriptor():
     assert "toy" not in host_protocol.PROTOCOLS  # the paper's four (the host offers every REGISTRY name)
 
 
+def test_a_kind_of_variable_length_declares_its_least_and_most():
+    node = host_protocol.load("bs")(0, 8)  # the token: 11 bytes with no served entry, 13 + 3 x 8 with all
+    assert (node.msg_least[1], node.msg_sizes[1]) == (11, 37) and len(node.out) == 37
+    assert node.msg_least[0] == node.msg_sizes[0] == 11 and node.msg_least[2] == host_protocol.NO_SIZE
+    for sizes in ({0: (5, 4)}, {0: (-1, 4)}, {0: (0, 247)}):
+        cls = type("Bad", (host_protocol.Node,), {"message_sizes": lambda self, n, sizes=sizes: sizes})
+        with pytest.raises(ValueError, match="least <= most"):
+            cls(0, 2)
+
 @pytest.mark.parametrize("name", sorted(host_protocol.REGISTRY))
 def test_every_descriptor_has_the_keys_the_host_reads(name):
     about = host_protocol.load(name).about

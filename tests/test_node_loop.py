@@ -624,3 +624,30 @@ def test_a_virtual_boards_timeout_leaves_out_the_time_its_ring_stood_still(still
         assert fired is None
     else:  # (to within the 1.6 ms between two looks at the timeouts here)
         assert abs(fired - (pico + still_us)) <= 1_600, (fired, pico)
+
+
+def test_a_variable_length_kind_goes_round_at_every_length_it_declares_and_no_other():
+    """BS's token message is of variable length (11..37 payload bytes: message_sizes' (least,
+    most)): the idle rotation's 11 bytes and the longer tokens carrying served entries go round
+    and are delivered; a frame of that kind shorter or longer than it declares, or of a fixed
+    kind (the gimme's 11 bytes) with another size, is dropped as a bad frame of length."""
+    ring = Ring("bs", 4)
+    sizes = set()
+    for w in ring.wires:
+        w.write = (lambda write: lambda data: sizes.add(len(data)) or write(data))(w.write)
+    ring.run(40)
+    for k in range(8):
+        ring.command(k % 4, hl.REQUEST)
+        ring.run(80)
+    ring.run(100)
+    events = [e for i in range(4) for e in ring.events(i)]
+    assert sum(e.ev == "enter" for e in events) == 8 and not [e for e in events if e.ev == "bad"]
+    assert {11 + 10, 13 + 3 + 10} <= sizes and max(sizes) <= 37 + 10  # (a gimme: 11 + 10 too)
+    dec = ring.loops[2].dec
+    enc = fw_frame.Encoder()
+    for kind, payload in ((1, bytes(10)), (1, bytes(38)), (0, bytes(12)), (9, b"")):
+        ring.wires[1].peer.pending.extend(enc.message(kind, 0, 3, payload))
+    ring.run(20)
+    st = dec.st
+    assert st[fw_frame.S_BAD_REASON + fw_frame.BAD_LEN] == 3 and st[fw_frame.S_BAD_REASON + fw_frame.BAD_KIND] == 1
+    assert [e.aux for e in ring.events(2) if e.ev == "bad"] == ["len"] * 3 + ["kind"]

@@ -86,7 +86,7 @@ def test_sim_nodes_are_the_protocols_classes_with_their_attributes_in_slots():
         assert type(node).__mro__[1] is load(name) and isinstance(node, load(name))
         assert vars(node) == {}  # every attribute __init__ makes is a slot: no dictionary to look in
         assert {k: getattr(node, k) for k in vars(plain)} == vars(plain)
-        assert all(x.msg_sizes is nodes[0].msg_sizes for x in nodes)  # one object for the ring
+        assert all(x.msg_sizes is nodes[0].msg_sizes and x.msg_least is nodes[0].msg_least for x in nodes)  # one object each
         assert 300 < node_bytes(name, n) < 2000
 
 

@@ -63,7 +63,7 @@ remaining request budget. The node's attributes kept:
                 when the node is loaded; a memoryview is a view of state kept
                 elsewhere and is skipped. A handler that makes a new attribute is an
                 error (the state would miss it).
-Left out (exact=True keeps every attribute but the constants index, n, msg_sizes):
+Left out (exact=True keeps every attribute but the constants index, n, msg_sizes, msg_least):
   - seq and epoch, in the node and in a token message's payload (its first 6 bytes
     by the layer's convention, docs/adding-a-protocol.md, for the kind the
     descriptor names in about["messages"]["token"]). No handler branches on them: seq is
@@ -324,6 +324,10 @@ class Explorer:
         kind, dst = node.out_kind, node.out_dst
         if not 0 <= kind < len(node.msg_sizes) or node.msg_sizes[kind] == NO_SIZE:
             raise RuntimeError("node %d sent a message of kind %d, which message_sizes(n) does not declare" % (i, kind))
+        if not node.msg_least[kind] <= node.out_len <= node.msg_sizes[kind]:
+            raise RuntimeError("node %d sent a message of kind %d with %d payload bytes, outside the %d..%d that "
+                               "message_sizes(n) declares" % (i, kind, node.out_len, node.msg_least[kind],
+                                                                node.msg_sizes[kind]))
         if dst == i or not (0 <= dst < self.n or dst == BROADCAST):
             raise RuntimeError("node %d sent a message to %r (a node other than itself, or BROADCAST)" % (i, dst))
         payload = bytes(node.out[:node.out_len])

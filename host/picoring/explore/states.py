@@ -17,7 +17,7 @@ REQ = -1  # a request frame in a link queue; a token frame is a tuple of its fie
 FIELDS = ("pending", "in_cs", "has_token", "count", "state", "flag", "errors", "stale_counts")
 EXACT_FIELDS = FIELDS + ("seq", "epoch")
 P_PENDING, P_IN_CS, P_HAS_TOKEN, P_COUNT, P_STATE, P_FLAG, P_ERRORS, P_STALE = range(8)
-CONSTANTS = ("index", "n", "msg_sizes")  # never state, not even with exact=True
+CONSTANTS = ("index", "n", "msg_sizes", "msg_least")  # never state, not even with exact=True
 
 
 class Msg(tuple):
