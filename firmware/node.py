@@ -689,6 +689,7 @@ class NodeLoop:
         self._act(self.node.exit_cs(), t, EV_EXIT)
         return True
 
+    @micropython.native
     def _tick(self, t):
         """node.now: the milliseconds since start, from the microsecond ticks (which wrap:
         only differences are taken). _clk_us is the tick at which node.now's millisecond
@@ -703,9 +704,12 @@ class NodeLoop:
             node = self.node
             node.now = (node.now + k) & _COUNT_MASK
 
+    @micropython.native
     def _housekeeping_clocked(self):
         """_housekeeping for a clocked protocol: its wake-up time first (set as the instance's
-        _housekeeping at start, so that the others' loop pays nothing for it)."""
+        _housekeeping at start, so that the others' loop pays nothing for it). Native, as _tick:
+        in bytecode the two cost the loop's chores 47 us more than S's on a Pico, every
+        _HOUSEKEEPING_EVERY passes (issue 41)."""
         node = self.node
         t = self.ticks_us()
         self._tick(t)

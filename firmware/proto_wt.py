@@ -54,6 +54,7 @@ try:
     from . import protocol  # the host: picoring.firmware.proto_*
 except ImportError:
     import protocol  # a board: firmware modules side by side
+from array import array
 
 Node = protocol.Node
 AT = protocol.PAYLOAD_AT
@@ -89,6 +90,46 @@ _HOLD_NONE = const(0)
 _HOLD_SKIP = const(1)  # the token stays Delta_skip (no operation)
 _HOLD_OP = const(2)  # the token stays while A runs (the critical section)
 _GEN_CAP = const(0x8000000)  # Delta_gen stops growing here (2**27 units: 37 hours in ms)
+
+# NodeWT.walk: the component's own state and settings in one int array, not attributes: the walk's
+# hop reads or writes thirteen of them, and on a Pico an attribute costs about 2.2 us from viper
+# (a map lookup and its hash's division), a field of the array a few cycles through a pointer
+# (issue 41). The names without the underscore are for the host's code and the tests.
+W_SINCE = 0  # the select's start: the last token received, passed or made here
+W_TOK_TS = 1  # the token while it is here: its identity (seq and epoch are Node's)
+W_TOK_GEN = 2
+W_LAST_TS = 3  # Figure 1's lasttoken: the identity of the token kept last (header)
+W_LAST_GEN = 4
+W_LAST_AT = 5  # when this component was last enabled (_NEVER: never)
+W_HOLD = 6  # how the token is held here (_HOLD_*)
+W_RNG = 7  # the walk's generator (1..M-1)
+W_GEN = 8  # Delta_gen, the generation timeout (adaptive)
+W_SKIP = 9  # Delta_skip, Delta_min, Delta_max, Figure 1's Delta_per: the settings
+W_MIN = 10
+W_MAX = 11
+W_PER = 12
+W_OTHERS = 13  # n - 1 and the node's index, for the draw (Node's n and index, copied once)
+W_INDEX = 14
+W_SIZE = 15
+_W_SINCE = const(0)
+_W_TOK_TS = const(1)
+_W_TOK_GEN = const(2)
+_W_LAST_TS = const(3)
+_W_LAST_GEN = const(4)
+_W_LAST_AT = const(5)
+_W_HOLD = const(6)
+_W_RNG = const(7)
+_W_GEN = const(8)
+_W_SKIP = const(9)
+_W_MIN = const(10)
+_W_MAX = const(11)
+_W_PER = const(12)
+_W_OTHERS = const(13)
+_W_INDEX = const(14)
+if (W_SINCE, W_TOK_TS, W_TOK_GEN, W_LAST_TS, W_LAST_GEN, W_LAST_AT, W_HOLD, W_RNG, W_GEN, W_SKIP, W_MIN, W_MAX,
+        W_PER, W_OTHERS, W_INDEX) != (_W_SINCE, _W_TOK_TS, _W_TOK_GEN, _W_LAST_TS, _W_LAST_GEN, _W_LAST_AT, _W_HOLD,
+                                      _W_RNG, _W_GEN, _W_SKIP, _W_MIN, _W_MAX, _W_PER, _W_OTHERS, _W_INDEX):
+    raise ImportError("%s: the walk's indices disagree" % __name__)
 
 
 def relay_token_py(out, buf, epoch):
@@ -189,33 +230,47 @@ class NodeWT(Node):
         Node.__init__(self, index, n)
         o = self.opts
         # Table 1 (time units, or milliseconds on a board): Delta_skip 1, Delta_op 4,
-        # Delta_min = 1.5 * (Delta_op * N), Delta_max = 3 * Delta_min.
+        # Delta_min = 1.5 * (Delta_op * N), Delta_max = 3 * Delta_min. A Delta_min or Delta_per of
+        # 2**30 - 1 or more acts as 2**30 - 1 (an elapsed time, 30 bits, is never more): kept
+        # there, so that it fits the walk's int array.
         self.d_skip = _int_opt(o, "skip", 1)
         op = _int_opt(o, "op", 4)
-        self.d_min = _int_opt(o, "min", (3 * op * n) // 2)
+        self.d_min = min(_int_opt(o, "min", (3 * op * n) // 2), _SEQ_MASK)
         self.d_max = _int_opt(o, "max", 3 * self.d_min)
-        self.d_per = _int_opt(o, "per", self.d_min)
-        if not (0 <= self.d_skip and 0 < self.d_min and 0 < self.d_max <= _GEN_CAP and 0 <= self.d_per):
-            raise ValueError("wt: skip >= 0, min > 0, 0 < max <= %d, per >= 0" % _GEN_CAP)
+        self.d_per = min(_int_opt(o, "per", self.d_min), _SEQ_MASK)
+        if not (0 <= self.d_skip <= _SEQ_MASK and 0 < self.d_min and 0 < self.d_max <= _GEN_CAP and 0 <= self.d_per):
+            raise ValueError("wt: 0 <= skip <= %d, min > 0, 0 < max <= %d, per >= 0" % (_SEQ_MASK, _GEN_CAP))
+        w = array("i", bytes(4 * W_SIZE))
+        self.walk = w  # (W_*: the component's state, and its settings as the handlers read them)
         # Figure 1: "Delta_gen = Delta_max".
-        self.d_gen = self.d_max
+        w[_W_GEN] = self.d_max
         # Figure 1: "lasttoken = {timestamp = 0, id = NULL}" (header: the identity of the token
         # kept last, and when this component was last enabled).
-        self.last_ts = 0
-        self.last_gen = -1
-        self.last_at = _NEVER
+        w[_W_LAST_TS] = 0
+        w[_W_LAST_GEN] = -1
+        w[_W_LAST_AT] = _NEVER
         # The token while it is here (its identity; seq and epoch are Node's), how it is held.
-        self.tok_ts = 0
-        self.tok_gen = 0
-        self.hold = _HOLD_NONE
-        self.since = 0  # the select's start: the last token received, passed or made here
+        w[_W_TOK_TS] = 0
+        w[_W_TOK_GEN] = 0
+        w[_W_HOLD] = _HOLD_NONE
+        w[_W_SINCE] = 0
+        w[_W_SKIP] = self.d_skip
+        w[_W_MIN] = self.d_min
+        w[_W_MAX] = self.d_max
+        w[_W_PER] = self.d_per
+        w[_W_OTHERS] = n - 1
+        w[_W_INDEX] = index
+        # WT sends one kind of message, of one size: set here once, not at every hop (send sets
+        # them again to the same).
+        self.out_kind = _TOKEN
+        self.out_len = _T_SIZE
         self.now = 0
         self.wake_at = -1
         self.generated = 0  # tokens made here (the generation rule)
         self.removed = 0  # tokens removed here (the removal rule)
         self.ops = 0  # operations A performed here
         x = (protocol.rand_mix(_int_opt(o, "seed", 1), index) + 1) % (protocol.RAND_M - 1)
-        self.rng = x + 1  # 1..M-1
+        w[_W_RNG] = x + 1  # 1..M-1
         self._arm()  # Figure 1's first select: a token within Delta_gen, or one is made
 
     # -- chance and time ------------------------------------------------------------
@@ -223,8 +278,9 @@ class NodeWT(Node):
     @micropython.native
     def _draw(self):
         """The next number of the walk's generator (protocol.rand_next: no big int on a Pico)."""
-        x = rand_next(self.rng)
-        self.rng = x
+        w = self.walk
+        x = rand_next(w[_W_RNG])
+        w[_W_RNG] = x
         return x
 
     @micropython.native
@@ -234,12 +290,14 @@ class NodeWT(Node):
     @micropython.native
     def _arm(self):
         """wake_at: the end of a Delta_skip hold, else the generation timeout (Figure 1's select)."""
-        if self.hold == _HOLD_SKIP:
-            self.wake_at = (self.since + self.d_skip) & _SEQ_MASK
-        elif self.hold == _HOLD_OP:
+        w = self.walk
+        hold = w[_W_HOLD]
+        if hold == _HOLD_SKIP:
+            self.wake_at = (w[_W_SINCE] + w[_W_SKIP]) & _SEQ_MASK
+        elif hold == _HOLD_OP:
             self.wake_at = -1  # the critical section's end passes the token (exit_cs)
         else:
-            self.wake_at = (self.since + self.d_gen) & _SEQ_MASK
+            self.wake_at = (w[_W_SINCE] + w[_W_GEN]) & _SEQ_MASK
 
     @micropython.native
     def _precedes(self, ts, gen, ts2, gen2):
@@ -288,11 +346,12 @@ class NodeWT(Node):
         # Figure 1: "select(receive(token), Delta_gen); if (defined(token)) then
         # Delta_gen = Delta_gen - K2_loss (Delta_gen - Delta_max)", K2_loss = 0.05.
         # Deviation: in integers, the 5% rounded up, so that Delta_gen reaches Delta_max.
-        g = self.d_gen
-        d = g - self.d_max
+        w = self.walk
+        g = w[_W_GEN]
+        d = g - w[_W_MAX]
         if d > 0:
             g -= (d + 19) // 20
-            self.d_gen = g
+            w[_W_GEN] = g
         ts = buf[_AT + _T_TS] | (buf[_AT + _T_TS + 1] << 8) | (buf[_AT + _T_TS + 2] << 16) | (
             (buf[_AT + _T_TS + 3] & 0x3F) << 24)  # get30
         gen = buf[_AT + _T_GEN] | (buf[_AT + _T_GEN + 1] << 8)
@@ -305,56 +364,56 @@ class NodeWT(Node):
                 return self._remove()
             return self._forward(buf)
         now = self.now
-        self.since = now
+        w[_W_SINCE] = now
         self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
         self.epoch = epoch
-        self.tok_ts = ts
-        self.tok_gen = gen
+        w[_W_TOK_TS] = ts
+        w[_W_TOK_GEN] = gen
         # has_token (False here) is set True only where the token stays: a token removed or
         # passed straight on leaves it False, as setting it and clearing it did (two stores a
         # hop; nothing between reads it).
-        last_at = self.last_at
+        last_at = w[_W_LAST_AT]
         # _removes, its window (_in_window) tested here: outside it (always, on a ring whose
         # nodes never performed A) no call.
-        if last_at != _NEVER and ((now - last_at) & _SEQ_MASK) <= self.d_per and self._removes(ts, gen):
+        if last_at != _NEVER and ((now - last_at) & _SEQ_MASK) <= w[_W_PER] and self._removes(ts, gen):
             return self._remove()
         # _visit: "lasttoken = token", then A if due, else a Delta_skip stay.
-        self.last_ts = ts
-        self.last_gen = gen
-        if self.pending and not (last_at != _NEVER and ((now - last_at) & _SEQ_MASK) <= self.d_min):
+        w[_W_LAST_TS] = ts
+        w[_W_LAST_GEN] = gen
+        if self.pending and not (last_at != _NEVER and ((now - last_at) & _SEQ_MASK) <= w[_W_MIN]):
             self.has_token = True
             return self._visit()  # A is due: _visit performs it (the same test again, then _enter)
-        skip = self.d_skip
+        skip = w[_W_SKIP]
         if skip:
             self.has_token = True
-            self.hold = _HOLD_SKIP
+            w[_W_HOLD] = _HOLD_SKIP
             self.wake_at = (now + skip) & _SEQ_MASK  # _arm
             return 0
         # Delta_skip = 0: _pass at once. Its state as _visit's hold and _arm, then _pass's,
         # leave it: no hold, the generation timeout armed from now.
-        self.hold = _HOLD_NONE
-        self.wake_at = (now + g) & _SEQ_MASK  # _arm (g: d_gen, as decayed above)
+        w[_W_HOLD] = _HOLD_NONE
+        self.wake_at = (now + g) & _SEQ_MASK  # _arm (g: Delta_gen, as decayed above)
         # put_token_header, put30 and the generator's bytes: the payload as it came, its top bits
         # cleared as get30 and put30 leave them, with the epoch it goes on with (one viper call;
         # twelve subscripts and their shifts in native code cost about 30 us on a Pico).
         relay_token(self.out, buf, epoch)
         # _next, with _draw's protocol.rand_next (Schrage's method) inline.
-        x = self.rng
+        x = w[_W_RNG]
         x = _RAND_A * (x % _RAND_Q) - _RAND_R * (x // _RAND_Q)
         if x <= 0:
             x += _RAND_M
-        self.rng = x
-        r = x % (self.n - 1)
-        if r >= self.index:
+        w[_W_RNG] = x
+        r = x % w[_W_OTHERS]
+        if r >= w[_W_INDEX]:
             r += 1
-        self.out_kind = _TOKEN  # send
+        # send: the kind and the size are WT's only ones, set once (__init__: out_kind, out_len).
         self.out_dst = r
-        self.out_len = _T_SIZE  # msg_sizes[_TOKEN] (message_sizes)
         return _SEND_MSG
 
     @micropython.native
     def _in_window(self, width):
-        return self.last_at != _NEVER and self._elapsed(self.last_at) <= width
+        last_at = self.walk[_W_LAST_AT]
+        return last_at != _NEVER and self._elapsed(last_at) <= width
 
     @micropython.native
     def _removes(self, ts, gen):
@@ -362,13 +421,14 @@ class NodeWT(Node):
         less than Delta_min time units by another token preceding t" (section 4; Figure 1's
         "if token.timestamp - lasttoken.timestamp <= Delta_per ... if token.id != lasttoken.id
         then next"), with Delta_per = Delta_min (header)."""
-        if not self._in_window(self.d_per):
+        w = self.walk
+        if not self._in_window(w[_W_PER]):
             return False
-        if ts == self.last_ts and gen == self.last_gen:
+        if ts == w[_W_LAST_TS] and gen == w[_W_LAST_GEN]:
             return False  # the same token
         # Deviation from Figure 1, which removes any other token in the window: the text removes
         # only a token that the one it met precedes, so the older of two always survives.
-        return self._precedes(self.last_ts, self.last_gen, ts, gen)
+        return self._precedes(w[_W_LAST_TS], w[_W_LAST_GEN], ts, gen)
 
     def _remove(self):
         self.removed = (self.removed + 1) & _SEQ_MASK
@@ -380,65 +440,68 @@ class NodeWT(Node):
         """The token is here and kept: A, or a Delta_skip stay."""
         # Figure 1: "lasttoken = token" for a token kept (the identity; the enabling time is
         # last_at, set below when A is performed).
-        self.last_ts = self.tok_ts
-        self.last_gen = self.tok_gen
-        if self.pending and not self._in_window(self.d_min):
+        w = self.walk
+        w[_W_LAST_TS] = w[_W_TOK_TS]
+        w[_W_LAST_GEN] = w[_W_TOK_GEN]
+        if self.pending and not self._in_window(w[_W_MIN]):
             # "performing the protected operation only in case the component performed the
             # protected operation more than Delta_min time units ago" (section 4); Figure 1:
             # "execute(A); send(token)": the token stays while A runs.
-            self.last_at = self.now
+            w[_W_LAST_AT] = self.now
             self.ops = (self.ops + 1) & _SEQ_MASK
-            self.hold = _HOLD_OP
+            w[_W_HOLD] = _HOLD_OP
             self._arm()
             return self._enter()
         # Figure 1: "sleep(Delta_skip); send(token)".
-        self.hold = _HOLD_SKIP
+        w[_W_HOLD] = _HOLD_SKIP
         self._arm()
-        if self.d_skip == 0:
+        if w[_W_SKIP] == 0:
             return self._pass()
         return 0
 
     def on_wake(self):
+        w = self.walk
         if self.fresh or self.starting:
             # A board still joining the ring (the layer's boot): no token to miss yet.
-            self.since = self.now
+            w[_W_SINCE] = self.now
             self._arm()
             return 0
-        if self.hold == _HOLD_SKIP:
-            if self._elapsed(self.since) < self.d_skip:
+        if w[_W_HOLD] == _HOLD_SKIP:
+            if self._elapsed(w[_W_SINCE]) < w[_W_SKIP]:
                 self._arm()
                 return 0
             return self._pass()
-        if self.has_token or self.hold != _HOLD_NONE or self._elapsed(self.since) < self.d_gen:
+        if self.has_token or w[_W_HOLD] != _HOLD_NONE or self._elapsed(w[_W_SINCE]) < w[_W_GEN]:
             self._arm()
             return 0
         # The token generation rule: "generating a new token when a component does not receive one
         # within a timeout Delta_max from the last token" (section 4); Figure 1: "Delta_gen =
         # Delta_gen * K1_loss; token = {timestamp = localclock, id = newid()}; send(token)",
         # K1_loss = 1.5 (section 4.1: "incrementing Delta_gen at a constant rate (50%)").
-        g = self.d_gen + self.d_gen // 2
-        self.d_gen = g if g < _GEN_CAP else _GEN_CAP
+        g = w[_W_GEN] + w[_W_GEN] // 2
+        w[_W_GEN] = g if g < _GEN_CAP else _GEN_CAP
         self.generated = (self.generated + 1) & _SEQ_MASK
         self.regenerated = (self.regenerated + 1) & _SEQ_MASK
         self._make_token()
         # Figure 1: "lasttoken = token": the generator counts as enabled by it now.
-        self.last_ts = self.tok_ts
-        self.last_gen = self.tok_gen
-        self.last_at = self.now
+        w[_W_LAST_TS] = w[_W_TOK_TS]
+        w[_W_LAST_GEN] = w[_W_TOK_GEN]
+        w[_W_LAST_AT] = self.now
         return self._pass() | protocol.REGENERATED
 
     def exit_cs(self):
         # A is over: "send(token)".
         self.in_cs = False
-        if self.hold == _HOLD_OP and self.has_token:
+        if self.walk[_W_HOLD] == _HOLD_OP and self.has_token:
             return self._pass()
         return 0
 
     def _make_token(self):
         self.has_token = True
-        self.tok_ts = self.now & _SEQ_MASK
-        self.tok_gen = self.index
-        self.since = self.now
+        w = self.walk
+        w[_W_TOK_TS] = self.now & _SEQ_MASK
+        w[_W_TOK_GEN] = self.index
+        w[_W_SINCE] = self.now
 
     @micropython.native
     def _next(self):
@@ -449,14 +512,16 @@ class NodeWT(Node):
     @micropython.native
     def _pass(self):
         self.has_token = False
-        self.hold = _HOLD_NONE
-        self.since = self.now
+        w = self.walk
+        w[_W_HOLD] = _HOLD_NONE
+        w[_W_SINCE] = self.now
         self._arm()
         self.put_token_header()
         out = self.out
-        put30(out, _T_TS, self.tok_ts)
-        out[_T_GEN] = self.tok_gen & 0xFF
-        out[_T_GEN + 1] = self.tok_gen >> 8
+        put30(out, _T_TS, w[_W_TOK_TS])
+        gen = w[_W_TOK_GEN]
+        out[_T_GEN] = gen & 0xFF
+        out[_T_GEN + 1] = gen >> 8
         return self.send(_TOKEN, self._next())
 
     def _forward(self, buf):
@@ -491,40 +556,41 @@ try:
         if int(kind) == _TOKEN and not self.fresh and not self.has_token:
             epoch = b[_AT + 4] | (b[_AT + 5] << 8)
             if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN:
+                w = ptr32(self.walk)
                 now = int(self.now)
-                last_at = int(self.last_at)
+                last_at = w[_W_LAST_AT]
                 quiet = 0
                 if last_at == _NEVER:
                     if not self.pending:
                         quiet = 1
                 else:
                     e = (now - last_at) & _SEQ_MASK
-                    if e > int(self.d_per) and (e <= int(self.d_min) or not self.pending):
+                    if e > w[_W_PER] and (e <= w[_W_MIN] or not self.pending):
                         quiet = 1
                 if quiet:
-                    g = int(self.d_gen)  # Delta_gen's decay (K2_loss, rounded up)
-                    d = g - int(self.d_max)
+                    g = w[_W_GEN]  # Delta_gen's decay (K2_loss, rounded up)
+                    d = g - w[_W_MAX]
                     if d > 0:
                         g -= (d + 19) // 20
-                        self.d_gen = g
-                    self.since = now
+                        w[_W_GEN] = g
+                    w[_W_SINCE] = now
                     ts = b[_AT + _T_TS] | (b[_AT + _T_TS + 1] << 8) | (b[_AT + _T_TS + 2] << 16) | (
                         (b[_AT + _T_TS + 3] & 0x3F) << 24)  # get30
                     gen = b[_AT + _T_GEN] | (b[_AT + _T_GEN + 1] << 8)
                     self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
                     self.epoch = epoch
-                    self.tok_ts = ts
-                    self.tok_gen = gen
-                    self.last_ts = ts  # _visit: "lasttoken = token"
-                    self.last_gen = gen
-                    skip = int(self.d_skip)
+                    w[_W_TOK_TS] = ts
+                    w[_W_TOK_GEN] = gen
+                    w[_W_LAST_TS] = ts  # _visit: "lasttoken = token"
+                    w[_W_LAST_GEN] = gen
+                    skip = w[_W_SKIP]
                     if skip:  # a Delta_skip stay
                         self.has_token = True
-                        self.hold = _HOLD_SKIP
+                        w[_W_HOLD] = _HOLD_SKIP
                         self.wake_at = (now + skip) & _SEQ_MASK
                         return 0
                     # Delta_skip = 0: passed on at once (_pass, relay_token, _next, send).
-                    self.hold = _HOLD_NONE
+                    w[_W_HOLD] = _HOLD_NONE
                     self.wake_at = (now + g) & _SEQ_MASK
                     o = ptr8(self.out)
                     o[0] = b[_AT]
@@ -539,17 +605,15 @@ try:
                     o[_T_TS + 3] = b[_AT + _T_TS + 3] & 0x3F
                     o[_T_GEN] = b[_AT + _T_GEN]
                     o[_T_GEN + 1] = b[_AT + _T_GEN + 1]
-                    x = int(self.rng)
+                    x = w[_W_RNG]
                     x = _RAND_A * (x % _RAND_Q) - _RAND_R * (x // _RAND_Q)
                     if x <= 0:
                         x += _RAND_M
-                    self.rng = x
-                    r = x % (int(self.n) - 1)
-                    if r >= int(self.index):
+                    w[_W_RNG] = x
+                    r = x % w[_W_OTHERS]
+                    if r >= w[_W_INDEX]:
                         r += 1
-                    self.out_kind = _TOKEN
-                    self.out_dst = r
-                    self.out_len = _T_SIZE
+                    self.out_dst = r  # (out_kind and out_len: WT's only ones, set once)
                     return _SEND_MSG
         return int(on_message_native(self, kind, src, buf))
 

@@ -12,6 +12,7 @@ sys.path.insert(0, sys.argv[1])
 import json
 
 import node
+import proto_wt
 import protocol
 from mp_links import Host, Wire
 
@@ -69,7 +70,7 @@ def main():
                       "ops": [nd.ops for nd in nodes], "generated": [nd.generated for nd in nodes],
                       "removed": [nd.removed for nd in nodes], "tx": [w.writes for w in wires],
                       "errors": [nd.errors for nd in nodes], "bad": [lp.dec.bad for lp in loops],
-                      "d_gen": [nd.d_gen for nd in nodes], "timeouts": [lp.timeouts for lp in loops], "most_running": most, "running_passes": running,
+                      "d_gen": [nd.walk[proto_wt.W_GEN] for nd in nodes], "timeouts": [lp.timeouts for lp in loops], "most_running": most, "running_passes": running,
                       "lost_at": lost_at, "dropped_rx": [getattr(u, "lost", 0) for u in uarts],
                       "gaps_counted": [lp._dst[28] for lp in loops],  # frame.S_LOST: the receivers' count
                       "ops_after_loss": ops_after + sum(nd.ops for nd in nodes) if lost_at >= 0 else 0}))

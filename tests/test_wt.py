@@ -12,6 +12,7 @@ import pytest
 
 from picoring.check.checker import Checker
 from picoring.firmware import proto_wt
+from picoring.firmware.proto_wt import W_GEN, W_LAST_AT, W_LAST_GEN, W_LAST_TS
 from picoring.firmware.protocol import DISCARDED, ENTER_CS, REGENERATED, SEND_MSG, make_node, put30
 from picoring.sim import figures_wt, simcore
 from picoring.sim.workload import make_workload
@@ -45,7 +46,7 @@ def out_token(node):
 
 def test_table_1_defaults_scale_with_n():
     node = make_node("wt", 0, 100)
-    assert (node.d_skip, node.d_min, node.d_max, node.d_per, node.d_gen) == (1, 600, 1800, 600, 1800)
+    assert (node.d_skip, node.d_min, node.d_max, node.d_per, node.walk[W_GEN]) == (1, 600, 1800, 600, 1800)
     node = make_node("wt:op=4", 1, 150)  # Table 1's formula at N = 150 is 900, not the printed 600
     assert node.d_min == 900 and node.d_max == 2700
 
@@ -95,7 +96,7 @@ def test_the_removal_rule_keeps_a_token_that_precedes_the_one_met():
     at(node, 100, "on_message", proto_wt.TOKEN, 1, token(50, 3))
     at(node, 104, "exit_cs")
     assert at(node, 110, "on_message", proto_wt.TOKEN, 1, token(40, 4)) == 0 and node.has_token  # older: kept
-    assert (node.last_ts, node.last_gen) == (40, 4)  # Figure 1: lasttoken = token
+    assert (node.walk[W_LAST_TS], node.walk[W_LAST_GEN]) == (40, 4)  # Figure 1: lasttoken = token
     at(node, 111, "on_wake")
     assert at(node, 112, "on_message", proto_wt.TOKEN, 1, token(50, 3)) == DISCARDED  # now preceded
 
@@ -123,15 +124,15 @@ def test_the_generation_rule_and_the_adaptive_delta_gen():
     assert at(node, 100, "on_wake") == 0  # early: nothing
     a = at(node, 180, "on_wake")
     assert a == SEND_MSG | REGENERATED and out_token(node) == (180, 3) and node.generated == 1
-    assert node.d_gen == 270  # x K1_loss = 1.5
-    assert node.last_at == 180  # Figure 1: lasttoken = token: the generator counts as enabled
+    assert node.walk[W_GEN] == 270  # x K1_loss = 1.5
+    assert node.walk[W_LAST_AT] == 180  # Figure 1: lasttoken = token: the generator counts as enabled
     a = at(node, 180 + 270, "on_wake")
-    assert a & REGENERATED and node.d_gen == 405
+    assert a & REGENERATED and node.walk[W_GEN] == 405
     gens = []
     for k in range(100):  # each token received: back 5% of the excess (rounded up) towards Delta_max
         at(node, 1000 + 10 * k, "on_message", proto_wt.TOKEN, 1, token(990 + 10 * k, 0))
         at(node, 1001 + 10 * k, "on_wake")
-        gens.append(node.d_gen)
+        gens.append(node.walk[W_GEN])
     assert gens[0] == 405 - 12 and gens[-1] == 180 and gens == sorted(gens, reverse=True)
 
 
