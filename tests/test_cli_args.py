@@ -47,6 +47,7 @@ def status_err(capsys, *argv):
     (["run", "--virtual", "4", "-p", "q", "-k", "0"], "-k 0: no request to serve"),
     (["dash", "--virtual", "4", "-k", "0", "--exit"], "-k 0: no request to serve"),
     (["demo", "-k", "0"], "-k 0: no request to serve"),
+    (["bench", "soak", "-p", "q,d"], "bench soak: -p takes one protocol (a list is for bench chip)"),
 ])
 def test_bad_arguments_fail_before_any_board_starts(no_boards, capsys, argv, message):
     status, err = status_err(capsys, *argv)
@@ -58,7 +59,7 @@ def test_bad_arguments_fail_before_any_board_starts(no_boards, capsys, argv, mes
 @pytest.mark.parametrize("argv", [
     ["sim", "-p", "zzz"], ["run", "--virtual", "3", "-p", "zzz"], ["compare", "-p", "zzz"],
     ["dash", "--sim", "-p", "zzz", "--exit"], ["explore", "-p", "zzz"], ["flash", "-p", "zzz"],
-    ["bench", "soak", "-p", "zzz"],
+    ["bench", "soak", "-p", "zzz"], ["bench", "chip", "-p", "s,zzz"],
 ])
 def test_an_unknown_protocol_is_one_line_naming_the_valid_ones(no_boards, capsys, argv):
     """No usage block before it, on every command (issue 37, item 7)."""
@@ -66,6 +67,16 @@ def test_an_unknown_protocol_is_one_line_naming_the_valid_ones(no_boards, capsys
     assert status == 2
     assert err.count("\n") == 1 and err.startswith("picoring: unknown protocol"), err
     assert "zzz" in err and "known: s, q, d, d-literal," in err, err
+
+
+def test_bench_chip_takes_a_list_of_protocols_to_set_beside_each_other_in_one_run(monkeypatch):
+    from picoring.bench import chip, common
+
+    asked = []
+    monkeypatch.setattr(chip, "run", lambda quick, log, where, protocols, n, memory: asked.append(protocols))
+    monkeypatch.setattr(common, "run_command", lambda args, run, table: run(True, None) or 0)  # no chip
+    assert main(["bench", "chip", "--quick", "-p", "s, raymond:tree=path,holder=1;wt:skip=0"]) == 0
+    assert asked == [("s", "raymond:holder=1,tree=path", "wt:skip=0")]
 
 
 def test_requests_with_a_file_workload_is_said_to_be_ignored(tmp_path, capsys):

@@ -379,7 +379,8 @@ def main(args):
     from .common import run_command
 
     try:
-        protocols = (args.protocol,) if getattr(args, "protocol", None) else PROTOCOLS
+        # -p: one spec or several, ";"-joined by the command's check (cli/common.py)
+        protocols = tuple(args.protocol.split(";")) if getattr(args, "protocol", None) else PROTOCOLS
         n = getattr(args, "n", None) or N_BOARDS
         where = EMULATED if getattr(args, "emulated", False) else getattr(args, "rp2040", None)
         memory = getattr(args, "memory", False)

@@ -18,7 +18,7 @@ BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, it
     "soak": "10,000 requests (--quick: 1,000) on a virtual ring of 5 with 1% of frames corrupted, 0.5% dropped "
             "and one board power-cycled: overlapping critical sections, requests served / failed / lost, token "
             "regenerations against the timeout plus a ring round trip",
-    "chip": "the node loop on an emulated RP2040 (../shared/rp2040): for every protocol with a token (or -p P, "
+    "chip": "the node loop on an emulated RP2040 (../shared/rp2040): for every protocol with a token (or -p P or a list P,Q, "
             "on -n N node loops) the chip time of its token hop and its ratio to S's, per frame, and no allocation "
             "under heap_lock; for a protocol whose token is a message sent to a node (sk, ra, raymond, nt, dag) the "
             "chip time of a hop that passes the token on and of the hop that delivers it; --memory: a board's heap "
@@ -62,10 +62,12 @@ def argparse_bench(sub):
                    help="chip only: also a board's heap after start (main.py's build) for rings of 16 and 32")
     soak = p.add_argument_group("soak (docs/recovery.md), chip and ring --emulated")
     soak.add_argument("--protocol", "-p", metavar="P",
-                      help="the protocol (soak: default d; chip: one protocol, default every one with a token; "
+                      help="the protocol (soak: default d; chip: one or a list, e.g. s,wt to set a hop beside S's "
+                           "in one run, default every one with a token; "
                            "ring --emulated: default s, the one that moves its token without requests); `picoring "
                            "protocols` (or -p help) lists them")
-    p.set_defaults(protocol_choices=PROTOCOLS)  # -p checked by common.apply_options: one line if unknown
+    # -p checked by common.apply_options (one line if unknown): a list, which only chip takes
+    p.set_defaults(protocol_choices=PROTOCOLS, protocol_list=True)
     soak.add_argument("-n", type=int, help="soak: virtual boards (default 5); chip: node loops in the chip (default 3); "
                                            "labgrid: virtual boards (default 4); ring --emulated: emulated Picos "
                                            "(default 3)")
@@ -81,6 +83,8 @@ def argparse_bench(sub):
 
 def do_bench(args):
     """Each `bench X` is picoring.bench.X's main, imported only when chosen."""
+    if args.what != "chip" and ";" in (getattr(args, "protocol", None) or ""):
+        raise CommandError("bench %s: -p takes one protocol (a list is for bench chip)" % args.what)
     if args.what == "dash":
         from ..bench import dash as bench
     elif args.what == "ring" and args.emulated:

@@ -55,7 +55,10 @@ def _check_protocol(args):
         print(protocol_table(choices))
         raise ProtocolsShown()
     try:
-        args.protocol = registry.spec(args.protocol, choices)
+        if getattr(args, "protocol_list", False):  # several, as compare's -p (bench chip)
+            args.protocol = ";".join(registry.spec(s, choices) for s in registry.split_specs(args.protocol))
+        else:
+            args.protocol = registry.spec(args.protocol, choices)
     except ValueError as e:
         raise CommandError(str(e)) from None
 
