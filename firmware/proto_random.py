@@ -24,7 +24,7 @@ class NodeRandom(Node):
                      "(the benchmark); seeds/ciuffoletti-wandering-token.md"),
         "exclusion": "none",  # the checker measures how often operations overlap, as for "soft"
         "rests": True,  # nothing ever moves
-        "token": False,  # a ring at rest holds none (host/picoring/check/registry.py has_token)
+        "token": False,  # a ring at rest holds none (host/picoring/check/registry.py tokens_at_start)
         "view": {},
         "messages": {},
         "bounds": {

@@ -103,10 +103,11 @@ def rests(protocol):
     return about(protocol).get("rests", True)
 
 
-def has_token(protocol):
-    """False for a protocol without a token (random access: every request served at once), whose
-    ring at rest holds none; True for every other (the descriptor's "token", True by default)."""
-    return about(protocol).get("token", True)
+def tokens_at_start(protocol):
+    """How many tokens a ring of the protocol starts with (and holds at rest, if it rests): 1, or
+    0 for a protocol without a token (random access: every request served at once; the
+    descriptor's "token", True by default)."""
+    return 1 if about(protocol).get("token", True) else 0
 
 
 def findings(protocol):

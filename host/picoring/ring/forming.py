@@ -32,7 +32,7 @@ def wait_formed(links, protocol, settle_us, slowness, timeout=15.0, clock=WALL):
     settle_s = settle_us * slowness / 1e6
     prompt_s = PING_GRACE_S * slowness
     rests = registry.rests(protocol)
-    tokens_at_rest = 1 if registry.has_token(protocol) else 0
+    tokens_at_rest = registry.tokens_at_start(protocol)
     counters, quiet_since = None, None
     late_s = 0.0  # time the boards took beyond prompt_s to answer: it does not count against them
     while True:

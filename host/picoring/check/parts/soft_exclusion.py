@@ -32,7 +32,7 @@ class SoftExclusion:
         self.last_entry = {}  # node -> its last entry time
         # the first token (none for a protocol without one: random access), + regenerated
         # - discarded - lost
-        self.tokens_alive = 1 if not isinstance(protocol, str) or registry.has_token(protocol) else 0
+        self.tokens_alive = registry.tokens_at_start(protocol) if isinstance(protocol, str) else 1
         self.tokens_time = {}  # k -> time spent with k tokens alive
         self._tok_since = None
         self.tokens_lost = 0
