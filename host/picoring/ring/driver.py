@@ -4,6 +4,9 @@ rather than causal order: what it needs is counts (requests outstanding per boar
 and received, the token's balance), not order.
 
 Its rules, each pass of the run loop (step):
+- start: nothing is injected until every board has answered the run's first !flush (its part of
+  the run starts there: what it did before is the ring's start-up, left out of the trace). The
+  workload's time counts from then. A board that does not answer in REPLY_TIMEOUT_S is named;
 - open loop: the requests due are written (one outstanding per board; the next waits at the
   host, deferred, until its board's is through);
 - stall: requests outstanding and no critical section entered or left for the stall limit of
@@ -19,7 +22,7 @@ Its rules, each pass of the run loop (step):
 
 from ..check import registry
 from .hostlink import REQUEST
-from .link import HarnessError
+from .link import REPLY_TIMEOUT_S, HarnessError
 
 STALL_STEP_S = 0.05  # one pass of the run loop adds at most this to the stall clock
 FROZEN_LIMIT = 12  # a run with no progress for this many stall limits is given up (time the serial ports delivered)
@@ -36,7 +39,7 @@ class Stop:
 
 
 class Driver:
-    """The workload's injections and the quiet, stall and end rules of one run (module doc).
+    """The workload's injections and the start, quiet, stall and end rules of one run (module doc).
 
     streams: the boards' BoardStreams (their links, and their state queries in flight); record:
     the run's RunRecord; clock: what the stall rules leave out (picoring.clock); the waits
@@ -51,8 +54,10 @@ class Driver:
         self.workload = workload
         self.record = record
         self.clock = clock
-        self.t0 = t0
+        self.t0 = t0  # host us the workload's time counts from: the run's start, then every board's (step)
+        self.started = False  # every board has answered the run's first !flush
         self.slowness = slowness
+        self.start_deadline = clock.deadline(REPLY_TIMEOUT_S * slowness)
         self.settle_us, self.quiesce_us, self.stall_us = (int(x * slowness) for x in (settle_us, quiesce_us,
                                                                                      stall_us))
         self.idle_horizon_us = idle_horizon_us
@@ -165,6 +170,8 @@ class Driver:
         """One pass of the rules (module doc) at host us now; pings_late: a ping round is
         unanswered beyond its grace (the stall clock stands still). Returns a Stop, None to go
         on, or "again" when a closed-loop request was just injected (the next pass at once)."""
+        if not self.started and not self._start(now):
+            return None
         wl = self.workload
         t_units = (now - self.t0) // self.record.unit_us
         nt = self._open_loop(t_units)
@@ -204,6 +211,23 @@ class Driver:
             return Stop("every request was served but frames were still moving %.1f s later"
                         % ((now - (self.last_exit or self.t0)) / 1e6), quiescent=False)
         return None
+
+    def _start(self, now):
+        """True once every board has answered the run's first !flush (the workload starts at
+        host us now). Until then no request is written: the token's first hop, made by a board
+        that had not yet answered, was that board's start-up, not in the trace (through
+        labgrid's ser2net under load: Q's exact count one token message short, in a run
+        reported OK)."""
+        late = [s.link.port for s in self.streams if not s.in_run]
+        if not late:
+            self.started = True
+            self.t0 = self.last_event = self.last_inject = self.last_progress = self.last_pass = now
+            self.ports_stood_still = self.clock.stalled()
+            return True
+        if self.start_deadline.expired():
+            raise HarnessError("%s: no reply to the run's !flush in %.0f s%s: the run did not start"
+                               % (", ".join(late), self.start_deadline.seconds, self.start_deadline.not_counted()))
+        return False
 
     def _open_loop(self, t_units):
         """The open-loop requests due by t_units; returns the workload's next time (None: no more)."""

@@ -36,7 +36,7 @@ board's BoardStream (stream.py: event numbering, link counts, outages, restarts 
 which places events into the CausalMerger (merge.py); what the merger releases goes to one
 Notifier (notify.py), whose listeners are the checker, the trace writer, the caller's listener
 (the dashboard) and Progress. The Driver (driver.py) sees every event as it arrives, injects
-the workload's requests and applies the quiet, stall and end rules on the clock it is given;
+the workload's requests and applies the start, quiet, stall and end rules on the clock it is given;
 Pings keeps the clock offsets fresh. The run writes what it saw in a RunRecord and builds its
 report from it (runreport.py).
 """
