@@ -215,6 +215,7 @@ def test_an_exporter_that_goes_away_mid_run(farm, monkeypatch, capsys):
         puller.join()
         farm.exporter("host2", farm.shares()["host2"])  # back, for whatever runs after
     out, err = capsys.readouterr()
+    assert out, err  # (no report: what the run said instead)
     report = json.loads(out)
     assert status == 1 and not report["ok"]
     lost = sorted(e["board"] for e in report["link_events"] if e["what"] == "disconnected")
