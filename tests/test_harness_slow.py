@@ -510,15 +510,19 @@ def test_the_receive_forced_is_the_one_whose_send_never_came():
 
 
 class _TalkingPort:
-    """A fake serial port: `lines` come out one every `every` s, then `last` (if any) once."""
+    """A fake serial port: `lines` come out one every `every` s, then `last` (if any) once.
+    clock: a FakeClock that the port's talk moves: to each line's time as the line is read (a
+    link on it measures its waits by what the port said, not by how often the machine let its
+    threads run)."""
 
     write_timeout = None
 
-    def __init__(self, lines, every, last=None):
+    def __init__(self, lines, every, last=None, clock=None):
         self._script = [(k * every, line) for k, line in enumerate(lines)]
         if last is not None:
             self._script.append((len(lines) * every, last))
         self._t0 = time.monotonic()
+        self.clock = clock
 
     def _due(self):
         t = time.monotonic() - self._t0
@@ -532,7 +536,10 @@ class _TalkingPort:
         if not self._due():
             time.sleep(0.005)
             return b""
-        return self._script.pop(0)[1]
+        at, line = self._script.pop(0)
+        if self.clock is not None:
+            self.clock.t = max(self.clock.t, at)
+        return line
 
     def write(self, data):
         return len(data)
@@ -570,8 +577,12 @@ def test_a_board_that_talks_forever_but_never_answers_is_found():
     # (It asserted the wall time of the wait, < 1.6 s: 3.1 s in a loaded suite run, the machine
     # starving the test's threads; the wait itself is in the link's clock. What tells a capped wait
     # from one that waits for quiet is how much of its talk the port had still to send.)
-    port = _TalkingPort([b"!status busy=%d\n" % k for k in range(10000)], 0.01)
-    with _talking(port) as link, pytest.raises(HarnessError, match="kept sending"):
+    # The link's clock is the port's talk: on the wall clock a reader thread starved for more than
+    # 0.1 s (load 20: three busy loops beside the suite's workers) looked like a port gone quiet,
+    # "no 'log' reply within 0.6 s ... it sent nothing readable".
+    clock = FakeClock(stall_aware=False)
+    port = _TalkingPort([b"!status busy=%d\n" % k for k in range(10000)], 0.01, clock=clock)
+    with _talking(port, clock) as link, pytest.raises(HarnessError, match="kept sending"):
         link.wait_reply("log", timeout=0.1)
     assert len(port._script) > 5000  # at most 50 s of its 100 s of talk went by
 
