@@ -66,6 +66,12 @@ _MSG_TAKEN = const(17)  # _finish_frame's kind for a message it passed on: its t
 _STILL_READ_US = const(50_000)  # a virtual board's protocol clock reads its ring's stillness this often
 _FINISH_MAX = const(300)  # bytes step() reads at most while waiting for a frame's end (> any frame)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
+# The protocol clock's tick (NodeLoop._clk) is kept modulo 2**30 too (_COUNT_MASK), whatever the
+# port's ticks period (rp2's is 2**30, the unix port's 2**62): a difference of two ticks masked
+# so is theirs as long as it is below 2**29 (about 9 minutes), and one of 2**29 (0x20000000) or
+# more is taken as negative (a tick read before the last one counted), as ticks_diff would.
+# (No constant of its own: two names more in this module, unused by S's code, made S's chip hop
+# 465.5 -> 481.9 us, docs/performance.md.)
 # Indices into frame.Decoder.st and hostlink.EventLog.st (imported names are global
 # lookups at every use; const() names of this module are inlined).
 _F_STATE = const(13)
@@ -302,7 +308,10 @@ class NodeLoop:
         if getattr(node, "clocked", False):
             self._clocked = True
             self._housekeeping = self._housekeeping_clocked
-            self._clk_us = 0  # the tick at which node.now's millisecond began (_tick)
+            # the tick at which node.now's millisecond began, modulo 2**30 (_tick): an int array,
+            # which the hop reads and writes through a pointer (an attribute, a ticks_diff call and
+            # a store cost a walk's hop about 7 us on a Pico; issue 41)
+            self._clk = array("i", [0])
             if ring_stood_still is not None:
                 self._clk_still_seen = self._still_seen  # the stillness node.now has left out so far
                 self._clk_still_at = 0  # the tick it was last read at
@@ -338,7 +347,7 @@ class NodeLoop:
         self.log.record(EV_BOOT, 0, n.index, n.n, 0, 0)
         t = self.ticks_us()
         if self._clocked:
-            self._clk_us = t
+            self._clk[0] = t & _COUNT_MASK
             n.now = 0
         if give_token:
             self._act(n.give_token(), t)
@@ -614,10 +623,11 @@ class NodeLoop:
             if self._clocked:
                 # _tick, inline: every hop of the wandering token's walk comes here (a method
                 # call, and its bytecode, cost the hop tens of microseconds on a Pico).
-                d = self.ticks_diff(t, self._clk_us)
-                if d >= 1000:
+                clk = self._clk
+                d = (t - clk[0]) & _COUNT_MASK
+                if 1000 <= d < 0x20000000:
                     k = d // 1000
-                    self._clk_us = t - (d - k * 1000)
+                    clk[0] = (t - (d - k * 1000)) & _COUNT_MASK
                     node.now = (node.now + k) & _COUNT_MASK
             a = on_message(node, mk, src, self._draw)
             # What _act does for the two actions a delivered token most often has, without its
@@ -692,15 +702,15 @@ class NodeLoop:
     @micropython.native
     def _tick(self, t):
         """node.now: the milliseconds since start, from the microsecond ticks (which wrap:
-        only differences are taken). _clk_us is the tick at which node.now's millisecond
-        began, so a tick within it changes nothing (one ticks_diff; issue 41: every message
-        of the wandering token's walk comes here, and its attributes cost microseconds on a
-        Pico). It may lie below 0 after the ticks wrapped: ticks_diff is modular. The node
-        loop is the only writer of node.now."""
-        d = self.ticks_diff(t, self._clk_us)
-        if d >= 1000:
+        only differences are taken). _clk[0] is the tick at which node.now's millisecond
+        began, modulo 2**30 (_COUNT_MASK), so a tick within it changes nothing (issue 41: every
+        message of the wandering token's walk comes here, and its attributes cost microseconds
+        on a Pico). The node loop is the only writer of node.now."""
+        clk = self._clk
+        d = (t - clk[0]) & _COUNT_MASK
+        if 1000 <= d < 0x20000000:
             k = d // 1000
-            self._clk_us = t - (d - k * 1000)
+            clk[0] = (t - (d - k * 1000)) & _COUNT_MASK
             node = self.node
             node.now = (node.now + k) & _COUNT_MASK
 
@@ -734,7 +744,8 @@ class NodeLoop:
             self._clk_still_at = t
             still = self._ring_stood_still()
             if still > self._clk_still_seen:
-                self._clk_us += still - self._clk_still_seen
+                clk = self._clk
+                clk[0] = (clk[0] + still - self._clk_still_seen) & _COUNT_MASK
                 self._clk_still_seen = still
         return self._housekeeping_clocked()
 
@@ -1207,10 +1218,11 @@ try:
         if dst == index:
             if self._clocked:
                 # _tick, inline
-                d = int(self.ticks_diff(t, self._clk_us))
-                if d >= 1000:
+                clk = ptr32(self._clk)
+                d = (int(t) - clk[0]) & _COUNT_MASK
+                if d >= 1000 and d < 0x20000000:
                     k = d // 1000
-                    self._clk_us = int(t) - (d - k * 1000)
+                    clk[0] = (int(t) - (d - k * 1000)) & _COUNT_MASK
                     node.now = (int(node.now) + k) & _COUNT_MASK
             a = int(on_message(node, mk, src, self._draw))
             lbuf = self._lbuf
