@@ -565,8 +565,11 @@ def test_a_reply_behind_a_long_backlog_is_waited_for():
     # 10 s behind its events (the test of `bench ring` failed so, "no 'log' reply within
     # 10.0 s"). The timeout counts from the link going quiet: while lines keep coming, the
     # reply may still be behind them.
-    port = _TalkingPort([b"!status busy=%d\n" % k for k in range(40)], 0.02, last=b"!log 0\n")
-    with _talking(port) as link:
+    # (The link's clock is the port's talk, as in the test below: on the wall clock a reader
+    # thread starved for 0.3 s would end the wait as if the port had gone quiet.)
+    clock = FakeClock(stall_aware=False)
+    port = _TalkingPort([b"!status busy=%d\n" % k for k in range(40)], 0.02, last=b"!log 0\n", clock=clock)
+    with _talking(port, clock) as link:
         t, reply = link.wait_reply("log", timeout=0.3)  # the backlog takes 0.8 s
     assert reply.word == "log"
 
