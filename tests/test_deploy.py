@@ -179,3 +179,82 @@ def test_an_unknown_protocol_is_refused_before_any_copy(monkeypatch, no_compiler
     with pytest.raises(deploy.DeployError, match="unknown protocol 'nope'"):
         deploy.deploy_virtual(ring, {"protocol": "nope"})
     assert got == [] and not any(what == "reset" and run_main for what, _, run_main in ring.said)
+
+
+# -- mpremote's own waits -------------------------------------------------------------------
+
+class _SlowPasteBoard:
+    """A MicroPython raw REPL on a TCP socket (socket://127.0.0.1:PORT, which mpremote opens as
+    it opens rfc2217:// URLs: not a pty, so its own 10 s waits apply) that takes `ack_after` s to
+    acknowledge a raw paste's end, as a board behind a stalled ser2net once did, then runs
+    print(1)."""
+
+    BANNER = b"raw REPL; CTRL-B to exit\r\n>"
+
+    def __init__(self, ack_after):
+        import socket
+
+        self.ack_after = ack_after
+        self.pasted = bytearray()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = "socket://127.0.0.1:%d" % self._server.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        import struct
+
+        conn, _ = self._server.accept()
+        with conn:
+            state = "repl"
+            for byte in iter(lambda: conn.recv(1), b""):
+                if state == "paste":
+                    if byte != b"\x04":
+                        self.pasted += byte
+                        continue
+                    time.sleep(self.ack_after)
+                    conn.sendall(b"\x04" + b"1\r\n\x04\x04>")
+                    state = "repl"
+                elif state == "ctrl-e":  # \x05 A \x01: raw paste asked for
+                    state = "ctrl-e A" if byte == b"A" else "repl"
+                elif state == "ctrl-e A" and byte == b"\x01":
+                    conn.sendall(b"R\x01" + struct.pack("<H", 4096))  # a window for all of it
+                    state = "paste"
+                elif byte == b"\x05":
+                    state = "ctrl-e"
+                elif byte == b"\x01":
+                    conn.sendall(self.BANNER)
+
+    def close(self):
+        self._server.close()
+
+
+@pytest.mark.slow
+def test_a_board_slow_to_end_a_raw_paste_is_waited_for_by_the_callers_clock():
+    # mpremote gave up after 10 s of wall time waiting for a board's Ctrl-D at a raw paste's end
+    # ("could not complete raw paste: b''", a labgrid copy through ser2net beside three busy
+    # loops). Its waits are now the caller's: 30 s of quiet by the ring's clock.
+    board = _SlowPasteBoard(ack_after=11)
+    try:
+        out = deploy.exec_code(board.url, "print(1)", timeout=30)
+    finally:
+        board.close()
+    assert out.strip() == b"1"
+    assert bytes(board.pasted) == b"print(1)"
+
+
+def test_mpremotes_waits_for_a_boards_bytes_are_left_to_the_caller():
+    from picoring.ring.mpremote_run import leave_waits_to_caller
+
+    class Transport:  # mpremote's SerialTransport.read_until, as it is called there
+        def read_until(self, min_num_bytes, ending, timeout=10, data_consumer=None, timeout_overall=None):
+            self.asked = (ending, timeout, timeout_overall, data_consumer)
+            return ending
+
+    leave_waits_to_caller(Transport)
+    t = Transport()
+    consumer = print
+    assert t.read_until(1, b"\x04") == b"\x04" and t.asked == (b"\x04", None, None, None)
+    t.read_until(1, b"raw REPL; CTRL-B to exit\r\n", timeout_overall=10)
+    assert t.asked == (b"raw REPL; CTRL-B to exit\r\n", None, None, None)
+    t.read_until(1, b"\x04", timeout=10, data_consumer=consumer)
+    assert t.asked == (b"\x04", None, None, consumer)

@@ -948,6 +948,27 @@ def test_the_tty_stall_clock_counts_a_sleep_of_its_canary_that_woke_late():
         os.close(w)
 
 
+def test_a_ring_on_this_machines_ptys_or_served_by_it_gets_the_stall_aware_clock(tmp_path):
+    # labgrid's ser2net on this machine serves a pty as rfc2217://localhost:PORT: its bytes wait
+    # for the same tty worker as the pty's. On wall time a loaded run gave up on such a board
+    # (mpremote's raw paste, issue 36). A board reached over the network keeps wall time.
+    import os
+    from picoring.clock import WALL
+    from picoring.ttystall import STALL, for_ports
+
+    master, slave = os.openpty()
+    try:
+        assert for_ports([os.ttyname(slave)]) is STALL
+    finally:
+        os.close(master)
+        os.close(slave)
+    for local in ("rfc2217://localhost:4001", "rfc2217://127.0.0.1:4001", "socket://[::1]:4001"):
+        assert for_ports(["/dev/ttyACM0", local]) is STALL, local
+    for remote in ("rfc2217://pi-lab.example:4001", "rfc2217://10.0.0.7:4001", "/dev/ttyACM0",
+                   str(tmp_path / "not-there")):
+        assert for_ports([remote]) is WALL, remote
+
+
 def test_a_reply_held_up_by_a_stall_of_the_serial_ports_is_waited_for():
     # Beside two busy loops a pty delivered a byte 7.7 s late while every process ran on time:
     # a board that answered at once looked dead to a 1 s wait by the wall clock. The wait

@@ -25,6 +25,7 @@ waited for still in the select it was frozen in.
 import os
 import threading
 import time
+from urllib.parse import urlsplit
 
 from . import fdwait
 from .clock import WALL, WallClock
@@ -141,11 +142,20 @@ STALL = StallClock()
 def for_ports(ports):
     """The clock for a ring on these ports (paths or URLs): the stall-aware one when one of them
     is a pty of this machine (a virtual board, an emulated Pico: whose bytes wait for this
-    machine's tty worker, which stands still when it is loaded), else wall time (real boards
-    on USB serial, or reached over the network)."""
-    return STALL if any(_is_pty(p) for p in ports) else WALL
+    machine's tty worker, which stands still when it is loaded), or a URL served by this machine
+    (an RFC 2217 server such as labgrid's ser2net in front of such a pty: the same worker moves
+    its bytes); else wall time (real boards on USB serial, or reached over the network)."""
+    return STALL if any(_is_pty(p) or _is_local_url(p) for p in ports) else WALL
 
 
 def _is_pty(port):
     port = getattr(port, "port", port)  # (a ports.Target)
     return isinstance(port, str) and port.startswith("/") and os.path.realpath(port).startswith("/dev/pts/")
+
+
+def _is_local_url(port):
+    port = getattr(port, "port", port)
+    if not isinstance(port, str) or "://" not in port:
+        return False
+    host = urlsplit(port).hostname or ""
+    return host == "localhost" or host == "::1" or host.startswith("127.")

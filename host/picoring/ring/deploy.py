@@ -183,7 +183,9 @@ def strip_progress(out):
 def _run_watched(cmd, quiet_timeout, clock=WALL):
     """Run cmd to its end; kill it once it has printed nothing for quiet_timeout s. Returns its
     returncode, stdout, stderr, timed_out, and progress_s (how long it went on printing)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")  # its progress lines as they happen, not at exit
+    # PYTHONUNBUFFERED: its progress lines as they happen, not at exit. PICORING_MPREMOTE_WATCHED:
+    # mpremote_run leaves the waits on a board to this one (its docstring says why).
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PICORING_MPREMOTE_WATCHED="1")
     # Quiet: by the clock given, for a virtual board a stall-aware one, so that a board that is
     # only held up by a loaded machine's tty worker (mpremote silent for 30 s under two busy
     # loops, the copy going on afterwards) is not taken for one that does not answer.
