@@ -125,6 +125,18 @@ def test_a_board_of_pypis_unix_port_runs_in_its_launchers_python(tmp_path):
     argv = board._launched([str(script), "-i", "main.py"], 1, (3, 4))
     assert argv[:3] == [sys.executable, "-I", "-S"] and argv[7:] == ["-", where, str(script), "-i", "main.py"]
     assert board._in_process(find_micropython()) == where  # the suite's own, from PyPI
+    # the README's .venv/bin/pip writes its own name, python3, into the script: the same Python
+    sibling = Path(sys.executable).with_name("python3" if Path(sys.executable).name != "python3" else "python")
+    if sibling.exists() and os.path.samefile(sibling, sys.executable):
+        by_pip = tmp_path / "micropython-by-pip"
+        by_pip.write_text("#!%s\n%s" % (sibling, head))
+        assert board._in_process(str(by_pip)) == where
+    elsewhere = tmp_path / "venv2" / "python"  # another venv's: the same file, its own site-packages
+    elsewhere.parent.mkdir()
+    elsewhere.symlink_to(sys.executable)
+    theirs = tmp_path / "micropython-of-venv2"
+    theirs.write_text("#!%s\n%s" % (elsewhere, head))
+    assert board._in_process(str(theirs)) is None
     other = tmp_path / "other-python"
     other.write_text("#!/opt/elsewhere/bin/python\n" + head)
     built = tmp_path / "built"

@@ -122,12 +122,23 @@ def _in_process(program):
     except OSError:
         return None
     shebang, _, body = head.partition(b"\n")
-    if shebang[2:].strip() != os.fsencode(sys.executable) or b"from micropython_unix import main" not in body:
+    if not _this_python(os.fsdecode(shebang[2:].strip())) or b"from micropython_unix import main" not in body:
         return None
     import importlib.util
 
     spec = importlib.util.find_spec("micropython_run")
     return os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+
+
+def _this_python(interpreter):
+    """Whether a script's interpreter is this Python: the same file in the same folder (a venv's
+    python and python3 are links to one file, and the folder says whose site-packages: pip writes
+    the name it was run by, .venv/bin/python3 by the README's .venv/bin/pip)."""
+    try:
+        return (os.path.dirname(os.path.abspath(interpreter)) == os.path.dirname(os.path.abspath(sys.executable))
+                and os.path.samefile(interpreter, sys.executable))
+    except (OSError, ValueError):
+        return False
 
 
 def _launched(command, parent_pid, uart_fds):
