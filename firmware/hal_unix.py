@@ -17,7 +17,6 @@ import hal
 # between two reads longer than _GAP_US is time in which the board's process did not run.
 _PASS_US = 1_000
 _GAP_US = 50_000
-_COUNT_MASK = 0x3FFFFFFF  # node.py's: the protocol clock's tick is kept modulo 2**30
 
 # termios.tcgetattr()[6] indexes on Linux.
 _VTIME = 5
@@ -226,7 +225,7 @@ class RingStoodStill:
         self._ring = 0  # the ring's count, as last read
         self._own = 0  # this board's gaps since the last read
         self._last = 0
-        self._loop = None  # a clocked node loop whose node.now leaves it out at once (bind)
+        self._leave_out = None  # a clocked node loop's: its node.now leaves a gap out at once (bind)
 
     def __call__(self):
         ring = self._ring
@@ -245,10 +244,10 @@ class RingStoodStill:
         self._last += more
         return self._last
 
-    def bind(self, loop):
-        """loop: the board's node loop; a clocked one leaves a gap out of node.now at once."""
-        if getattr(loop, "_clocked", False) and loop._ring_stood_still is self:
-            self._loop = loop
+    def bind(self, leave_out):
+        """leave_out(still, t): a clocked node loop's (NodeLoop.leave_out_stillness), to which
+        a gap goes at once."""
+        self._leave_out = leave_out
 
     def gap(self, us):
         """The board's process was not run for `us` (PipeUart.readinto, before the pass's frames).
@@ -258,13 +257,8 @@ class RingStoodStill:
         token sat on that board while the others made theirs."""
         self._own += us
         still = self()  # (read now: its max with the ring's is over this gap's own interval)
-        loop = self._loop
-        if loop is not None:
-            if still > loop._clk_still_seen:
-                clk = loop._clk
-                clk[0] = (clk[0] + still - loop._clk_still_seen) & _COUNT_MASK
-                loop._clk_still_seen = still
-            loop._clk_still_at = time.ticks_us()
+        if self._leave_out is not None:
+            self._leave_out(still, time.ticks_us())
 
 
 def open_board(cfg):
@@ -276,7 +270,6 @@ def open_board(cfg):
         board.i2c = open_i2c(cfg)
     if isinstance(cfg["virtual"].get("stood_still"), str):
         board.ring_stood_still = RingStoodStill(cfg["virtual"]["stood_still"])
-        board.bind_loop = board.ring_stood_still.bind  # (main.build)
         if isinstance(uart, PipeUart):
             uart.on_gap = board.ring_stood_still.gap
     return board

@@ -118,7 +118,7 @@ def build(cfg, board):
         import hal
 
         uart = hal.LossyUart(uart, drop[0], protocol.rand_mix(drop[1], cfg["position"]))
-    loop = node.NodeLoop(
+    return node.NodeLoop(
         pnode,
         uart,
         board.host,
@@ -134,10 +134,6 @@ def build(cfg, board):
         rogue=cfg.get("rogue", False),
         ring_stood_still=getattr(board, "ring_stood_still", None),
     )
-    bind = getattr(board, "bind_loop", None)  # a virtual board: its stood-still count knows the loop
-    if bind is not None:
-        bind(loop)
-    return loop
 
 
 def make_audit(cfg, board):
