@@ -13,6 +13,11 @@ import time
 
 import hal
 
+# A pass of the node loop reads the UART at least this often (Idle polls 1 ms at most), and a gap
+# between two reads longer than _GAP_US is time in which the board's process did not run.
+_PASS_US = 1_000
+_GAP_US = 50_000
+
 # termios.tcgetattr()[6] indexes on Linux.
 _VTIME = 5
 _VMIN = 6
@@ -72,8 +77,18 @@ class PipeUart:
         self._due = 0
         self._buf = None  # the caller's buffer, and its views by length
         self._views = None
+        self._at = None  # the tick of the last readinto
+        self.on_gap = None  # called with the us this process stood still, seen here (RingStoodStill.gap)
 
     def readinto(self, buf):
+        # The node loop reads its UART at every pass, and a pass never waits more than Idle's 1 ms:
+        # a longer gap is time this process was not run at all (stopped, blocked, a stolen CPU),
+        # which no run-queue count shows. Said before the pass decodes a frame, whose tick would
+        # count it on node.now.
+        t = time.ticks_us()
+        if self._at is not None and self.on_gap is not None and time.ticks_diff(t, self._at) > _GAP_US:
+            self.on_gap(time.ticks_diff(t, self._at) - _PASS_US)
+        self._at = t
         if not self._left:
             n = self._read(self._head_views[self._have])
             if not n:
@@ -197,22 +212,53 @@ class RingStoodStill:
     that stands still now does not write it: the difference grows, as it should. Never less
     than said before (the file is up to a housekeeping old). Read when a recovery timeout is
     over (node.NodeLoop._stood_still_meanwhile) and, for a clocked protocol, at most every 50 ms
-    of housekeeping (NodeLoop._housekeeping_ring_clocked); never on the hot path."""
+    of housekeeping (NodeLoop._housekeeping_ring_clocked); never on the hot path.
+
+    It counts this board's own gaps too (gap(), from PipeUart): a process that is not run at all
+    (stopped, blocked, on a virtual CPU its hypervisor did not run) waits on no run queue, so the
+    relay's count missed it, and a ring whose boards stood still 1.5 s made a token at every
+    board. Between two reads, what stood still is the longer of the ring's and the board's own
+    (both count the same wall time: a stall of the whole machine is in both)."""
 
     def __init__(self, path):
         self._path = path
+        self._ring = 0  # the ring's count, as last read
+        self._own = 0  # this board's gaps since the last read
         self._last = 0
+        self._leave_out = None  # a clocked node loop's: its node.now leaves a gap out at once (bind)
 
     def __call__(self):
+        ring = self._ring
         try:
             with open(self._path) as f:
                 ring_clock = int(f.read())
+            still = time.ticks_diff(time.ticks_us(), ring_clock)
+            if still > ring:
+                self._ring = still
         except (OSError, ValueError):
-            return self._last  # not written yet
-        still = time.ticks_diff(time.ticks_us(), ring_clock)
-        if still > self._last:
-            self._last = still
+            pass  # not written yet
+        more = self._ring - ring
+        if self._own > more:
+            more = self._own
+        self._own = 0
+        self._last += more
         return self._last
+
+    def bind(self, leave_out):
+        """leave_out(still, t): a clocked node loop's (NodeLoop.leave_out_stillness), to which
+        a gap goes at once."""
+        self._leave_out = leave_out
+
+    def gap(self, us):
+        """The board's process was not run for `us` (PipeUart.readinto, before the pass's frames).
+        A clocked loop's node.now leaves it out now, as _housekeeping_ring_clocked would at its
+        next read: a frame or a critical section's end ticked first counted the stall on node.now
+        (it never goes back), and the read after it then held node.now still for as long, so the
+        token sat on that board while the others made theirs."""
+        self._own += us
+        still = self()  # (read now: its max with the ring's is over this gap's own interval)
+        if self._leave_out is not None:
+            self._leave_out(still, time.ticks_us())
 
 
 def open_board(cfg):
@@ -224,4 +270,6 @@ def open_board(cfg):
         board.i2c = open_i2c(cfg)
     if isinstance(cfg["virtual"].get("stood_still"), str):
         board.ring_stood_still = RingStoodStill(cfg["virtual"]["stood_still"])
+        if isinstance(uart, PipeUart):
+            uart.on_gap = board.ring_stood_still.gap
     return board

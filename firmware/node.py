@@ -316,6 +316,11 @@ class NodeLoop:
                 self._clk_still_seen = self._still_seen  # the stillness node.now has left out so far
                 self._clk_still_at = 0  # the tick it was last read at
                 self._housekeeping = self._housekeeping_ring_clocked
+                # a virtual board's count also sees its own process's gaps, at the pass's first
+                # UART read, before a frame ticks node.now (firmware/hal_unix.py, RingStoodStill)
+                bind = getattr(ring_stood_still, "bind", None)
+                if bind is not None:
+                    bind(self.leave_out_stillness)
         self._commands = {
             "r": self._cmd_request,
             "req": self._cmd_request,
@@ -741,13 +746,17 @@ class NodeLoop:
         read at the first look after it."""
         t = self.ticks_us()
         if self.ticks_diff(t, self._clk_still_at) >= _STILL_READ_US:
-            self._clk_still_at = t
-            still = self._ring_stood_still()
-            if still > self._clk_still_seen:
-                clk = self._clk
-                clk[0] = (clk[0] + still - self._clk_still_seen) & _COUNT_MASK
-                self._clk_still_seen = still
+            self.leave_out_stillness(self._ring_stood_still(), t)
         return self._housekeeping_clocked()
+
+    def leave_out_stillness(self, still, t):
+        """still: the ring's stood-still count read at tick t; what it grew by since the last
+        read moves the tick node.now counts from, so node.now does not count it."""
+        self._clk_still_at = t
+        if still > self._clk_still_seen:
+            clk = self._clk
+            clk[0] = (clk[0] + still - self._clk_still_seen) & _COUNT_MASK
+            self._clk_still_seen = still
 
     def _housekeeping(self):
         """The timeouts and the host link; True when it did any work."""

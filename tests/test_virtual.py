@@ -1227,9 +1227,10 @@ def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tm
         assert written == ((at_ms - stood_ms) * 1000) & ((1 << 30) - 1), k
 
 
-def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None):
+def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None, hold=None):
     """A saturated run of spec on a virtual ring of 3 whose relay is held 1.5 s once the trace has
-    under_way lines (the run under way, requests waiting for the token); its report."""
+    under_way lines (the run under way, requests waiting for the token); its report. hold(ring):
+    another way to hold the ring up (it returns once the ring runs again)."""
     from picoring.ring import ports
     from picoring.ring.harness import RingRun
     from picoring.sim.workload import make_workload
@@ -1246,7 +1247,7 @@ def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None
         def hold_the_relay():
             wait_for(lambda: trace.exists() and len(trace.read_text().splitlines()) > under_way,
                      what="the run under way")
-            relay_stuck_in_its_loop(ring, 1.5)
+            (hold or (lambda r: relay_stuck_in_its_loop(r, 1.5)))(ring)
             held.set()
 
         holder = threading.Thread(target=hold_the_relay, daemon=True)
@@ -1288,6 +1289,38 @@ def test_a_relay_that_stands_still_does_not_make_the_wandering_tokens_components
     op_ms = 20
     report = _saturated_run_with_the_relay_held(tmp_path, "wt:skip=2,op=%d,seed=2" % op_ms, 60, under_way=100,
                                                 config={"cs_us": op_ms * 1000})
+    recovery = report["recovery"]
+    assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), recovery
+    assert report["soft"]["time_with_k_tokens"].keys() == {1}, report["soft"]["time_with_k_tokens"]
+
+
+def _frozen(ring, seconds, relay=False):
+    """Every board's process stopped for `seconds` (SIGSTOP), as a host that does not run them at
+    all leaves them: not waiting on its run queue (a stolen virtual CPU, a stopped or blocked
+    process), so the kernel's schedstat says nothing. relay: the relay held up meanwhile too."""
+    pids = [b.proc.pid for b in ring.boards]
+    if relay:
+        relay_stuck_in_its_loop(ring, seconds)  # (it sleeps from its next housekeeping on)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("relay", [False, True], ids=["boards", "boards-and-relay"])
+def test_boards_that_stand_still_do_not_make_the_wandering_tokens_components_make_tokens(tmp_path, relay):
+    """Issue 36: a loaded 2-core host left a WT ring's boards unrun for 10 s (nothing in the trace),
+    then all 4 made a token within 33 ms. A board process that does not run at all is not waiting
+    on the run queue, so the ring's clock did not know (without: a token made at each board at
+    once); and a frame or a critical section's end that came before the board's next look at the
+    ring's clock counted the whole stall on node.now, whose correction then froze it for as long,
+    so the token sat at that board while the others made theirs (without: 8 tokens made)."""
+    report = _saturated_run_with_the_relay_held(tmp_path, "wt:skip=2,op=20,seed=2", 60, under_way=100,
+                                                config={"cs_us": 20_000}, hold=lambda r: _frozen(r, 1.5, relay))
     recovery = report["recovery"]
     assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), recovery
     assert report["soft"]["time_with_k_tokens"].keys() == {1}, report["soft"]["time_with_k_tokens"]
