@@ -133,34 +133,21 @@ _NONE = const(0xFFFF)  # an empty slot of the served list
 # NodeBS.rot: the node's own state that the rotation's hop reads or writes, and the settings it
 # reads, in one int array, not attributes: on a Pico an attribute costs 1 to 2.3 us from viper (a
 # map lookup; a class attribute such as _hmask misses the instance's map first), a field of the
-# array a few cycles through a pointer (issue 41). The names without the underscore are the host's
-# and the tests'.
-R_H = 0  # P(x, H): the length of this node's history projected onto rotation events (header)
-R_RND = 1  # R of the token while it is here (0 elsewhere)
-R_VISIT = 2  # traps still to serve in this visit (rule order, _have)
-R_USED = 3  # 1: this node used the token in this visit
-R_LENT = 4  # the requester the token is lent to (rule 7), until it returns; -1: none
-R_SV_NEXT = 5  # the served list's next slot (while the token is here; 0 elsewhere)
-R_FIFO_LEN = 6  # the traps laid here (fifo's length)
-R_HMASK = 7  # _hmask and _hhalf, copied at __init__ (the explorer's small counters: a subclass's)
-R_HHALF = 8
-R_N = 9  # n and the next node's index (rule 4), copied once
-R_NEXT = 10
-R_SIZE = 11
-_R_H = const(0)
-_R_RND = const(1)
-_R_VISIT = const(2)
-_R_USED = const(3)
-_R_LENT = const(4)
-_R_SV_NEXT = const(5)
-_R_FIFO_LEN = const(6)
-_R_HMASK = const(7)
+# array a few cycles through a pointer (issue 41). Only const() names (the host's code and the
+# tests read proto_bs._R_*): each name a module defines is interned on the board, and names move
+# every hop's lookups (docs/performance.md, "what a name costs").
+_R_H = const(0)  # P(x, H): the length of this node's history projected onto rotation events (header)
+_R_RND = const(1)  # R of the token while it is here (0 elsewhere)
+_R_VISIT = const(2)  # traps still to serve in this visit (rule order, _have)
+_R_USED = const(3)  # 1: this node used the token in this visit
+_R_LENT = const(4)  # the requester the token is lent to (rule 7), until it returns; -1: none
+_R_SV_NEXT = const(5)  # the served list's next slot (while the token is here; 0 elsewhere)
+_R_FIFO_LEN = const(6)  # the traps laid here (fifo's length)
+_R_HMASK = const(7)  # _hmask and _hhalf, copied at __init__ (the explorer's small counters: a subclass's)
 _R_HHALF = const(8)
-_R_N = const(9)
+_R_N = const(9)  # n and the next node's index (rule 4), copied once
 _R_NEXT = const(10)
-if (R_H, R_RND, R_VISIT, R_USED, R_LENT, R_SV_NEXT, R_FIFO_LEN, R_HMASK, R_HHALF, R_N, R_NEXT) != (
-        _R_H, _R_RND, _R_VISIT, _R_USED, _R_LENT, _R_SV_NEXT, _R_FIFO_LEN, _R_HMASK, _R_HHALF, _R_N, _R_NEXT):
-    raise ImportError("%s: the rotation's indices disagree" % __name__)
+_R_SIZE = const(11)
 
 
 def relay_rotation_py(out, buf, epoch, hmask, hhalf, n):
@@ -310,8 +297,8 @@ class NodeBS(Node):
 
     def __init__(self, index, n):
         Node.__init__(self, index, n)
-        rot = array("i", bytes(4 * R_SIZE))
-        self.rot = rot  # (R_*: h, the token's R, the visit, the lend, the list's next slot, the FIFO's length)
+        rot = array("i", bytes(4 * _R_SIZE))
+        self.rot = rot  # (_R_*: h, the token's R, the visit, the lend, the list's next slot, the FIFO's length)
         rot[_R_HMASK] = self._hmask
         rot[_R_HHALF] = self._hhalf
         rot[_R_N] = n
@@ -324,10 +311,10 @@ class NodeBS(Node):
         self.trap_h = array("i", [-1] * n)
         self.trap_sn = bytearray(n)
         self.fifo = array("H", [0] * n)
-        self.fifo_head = 0  # (its length: rot[R_FIFO_LEN])
+        self.fifo_head = 0  # (its length: rot[_R_FIFO_LEN])
         # The token while it is here (cleared as it leaves): R (rot), the lender to return it to
         # (-1: none, it came by rotation or back from a lend), the served list: a ring of
-        # SERVED_SLOTS slots, sv_len live entries before rot[R_SV_NEXT], the others _NONE, and its age.
+        # SERVED_SLOTS slots, sv_len live entries before rot[_R_SV_NEXT], the others _NONE, and its age.
         self.lender = -1
         self.sv_node = array("H", [_NONE] * SERVED_SLOTS)
         self.sv_sn = bytearray(SERVED_SLOTS)
