@@ -288,7 +288,8 @@ class NodeBS(Node):
         },
     }
     uses_requests = False  # the rotation reaches every node: a lost gimme only costs time
-    _hmask = _SEQ_MASK  # histories are counted modulo _hmask + 1 (a test makes it small)
+    _hmask = _SEQ_MASK  # histories are counted modulo _hmask + 1 (a test makes it small); __init__ copies
+    # both into rot: set them on the class (the explorer's subclass), or in rot after
     _hhalf = 0x20000000
 
     def message_sizes(self, n):
