@@ -256,9 +256,9 @@ class NodeLoop:
         # attribute lookup costs about 2 us on a Pico, its hash a software division; a
         # frame's first bytes waited behind 23 of them, issue 41).
         self._rd = (self._any, uart.readinto, self.rx, rxbuf, scan, self._dst, self._draw, self._finish_frame)
-        self.bind_hot()
         self._lbuf = self.log.buf
         self._lst = self.log.st
+        self.bind_hot()
         self._countdown = 0
         self._no_fields = array("i", bytes(16))  # aux, count, seq, epoch of an event that has none
         self._cs_start = 0
@@ -414,6 +414,10 @@ class NodeLoop:
         on_token = _handler(node, "on_token") or (lambda n, c, s, q, e: n.on_token(c, s, q, e))
         on_message = _handler(node, "on_message") or (lambda n, k, s, b: n.on_message(k, s, b))
         self._fwd = (self.ticks_us, on_token, encode_token, self._eraw, self._tout, self._write, node, on_message)
+        # A message's (_on_msg): one lookup for thirteen names and attributes (about 2 us each on a
+        # Pico; issue 41). The node's n, index and sizes never change.
+        self._mhot = (self._dst, self._draw, self._lbuf, self._lst, self._mfields, self._mout, self._mviews,
+                      encode_message, record_fields, node.n, node.index, node.msg_sizes, node.msg_least)
 
     @micropython.native
     def step(self):
@@ -611,20 +615,20 @@ class NodeLoop:
         """A MSG frame (docs/frames.md): for this node, delivered to the protocol; for
         another, passed straight on without waking it (forward first, then log); a
         broadcast, both; a broadcast back at its sender, taken off the ring."""
-        st = self._dst
-        # The hop's objects from bind_hot's tuple: one lookup for four (about 2 us each).
+        # The hop's objects from bind_hot's tuple and _mhot: two lookups for sixteen (about 2 us each;
+        # encode: the token's, then the message's).
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
+        st, draw, lbuf, lst, fields, mout, views, encode, record, n, index, sizes, least = self._mhot
         mk = st[_F_STATE]
         src = st[_F_SRC]
         dst = st[_F_DST]
-        n = node.n
         # _msg_bad, inline: a call on every message delivered (11 us on a Pico, and its
         # subscripts again; issue 41). _finish_frame's messages passed on still call it.
-        if (mk >= _MSG_KINDS or (st[_F_MLEN] != node.msg_sizes[mk] and _len_bad(node, mk, st[_F_MLEN]))
+        if (mk >= _MSG_KINDS or (st[_F_MLEN] != sizes[mk] and _len_bad(node, mk, st[_F_MLEN]))
                 or src >= n or src == dst or (dst >= n and dst != _BROADCAST)):
             self._bad_msg(t)
             return
-        if dst == node.index:
+        if dst == index:
             if self._clocked:
                 # _tick, inline: every hop of the wandering token's walk comes here (a method
                 # call, and its bytecode, cost the hop tens of microseconds on a Pico).
@@ -634,41 +638,38 @@ class NodeLoop:
                     k = d // 1000
                     clk[0] = (t - (d - k * 1000)) & _COUNT_MASK
                     node.now = (node.now + k) & _COUNT_MASK
-            a = on_message(node, mk, src, self._draw)
+            a = on_message(node, mk, src, draw)
             # What _act does for the two actions a delivered token most often has, without its
             # generic loops and log cases (a bytecode call of tens of microseconds on a Pico): a
             # message sent on at once (BS's rotation, the wandering token's walk: every hop of
             # theirs), or nothing (the token taken in, at rest or in the critical section).
-            lbuf = self._lbuf
-            lst = self._lst
             if a == _SEND_MSG:
                 # Forwarded first, then both events logged (the receive's tick is t).
-                fields = self._mfields
-                encode_message(eraw, self._mout, node, fields)
-                write(self._mviews[node.out_len])
+                encode(eraw, mout, node, fields)
+                write(views[node.out_len])
                 self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
-                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
-                record_fields(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
+                record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                record(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
                 if self.led is not None:
                     self._show()
             else:
-                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
                 if a:
                     self._act(a, t)
                     return
             self._watch = node.fresh or node.starting or (node.pending and not node.has_token)  # (as _act)
             return
-        if src == node.index:
-            record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+        if src == index:
+            record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
-        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews)
+        _pass_msg_on(draw, eraw, st, mout, write, views)
         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK  # (as _msg_passed: a call less on the hop)
-        record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
-        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
+        record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+        record(lbuf, lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
         if dst == _BROADCAST:
             if self._clocked:
                 self._tick(t)
-            self._act(on_message(node, mk, src, self._draw), t)
+            self._act(on_message(node, mk, src, draw), t)
 
     @micropython.native
     def _msg_passed(self, t):
@@ -1210,20 +1211,20 @@ try:
         through a pointer, the checks and the clock's arithmetic on machine words (in native code
         each subscript, comparison or operator is a runtime call of about a microsecond on a Pico,
         some twenty on a delivered message; issue 41). Same steps, same order."""
-        st = self._dst
-        v = ptr32(st)
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
+        st, draw, lbuf, lst, fields, mout, views, encode, record, ring, at, sizes, least = self._mhot
+        v = ptr32(st)
         mk = v[_F_STATE]
         src = v[_F_SRC]
         dst = v[_F_DST]
-        n = int(node.n)
+        n = int(ring)
         m = v[_F_MLEN]
-        if (mk >= _MSG_KINDS or (m != ptr8(node.msg_sizes)[mk]
-                                 and (m < ptr8(node.msg_least)[mk] or m > ptr8(node.msg_sizes)[mk]))
+        most = ptr8(sizes)
+        if (mk >= _MSG_KINDS or (m != most[mk] and (m < ptr8(least)[mk] or m > most[mk]))
                 or src >= n or src == dst or (dst >= n and dst != _BROADCAST)):
             self._bad_msg(t)
             return
-        index = int(node.index)
+        index = int(at)
         if dst == index:
             if self._clocked:
                 # _tick, inline
@@ -1233,20 +1234,17 @@ try:
                     k = d // 1000
                     clk[0] = (int(t) - (d - k * 1000)) & _COUNT_MASK
                     node.now = (int(node.now) + k) & _COUNT_MASK
-            a = int(on_message(node, mk, src, self._draw))
-            lbuf = self._lbuf
-            lst = self._lst
+            a = int(on_message(node, mk, src, draw))
             if a == _SEND_MSG:
-                fields = self._mfields
-                encode_message(eraw, self._mout, node, fields)
-                write(self._mviews[node.out_len])
+                encode(eraw, mout, node, fields)
+                write(views[node.out_len])
                 self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
-                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
-                record_fields(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
+                record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                record(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
                 if self.led:  # (a Pin or None: viper has no "is None")
                     self._show()
             else:
-                record_fields(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+                record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
                 if a:
                     self._act(a, t)
                     return
@@ -1257,16 +1255,16 @@ try:
                 self._watch = False
             return
         if src == index:
-            record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+            record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
-        _pass_msg_on(self._draw, eraw, st, self._mout, write, self._mviews)
+        _pass_msg_on(draw, eraw, st, mout, write, views)
         self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
-        record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
-        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
+        record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+        record(lbuf, lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
         if dst == _BROADCAST:
             if self._clocked:
                 self._tick(t)
-            self._act(on_message(node, mk, src, self._draw), t)
+            self._act(on_message(node, mk, src, draw), t)
 
     NodeLoop._on_msg = _on_msg_viper
 except (SyntaxError, NameError, AttributeError):  # CPython (its micropython stub), a port without viper

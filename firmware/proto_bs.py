@@ -130,6 +130,24 @@ _G_LO = const(7)
 _G_HI = const(9)
 _G_SIZE = const(11)
 _NONE = const(0xFFFF)  # an empty slot of the served list
+# NodeBS.rot: the node's own state that the rotation's hop reads or writes, and the settings it
+# reads, in one int array, not attributes: on a Pico an attribute costs 1 to 2.3 us from viper (a
+# map lookup; a class attribute such as _hmask misses the instance's map first), a field of the
+# array a few cycles through a pointer (issue 41). Only const() names (the host's code and the
+# tests read proto_bs._R_*): each name a module defines is interned on the board, and names move
+# every hop's lookups (docs/performance.md, "what a name costs").
+_R_H = const(0)  # P(x, H): the length of this node's history projected onto rotation events (header)
+_R_RND = const(1)  # R of the token while it is here (0 elsewhere)
+_R_VISIT = const(2)  # traps still to serve in this visit (rule order, _have)
+_R_USED = const(3)  # 1: this node used the token in this visit
+_R_LENT = const(4)  # the requester the token is lent to (rule 7), until it returns; -1: none
+_R_SV_NEXT = const(5)  # the served list's next slot (while the token is here; 0 elsewhere)
+_R_FIFO_LEN = const(6)  # the traps laid here (fifo's length)
+_R_HMASK = const(7)  # _hmask and _hhalf, copied at __init__ (the explorer's small counters: a subclass's)
+_R_HHALF = const(8)
+_R_N = const(9)  # n and the next node's index (rule 4), copied once
+_R_NEXT = const(10)
+_R_SIZE = const(11)
 
 
 def relay_rotation_py(out, buf, epoch, hmask, hhalf, n):
@@ -270,7 +288,8 @@ class NodeBS(Node):
         },
     }
     uses_requests = False  # the rotation reaches every node: a lost gimme only costs time
-    _hmask = _SEQ_MASK  # histories are counted modulo _hmask + 1 (a test makes it small)
+    _hmask = _SEQ_MASK  # histories are counted modulo _hmask + 1 (a test makes it small); __init__ copies
+    # both into rot: set them on the class (the explorer's subclass), or in rot after
     _hhalf = 0x20000000
 
     def message_sizes(self, n):
@@ -279,45 +298,48 @@ class NodeBS(Node):
 
     def __init__(self, index, n):
         Node.__init__(self, index, n)
+        rot = array("i", bytes(4 * _R_SIZE))
+        self.rot = rot  # (_R_*: h, the token's R, the visit, the lend, the list's next slot, the FIFO's length)
+        rot[_R_HMASK] = self._hmask
+        rot[_R_HHALF] = self._hhalf
+        rot[_R_N] = n
+        rot[_R_NEXT] = index + 1 if index + 1 < n else 0
         # P(x, H): the length of this node's history projected onto rotation events (header).
-        self.h = (index + 1 - n) & self._hmask if index else 0
+        rot[_R_H] = (index + 1 - n) & self._hmask if index else 0
         self.sn = 0  # this node's request number (u8): names its traps
         # W(x, tau_z): the traps laid here, one per requester: its history h_z, its request
         # number, and the order they were laid (a FIFO of requesters).
         self.trap_h = array("i", [-1] * n)
         self.trap_sn = bytearray(n)
         self.fifo = array("H", [0] * n)
-        self.fifo_head = 0
-        self.fifo_len = 0
-        # The token while it is here (cleared as it leaves): R, the lender to return it to
+        self.fifo_head = 0  # (its length: rot[_R_FIFO_LEN])
+        # The token while it is here (cleared as it leaves): R (rot), the lender to return it to
         # (-1: none, it came by rotation or back from a lend), the served list: a ring of
-        # SERVED_SLOTS slots, sv_len live entries before sv_next, the others _NONE, and its age.
-        self.rnd = 0
+        # SERVED_SLOTS slots, sv_len live entries before rot[_R_SV_NEXT], the others _NONE, and its age.
         self.lender = -1
         self.sv_node = array("H", [_NONE] * SERVED_SLOTS)
         self.sv_sn = bytearray(SERVED_SLOTS)
-        self.sv_next = 0
         self.sv_len = 0
         self.sv_age = 0
-        self.lent_to = -1  # the requester the token is lent to (rule 7), until it returns
-        self.visit = 0  # traps still to serve in this visit (rule order, _have)
-        self.used = False  # this node used the token in this visit
+        rot[_R_LENT] = -1
 
     # -- histories --------------------------------------------------------------
 
     @micropython.native
     def _later(self, a, b):
         """History a is strictly longer than b (both 30-bit counts, serial order)."""
-        d = (a - b) & self._hmask
-        return 0 < d < self._hhalf
+        rot = self.rot
+        d = (a - b) & rot[_R_HMASK]
+        return 0 < d < rot[_R_HHALF]
 
     # -- rules 0, 3, 4: the rotating token --------------------------------------
 
     def give_token(self):
         # Rule 0: T = the first holder. It starts rotating at once (rule 4).
         self.has_token = True
-        self.rnd = self.h
-        self.visit = self.fifo_len
+        rot = self.rot
+        rot[_R_RND] = rot[_R_H]
+        rot[_R_VISIT] = rot[_R_FIFO_LEN]
         return self._have()
 
     def request(self):
@@ -336,7 +358,7 @@ class NodeBS(Node):
         # positions, counted from the requester, that can still hold the token, lo..hi (first
         # 1..N-1), and goes to their middle: the same binary search, "directly across" first,
         # then half the remaining distance either way, exact for every N.
-        put30(self.out, _G_H, self.h)
+        put30(self.out, _G_H, self.rot[_R_H])
         self.out[_G_SN] = self.sn
         return self._search(self.index, 1, self.n - 1)
 
@@ -369,8 +391,10 @@ class NodeBS(Node):
         self.seq = buf[_AT] | (buf[_AT + 1] << 8) | (buf[_AT + 2] << 16) | ((buf[_AT + 3] & 0x3F) << 24)  # get30
         self.epoch = epoch
         flags = buf[_AT + _T_FLAGS]
-        if (not flags & 1 and (flags >> 1) <= SERVED_SLOTS and not self.fifo_len and not self.pending
-                and (self.lent_to < 0 or src != self.lent_to)):
+        rot = self.rot
+        lent = rot[_R_LENT]
+        if (not flags & 1 and (flags >> 1) <= SERVED_SLOTS and not rot[_R_FIFO_LEN] and not self.pending
+                and (lent < 0 or src != lent)):
             # The rotation's every hop (rule 3, then rule 4 at once): no trap to serve, no
             # request here. What the general path below does for it (take the served list in,
             # _have, _rotate, _give: write it out again, oldest first, and clear it), without
@@ -381,22 +405,21 @@ class NodeBS(Node):
             # in x's history and the token's, lend 0, the list) is written by one viper call
             # (relay_rotation).
             out = self.out
-            size = relay_rotation(out, buf, epoch, self._hmask, self._hhalf, self.n)
+            size = relay_rotation(out, buf, epoch, rot[_R_HMASK], rot[_R_HHALF], rot[_R_N])
             r = out[_T_R] | (out[_T_R + 1] << 8) | (out[_T_R + 2] << 16) | (out[_T_R + 3] << 24)
-            self.h = r
-            self.visit = 0
-            self.used = False
-            self.lent_to = -1
-            self.sv_next = 0
-            self.rnd = 0
-            j = self.index + 1
+            rot[_R_H] = r
+            rot[_R_VISIT] = 0
+            rot[_R_USED] = 0
+            rot[_R_LENT] = -1
+            rot[_R_SV_NEXT] = 0
+            rot[_R_RND] = 0
             self.out_kind = _TOKEN  # send
-            self.out_dst = 0 if j == self.n else j
+            self.out_dst = rot[_R_NEXT]
             self.out_len = size
             return _SEND_MSG
         at = _AT + _T_R
         r = buf[at] | (buf[at + 1] << 8) | (buf[at + 2] << 16) | ((buf[at + 3] & 0x3F) << 24)  # get30
-        self.rnd = r
+        rot[_R_RND] = r
         k = flags >> 1
         if k > SERVED_SLOTS:
             # More entries than this node keeps (another build's list, never this ring's): the
@@ -413,13 +436,13 @@ class NodeBS(Node):
             sv_sn[i] = buf[at + 2]
             at += 3
         self.sv_len = k
-        self.sv_next = k if k < SERVED_SLOTS else 0
+        rot[_R_SV_NEXT] = k if k < SERVED_SLOTS else 0
         self.has_token = True
         if flags & 1:
             # Rule 8: "(Q | (x, d_x), P(x, -), bot, I | (x, (y-hat, H)), O, -) ->
             # (Q, P(x, H + d_x), bot, I, O | (x, (y, H + d_x)), -)": lent by y; x takes y's history,
             # uses the token and returns it to y.
-            self.h = r
+            rot[_R_H] = r
             self.lender = src
             if self.pending:
                 return self._enter()
@@ -427,11 +450,11 @@ class NodeBS(Node):
             return self._give_back()
         # Rule 3: "(-, P(x, -), bot, I | (x, (y, H)), -, -) -> (-, P(x, H), x, I, -, -)": the token
         # arrives (by rotation, or back from a lend) and x takes its history.
-        self.h = r
-        if self.lent_to < 0 or src != self.lent_to:
-            self.visit = self.fifo_len  # a new visit: the traps laid so far (rule order, below)
-            self.used = False
-        self.lent_to = -1
+        rot[_R_H] = r
+        if lent < 0 or src != lent:
+            rot[_R_VISIT] = rot[_R_FIFO_LEN]  # a new visit: the traps laid so far (rule order, below)
+            rot[_R_USED] = 0
+        rot[_R_LENT] = -1
         return self._have()
 
     @micropython.native
@@ -445,24 +468,25 @@ class NodeBS(Node):
         for the token's next visit. Lending to every trap as it comes kept the token at trap holders
         while their requesters asked again (the burst workload at n = 8: a request waited while 127
         others entered, 19 with this order)."""
-        while self.visit:
-            self.visit -= 1
+        rot = self.rot
+        while rot[_R_VISIT]:
+            rot[_R_VISIT] -= 1
             z = self.fifo[self.fifo_head]
             self.fifo_head += 1
             if self.fifo_head == self.n:
                 self.fifo_head = 0
-            self.fifo_len -= 1
+            rot[_R_FIFO_LEN] -= 1
             hz = self.trap_h[z]
             self.trap_h[z] = -1
             if self._stale(z, hz):
                 continue  # garbage-collected (header)
             # Rule 7: "(-, P(x, H), x, -, O, W | (x, tau_y)) -> (-, P(x, H), bot, -, O | (x, (y-hat, H)), W)":
             # the token to the trapped requester, "to be returned upon use"; the trap is removed.
-            self.lent_to = z
+            rot[_R_LENT] = z
             return self._give(z, 1)
         # Rule 4: "(Q | (x, d_x), P(x, H), x, -, O, -) -> (Q, P(x, H + d_x), bot, -, O | (x, (x+1, H + d_x)), -)":
         # x appends its data (uses the token, if it wants it: once a visit) and passes the token to x+1.
-        if self.pending and not self.used:
+        if self.pending and not rot[_R_USED]:
             return self._enter()
         return self._rotate()
 
@@ -473,26 +497,28 @@ class NodeBS(Node):
         for k in range(SERVED_SLOTS):
             if self.sv_node[k] == z and self.sv_sn[k] == sn:
                 return True
-        d = (self.rnd - hz) & self._hmask
-        return self.n <= d < self._hhalf
+        rot = self.rot
+        d = (rot[_R_RND] - hz) & rot[_R_HMASK]
+        return self.n <= d < rot[_R_HHALF]
 
     @micropython.native
     def exit_cs(self):
         self.in_cs = False
         # The use is over: it goes into the token's list of served requests (garbage collection),
         # the newest entry: the list's age starts again (header).
-        k = self.sv_next
+        rot = self.rot
+        k = rot[_R_SV_NEXT]
         self.sv_node[k] = self.index
         self.sv_sn[k] = self.sn
-        self.sv_next = k + 1 if k + 1 < SERVED_SLOTS else 0
+        rot[_R_SV_NEXT] = k + 1 if k + 1 < SERVED_SLOTS else 0
         if self.sv_len < SERVED_SLOTS:
             self.sv_len += 1
         self.sv_age = 0
         if self.lender >= 0:
             return self._give_back()  # rule 8: back to the lender
-        if self.fifo_len:
-            self.visit = self.fifo_len  # traps laid during the critical section (rule order, _have)
-            self.used = True
+        if rot[_R_FIFO_LEN]:
+            rot[_R_VISIT] = rot[_R_FIFO_LEN]  # traps laid during the critical section (rule order, _have)
+            rot[_R_USED] = 1
             return self._have()
         return self._rotate()  # rule 4: on to x+1
 
@@ -505,26 +531,27 @@ class NodeBS(Node):
     @micropython.native
     def _rotate(self):
         # Rule 4's pass: a rotation event, appended to x's history and counted in the token's.
-        self.visit = 0
-        self.used = False
-        r = (self.rnd + 1) & self._hmask
-        self.rnd = r
-        self.h = r
+        rot = self.rot
+        rot[_R_VISIT] = 0
+        rot[_R_USED] = 0
+        r = (rot[_R_RND] + 1) & rot[_R_HMASK]
+        rot[_R_RND] = r
+        rot[_R_H] = r
         if self.sv_len:
             # The served list one pass older; at n passes the round rule does its work (header).
-            age = (self.sv_age + 1) & self._hmask
+            age = (self.sv_age + 1) & rot[_R_HMASK]
             self.sv_age = age
-            if self.n <= age < self._hhalf:
+            if self.n <= age < rot[_R_HHALF]:
                 self.sv_len = 0
-        j = self.index + 1
-        return self._give(0 if j == self.n else j, 0)
+        return self._give(rot[_R_NEXT], 0)
 
     @micropython.native
     def _give(self, j, lend):
         self.has_token = False
         self.put_token_header()
         out = self.out
-        put30(out, _T_R, self.rnd)
+        rot = self.rot
+        put30(out, _T_R, rot[_R_RND])
         k = self.sv_len
         out[_T_FLAGS] = lend | (k << 1)
         # The served list's live entries, oldest first (the k slots before sv_next), with its
@@ -536,7 +563,7 @@ class NodeBS(Node):
             age = self.sv_age
             out[_T_AGE] = age & 0xFF
             out[_T_AGE + 1] = age >> 8
-            i = self.sv_next - k
+            i = rot[_R_SV_NEXT] - k
             if i < 0:
                 i += SERVED_SLOTS
             for _ in range(k):
@@ -549,10 +576,10 @@ class NodeBS(Node):
         for i in range(SERVED_SLOTS):
             sv_node[i] = _NONE
             sv_sn[i] = 0
-        self.sv_next = 0
+        rot[_R_SV_NEXT] = 0
         self.sv_len = 0
         self.sv_age = 0
-        self.rnd = 0
+        rot[_R_RND] = 0
         a = self.send(_TOKEN, j)
         self.out_len = at if k else _T_EMPTY  # (send: the most)
         return a
@@ -571,9 +598,10 @@ class NodeBS(Node):
         if z != self.index:
             # Rule 6's W | (x, tau_z): a trap here (one per requester, in FIFO order; header).
             if self.trap_h[z] < 0:
-                t = self.fifo_head + self.fifo_len
+                rot = self.rot
+                t = self.fifo_head + rot[_R_FIFO_LEN]
                 self.fifo[t - self.n if t >= self.n else t] = z
-                self.fifo_len += 1
+                rot[_R_FIFO_LEN] += 1
             self.trap_h[z] = hz
             self.trap_sn[z] = sn
         if self.has_token:
@@ -588,7 +616,7 @@ class NodeBS(Node):
         # r = (lo + hi) / 2 from the requester; the other half of lo..hi is searched next (rule 5's
         # deviation). Equal histories (both cases apply): the first case.
         r = (lo + hi) >> 1
-        if self._later(self.h, hz):
+        if self._later(self.rot[_R_H], hz):
             lo = r + 1  # H_z subset_C H: the token has passed here since z saw it: ahead, clockwise
         else:
             hi = r - 1  # H subset_C H_z: it has not been here since: behind, counter-clockwise
@@ -604,11 +632,12 @@ class NodeBS(Node):
         # The lost token's count and served list are unknowable: the new one starts from this
         # node's history, with an empty list (a trap it then meets costs a lend at worst).
         self._new_token()
-        self.rnd = self.h
+        rot = self.rot
+        rot[_R_RND] = rot[_R_H]
         self.lender = -1
-        self.lent_to = -1
-        self.visit = self.fifo_len
-        self.used = False
+        rot[_R_LENT] = -1
+        rot[_R_VISIT] = rot[_R_FIFO_LEN]
+        rot[_R_USED] = 0
         return self._have()
 
 
@@ -632,15 +661,17 @@ try:
         b = ptr8(buf)
         flags = b[_AT + _T_FLAGS]
         served = flags >> 1  # the list's entries: within the most the token declares (k <= SERVED_SLOTS)
-        if k == _TOKEN and not self.fresh and not self.has_token and not (flags & 1) and not self.fifo_len \
+        rot = ptr32(self.rot)
+        if k == _TOKEN and not self.fresh and not self.has_token and not (flags & 1) and not rot[_R_FIFO_LEN] \
                 and not self.pending and (not served or _T_SERVED + 3 * served <= ptr8(self.msg_sizes)[_TOKEN]):
             epoch = b[_AT + 4] | (b[_AT + 5] << 8)
-            lent = int(self.lent_to)
-            if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN and (lent < 0 or int(src) != lent):
+            # not back from a lend: src != lent_to (-1, none, is no node's index; a ptr32 load of it
+            # is 2**32 - 1 on a 64-bit port, which is no index either)
+            if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN and int(src) != rot[_R_LENT]:
                 self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
                 self.epoch = epoch
-                n = int(self.n)
-                hmask = int(self._hmask)
+                n = rot[_R_N]
+                hmask = rot[_R_HMASK]
                 # relay_rotation, inline: the header, R + 1 (rule 4's rotation event), lend 0, the
                 # list one pass older (_rotate) or expired
                 o = ptr8(self.out)
@@ -660,7 +691,7 @@ try:
                 if served:
                     at = _AT + _T_AGE
                     age = ((b[at] | (b[at + 1] << 8)) + 1) & hmask
-                    if n <= age and age < int(self._hhalf):
+                    if n <= age and age < rot[_R_HHALF]:
                         served = 0
                     else:
                         o[_T_AGE] = age & 0xFF
@@ -671,17 +702,14 @@ try:
                             o[i] = b[_AT + i]
                             i += 1
                 o[_T_FLAGS] = served << 1
-                self.h = r
-                self.visit = 0
-                self.used = False
-                self.lent_to = -1
-                self.sv_next = 0
-                self.rnd = 0
-                j = int(self.index) + 1
-                if j == n:
-                    j = 0
+                rot[_R_H] = r
+                rot[_R_VISIT] = 0
+                rot[_R_USED] = 0
+                rot[_R_LENT] = -1
+                rot[_R_SV_NEXT] = 0
+                rot[_R_RND] = 0
                 self.out_kind = _TOKEN
-                self.out_dst = j
+                self.out_dst = rot[_R_NEXT]
                 self.out_len = size
                 return _SEND_MSG
         return int(on_message_native(self, kind, src, buf))

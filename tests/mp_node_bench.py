@@ -22,7 +22,7 @@
 # reports at most 4 bytes, as a Pico's UART does (its receive interrupt comes at 4 bytes in
 # the FIFO), so step() finishes each frame in NodeLoop._finish_frame as on a ring of Picos.
 # "served:K" (BS): the token starts with K entries in its served list, which then never expire
-# (every node's _hhalf is 0, which no list's age is below; the round rule is off with it, and the
+# (every node's _hhalf, rot[_R_HHALF], is 0, which no list's age is below; the round rule is off with it, and the
 # bench lays no trap): the rotation's hop with a full list (K = SERVED_SLOTS) instead of an empty one.
 import sys
 
@@ -147,10 +147,10 @@ def main():
             for j in range(k):
                 first.sv_node[j] = j % n
                 first.sv_sn[j] = 1 + j
-            first.sv_next = k % len(first.sv_node)
+            first.rot[5] = k % len(first.sv_node)  # proto_bs._R_SV_NEXT
             first.sv_len = k
             for lp in loops:
-                lp.node._hhalf = 0
+                lp.node.rot[8] = 0  # proto_bs._R_HHALF
     for i in range(n):
         loops[i].start(give_token=(i == 0))
 

@@ -136,7 +136,6 @@ hot = W._fwd
 W._fwd = hot[:7] + (stub_on_message,) + hot[8:]
 print("step, WT, handler a stub       %6.1f" % (per(step_w) - bw))
 W._fwd = hot
-encode = node.encode_message
 
 
 @micropython.viper
@@ -144,9 +143,10 @@ def stub_encode(raw, out, sender, fields) -> int:
     return 22
 
 
-node.encode_message = stub_encode
+mhot = W._mhot  # (_on_msg takes the encoder from NodeLoop._mhot)
+W._mhot = mhot[:7] + (stub_encode,) + mhot[8:]
 print("step, WT, encoder a stub       %6.1f" % (per(step_w) - bw))
-node.encode_message = encode
+W._mhot = mhot
 encode = node.encode_token
 
 

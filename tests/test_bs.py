@@ -68,7 +68,7 @@ def test_rule_5_a_gimme_goes_across_the_ring_with_the_requesters_history():
     src, dst, kind, payload = net.queue[-1]
     assert (src, dst, kind) == (6, 2, GIMME)  # across: the middle of 1..7 from 6: 6 + 4 = 10 = 2 (mod 8)
     # Node 6 last passed the token in round 1 (count 8 + 6 + 1 = 15)
-    assert gimme_fields(payload) == {"z": 6, "sn": 1, "h": 15, "lo": 1, "hi": 7} and net.nodes[6].h == 15
+    assert gimme_fields(payload) == {"z": 6, "sn": 1, "h": 15, "lo": 1, "hi": 7} and net.nodes[6].rot[proto_bs._R_H] == 15
 
 
 def test_rule_6_turns_by_the_prefix_comparison_of_histories():
@@ -96,10 +96,10 @@ def test_rules_7_and_8_the_token_is_lent_to_a_trapped_requester_and_returned():
     while net.queue:  # the search: 1 -> 5 (behind? no: 5 not visited since 1 saw it) ... ends at 4's trap
         net.step()
     holder = net.nodes[4]
-    assert holder.fifo_len == 1 and holder.trap_h[1] == net.nodes[1].h
+    assert holder.rot[proto_bs._R_FIFO_LEN] == 1 and holder.trap_h[1] == net.nodes[1].rot[proto_bs._R_H]
     net.act(4, holder.exit_cs())  # rule 7: lent to 1, "to be returned upon use"
     src, dst, kind, payload = net.queue[-1]
-    assert (src, dst, kind, payload[10] & 1) == (4, 1, TOKEN, 1) and holder.fifo_len == 0  # lend
+    assert (src, dst, kind, payload[10] & 1) == (4, 1, TOKEN, 1) and holder.rot[proto_bs._R_FIFO_LEN] == 0  # lend
     assert net.step() & ENTER_CS and net.nodes[1].lender == 4  # rule 8: 1 uses it
     net.act(1, net.nodes[1].exit_cs())
     src, dst, kind, payload = net.queue[-1]
@@ -119,13 +119,13 @@ def test_a_trap_of_a_served_request_is_garbage_collected():
     # A trap at 6 for request 1 of node 2, which the token's served list names: dropped, no lend.
     buf = bytearray((7, 0, GIMME, 2, 6)) + bytes((2, 0, 1)) + bytes(4) + bytes((4, 0, 4, 0))  # lo = hi = 4: ends here
     node.on_message(GIMME, 2, buf)
-    assert node.fifo_len == 1
+    assert node.rot[proto_bs._R_FIFO_LEN] == 1
     net.nodes[4].sv_node[0] = 2
     net.nodes[4].sv_sn[0] = 1
     net.act(4, net.nodes[4].exit_cs())
     net.step()  # 5: passes it on
     net.step()  # 6: the trap is stale
-    assert node.fifo_len == 0 and net.queue[-1][:3] == (6, 7, TOKEN)
+    assert node.rot[proto_bs._R_FIFO_LEN] == 0 and net.queue[-1][:3] == (6, 7, TOKEN)
 
 
 def test_the_served_list_goes_with_the_token_for_n_passes_then_expires():
@@ -154,8 +154,8 @@ def test_no_lists_expire_where_the_round_rule_drops_nothing():
     n = 8
     net = Net(n)
     for x in net.nodes:
-        x._hmask, x._hhalf = 15, 8
-        x.h &= 15
+        x.rot[proto_bs._R_HMASK], x.rot[proto_bs._R_HHALF] = 15, 8
+        x.rot[proto_bs._R_H] &= 15
     net.start()
     net.nodes[4].pending = True
     while not net.step() & ENTER_CS:
@@ -179,7 +179,7 @@ def test_the_lists_expiry_changes_no_run(monkeypatch, n):
 
     def give_counted(self, j, lend):
         if lend:
-            lends.append((self.index, j, self.trap_sn[j], self.rnd))  # rule 7
+            lends.append((self.index, j, self.trap_sn[j], self.rot[proto_bs._R_RND]))  # rule 7
         return give(self, j, lend)
 
     def relay_counted(out, buf, epoch, hmask, hhalf, ring):
@@ -191,7 +191,7 @@ def test_the_lists_expiry_changes_no_run(monkeypatch, n):
         return relay(out, buf, epoch, hmask, hhalf, hmask + 1)  # (no age is hmask + 1 or more)
 
     def rotate_never_expiring(self):
-        self.sv_age = self._hmask  # one more is 0: never n
+        self.sv_age = self.rot[proto_bs._R_HMASK]  # one more is 0: never n
         return rotate(self)
 
     monkeypatch.setattr(proto_bs.NodeBS, "_give", give_counted)
