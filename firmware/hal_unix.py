@@ -77,7 +77,7 @@ class PipeUart:
         self._due = 0
         self._buf = None  # the caller's buffer, and its views by length
         self._views = None
-        self._at = None  # the tick of the last readinto
+        self._at = None  # the tick of the last readinto (none yet: the boot before it is no gap)
         self.on_gap = None  # called with the us this process stood still, seen here (RingStoodStill.gap)
 
     def readinto(self, buf):
@@ -86,9 +86,12 @@ class PipeUart:
         # which no run-queue count shows. Said before the pass decodes a frame, whose tick would
         # count it on node.now.
         t = time.ticks_us()
-        if self._at is not None and self.on_gap is not None and time.ticks_diff(t, self._at) > _GAP_US:
-            self.on_gap(time.ticks_diff(t, self._at) - _PASS_US)
+        at = self._at
         self._at = t
+        if at is not None and self.on_gap is not None:
+            gap = time.ticks_diff(t, at)
+            if gap > _GAP_US:
+                self.on_gap(gap - _PASS_US)
         if not self._left:
             n = self._read(self._head_views[self._have])
             if not n:
