@@ -1209,6 +1209,26 @@ def test_the_driver_stalls_by_its_clock_and_leaves_out_what_the_ports_stood_stil
     assert record.stalled is None and "in which this machine's serial ports delivered nothing" in record.host_lagged[0]
 
 
+def test_a_token_made_by_a_protocols_own_rule_gives_the_stall_rule_its_generation_timeout():
+    # The wandering token makes a token when a component sees none for Delta_gen, which grows
+    # x1.5 with each token it makes, and it logs no timeout. Board 1 sent its token, lost on the
+    # wire, and made one 2 s of its time later; that one was lost too. The next may take 3 s:
+    # the ring has not stalled at the stall limit (1 s here), only after 3 x 2 s. (A loaded
+    # suite run: two losses in a row at Delta_gen ~2 s ended a fine run, "no critical section
+    # entered or left for 5.1 s".)
+    from picoring.ring.driver import Stop
+
+    driver, record = _driver(WALL)
+    driver.observe(1, BoardEvent(1, 0, 100_000, "send", link=1, kind="msg", payload={"fwd": False}), 0)
+    driver.observe(1, BoardEvent(1, 1, 900_000, "send", link=1, kind="msg", payload={"fwd": True}), 0)
+    driver.observe(1, BoardEvent(1, 2, 2_100_000, "regen", kind="token", payload={}), 0)
+    stop, now = None, 0
+    while stop is None:
+        now += 40_000  # passes 40 ms apart, every ping answered
+        stop = driver.step(now, pings_late=False)
+    assert isinstance(stop, Stop) and stop.reason.startswith("the ring stalled") and 6_000_000 < now <= 6_080_000
+
+
 class _RotatingRingBoard:
     """A fake board link of a ring whose token never rests (S, BinarySearch): the token goes on
     round the ring while the host talks to the boards, and a board's events reach the host

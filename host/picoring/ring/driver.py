@@ -21,7 +21,7 @@ Its rules, each pass of the run loop (step):
 """
 
 from ..check import registry
-from .hostlink import REQUEST
+from .hostlink import REQUEST, TICK_PERIOD
 from .link import REPLY_TIMEOUT_S, HarnessError
 
 STALL_STEP_S = 0.05  # one pass of the run loop adds at most this to the stall clock
@@ -74,7 +74,12 @@ class Driver:
         self.tokens = [0] * n
         self.tokens[self.holder] = 1
         self.lossy = False  # a frame went bad or missing, or recovery acted: frames may never arrive
-        self.longest_timeout = 0  # us: the longest recovery timeout a board has reported firing
+        self.longest_timeout = 0  # us: the longest recovery timeout a board has reported firing, or taken
+        # Per board: its tick when it last sent a token (or made one). A protocol that makes tokens
+        # by its own rule (the wandering token: no visit for Delta_gen) logs no timeout; its
+        # generation timeout grows x1.5 with each token it makes, and what a regen took since the
+        # board last held a token tells the stall rule how long the next one may take.
+        self.token_left = [None] * n
         self.last_event = self.last_inject = self.last_pass = self.last_progress = t0
         self.last_exit = None
         self.was_busy = False
@@ -122,6 +127,8 @@ class Driver:
             self.sends += 1
             if e.kind == "token":
                 self.tokens[b] -= 1
+            if e.kind == "token" or (e.kind == "msg" and not (e.payload or {}).get("fwd")):
+                self.token_left[b] = e.tick_us  # (a message of its own: the wandering token's)
         elif ev == "recv":
             self.recvs += 1
             if e.kind == "token":
@@ -132,6 +139,10 @@ class Driver:
         elif ev == "regen":
             self.tokens[b] += 1
             self.lossy = True
+            left = self.token_left[b]
+            if left is not None:  # board time: what the generation timeout took, at least
+                self.longest_timeout = max(self.longest_timeout, (e.tick_us - left) % TICK_PERIOD)
+            self.token_left[b] = e.tick_us
         elif ev in ("discard", "timeout"):
             if ev == "discard":
                 self.tokens[b] -= 1
