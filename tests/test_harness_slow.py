@@ -1229,6 +1229,18 @@ def test_a_token_made_by_a_protocols_own_rule_gives_the_stall_rule_its_generatio
     assert isinstance(stop, Stop) and stop.reason.startswith("the ring stalled") and 6_000_000 < now <= 6_080_000
 
 
+def test_the_driver_gives_the_windows_of_unanswered_pings_once_each():
+    # For the trace's "stood still" notices (parts/soft_exclusion.py leaves the ring's silences
+    # within them out): each window once it ends, and one still open when the run ends.
+    driver, _ = _driver(WALL, stall_s=100)
+    for now, late in ((100_000, False), (200_000, True), (300_000, True), (400_000, False), (500_000, True)):
+        driver.step(now, pings_late=late)
+        if now == 400_000:
+            assert driver.take_stood_still(now) == [(200_000, 400_000)] and driver.take_stood_still(now) == []
+    assert driver.take_stood_still(600_000) == []
+    assert driver.take_stood_still(600_000, final=True) == [(500_000, 600_000)]
+
+
 class _RotatingRingBoard:
     """A fake board link of a ring whose token never rests (S, BinarySearch): the token goes on
     round the ring while the host talks to the boards, and a board's events reach the host

@@ -1318,9 +1318,14 @@ def test_boards_that_stand_still_do_not_make_the_wandering_tokens_components_mak
     on the run queue, so the ring's clock did not know (without: a token made at each board at
     once); and a frame or a critical section's end that came before the board's next look at the
     ring's clock counted the whole stall on node.now, whose correction then froze it for as long,
-    so the token sat at that board while the others made theirs (without: 8 tokens made)."""
+    so the token sat at that board while the others made theirs (without: 8 tokens made).
+    The host's pings go unanswered meanwhile: the ring's silence is left out of the token and
+    operation times, and said (soft: stood_still; pings every 0.5 s, late past 0.5 s of grace
+    times the ring's slowness: a 3 s freeze is seen at a slowness up to 4)."""
     report = _saturated_run_with_the_relay_held(tmp_path, "wt:skip=2,op=20,seed=2", 60, under_way=100,
-                                                config={"cs_us": 20_000}, hold=lambda r: _frozen(r, 1.5, relay))
+                                                config={"cs_us": 20_000}, hold=lambda r: _frozen(r, 3.0, relay))
     recovery = report["recovery"]
     assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), recovery
-    assert report["soft"]["time_with_k_tokens"].keys() == {1}, report["soft"]["time_with_k_tokens"]
+    soft = report["soft"]
+    assert soft["time_with_k_tokens"].keys() == {1}, soft["time_with_k_tokens"]
+    assert soft.get("stood_still", 0) >= 2_900_000 and soft["time_with_k_tokens"][1] == soft["time"], soft

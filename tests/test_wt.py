@@ -672,6 +672,50 @@ def test_a_ring_token_sent_before_the_run_and_removed_is_one_the_count_never_had
     assert c.soft_report()["time_with_k_tokens"] == {1: 200000 - 10187, 2: 10187}
 
 
+def test_time_the_ring_stood_still_is_left_out_of_the_token_and_operation_times():
+    """A loaded suite run (test_on_a_ring_the_boards_drop_rx_fault_...): two tokens were alive, as
+    the protocol allows for a while, when the host stopped running the ring's processes; nothing
+    came from any board for 1.84 s of the trace's 3.15 s, and the host counted it all as two-token
+    time. A silence of the ring's in which the host's pings went unanswered (its "stood still"
+    notice) is left out of the times with k tokens and k operations, and reported. A silence in
+    which the pings were answered (no token to pass: the protocol's own wait) stays in."""
+    from picoring.check.checker import Checker
+    from picoring.check.trace import Event
+
+    def tok(src, dst, fwd=False):
+        return {"mkind": 0, "src": src, "dst": dst, "seq": 1, "epoch": 1, "fwd": fwd}
+
+    c = Checker("wt", 3, time_unit="us")
+    c.start(0)
+    for e in (Event(10_000, "send", 0, 0, "msg", tok(0, 1)),
+              Event(11_000, "recv", 1, 0, "msg", tok(0, 1)),
+              Event(20_000, "regen", 2, None, "token", {"seq": 0, "epoch": 1}),  # two tokens
+              Event(21_000, "enter", 1, None, None, {"seq": 3, "epoch": 1}),
+              # the ring stands still from 21 ms to 1,861 ms; the pings sent at 500 ms are late
+              # from 1,000 ms on, answered at 1,870 ms
+              Event(1_861_000, "exit", 1, None),
+              Event(1_862_000, "send", 1, 1, "msg", tok(1, 2)),
+              Event(1_870_000, "notice", 0, extra={"what": "stood still", "since": 1_000_000}),
+              Event(1_880_000, "recv", 2, 1, "msg", tok(1, 2)),
+              Event(1_900_000, "discard", 2, None, "token", {"seq": 1, "epoch": 1}, {"fresh": False})):
+        c.feed(e)
+    c.last_t = 2_000_000
+    soft = c.soft_report()
+    assert soft["stood_still"] == 1_840_000
+    assert soft["time_with_k_tokens"] == {1: 20_000 + 100_000, 2: 1_900_000 - 20_000 - 1_840_000}
+    assert soft["time_with_k_running"] == {0: 21_000 + 2_000_000 - 1_861_000, 1: 1_861_000 - 21_000 - 1_840_000}
+    assert soft["time"] == 2_000_000 - 1_840_000
+
+    # The same silence with the pings answered (no notice): all of it counted
+    c = Checker("wt", 3, time_unit="us")
+    c.start(0)
+    c.feed(Event(20_000, "regen", 2, None, "token", {"seq": 0, "epoch": 1}))
+    c.feed(Event(1_900_000, "discard", 2, None, "token", {"seq": 1, "epoch": 1}, {"fresh": False}))
+    c.last_t = 2_000_000
+    soft = c.soft_report()
+    assert "stood_still" not in soft and soft["time_with_k_tokens"] == {1: 20_000 + 100_000, 2: 1_880_000}
+
+
 def test_a_removal_after_a_loss_found_late_leaves_no_token_alive():
     """A drop_rx run (test_on_a_ring_the_boards_drop_rx_fault_...): the ring's token is lost on
     a wire, and its lost event comes only when the next frame on that wire arrives, after a node

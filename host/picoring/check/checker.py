@@ -56,7 +56,7 @@ from .parts.soft_exclusion import CLOCK_UNIT, SoftExclusion  # noqa: F401
 # The listener methods the Checker feeds (parts/__init__.py), each to every part that has it.
 EVENTS = ("request", "enter", "exit", "fail", "restarted", "events_lost", "frame", "token_seen", "regen",
           "discard", "timeout", "lost_frame", "tokens", "lost", "message_sent", "start", "clock_rates", "res",
-          "wire")
+          "wire", "stood_still")
 
 # The report's keys, in the order it has always had them (the parts give them).
 REPORT_KEYS = ("protocol", "n", "requests", "served", "messages", "logical_messages", "hop_frames",
@@ -276,6 +276,9 @@ class Checker:
                 self.restarted(t, event.node)
             elif what == "events lost":
                 self.events_lost(t, event.node)
+            elif what == "stood still":
+                for on in self._on_stood_still:
+                    on(t, event.extra["since"])
         elif ev == "res":
             if any([on(event) for on in self._on_res]):  # (a list: every one is fed)
                 self._route()  # a part listens to more from now on (parts/resource.py)

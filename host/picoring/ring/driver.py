@@ -89,6 +89,11 @@ class Driver:
         # a ring that stalled.
         self.stalled_us = 0
         self.frozen_us = 0  # time the clock stood still: the boards (or the host) did not keep up
+        # The windows in which a ping round was unanswered past its grace: (since, until) host
+        # us, each once it ends, for the trace (take_stood_still: the checker leaves the ring's
+        # silences within them out of its soft-exclusion times)
+        self.late_since = None
+        self.stood_still = []
 
     # -- requests --
     def inject(self, i):
@@ -263,6 +268,11 @@ class Driver:
             self.ports_stood_still = self.clock.stalled()
             self.stalled_us = 0
         self.was_busy = busy
+        if pings_late and self.late_since is None:
+            self.late_since = now
+        elif not pings_late and self.late_since is not None:
+            self.stood_still.append((self.late_since, now))
+            self.late_since = None
         raw = now - self.last_pass
         self.last_pass = now
         step = 0 if pings_late else min(raw, int(STALL_STEP_S * 1e6))
@@ -302,6 +312,15 @@ class Driver:
                     (now - self.last_progress) / 1e6)
             return Stop(reason)
         return None
+
+    def take_stood_still(self, now, final=False):
+        """The ended windows of unanswered pings since the last call, (since, until) host us;
+        final: the one still open too, as ending now (the run ends)."""
+        if final and self.late_since is not None:
+            self.stood_still.append((self.late_since, now))
+            self.late_since = None
+        out, self.stood_still = self.stood_still, []
+        return out
 
     def holder_at_rest(self):
         """The board holding the token at rest, from the token balance of the events seen;

@@ -239,6 +239,7 @@ class RingRun:
             link.write(encode_command("zero"))
         try:
             stop = self._loop()
+            self._stood_still(now_us(), final=True)
             self.record.frozen_s = self.driver.frozen_us / 1e6
             self._finish(stop)
         finally:
@@ -263,6 +264,7 @@ class RingRun:
             self._housekeeping(now)
             self.notify.deliver(self.merger.release(now - self.t0), self.lost_frames)
             stop = self.driver.step(now, self.pings.late(now, give_up_us, grace_us))
+            self._stood_still(now)
             if stop == "again":
                 continue
             if stop is not None:
@@ -270,6 +272,13 @@ class RingRun:
             self.pings.send_if_due(now, now_us)
             interrupt.check()  # (a Ctrl-C that a library took on its way: picoring/interrupt.py)
             time.sleep(0.001)
+
+    def _stood_still(self, now, final=False):
+        """The driver's ended windows of unanswered pings, into the trace as "stood still"
+        notices (on board 0's stream: the ring's, not a board's), for the checker
+        (parts/soft_exclusion.py)."""
+        for since, until in self.driver.take_stood_still(now, final):
+            self.streams[0].stood_still(until - self.t0, since - self.t0)
 
     def _take(self, b, t_rx, item, now):
         """One item from board b's link (host us t_rx it arrived; now: this pass's time)."""

@@ -134,6 +134,13 @@ class BoardStream:
         self.record.link_events.append({"t": t, "board": self.index, "what": word, "text": text})
         self.place(None, BoardEvent(self.index, None, None, "notice", aux={"what": word, "text": text}), host_t=t)
 
+    def stood_still(self, t, since):
+        """At host time t: the ring's pings went unanswered past their grace from host time since
+        on (Driver.take_stood_still); a notice for the trace only (the report says it as a run
+        condition)."""
+        self.place(None, BoardEvent(self.index, None, None, "notice", aux={"what": "stood still", "since": since}),
+                   host_t=t)
+
     def fail(self, t, why, k):
         """k requests of the board's reported failed, at host time t."""
         for _ in range(k):  # (the checker counts the ones whose req it saw; the report the rest)

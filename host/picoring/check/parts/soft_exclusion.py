@@ -5,7 +5,15 @@ part measures instead, as Ciuffoletti's paper does, the time spent with k operat
 one node, and the time spent with k tokens alive (from the regenerated and discarded tokens, the
 losses a simulator injects and those a ring trace's "lost" events show), and the stabilisation
 after a token loss (check/soft.py). Entry numbers are not checked (several tokens count entries
-independently)."""
+independently).
+
+Time in which the ring stood still is left out of the times with k operations running and with k
+tokens alive: a loaded host that does not run a virtual ring's processes (or an emulated Pico's)
+for seconds stops the protocol, not the trace's clock, and two tokens alive across such a freeze
+are not two tokens for that long as the protocol goes (a loaded suite run: 1.84 s of 3.15 s).
+What stood still is a silence of the ring's (no event from any board) in which the host's pings
+went unanswered past their grace (a ring trace's "stood still" notice, ring/driver.py): the whole
+silence, from the ring's last event to its next."""
 
 from array import array
 from bisect import bisect_right
@@ -17,6 +25,11 @@ from ..quantile import nearest_rank
 # A trace's time units per unit of a clocked protocol's clock (protocol.py's header: Time): the
 # simulator's hop times are both; a board's clock counts milliseconds (firmware/node.py).
 CLOCK_UNIT = {"hop": 1, "us": 1000}
+
+# The shortest silence kept as one the ring may have stood still in (ms of a board's clock): a
+# stood-still notice comes only after a ping went unanswered for its grace (0.5 s at least), so a
+# silence that holds one is longer; shorter ones (a token held for an operation) are not kept.
+SILENCE_MIN_MS = 50
 
 
 class SoftExclusion:
@@ -51,6 +64,13 @@ class SoftExclusion:
         self.settle = None if settle is None else settle * CLOCK_UNIT[time_unit]
         self._token_kinds = {k for k, role in registry.message_roles(registry.about(protocol)).items()
                              if role == "token"} if isinstance(protocol, str) else set()
+        # The ring's silences (module doc): (from, to, critical sections running) of each gap of
+        # at least silence_min between two events of the ring; and the stood-still notices'
+        # (since, at): the host's pings unanswered from since on
+        self.silence_min = SILENCE_MIN_MS * CLOCK_UNIT[time_unit]
+        self._active_t = None
+        self._silences = []
+        self._stood_still = []
 
     def start(self, t):
         """The run begins at t (the time the measures count from)."""
@@ -61,10 +81,21 @@ class SoftExclusion:
             self._tok_t.append(t)
             self._tok_k.append(self.tokens_alive)
 
+    def _active(self, t):
+        """An event of the ring's at t: the silence before it, if long, is kept (module doc). (A
+        late event of a board placed after a later one says nothing: the order is the trace's.)"""
+        last = self._active_t
+        if last is not None and t is not None and t - last >= self.silence_min:
+            self._silences.append((last, t, len(self.running)))
+        if t is not None and (last is None or t > last):
+            self._active_t = t
+
     def request(self, t, node, rid):
+        self._active(t)
         self.start(t)
 
     def enter(self, t, node, seq):
+        self._active(t)
         self.start(t)
         self._concurrency_to(t)
         self.running.add(node)
@@ -74,6 +105,7 @@ class SoftExclusion:
         self.last_entry[node] = t
 
     def exit(self, t, node):
+        self._active(t)
         if node not in self.running:
             self.ledger.unsafe(node, t, "node %d left a critical section it was not in" % node)
             return
@@ -97,12 +129,14 @@ class SoftExclusion:
             self._tok_k.append(k)
 
     def regen(self, event):
+        self._active(event.t)
         self._tokens_to(event.t, self.tokens_alive + 1)
 
     def wire(self, event):
         """A ring trace's send or recv of a frame: per link, which received token frames were
         sent before the run (a link delivers in order, so the receives with no send yet counted
         on their link). Such a token is one the count never had (module doc, discard)."""
+        self._active(event.t)
         if event.link is None or not self._carries_token(event):
             return
         link = event.link
@@ -121,6 +155,7 @@ class SoftExclusion:
         # the count stays. Any other removal takes one off, down to 0: the wandering token
         # drops a token older than one the node saw even when that one has since been lost
         # (and its lost event comes later), so "another is alive" does not hold on a lossy ring.
+        self._active(t)
         if self._token_in.get(node) == (t, True):
             return
         self._tokens_to(t, self.tokens_alive - 1)
@@ -178,6 +213,37 @@ class SoftExclusion:
         ks.insert(first + 1, max(0, ks[first] - 1))
         self.tokens_alive = max(0, self.tokens_alive - 1)
 
+    def stood_still(self, t, since):
+        """A ring trace's "stood still" notice at t: the host's pings went unanswered from since
+        on (ring/driver.py)."""
+        self._stood_still.append((since, t))
+
+    def _left_out(self, last_t):
+        """The silences the ring stood still in (module doc): [(from, to, running)], each once,
+        the ring's silence at the end of the trace included (to: last_t)."""
+        silences = list(self._silences)
+        if self._active_t is not None and last_t is not None and last_t - self._active_t >= self.silence_min:
+            silences.append((self._active_t, last_t, len(self.running)))
+        out = []
+        for since, _ in self._stood_still:
+            for sil in silences:
+                if sil[0] <= since < sil[1] and sil not in out:
+                    out.append(sil)
+        return out
+
+    def _tokens_during(self, a, b, last_t):
+        """{k: time within [a, b) with k tokens alive}, from the token count's history."""
+        ts, ks = self._tok_t, self._tok_k
+        out = {}
+        for i in range(max(bisect_right(ts, a) - 1, 0), len(ts)):
+            end = ts[i + 1] if i + 1 < len(ts) else max(last_t, ts[i])
+            overlap = min(end, b) - max(ts[i], a)
+            if overlap > 0:
+                out[ks[i]] = out.get(ks[i], 0) + overlap
+            if end >= b:
+                break
+        return out
+
     def clock_rates(self, rates):
         """The boards' clocks ran at these rates against the trace's time (emulated Picos on a busy
         machine; ring/runreport.py clock_rates_noted). The stabilisation after a loss waits for
@@ -195,6 +261,12 @@ class SoftExclusion:
         toks = dict(self.tokens_time)
         if self._tok_since is not None and last_t is not None and last_t > self._tok_since:
             toks[self.tokens_alive] = toks.get(self.tokens_alive, 0) + (last_t - self._tok_since)
+        stood_still = 0
+        for a, b, running in self._left_out(last_t):
+            stood_still += b - a
+            conc[running] = conc.get(running, 0) - (b - a)
+            for k, v in self._tokens_during(a, b, last_t).items():
+                toks[k] = toks.get(k, 0) - v
         total = sum(conc.values())
         over = sum(v for k, v in conc.items() if k >= 2)
         iv = sorted(self.intervals)
@@ -209,6 +281,8 @@ class SoftExclusion:
                           "max": iv[-1] if iv else None},
             "time_with_k_tokens": {k: toks[k] for k in sorted(toks)},
             "tokens_lost": self.tokens_lost,
+            # left out of the times above (module doc): said only where the ring stood still
+            **({"stood_still": stood_still} if stood_still else {}),
             **({"stabilisation": dict(soft.summary(soft.transients(
                 self._tok_t, self._tok_k, self._losses, self.settle, last_t)), settle=self.settle)}
                if self.settle is not None else {}),
