@@ -156,6 +156,43 @@ def pytest_collection_finish(session):
 TIMEOUT = 20.0  # seconds: what a virtual ring may take to answer, on a loaded machine
 
 
+def cpu_wait_s(pid):
+    """Seconds process pid has spent runnable but waiting for a CPU (Linux: /proc/PID/schedstat);
+    0.0 where that is not known."""
+    try:
+        with open("/proc/%d/schedstat" % pid) as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class RunDeadline:
+    """`seconds` of the time in which the processes `pids` could run: wall time less what this
+    machine's serial ports stood still (ttystall) and less the longest wait for a CPU of any of
+    them. Three MicroPython boards started beside a loaded suite run had not said hello after
+    10 s of wall time: they had been ready, not run."""
+
+    def __init__(self, pids, seconds, clock=ttystall.STALL, waited=cpu_wait_s):
+        """clock, waited(pid): a test's own (tests/test_virtual.py)."""
+        self.pids = list(pids)
+        self.seconds = seconds
+        self._waited = waited
+        self._ports = clock.deadline(seconds)
+        self._waited0 = [waited(pid) for pid in self.pids]
+
+    def elapsed(self):
+        waited = max((self._waited(pid) - w0 for pid, w0 in zip(self.pids, self._waited0)), default=0.0)
+        return self._ports.elapsed() - max(waited, 0.0)
+
+    def expired(self):
+        return self.elapsed() >= self.seconds
+
+    def not_counted(self):
+        """' (and N s more ...)': the wall time left out."""
+        left_out = self._ports.clock.monotonic() - self._ports.start - self.elapsed()
+        return "" if left_out < 0.1 else " (and %.1f s more in which they waited for a CPU or the serial ports stood still: not counted)" % left_out
+
+
 def wait_for(condition, timeout=TIMEOUT, what="condition"):
     """Poll condition() until it is true; an AssertionError naming `what` after timeout s of
     time in which the serial ports delivered (ttystall: a loaded machine's ptys stood still for

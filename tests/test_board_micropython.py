@@ -15,7 +15,7 @@ import pytest
 from picoring.firmware import frame
 from picoring.ring import hostlink as hl
 
-from conftest import FIRMWARE, ROOT, run_micropython
+from conftest import FIRMWARE, ROOT, RunDeadline, run_micropython
 
 pytestmark = pytest.mark.slow  # every test here starts MicroPython or a ring (tests/conftest.py)
 
@@ -55,10 +55,15 @@ class PtyRing:
             self.close()
             raise
 
+    def deadline(self, seconds):
+        """`seconds` of the time the boards could run (conftest.RunDeadline: on a loaded machine
+        they wait for a CPU, and the pty's bytes for the kernel's tty worker)."""
+        return RunDeadline([b["p"].pid for b in self.boards], seconds)
+
     def wait_formed(self, timeout=10):
         """Until every board has joined and position 0 has made the token; then
         zero the counters and forget the start-up events (as the harness does)."""
-        end = time.monotonic() + timeout
+        deadline = self.deadline(timeout)
         while True:
             for i in range(self.n):
                 self.send(i, b"!status\n")
@@ -66,7 +71,7 @@ class PtyRing:
             last = [self.replies(i, "status")[-1].fields for i in range(self.n) if self.replies(i, "status")]
             if len(last) == self.n and not any(f["fresh"] or f["starting"] for f in last):
                 break
-            assert time.monotonic() < end, "the ring did not form: %r" % last
+            assert not deadline.expired(), "the ring did not form%s: %r" % (deadline.not_counted(), last)
         for i in range(self.n):
             self.send(i, b"!flush\n!zero\n")
         self.pump_until(lambda: all(self.replies(i, "zero") for i in range(self.n)))
@@ -80,12 +85,13 @@ class PtyRing:
             self._pump_once(0.02)
 
     def pump_until(self, cond, timeout=10):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
+        deadline = self.deadline(timeout)
+        while not deadline.expired():
             self._pump_once(0.02)
             if cond():
                 return
-        raise AssertionError("timed out after %ss; board output: %r" % (timeout, [b["items"][-5:] for b in self.boards]))
+        raise AssertionError("timed out after %ss%s; board output: %r"
+                             % (timeout, deadline.not_counted(), [b["items"][-5:] for b in self.boards]))
 
     def _pump_once(self, timeout):
         fds = [b["um"] for b in self.boards] + [b["hm"] for b in self.boards]

@@ -31,7 +31,7 @@ from picoring.virtual.boards import VirtualBoardError, VirtualRing, find_micropy
 from picoring.virtual.remote import RemoteRing
 from picoring.virtual.wire import Histogram, Wire, bucket_us, histogram_percentile, histogram_since
 
-from conftest import TIMEOUT, StalledClock, wait_for
+from conftest import TIMEOUT, FakeClock, RunDeadline, StalledClock, cpu_wait_s, wait_for
 
 # A tiny firmware: byte 'w' on the host link sends `send` bytes (0, 1, 2, ...) on the UART;
 # UART bytes are counted and every `report`-th one reported as "rx COUNT SUM"; 0x03 stops it.
@@ -408,14 +408,18 @@ def assert_one_frame_end_and_one_answer(before, after, waited):
     assert histogram_percentile(turn, 1.0) < 10000 or waited >= 0.005, (turn, waited)
 
 
-def cpu_wait_s(pid):
-    """Seconds process pid has spent runnable but waiting for a CPU (Linux: /proc/PID/schedstat);
-    0.0 where that is not known."""
-    try:
-        with open("/proc/%d/schedstat" % pid) as f:
-            return int(f.read().split()[1]) * 1e-9
-    except (OSError, IndexError, ValueError):
-        return 0.0
+def test_a_wait_on_processes_leaves_out_their_waits_for_a_cpu_and_the_ports_stillness():
+    # A loaded suite run: three MicroPython boards (test_board_micropython.py's PtyRing) had not
+    # said hello after 10 s of wall time, ready but not run. RunDeadline counts the time they
+    # could run: wall time less the longest CPU wait of any of them and the ports' stillness.
+    clock, waits = FakeClock(), {7: 1.0, 8: 2.0}
+    deadline = RunDeadline([7, 8], 10, clock=clock, waited=lambda pid: waits[pid])
+    clock.advance(12, stalled=1.0)
+    waits[8] += 2.5  # board 8 waited 2.5 s for a CPU meanwhile, board 7 less
+    waits[7] += 1.0
+    assert not deadline.expired() and deadline.elapsed() == pytest.approx(8.5)
+    clock.advance(1.5)
+    assert deadline.expired() and "(and 3.5 s more in which they waited for a CPU" in deadline.not_counted()
 
 
 def test_an_unpaced_wire_delivers_at_once_and_still_applies_its_faults():
