@@ -421,12 +421,13 @@ def test_on_a_ring_the_saturated_workload_asks_again_at_each_exit(tmp_path, caps
     again as each critical section ends, -k requests in all (it asked n and stopped)."""
     from picoring.cli.main import main
 
+    trace = tmp_path / "wt.jsonl"  # (what a failure leaves to look at)
     status = main(["run", "--virtual", "3", "-p", "wt:skip=2,op=20,seed=2", "--cs-us", "20000", "-w", "saturated",
-                   "-k", "15", "--seed", "2", "--json"])
+                   "-k", "15", "--seed", "2", "--json", "--trace", str(trace)])
     out, err = capsys.readouterr()
     assert out.strip(), (status, err)
     report = json.loads(out)
-    assert status == 0 and report["ok"], (report["violations"], report.get("run_conditions"))
+    assert status == 0 and report["ok"], (report["violations"], report.get("run_conditions"), str(trace))
     assert report["requests"] == report["served"] == 15
     assert report["soft"]["intervals"]["count"] >= 15 - 3
     assert report["soft"]["stabilisation"]["settle"] == 3 * (3 * 20 * 3 // 2) * 1000  # Delta_max in us
