@@ -1229,6 +1229,25 @@ def test_a_token_made_by_a_protocols_own_rule_gives_the_stall_rule_its_generatio
     assert isinstance(stop, Stop) and stop.reason.startswith("the ring stalled") and 6_000_000 < now <= 6_080_000
 
 
+def test_the_stall_clock_runs_at_the_pace_of_the_rings_own_clock():
+    # A virtual ring on a machine that leaves its processes ready but not running 3/4 of the time:
+    # the ring's clock (the boards' timeouts run on it) counts a quarter of wall time. So does
+    # the stall clock: a stall limit of 1 s is over after 4 s of passes, not 1 s (a loaded suite
+    # run: a saturated wandering-token ring said "stalled" after 5.1 s with its boards' timers at
+    # a fraction of that). Never faster than wall time; no pace known: wall time.
+    from picoring.ring.driver import Stop
+
+    for rate, limit_s in ((lambda: 0.25, 4), (lambda: 3.0, 1), (lambda: None, 1)):
+        driver, _ = _driver(WALL)
+        driver.rate = rate
+        stop, now = None, 0
+        while stop is None:
+            now += 40_000  # passes 40 ms apart, every ping answered
+            stop = driver.step(now, pings_late=False)
+        assert isinstance(stop, Stop) and stop.reason.startswith("the ring stalled"), stop
+        assert limit_s * 1e6 < now <= limit_s * 1e6 + 200_000, (limit_s, now)
+
+
 def test_the_driver_gives_the_windows_of_unanswered_pings_once_each():
     # For the trace's "stood still" notices (parts/soft_exclusion.py leaves the ring's silences
     # within them out): each window once it ends, and one still open when the run ends.

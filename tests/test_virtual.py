@@ -408,6 +408,36 @@ def assert_one_frame_end_and_one_answer(before, after, waited):
     assert histogram_percentile(turn, 1.0) < 10000 or waited >= 0.005, (turn, waited)
 
 
+def test_a_virtual_rings_pace_is_its_clock_against_wall_time(tmp_path):
+    # The relay writes the ring's clock (wall time less what stood still, as ticks_us) every
+    # 100 ms; RingPace takes each write as a sample at its mtime and gives the clock's seconds per
+    # wall second over the last second: 0.25 when 3/4 of the time stood still, 0.0 once the
+    # relay has stopped writing (it stands still itself).
+    from picoring.virtual import boards as vb
+
+    path = vb.stood_still_file(tmp_path)
+    wall = {"mono_ns": 50 * 10**9}
+    real_offset_ns = 1_700_000_000 * 10**9  # the wall clock's time at monotonic 0
+
+    def write(mono_ms, stood_ms):
+        path.write_text(str(((mono_ms - stood_ms) * 1000) & vb._TICKS_MASK))
+        t = real_offset_ns + mono_ms * 10**6
+        os.utime(path, ns=(t, t))
+
+    pace = vb.RingPace(path, monotonic_ns=lambda: wall["mono_ns"], time_ns=lambda: real_offset_ns + wall["mono_ns"])
+    for k in range(12):  # 100 ms apart, 75 ms of each stood still
+        at = 50_000 + 100 * k
+        write(at, 2_000 + 75 * k)
+        wall["mono_ns"] = (at + 5) * 10**6
+        got = pace()
+    assert got == pytest.approx(0.25)
+    wall["mono_ns"] += 400 * 10**6  # nothing written for 400 ms
+    assert pace() == 0.0
+    assert vb.RingPace(tmp_path / "none")() is None
+    assert vb.ring_pace_for_ports([str(tmp_path / "usb0"), str(tmp_path / "usb1")]) is not None
+    assert vb.ring_pace_for_ports(["/dev/ttyACM0", "/dev/ttyACM1"]) is None
+
+
 def test_a_wait_on_processes_leaves_out_their_waits_for_a_cpu_and_the_ports_stillness():
     # A loaded suite run: three MicroPython boards (test_board_micropython.py's PtyRing) had not
     # said hello after 10 s of wall time, ready but not run. RunDeadline counts the time they

@@ -245,11 +245,11 @@ class Ring:
 
     def make_run(self, ports, protocol, workload, **kw):
         """A harness RingRun over `ports` (not yet connected)."""
-        from .emulated.supervisor import chip_rate_for_ports
         from .ring.harness import RingRun
+        from .ringrate import clock_rate_for_ports
 
         kw.setdefault("resetter", self.resetter_for(ports))
-        kw.setdefault("clock_rate", chip_rate_for_ports(ports))  # emulated Picos: their own count of chip time
+        kw.setdefault("clock_rate", clock_rate_for_ports(ports))  # the ring's own count of its boards' time
         kw.setdefault("tap", self.tap(ports))
         kw.setdefault("clock", self.clock)
         return RingRun(list(ports), protocol, workload, **kw)

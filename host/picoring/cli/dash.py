@@ -179,9 +179,9 @@ def _dash_ring(args, console, ports, resetter, ring, workload):
     from ..check.report import print_report
     from ..check.trace import header
     from ..dash.dashboard import FeedSource
-    from ..emulated.supervisor import chip_rate_for_ports
     from ..ring.harness import RingRun
     from ..ring.link import HarnessError
+    from ..ringrate import clock_rate_for_ports
 
     n = len(ports)
     feed = FeedSource()  # unbounded: the harness must never wait for the screen
@@ -190,7 +190,7 @@ def _dash_ring(args, console, ports, resetter, ring, workload):
     try:
         run = RingRun(ports, args.protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
                       listener=feed, resetter=resetter, seed=args.seed, resource=args.resource,
-                      clock=for_ports(ports), clock_rate=chip_rate_for_ports(ports))
+                      clock=for_ports(ports), clock_rate=clock_rate_for_ports(ports))
 
         def stats():
             return frame_counters([link.parser for link in run.links], run.bad_events)

@@ -50,13 +50,13 @@ def argparse_run(sub):
 
 def _run_ring(ports, protocol, workload, args, resetter=None, progress=None, connected=None):
     """connected: called once the ring has formed, just before the run (arms faults, ...)."""
-    from ..emulated.supervisor import chip_rate_for_ports
     from ..ring.harness import RingRun
+    from ..ringrate import clock_rate_for_ports
 
     run = RingRun(ports, protocol, workload, unit_us=int(args.unit_ms * 1000), trace=args.trace,
                   resetter=resetter, seed=args.seed, progress=progress,
                   stall_timeout_s=getattr(args, "stall_timeout", 5.0), resource=getattr(args, "resource", None),
-                  clock=for_ports(ports), clock_rate=chip_rate_for_ports(ports))
+                  clock=for_ports(ports), clock_rate=clock_rate_for_ports(ports))
     try:
         run.connect()
         if connected is not None:

@@ -25,6 +25,7 @@ from .hostlink import REQUEST, TICK_PERIOD
 from .link import REPLY_TIMEOUT_S, HarnessError
 
 STALL_STEP_S = 0.05  # one pass of the run loop adds at most this to the stall clock
+PACE_EVERY_US = 100_000  # how often the ring's own clock is asked its pace (Driver.rate)
 FROZEN_LIMIT = 12  # a run with no progress for this many stall limits is given up (time the serial ports delivered)
 WALL_LIMIT = 5  # ... or for WALL_LIMIT times that of wall time, however long the ports stood still
 
@@ -47,7 +48,7 @@ class Driver:
     measured slowness."""
 
     def __init__(self, streams, protocol, workload, record, clock, t0, settle_us, quiesce_us, stall_us,
-                 idle_horizon_us, slowness=1.0):
+                 idle_horizon_us, slowness=1.0, rate=None):
         n = len(streams)
         self.streams = streams
         self.links = [s.link for s in streams]
@@ -89,6 +90,13 @@ class Driver:
         # a ring that stalled.
         self.stalled_us = 0
         self.frozen_us = 0  # time the clock stood still: the boards (or the host) did not keep up
+        # rate: None, or the ring's own clock (an emulated ring's chip time, a virtual ring's
+        # clock less what stood still: RingRun clock_rate), its seconds per wall second now. The
+        # boards' timeouts run on it, so the stall clock runs at its pace against the pace the
+        # waits were scaled for (slowness), never faster than wall time.
+        self.rate = rate
+        self.pace = 1.0
+        self._pace_at = None
         # The windows in which a ping round was unanswered past its grace: (since, until) host
         # us, each once it ends, for the trace (take_stood_still: the checker leaves the ring's
         # silences within them out of its soft-exclusion times)
@@ -275,8 +283,9 @@ class Driver:
             self.late_since = None
         raw = now - self.last_pass
         self.last_pass = now
-        step = 0 if pings_late else min(raw, int(STALL_STEP_S * 1e6))
-        self.frozen_us += raw - step
+        counted = 0 if pings_late else min(raw, int(STALL_STEP_S * 1e6))
+        self.frozen_us += raw - counted
+        step = int(counted * self._pace(now)) if counted else 0
         if self.last_progress == now:
             self.stalled_us = 0
         elif busy:
@@ -312,6 +321,14 @@ class Driver:
                     (now - self.last_progress) / 1e6)
             return Stop(reason)
         return None
+
+    def _pace(self, now):
+        """The stall clock's pace (rate, above), asked at most every PACE_EVERY_US."""
+        if self.rate is not None and (self._pace_at is None or now - self._pace_at >= PACE_EVERY_US):
+            self._pace_at = now
+            r = self.rate()
+            self.pace = 1.0 if r is None else min(1.0, r * self.slowness)
+        return self.pace
 
     def take_stood_still(self, now, final=False):
         """The ended windows of unanswered pings since the last call, (since, until) host us;

@@ -75,8 +75,10 @@ class RingRun:
     clock: what the waits on the boards and the stall rules count (picoring.clock): wall time
     for real boards, the stall-aware clock for a virtual or emulated ring.
     clock_rate: None, or a function giving the boards' clock rate as the ring itself counts it
-    (an emulated ring's chip-seconds per wall-second: emulated.supervisor.chip_rate_for_ports);
-    the deadlines scale by it as by the pings' rates (measure_slowness).
+    (an emulated ring's chip-seconds per wall-second: emulated.supervisor.chip_rate_for_ports; a
+    virtual ring's clock, less what stood still: virtual.boards.ring_pace_for_ports; both:
+    ringrate.clock_rate_for_ports); the deadlines scale by it as by the pings' rates
+    (measure_slowness), and the stall clock runs at its pace (Driver.rate).
     listener: called with every trace event (the dashboard's feed); progress(issued, total,
     served, sends): told as the run goes (notify.Progress).
     """
@@ -218,7 +220,8 @@ class RingRun:
         self.streams = [BoardStream(i, link, self.n, self.merger, self.record, self.lost_frames, t0)
                         for i, link in enumerate(self.links)]
         self.driver = Driver(self.streams, self.protocol, self.workload, self.record, self.clock, t0, self.settle_us,
-                             self.quiesce_timeout_us, self.stall_timeout_us, self.idle_horizon_us, self.slowness)
+                             self.quiesce_timeout_us, self.stall_timeout_us, self.idle_horizon_us, self.slowness,
+                             rate=self.clock_rate)
         self.pings = Pings(self.links, t0)
 
     def run(self):

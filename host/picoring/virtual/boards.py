@@ -164,6 +164,62 @@ class RingStoodStill:
             pass
 
 
+class RingPace:
+    """The pace of a virtual ring's clock (RingStoodStill's file): its seconds per wall second
+    lately, for the harness (RingRun clock_rate), as an emulated ring's chip time is
+    (emulated.supervisor.chip_rate_for_ports). The boards' recovery timeouts run on this clock,
+    so the run's stall rule counts it too: on a machine that leaves the ring's processes ready
+    but not running most of the time, the ring is slow, not stalled (a saturated wandering-token
+    run under a loaded suite: "no critical section for 5.1 s" while its boards' timers counted
+    a fraction of that).
+
+    Each write of the file is a sample: the ring's clock at the file's mtime (the write time).
+    The pace is over the samples of the last span_s, None before two; 0.0 while the relay has
+    not written for stale_s (it stands still, and so do the boards' timers). monotonic_ns and
+    time_ns: a test's own."""
+
+    def __init__(self, path, span_s=1.0, stale_s=3 * _RING_CLOCK_EVERY_S, monotonic_ns=time.monotonic_ns,
+                 time_ns=time.time_ns):
+        self.path = Path(path)
+        self.span_us = int(span_s * 1e6)
+        self.stale_us = int(stale_s * 1e6)
+        self._monotonic_ns, self._time_ns = monotonic_ns, time_ns
+        self._samples = []  # (write time, monotonic us; the time stood still so far, us)
+
+    def __call__(self):
+        now_us = self._monotonic_ns() // 1000
+        try:
+            st = os.stat(self.path)
+            clock = int(self.path.read_text())
+        except (OSError, ValueError):
+            return None  # not written yet, or being replaced
+        # the write's time on the monotonic clock (mtime is wall-clock time)
+        written_us = (st.st_mtime_ns - (self._time_ns() - self._monotonic_ns())) // 1000
+        stood_us = (written_us - clock) & _TICKS_MASK
+        samples = self._samples
+        if not samples or written_us > samples[-1][0]:
+            samples.append((written_us, stood_us))
+        while len(samples) > 2 and samples[1][0] <= now_us - self.span_us:
+            del samples[0]
+        if now_us - samples[-1][0] > self.stale_us:
+            return 0.0
+        if len(samples) < 2:
+            return None
+        (w0, s0), (w1, s1) = samples[0], samples[-1]
+        stood = (s1 - s0) & _TICKS_MASK
+        return max(0.0, 1.0 - stood / (w1 - w0))
+
+
+def ring_pace_for_ports(ports):
+    """For the ports of a virtual ring (DIR/usb<i>, the ring's clock in DIR): its RingPace, for
+    RingRun's clock_rate. None for any other ports."""
+    dirs = {Path(p).parent for p in ports if isinstance(p, str) and Path(p).name.startswith("usb")
+            and Path(p).name[3:].isdigit()}
+    if len(dirs) != 1 or not ports or not stood_still_file(next(iter(dirs))).exists():
+        return None
+    return RingPace(stood_still_file(dirs.pop()))
+
+
 _live_rings = weakref.WeakSet()
 
 

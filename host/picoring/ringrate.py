@@ -1,0 +1,13 @@
+"""How fast a ring's boards count their time against this machine's wall clock: the rate RingRun's
+stall rule runs at (ring/driver.py). Above the folders: it asks the emulated and the virtual ring,
+which the ring path itself must not know."""
+
+from .emulated.supervisor import chip_rate_for_ports
+from .virtual.boards import ring_pace_for_ports
+
+
+def clock_rate_for_ports(ports):
+    """The ring's own count of its boards' time, for RingRun's clock_rate: an emulated ring's chip
+    time (emulated.supervisor.chip_rate_for_ports), a virtual ring's clock less what stood still
+    (virtual.boards.ring_pace_for_ports); None for real boards (their clocks keep time)."""
+    return chip_rate_for_ports(ports) or ring_pace_for_ports(ports)
