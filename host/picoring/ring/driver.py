@@ -285,7 +285,7 @@ class Driver:
         self.last_pass = now
         counted = 0 if pings_late else min(raw, int(STALL_STEP_S * 1e6))
         self.frozen_us += raw - counted
-        step = int(counted * self._pace(now)) if counted else 0
+        step = int(counted * self._pace(now))
         if self.last_progress == now:
             self.stalled_us = 0
         elif busy:

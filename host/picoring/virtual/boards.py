@@ -213,10 +213,9 @@ class RingPace:
 def ring_pace_for_ports(ports):
     """For the ports of a virtual ring (DIR/usb<i>, the ring's clock in DIR): its RingPace, for
     RingRun's clock_rate. None for any other ports."""
-    dirs = {Path(p).parent for p in ports if isinstance(p, str) and Path(p).name.startswith("usb")
-            and Path(p).name[3:].isdigit()}
-    if len(dirs) != 1 or not ports or not stood_still_file(next(iter(dirs))).exists():
-        return None
+    dirs = {Path(p).parent for p in ports if isinstance(p, str)}
+    if len(dirs) != 1 or not stood_still_file(next(iter(dirs))).exists():
+        return None  # (its ports' one folder holds the ring's clock: a virtual ring's workdir)
     return RingPace(stood_still_file(dirs.pop()))
 
 
