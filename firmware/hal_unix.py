@@ -77,21 +77,14 @@ class PipeUart:
         self._due = 0
         self._buf = None  # the caller's buffer, and its views by length
         self._views = None
-        self._at = None  # the tick of the last readinto (none yet: the boot before it is no gap)
-        self.on_gap = None  # called with the us this process stood still, seen here (RingStoodStill.gap)
+        self.clock = None  # the board's RingStoodStill.ticks_us, read at every pass (its gaps)
 
     def readinto(self, buf):
         # The node loop reads its UART at every pass, and a pass never waits more than Idle's 1 ms:
-        # a longer gap is time this process was not run at all (stopped, blocked, a stolen CPU),
-        # which no run-queue count shows. Said before the pass decodes a frame, whose tick would
-        # count it on node.now.
-        t = time.ticks_us()
-        at = self._at
-        self._at = t
-        if at is not None and self.on_gap is not None:
-            gap = time.ticks_diff(t, at)
-            if gap > _GAP_US:
-                self.on_gap(gap - _PASS_US)
+        # a longer gap between two reads of the board's clock is time this process was not run
+        # (RingStoodStill.ticks_us). Read here too, so that every pass reads it.
+        if self.clock is not None:
+            self.clock()
         if not self._left:
             n = self._read(self._head_views[self._have])
             if not n:
@@ -217,7 +210,7 @@ class RingStoodStill:
     over (node.NodeLoop._stood_still_meanwhile) and, for a clocked protocol, at most every 50 ms
     of housekeeping (NodeLoop._housekeeping_ring_clocked); never on the hot path.
 
-    It counts this board's own gaps too (gap(), from PipeUart): a process that is not run at all
+    It counts this board's own gaps too (gap(), from ticks_us()): a process that is not run at all
     (stopped, blocked, on a virtual CPU its hypervisor did not run) waits on no run queue, so the
     relay's count missed it, and a ring whose boards stood still 1.5 s made a token at every
     board. Between two reads, what stood still is the longer of the ring's and the board's own
@@ -229,6 +222,7 @@ class RingStoodStill:
         self._own = 0  # this board's gaps since the last read
         self._last = 0
         self._leave_out = None  # a clocked node loop's: its node.now leaves a gap out at once (bind)
+        self._at = None  # the last tick ticks_us() gave (none yet: the boot before it is no gap)
 
     def __call__(self):
         ring = self._ring
@@ -252,12 +246,28 @@ class RingStoodStill:
         a gap goes at once."""
         self._leave_out = leave_out
 
+    def ticks_us(self):
+        """time.ticks_us, as the board's clock (its node loop's and its UART's, every pass): a
+        read more than _GAP_US after the one before says that the process was not run meanwhile,
+        and the gap goes to gap() before the tick is returned, so that no tick of node.now
+        counts it, wherever in the pass the stop fell. (Seen at the UART's next read alone, a
+        stop after a pass's read was ticked in by its housekeeping first: a 3 s SIGSTOP of the
+        ring's boards made a wandering token at once, in a loaded suite run.)"""
+        t = time.ticks_us()
+        at = self._at
+        self._at = t
+        if at is not None:
+            gap = time.ticks_diff(t, at)
+            if gap > _GAP_US:
+                self.gap(gap - _PASS_US)
+        return t
+
     def gap(self, us):
-        """The board's process was not run for `us` (PipeUart.readinto, before the pass's frames).
-        A clocked loop's node.now leaves it out now, as _housekeeping_ring_clocked would at its
-        next read: a frame or a critical section's end ticked first counted the stall on node.now
-        (it never goes back), and the read after it then held node.now still for as long, so the
-        token sat on that board while the others made theirs."""
+        """The board's process was not run for `us` (ticks_us). A clocked loop's node.now leaves
+        it out now, as _housekeeping_ring_clocked would at its next read: a frame or a critical
+        section's end ticked first counted the stall on node.now (it never goes back), and the
+        read after it then held node.now still for as long, so the token sat on that board while
+        the others made theirs."""
         self._own += us
         still = self()  # (read now: its max with the ring's is over this gap's own interval)
         if self._leave_out is not None:
@@ -272,7 +282,8 @@ def open_board(cfg):
     if cfg.get("resource"):
         board.i2c = open_i2c(cfg)
     if isinstance(cfg["virtual"].get("stood_still"), str):
-        board.ring_stood_still = RingStoodStill(cfg["virtual"]["stood_still"])
+        stood = board.ring_stood_still = RingStoodStill(cfg["virtual"]["stood_still"])
+        board.ticks_us = stood.ticks_us
         if isinstance(uart, PipeUart):
-            uart.on_gap = board.ring_stood_still.gap
+            uart.clock = stood.ticks_us
     return board

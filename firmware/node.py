@@ -316,8 +316,8 @@ class NodeLoop:
                 self._clk_still_seen = self._still_seen  # the stillness node.now has left out so far
                 self._clk_still_at = 0  # the tick it was last read at
                 self._housekeeping = self._housekeeping_ring_clocked
-                # a virtual board's count also sees its own process's gaps, at the pass's first
-                # UART read, before a frame ticks node.now (firmware/hal_unix.py, RingStoodStill)
+                # a virtual board's count also sees its own process's gaps, at the first read of
+                # its clock after one, before a tick counts it (firmware/hal_unix.py, RingStoodStill)
                 bind = getattr(ring_stood_still, "bind", None)
                 if bind is not None:
                     bind(self.leave_out_stillness)
