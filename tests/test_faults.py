@@ -412,7 +412,9 @@ def test_a_board_power_cycled_mid_run_rejoins_and_its_request_is_reported_failed
     assert report["restarts"] == [0, 1, 0], report["notices"]
     assert report["safety_violations"] == 0 and report["audit"]["ok"], report["audit"]
     failed = sum(report["failed"].values())
-    assert failed <= 1 and report["served"] + failed == report["issued"] == 150
+    # (said in full: a loaded suite run once failed 21, and the bare counts could not say why)
+    assert failed <= 1 and report["served"] + failed == report["issued"] == 150, (
+        report["failed"], report["served"], report["issued"], report["notices"], report.get("run_conditions"))
     assert status == 0 and report["ok"], report["violations"]
     assert [e["what"] for e in report["link_events"] if e["board"] == 1][:1] in (["disconnected"], ["restarted"])
     assert any(e["what"] == "restarted" for e in report["link_events"])

@@ -377,6 +377,11 @@ class VirtualRing:
     def running(self):
         return self._thread is not None and self._thread.is_alive() and not self._stopping
 
+    def relay_thread_id(self):
+        """The relay thread's kernel id (/proc/TID/schedstat: its waits for a CPU), None while no
+        relay runs."""
+        return self._thread.native_id if self.running() else None
+
     # -- control -------------------------------------------------------------
 
     def reset(self, i, run_main=True, timeout=10.0):
