@@ -430,6 +430,7 @@ class NodeLoop:
         A pass that finds nothing costs a few microseconds; the host link and the
         timeouts are looked at every _HOUSEKEEPING_EVERY passes."""
         busy = False
+        sent = False  # a token went straight on in this pass: the chores' moment (below)
         ready, readinto, rx, rxlen, sc, st, draw, finish = self._rd
         if ready is None:
             n = readinto(rx)
@@ -465,6 +466,7 @@ class NodeLoop:
                         t = _taken[0]
                         a = _taken[1]
                     if a == _SEND_TOKEN:
+                        sent = True
                         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
                         record_fields(self._lbuf, self._lst, _CODE_RECV_TOKEN, st, _F_STATE, t)
                         self._token_seen(t)
@@ -487,14 +489,19 @@ class NodeLoop:
         # a frame is half read: a chore running when its last byte lands delays the hop
         # by its whole length (measured: +100 us a hop at 115200 baud on the boards
         # whose chores fell in step with the frames). Between frames, or every
-        # _HOUSEKEEPING_EVERY passes however busy (a garbled line never idles).
+        # _HOUSEKEEPING_EVERY passes however busy (a garbled line never idles). And right
+        # after a token went straight on: its next visit is a round of the ring away, where a
+        # chore begun a few passes later, at any phase, may still run when the next frame
+        # begins to land; that frame's bytes are then read and scanned after its end (the p99
+        # of S's hop at 1 Mbaud, 145-163 us; with the chores here 125-134: docs/performance.md,
+        # "The p99 of S's hop").
         between = st[_CODE] == 0xFF
         self._countdown -= 1
-        if self._countdown <= 0 and (between or self._countdown < -_STARVED):
+        if (sent or self._countdown <= 0) and (between or self._countdown < -_STARVED):
             self._countdown = _HOUSEKEEPING_EVERY
             if self._housekeeping():
                 busy = True
-        if self._lst[_L_PENDING] and ((not busy and between) or self._lst[_L_PENDING] >= self.log.half):
+        if self._lst[_L_PENDING] and (((sent or not busy) and between) or self._lst[_L_PENDING] >= self.log.half):
             self.log.flush_one(self.link.write)  # an attribute: self._method would allocate a bound method
         return busy
 

@@ -295,6 +295,38 @@ def test_half_read_frame_finished_in_one_step():
     assert lp.tx_frames == 1 and len(tx.peer.pending) == fw_frame.TOKEN_WIRE
 
 
+def test_the_chores_run_in_the_pass_that_passed_a_token_straight_on():
+    """The host link and the timeouts are looked at right after a token went straight on, in
+    the same pass: the token's next visit is a round of the ring away, where a look begun a few
+    passes later, at any phase, may still run when a frame begins to land (the p99 of S's hop
+    at 1 Mbaud, docs/performance.md, "The p99 of S's hop")."""
+    rx, tx, host = TrickleWire(), Wire(), Host()
+    tx.peer = Wire()
+    lp = fw_node.NodeLoop(protocol.make_node("s", 1, 3), rx, host, lambda: 0, lambda a, b: a - b)
+    lp.node.fresh = False
+    lp.uart = tx
+    lp._write = tx.write
+    lp.bind_hot()
+    lp.start()
+    enc = fw_frame.Encoder()
+    rx.pending += enc.token(0, 0, 7, 0)  # (the first token after the start goes through _act)
+    rx.landed = len(rx.pending)
+    lp.step()
+    host.inbox += b"!ping 1\n"
+    for _ in range(20):  # until the loop looked at the host link: its count starts again
+        lp.step()
+        if b"pong 1" in host.out:
+            break
+    assert b"pong 1" in host.out
+    host.out.clear()
+    host.inbox += b"!ping 2\n"
+    rx.pending += enc.token(0, 0, 8, 0)
+    rx.landed = len(rx.pending)
+    assert lp.step()
+    assert lp.tx_frames == 2 and len(tx.peer.pending) == 2 * fw_frame.TOKEN_WIRE  # passed straight on
+    assert b"pong 2" in host.out  # and the host link looked at in the same pass
+
+
 def _trickle_runs(micropython):
     driver = str(ROOT / "tests" / "mp_trickle_driver.py")
     mp = json.loads(run_micropython(micropython, driver, str(FIRMWARE), cwd=str(ROOT / "tests")))
