@@ -83,6 +83,7 @@ class MemUart:
         self.buf = bytearray(size)
         self.n = 0
         self.peer = None  # MemUart of the next board (its receive side)
+        self.sent_at = 0  # the tick at which the last write was done (a hop's time to its send)
 
     def any(self):
         return self.n if self.n < self.batch else self.batch
@@ -92,6 +93,7 @@ class MemUart:
         k = len(data)
         _copy(data, 0, k, p.buf, p.n)
         p.n += k
+        self.sent_at = ticks_us()
         return k
 
     def readinto(self, buf, n):
@@ -246,12 +248,18 @@ def main():
     # pass that took a token frame in and sent one frame on (tok: S, Q, D), a request frame
     # passed on (req: Q, D), a token message delivered here and a token message sent on at
     # once (relay: BS's rotation, the wandering token's walk with skip=0).
+    # *_send_us: the same passes up to their frame's send (MemUart.sent_at), the hop's own
+    # time: what a pass does after the send (its log records, the chores it may run there) is
+    # done while the frame is on the wire and the token elsewhere.
     tok_us = 0
+    tok_send_us = 0
     toks = 0
     req_us = 0
     reqs = 0
     relay_us = 0
+    relay_send_us = 0
     relays = 0
+    fwd_send_us = 0
     t0 = ticks_us()
     rounds = 0
     while rounds < hops:  # about one frame per round (one board is busy each round)
@@ -275,15 +283,19 @@ def main():
                 if lp.tx_frames == tx + 1 and not cs and not (lp.node.in_cs or lp.node.pending):
                     pass_us += dt
                     passes += 1
+                    ds = ticks_diff(lp.uart.sent_at, t)
                     raw = lp.dec.raw
                     if raw[0] == 7 and raw[4] != 255 and raw[4] != lp.node.index:
                         fwd_us += dt
+                        fwd_send_us += ds
                         fwds += 1
                     elif raw[0] == 7 and raw[2] == tok_kind and raw[4] == lp.node.index:
                         relay_us += dt
+                        relay_send_us += ds
                         relays += 1
                     elif raw[0] == 1:
                         tok_us += dt
+                        tok_send_us += ds
                         toks += 1
                     elif raw[0] == 2:
                         req_us += dt
@@ -297,11 +309,14 @@ def main():
         "alloc_bytes": a1 - a0, "alloc_per_frame": (a1 - a0) / sent,
         "busy_us_per_frame": busy_us / sent, "total_us_per_frame": total_us / sent,
         "pass_us": pass_us / passes if passes else None, "passes": passes,
-        "fwd_us": fwd_us / fwds if fwds else None, "fwds": fwds,
+        "fwd_us": fwd_us / fwds if fwds else None, "fwd_send_us": fwd_send_us / fwds if fwds else None,
+        "fwds": fwds,
         "deliver_us": deliver_us / delivers if delivers else None, "delivers": delivers,
-        "tok_us": tok_us / toks if toks else None, "toks": toks,
+        "tok_us": tok_us / toks if toks else None, "tok_send_us": tok_send_us / toks if toks else None,
+        "toks": toks,
         "req_us": req_us / reqs if reqs else None, "reqs": reqs,
-        "relay_us": relay_us / relays if relays else None, "relays": relays,
+        "relay_us": relay_us / relays if relays else None,
+        "relay_send_us": relay_send_us / relays if relays else None, "relays": relays,
         "host_lines": sum(h.lines for h in hosts), "host_bytes": sum(h.out_bytes for h in hosts),
         "rx_bad": sum(lp.dec.bad for lp in loops), "errors": sum(lp.node.errors for lp in loops),
         "dropped": sum(lp.log.dropped_total for lp in loops),

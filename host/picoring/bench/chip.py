@@ -226,16 +226,17 @@ def token_is_a_message(protocol):
 
 
 def token_hop(m, routed):
-    """(chip us, how many, what it is) of a protocol's token hop, like for like with S's: a pass
-    that took the token in and sent it on as one frame, no critical section begun or ended.
-    m: the run with its own workload; routed: the P-route run ({} for none)."""
-    if m.get("tok_us") is not None:
-        return m["tok_us"], m["toks"], "token frame in, token frame on"
-    if m.get("relay_us") is not None:
-        return m["relay_us"], m["relays"], "token message taken in and sent on"
-    if routed.get("fwd_us") is not None:
-        return routed["fwd_us"], routed["fwds"], "token message passed on (protocol not woken)"
-    return None, 0, "no token hop in the run"
+    """(chip us, chip us to the send, how many, what it is) of a protocol's token hop, like for
+    like with S's: a pass that took the token in and sent it on as one frame, no critical section
+    begun or ended; the whole pass, and the pass up to the frame's send (the hop's own time: what
+    follows, the log records and any chores, runs while the token is elsewhere). m: the run with
+    its own workload; routed: the P-route run ({} for none)."""
+    for run, key, count, how in ((m, "tok", "toks", "token frame in, token frame on"),
+                                 (m, "relay", "relays", "token message taken in and sent on"),
+                                 (routed, "fwd", "fwds", "token message passed on (protocol not woken)")):
+        if run.get(key + "_us") is not None:
+            return run[key + "_us"], run.get(key + "_send_us"), run[count], how
+    return None, None, 0, "no token hop in the run"
 
 
 def run(quick=False, log=None, rp2040=None, protocols=PROTOCOLS, n=N_BOARDS, memory=False, firmware_dir=None):
@@ -270,7 +271,7 @@ def run(quick=False, log=None, rp2040=None, protocols=PROTOCOLS, n=N_BOARDS, mem
             if log:
                 log("bench chip: %s, memory after start at n = %s" % (p, ", ".join(map(str, MEMORY_SIZES))))
             mem = memory_on_chip(tools, p, firmware_dir=firmware_dir)
-        hop_us, hops, how = token_hop(m, routed)
+        hop_us, send_us, hops, how = token_hop(m, routed)
         fwd = routed.get("fwd_us") if routes else m.get("fwd_us")
         out["protocols"][p] = {
             "spec": spec,
@@ -283,6 +284,7 @@ def run(quick=False, log=None, rp2040=None, protocols=PROTOCOLS, n=N_BOARDS, mem
             "usb_bytes_per_frame": round(m["host_bytes"] / m["frames"], 1),
             # the token's hop, like for like with S's (token_hop), and a request frame passed on
             "chip_us_per_token_hop": _round(hop_us),
+            "chip_us_to_token_send": _round(send_us),
             "token_hops": hops,
             "token_hop": how,
             # a request frame taken in and one frame sent (Q, D at n = 3: the resting token woken and sent)
@@ -294,10 +296,14 @@ def run(quick=False, log=None, rp2040=None, protocols=PROTOCOLS, n=N_BOARDS, mem
             "routed_heap_lock": routed_locked,
             "memory": mem,
         }
-    s_hop = out["protocols"].get("s", {}).get("chip_us_per_token_hop")
-    for r in out["protocols"].values():
-        for key, to in (("chip_us_per_token_hop", "token_hop_to_s"), ("chip_us_per_routed_hop", "routed_hop_to_s"),
-                        ("chip_us_per_token_delivered", "token_delivered_to_s")):
+    s = out["protocols"].get("s", {})
+    # (key, its ratio, S's figure it is held against: the token hop's, or the same to its send)
+    for key, to, s_key in (("chip_us_per_token_hop", "token_hop_to_s", "chip_us_per_token_hop"),
+                           ("chip_us_to_token_send", "token_send_to_s", "chip_us_to_token_send"),
+                           ("chip_us_per_routed_hop", "routed_hop_to_s", "chip_us_per_token_hop"),
+                           ("chip_us_per_token_delivered", "token_delivered_to_s", "chip_us_per_token_hop")):
+        s_hop = s.get(s_key)
+        for r in out["protocols"].values():
             h = r[key]
             r[to] = round(h / s_hop, 3) if h is not None and s_hop else None
     rows = out["protocols"].values()
@@ -333,7 +339,8 @@ def print_table(result, console=None):
     console = console or Console()
     t = Table(title="node loop on an emulated RP2040 (rp2 port, chip time): %d boards in one chip, in-memory wires"
                     % result["boards"])
-    for col in ("protocol", "token hop, chip us", "to S's", "the token hop", "token passed on, routed", "to S's",
+    for col in ("protocol", "token hop, chip us", "to S's", "up to its send", "to S's", "the token hop",
+                "token passed on, routed", "to S's",
                 "token delivered", "to S's", "request in, one frame out", "chip us per frame", "heap bytes per frame",
                 "under heap_lock", "USB bytes per frame"):
         t.add_column(col, justify="left" if col in ("protocol", "the token hop", "under heap_lock") else "right")
@@ -344,7 +351,8 @@ def print_table(result, console=None):
     for p, r in result["protocols"].items():
         t.add_row(r.get("spec", p),
                   _us(r.get("chip_us_per_token_hop")) + (" (%d)" % r["token_hops"] if r.get("token_hops") else ""),
-                  ratio(r.get("token_hop_to_s")), r.get("token_hop", "-"),
+                  ratio(r.get("token_hop_to_s")), _us(r.get("chip_us_to_token_send")), ratio(r.get("token_send_to_s")),
+                  r.get("token_hop", "-"),
                   _us(r.get("chip_us_per_routed_hop")), ratio(r.get("routed_hop_to_s")),
                   _us(r.get("chip_us_per_token_delivered")), ratio(r.get("token_delivered_to_s")),
                   _us(r.get("chip_us_per_request_passed_on")), "%.1f" % r["chip_us_per_frame"],
@@ -352,7 +360,9 @@ def print_table(result, console=None):
     console.print(t)
     console.print("Token hop: the loop passes that took the token in and sent it on as one frame, no critical "
                   "section begun or ended (count in brackets), as S's token hop; for a token that only travels to "
-                  "the node it is sent to (sk, ra, nt, dag) the hop that passes it on. Routed (P-route: the token "
+                  "the node it is sent to (sk, ra, nt, dag) the hop that passes it on. Up to its send: the same "
+                  "passes timed to the end of the frame's write, the hop's own time (the log records and any "
+                  "chores after it run while the token is elsewhere). Routed (P-route: the token "
                   "sent alone to the node behind its holder): a node between passes it on without waking its "
                   "protocol, the last one delivers it (the protocol takes it in, nobody waits). Request in, one "
                   "frame out: Q and D at n = 3, the resting token woken by a request and sent on. Chip us per frame: every pass that did work (Q, D, the message protocols: under the "
