@@ -1209,6 +1209,27 @@ def test_the_driver_stalls_by_its_clock_and_leaves_out_what_the_ports_stood_stil
     assert record.stalled is None and "in which this machine's serial ports delivered nothing" in record.host_lagged[0]
 
 
+def test_a_pass_of_the_run_loop_long_after_the_last_is_a_window_the_ring_stood_still_in():
+    # A loaded suite run: nothing on the machine ran for 17.8 s (the host's loop, the relay, the
+    # boards), every ping was answered by the loop's next pass, and no window said that the ring
+    # had stood still: the checker counted two tokens alive for 88% of a wandering-token run. A
+    # pass more than HOST_GAP_S (times the slowness) after the last is such a window; passes
+    # closer than that are not.
+    from picoring.ring.driver import HOST_GAP_S
+
+    driver, _ = _driver(WALL)
+    now = 0
+    for _ in range(10):
+        now += 40_000
+        driver.step(now, pings_late=False)
+    assert driver.take_stood_still(now) == []
+    gap = int(HOST_GAP_S * 1e6) + 1
+    driver.step(now + gap, pings_late=False)
+    assert driver.take_stood_still(now + gap) == [(now, now + gap)]
+    driver.step(now + gap + int(HOST_GAP_S * 1e6), pings_late=False)  # (not more than it)
+    assert driver.take_stood_still(now + gap + int(HOST_GAP_S * 1e6)) == []
+
+
 def test_a_token_made_by_a_protocols_own_rule_gives_the_stall_rule_its_generation_timeout():
     # The wandering token makes a token when a component sees none for Delta_gen, which grows
     # x1.5 with each token it makes, and it logs no timeout. Board 1 sent its token, lost on the

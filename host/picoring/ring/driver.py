@@ -25,6 +25,10 @@ from .hostlink import REQUEST, TICK_PERIOD
 from .link import REPLY_TIMEOUT_S, HarnessError
 
 STALL_STEP_S = 0.05  # one pass of the run loop adds at most this to the stall clock
+# A pass of the run loop (1 ms apart) this long after the one before (times the boards' slowness,
+# as a ping's grace): the host was not run meanwhile, and, on a machine that ran nothing (a stolen
+# virtual CPU), neither was the ring; its silence then goes into the trace as stood still.
+HOST_GAP_S = 0.5
 PACE_EVERY_US = 100_000  # how often the ring's own clock is asked its pace (Driver.rate)
 FROZEN_LIMIT = 12  # a run with no progress for this many stall limits is given up (time the serial ports delivered)
 WALL_LIMIT = 5  # ... or for WALL_LIMIT times that of wall time, however long the ports stood still
@@ -61,6 +65,7 @@ class Driver:
         self.start_deadline = clock.deadline(REPLY_TIMEOUT_S * slowness)
         self.settle_us, self.quiesce_us, self.stall_us = (int(x * slowness) for x in (settle_us, quiesce_us,
                                                                                      stall_us))
+        self.host_gap_us = int(HOST_GAP_S * 1e6 * slowness)
         self.idle_horizon_us = idle_horizon_us
         self.rests = registry.rests(protocol)
         self.renew = getattr(workload, "renew", None)  # renew(i): node i asks again as its critical section ends
@@ -97,9 +102,10 @@ class Driver:
         self.rate = rate
         self.pace = 1.0
         self._pace_at = None
-        # The windows in which a ping round was unanswered past its grace: (since, until) host
-        # us, each once it ends, for the trace (take_stood_still: the checker leaves the ring's
-        # silences within them out of its soft-exclusion times)
+        # The windows in which a ping round was unanswered past its grace, or in which this loop
+        # was not run (HOST_GAP_S): (since, until) host us, each once it ends, for the trace
+        # (take_stood_still: the checker leaves the ring's silences within them out of its
+        # soft-exclusion times)
         self.late_since = None
         self.stood_still = []
 
@@ -283,6 +289,11 @@ class Driver:
             self.late_since = None
         raw = now - self.last_pass
         self.last_pass = now
+        if raw > self.host_gap_us:
+            # Not run: a loaded suite run's wandering-token ring was silent for 17.8 s, pings
+            # answered before the loop's next pass and no window said so, and the checker counted
+            # a late-seen lost token and a new one as two tokens alive for 88% of the run.
+            self.stood_still.append((now - raw, now))
         counted = 0 if pings_late else min(raw, int(STALL_STEP_S * 1e6))
         self.frozen_us += raw - counted
         step = int(counted * self._pace(now))
