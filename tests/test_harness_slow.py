@@ -1164,7 +1164,7 @@ class _Workload:
         return "stub"
 
 
-def _driver(clock, stall_s=1.0):
+def _driver(clock, stall_s=1.0, rate=None):
     from types import SimpleNamespace
 
     from picoring.ring.driver import Driver
@@ -1174,7 +1174,8 @@ def _driver(clock, stall_s=1.0):
                              parser=SimpleNamespace(missing_in_outages=0)) for i in range(2)]
     streams = [SimpleNamespace(link=link, resync=None, in_run=True) for link in links]
     record = RunRecord(_Workload(), 0, 2000)
-    driver = Driver(streams, "q", record.workload, record, clock, 0, 60_000, 5_000_000, int(stall_s * 1e6), 16_000)
+    driver = Driver(streams, "q", record.workload, record, clock, 0, 60_000, 5_000_000, int(stall_s * 1e6), 16_000,
+                    rate=rate)
     driver.inject(0)
     return driver, record
 
@@ -1228,6 +1229,27 @@ def test_a_pass_of_the_run_loop_long_after_the_last_is_a_window_the_ring_stood_s
     assert driver.take_stood_still(now + gap) == [(now, now + gap)]
     driver.step(now + gap + int(HOST_GAP_S * 1e6), pings_late=False)  # (not more than it)
     assert driver.take_stood_still(now + gap + int(HOST_GAP_S * 1e6)) == []
+
+
+def test_the_rings_own_clock_standing_still_is_a_window_the_ring_stood_still_in():
+    # The other reading of that silence: the relay alone did not run, and the boards answered
+    # their pings. A virtual ring's clock (the relay writes it) then says rate 0: a window from
+    # the pass that first heard so to the one that heard it run again.
+    from types import SimpleNamespace
+
+    from picoring.ring.driver import PACE_EVERY_US
+
+    rate = SimpleNamespace(now=1.0)
+    driver, _ = _driver(WALL, rate=lambda: rate.now)
+    now = 0
+    for r in (1.0,) * 5 + (0.0,) * 5 + (0.8,) * 5:
+        rate.now = r
+        now += PACE_EVERY_US
+        driver.step(now, pings_late=False)
+    assert driver.take_stood_still(now) == [(6 * PACE_EVERY_US, 11 * PACE_EVERY_US)]
+    rate.now = 0.0
+    driver.step(now + PACE_EVERY_US, pings_late=False)
+    assert driver.take_stood_still(now + 2 * PACE_EVERY_US, final=True) == [(now + PACE_EVERY_US, now + 2 * PACE_EVERY_US)]
 
 
 def test_a_token_made_by_a_protocols_own_rule_gives_the_stall_rule_its_generation_timeout():

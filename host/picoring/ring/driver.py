@@ -102,8 +102,9 @@ class Driver:
         self.rate = rate
         self.pace = 1.0
         self._pace_at = None
-        # The windows in which a ping round was unanswered past its grace, or in which this loop
-        # was not run (HOST_GAP_S): (since, until) host us, each once it ends, for the trace
+        # The windows in which a ping round was unanswered past its grace or the ring's own clock
+        # stood still (rate 0), or in which this loop was not run (HOST_GAP_S): (since, until)
+        # host us, each once it ends, for the trace
         # (take_stood_still: the checker leaves the ring's silences within them out of its
         # soft-exclusion times)
         self.late_since = None
@@ -282,9 +283,12 @@ class Driver:
             self.ports_stood_still = self.clock.stalled()
             self.stalled_us = 0
         self.was_busy = busy
-        if pings_late and self.late_since is None:
+        # (the ring's own clock standing still is a window too: a relay that did not run while the
+        # boards answered their pings)
+        still = pings_late or self._pace(now) == 0.0
+        if still and self.late_since is None:
             self.late_since = now
-        elif not pings_late and self.late_since is not None:
+        elif not still and self.late_since is not None:
             self.stood_still.append((self.late_since, now))
             self.late_since = None
         raw = now - self.last_pass
