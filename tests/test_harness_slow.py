@@ -1231,6 +1231,26 @@ def test_a_pass_of_the_run_loop_long_after_the_last_is_a_window_the_ring_stood_s
     assert driver.take_stood_still(now + gap + int(HOST_GAP_S * 1e6)) == []
 
 
+def test_a_run_loop_that_was_not_run_is_not_a_machine_too_busy_to_run_the_ring():
+    # The "given up" rule ends a run whose boards answered too seldom for the stall clock to run
+    # out (FROZEN_LIMIT stall limits of time in which the ports delivered). A pass that comes 20 s
+    # after the last (nothing on the machine ran) is not such time; wall time still bounds it.
+    from picoring.ring import driver as driver_module
+
+    driver, record = _driver(WALL)
+    now = 40_000
+    assert driver.step(now, pings_late=False) is None
+    now += 20_000_000  # 20 stall limits: not run
+    assert driver.step(now, pings_late=False) is None and not record.host_lagged
+    stop = None
+    while stop is None:
+        now += 40_000
+        stop = driver.step(now, pings_late=True)  # (the stall clock stands still: pings late)
+    assert stop.reason.startswith("given up")
+    waited = now - 40_000
+    assert 20_000_000 + driver_module.FROZEN_LIMIT * 1_000_000 < waited <= 20_000_000 + driver_module.FROZEN_LIMIT * 1_000_000 + 40_000
+
+
 def test_the_rings_own_clock_standing_still_is_a_window_the_ring_stood_still_in():
     # The other reading of that silence: the relay alone did not run, and the boards answered
     # their pings. A virtual ring's clock (the relay writes it) then says rate 0: a window from

@@ -90,6 +90,8 @@ class Driver:
         self.last_exit = None
         self.was_busy = False
         self.ports_stood_still = clock.stalled()  # at last_progress
+        self.host_gaps_us = 0  # the run loop's passes not run (HOST_GAP_S), summed
+        self.host_gaps_at_progress = 0  # that sum at last_progress
         # The stall clock: time without progress while the host loop ran and the boards answered
         # their pings, so that a machine too busy to run the ring (or the host) is not taken for
         # a ring that stalled.
@@ -185,8 +187,7 @@ class Driver:
         elif ev in ("bad", "gap"):
             self.lossy = True
         if ev in ("enter", "exit"):
-            self.last_progress = now
-            self.ports_stood_still = self.clock.stalled()
+            self._progress(now)
 
     def board_restarted(self, b):
         """Board b said hello: its token balance starts again, and the requests outstanding at
@@ -279,8 +280,7 @@ class Driver:
     def _stall_rules(self, now, busy, pings_late):
         """The stall clock's pass; a Stop when the ring stalled or the run is given up."""
         if busy and not self.was_busy:
-            self.last_progress = now
-            self.ports_stood_still = self.clock.stalled()
+            self._progress(now)
             self.stalled_us = 0
         self.was_busy = busy
         # (the ring's own clock standing still is a window too: a relay that did not run while the
@@ -298,6 +298,7 @@ class Driver:
             # answered before the loop's next pass and no window said so, and the checker counted
             # a late-seen lost token and a new one as two tokens alive for 88% of the run.
             self.stood_still.append((now - raw, now))
+            self.host_gaps_us += raw
         counted = 0 if pings_late else min(raw, int(STALL_STEP_S * 1e6))
         self.frozen_us += raw - counted
         step = int(counted * self._pace(now))
@@ -310,8 +311,10 @@ class Driver:
         # Time in which the serial ports stood still is not counted: the kernel's tty
         # worker stopped for 89 s under a loaded suite run (a workqueue lockup), nothing
         # reached the boards, and a fine run was given up ("the machine too busy"). A
-        # machine whose ports never deliver again is given up on by the wall clock.
-        still_us = int((self.clock.stalled() - self.ports_stood_still) * 1e6)
+        # machine whose ports never deliver again is given up on by the wall clock. Nor is
+        # time in which this loop was not run (HOST_GAP_S): nothing ran, the ring included.
+        still_us = (int((self.clock.stalled() - self.ports_stood_still) * 1e6)
+                    + self.host_gaps_us - self.host_gaps_at_progress)
         waited = now - self.last_progress
         if busy and self.stalled_us <= stall_limit and (waited - still_us > FROZEN_LIMIT * stall_limit
                                                         or waited > WALL_LIMIT * FROZEN_LIMIT * stall_limit):
@@ -336,6 +339,13 @@ class Driver:
                     (now - self.last_progress) / 1e6)
             return Stop(reason)
         return None
+
+    def _progress(self, now):
+        """A critical section entered or left, or the ring busy again: the stall rules count
+        from now."""
+        self.last_progress = now
+        self.ports_stood_still = self.clock.stalled()
+        self.host_gaps_at_progress = self.host_gaps_us
 
     def _pace(self, now):
         """The stall clock's pace (rate, above), asked at most every PACE_EVERY_US."""
