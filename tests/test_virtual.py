@@ -915,6 +915,18 @@ def relay_stuck_in_its_loop(ring, seconds):
 
 
 @pytest.mark.slow
+def test_a_rings_snapshot_says_what_its_clock_left_out():
+    # A loaded suite's failures of the wandering token left the question which of the ring's
+    # processes stood still: the snapshot a failing test prints says what the ring's clock left
+    # out so far and its last looks 50 ms or more behind, and who was late then.
+    with VirtualRing(2, clock=WALL) as ring:
+        relay_stuck_in_its_loop(ring, 0.4)
+        wait_for(lambda: "relay late" in ring.snapshot_text(), what="the relay's late look in the snapshot")
+        line = [ln for ln in ring.snapshot_text().splitlines() if ln.startswith("ring clock: ")]
+        assert len(line) == 1 and "ms stood still so far" in line[0], line
+
+
+@pytest.mark.slow
 def test_a_relay_that_does_not_answer_says_where_it_is():
     # Once, under two busy loops, a supervisor's ring did not start: "the relay did not answer
     # within 15.0s", and nothing said what it was doing. The message now names its frames.
@@ -1259,6 +1271,8 @@ def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tm
         # 1st look: nothing to compare with; 2nd: 40 ms (pid 7); 3rd: 10 ms (pid 8); 4th: 100 ms
         # late (75 beyond the relay's own slack)
         assert written == ((at_ms - stood_ms) * 1000) & ((1 << 30) - 1), k
+    # the looks 50 ms or more behind are kept for a failure's snapshot (VirtualRing.snapshot_text)
+    assert list(clock.growths) == [(10.16, 75, "relay late")]
 
 
 def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None, hold=None):

@@ -51,6 +51,7 @@ calls are public.
 """
 
 import atexit
+import collections
 import contextlib
 import json
 import math
@@ -98,6 +99,7 @@ _TICKS_MASK = (1 << 30) - 1  # MicroPython's time.ticks_us() wraps there
 # looks at a housekeeping, every _HOUSEKEEPING_S).
 _RING_CLOCK_EVERY_S = 0.1
 _LATE_SLACK_NS = 25_000_000
+_GROWTH_KEPT_NS = 50_000_000  # a look at which the ring's clock fell this far behind is kept (RingStoodStill.growths)
 
 
 def stood_still_file(workdir):
@@ -133,6 +135,9 @@ class RingStoodStill:
         self._waited = {}  # schedstat path -> the run-queue wait it last said (ns)
         self._last_ns = None  # time.monotonic_ns() of the last update
         self._tmp = self.path.with_name(self.path.name + ".new")
+        # the last looks at which the clock fell _GROWTH_KEPT_NS or more behind: (monotonic s,
+        # ms, who: "relay late" or the process that waited longest), for a failure's snapshot
+        self.growths = collections.deque(maxlen=12)
 
     def update(self, pids):
         """At a housekeeping of the relay thread: `pids` the boards' processes."""
@@ -143,7 +148,7 @@ class RingStoodStill:
         self._last_ns = now_ns
         sources = ["/proc/self/task/%d/schedstat" % threading.get_native_id()]
         sources += ["/proc/%d/schedstat" % pid for pid in pids]
-        grown, waited = late, {}
+        grown, waited, who = late, {}, "relay late"
         for source in sources:
             try:
                 with open(source, "rb") as f:
@@ -152,10 +157,12 @@ class RingStoodStill:
                 continue
             waited[source] = ns
             before = self._waited.get(source)
-            if before is not None and ns > before:
-                grown = max(grown, ns - before)
+            if before is not None and ns - before > grown:
+                grown, who = ns - before, source.split("/")[-2] + " on the run queue"
         self._waited = waited  # (a board started again has a new pid: its own count from here)
         self.stood_ns += grown
+        if grown >= _GROWTH_KEPT_NS:
+            self.growths.append((now_ns / 1e9, grown // 1_000_000, who))
         clock = (now_ns // 1000 - self.stood_ns // 1000) & _TICKS_MASK
         try:
             self._tmp.write_text(str(clock))
@@ -273,6 +280,7 @@ class VirtualRing:
         self.boards = []
         self.wires = [Wire(i, baud, paced) for i in range(n)]
         self._thread = None
+        self._stood_still = None  # the ring's clock (RingStoodStill), from start()
         self._calls = queue.Queue()
         self._on_call = None  # what call the relay is running now (its name)
         self._caller = threading.local()  # progress: what a caller does while its call runs
@@ -568,6 +576,11 @@ class VirtualRing:
                          % (i["index"], i["pid"], i["alive"], i["restarts"], "present" if i["usb_present"] else "absent",
                             "attached" if i["host_attached"] else "not attached", i["usb_to_board"],
                             i["usb_from_board"], i["usb_dropped"], b.queued_for_host()))
+        if self._stood_still is not None:
+            lines.append("ring clock: %d ms stood still so far; the last looks 50 ms or more behind: %s" % (
+                self._stood_still.stood_ns // 1_000_000, ", ".join(
+                    "%.1f s ago +%d ms (%s)" % (time.monotonic() - at, ms, who) for at, ms, who in self._stood_still.growths)
+                or "none"))
         for w in self.wires:
             c = w.counters()
             lines.append("wire %d: in %d out %d in flight %d dropped %d overrun %d" % (
