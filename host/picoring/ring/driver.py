@@ -106,9 +106,8 @@ class Driver:
         self._pace_at = None
         # The windows in which a ping round was unanswered past its grace or the ring's own clock
         # stood still (rate 0), or in which this loop was not run (HOST_GAP_S): (since, until)
-        # host us, each once it ends, for the trace
-        # (take_stood_still: the checker leaves the ring's silences within them out of its
-        # soft-exclusion times)
+        # host us, each once it ends, for the trace (take_stood_still: the checker leaves the
+        # ring's silences within them out of its soft-exclusion times)
         self.late_since = None
         self.stood_still = []
 
@@ -285,7 +284,8 @@ class Driver:
         self.was_busy = busy
         # (the ring's own clock standing still is a window too: a relay that did not run while the
         # boards answered their pings)
-        still = pings_late or self._pace(now) == 0.0
+        pace = self._pace(now)
+        still = pings_late or pace == 0.0
         if still and self.late_since is None:
             self.late_since = now
         elif not still and self.late_since is not None:
@@ -301,7 +301,7 @@ class Driver:
             self.host_gaps_us += raw
         counted = 0 if pings_late else min(raw, int(STALL_STEP_S * 1e6))
         self.frozen_us += raw - counted
-        step = int(counted * self._pace(now))
+        step = int(counted * pace)
         if self.last_progress == now:
             self.stalled_us = 0
         elif busy:

@@ -13,8 +13,8 @@ for seconds stops the protocol, not the trace's clock, and two tokens alive acro
 are not two tokens for that long as the protocol goes (a loaded suite run: 1.84 s of 3.15 s).
 What stood still is a silence of the ring's (no event from any board) in which the host's pings
 went unanswered past their grace, the ring's own clock stood still, or the host's own loop was not
-run for as long (a machine that ran nothing; a ring trace's "stood still" notice, ring/driver.py): the whole silence, from the
-ring's last event to its next."""
+run for as long (a machine that ran nothing; a ring trace's "stood still" notice, ring/driver.py):
+the whole silence, from the ring's last event to its next."""
 
 from array import array
 from bisect import bisect_right
