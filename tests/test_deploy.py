@@ -258,3 +258,30 @@ def test_mpremotes_waits_for_a_boards_bytes_are_left_to_the_caller():
     assert t.asked == (b"raw REPL; CTRL-B to exit\r\n", None, None, None)
     t.read_until(1, b"\x04", timeout=10, data_consumer=consumer)
     assert t.asked == (b"\x04", None, None, consumer)
+
+
+def test_the_first_boards_boot_deadline_scales_by_the_rings_own_clock(monkeypatch):
+    """flash confirms each board within CONFIRM_TIMEOUT of a Pico's time: the boards started
+    before it measure how slow the ring runs (their pings), and for the first, which has none
+    before it, the ring's own count of its boards' time (clock_rate: an emulated ring's chip
+    time). A loaded machine ran an emulated Pico's boot at a twentieth of a Pico's speed, and its
+    "no 'hello' reply within 20.0 s" failed `bench ring --emulated`."""
+    from picoring.ring import flash
+    from picoring.ring.ports import Target
+
+    waited = []
+    monkeypatch.setattr(flash, "check_port", lambda t: None)
+    monkeypatch.setattr(flash, "make_config", lambda t, position, *a: {"position": position})
+    monkeypatch.setattr(deploy, "copy_firmware", lambda *a, **k: (
+        {"copied": [], "up_to_date": [], "removed": []}, {"implementation": "micropython"},
+        {"compiled": [], "notes": []}))
+    monkeypatch.setattr(flash, "open_link", lambda *a, **k: type("Link", (), {"close": lambda self: None})())
+    monkeypatch.setattr(flash, "restart", lambda link, t: None)
+    monkeypatch.setattr(flash, "confirm", lambda link, cfg, fw, timeout: waited.append(timeout) or {})
+    monkeypatch.setattr(flash, "clock_rates", lambda links, clock=None: [0.5])  # each board's pings
+    targets = [Target("/dev/ttyACM%d" % i) for i in range(3)]
+    flash.flash(targets, "s", mpy=False, clock_rate=lambda: 0.05)
+    assert waited == [flash.CONFIRM_TIMEOUT * 20] * 3  # the slower of the ring's and the pings'
+    waited.clear()
+    flash.flash(targets, "s", mpy=False)  # real boards: no ring clock
+    assert waited == [flash.CONFIRM_TIMEOUT, flash.CONFIRM_TIMEOUT * 2, flash.CONFIRM_TIMEOUT * 2]

@@ -199,12 +199,14 @@ class Ring:
         """Flash every board for `protocol` unless that is what they already run. drop_rx
         (probability, seed): the boards lose received frames (the fault drop_rx, docs/faults.md)."""
         from .ring import flash
+        from .ringrate import clock_rate_for_ports
 
         want = (protocol, cs_us, drop_rx)
         if force or self.flashed != want:
             self.flashed = None
             self.flash_results = flash.flash(self.targets, protocol, baud=self.baud, board=self.board, cs_us=cs_us,
-                                             tap=self.tap(), drop_rx=drop_rx, clock=self.clock)
+                                             tap=self.tap(), drop_rx=drop_rx, clock=self.clock,
+                                             clock_rate=clock_rate_for_ports([t.port for t in self.targets]))
             self.flashed = want
         return self.flash_results
 

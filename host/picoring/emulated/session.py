@@ -38,8 +38,10 @@ def reflash(ring, protocol, baud=None, cs_us=0, regen_ms=None, log=None):
     """Put every board of ring on protocol (only what changed is copied)."""
     from ..ring.flash import flash
     from ..ring.ports import targets_from_args
+    from .supervisor import chip_rate_for_ports
 
     targets, _ = targets_from_args(",".join(ring.ports))
     log = log or _say
     log("flashing %d emulated Picos: protocol %s..." % (len(targets), protocol))
-    return flash(targets, protocol, baud=baud, cs_us=cs_us, regen_ms=regen_ms, log=log)
+    return flash(targets, protocol, baud=baud, cs_us=cs_us, regen_ms=regen_ms, log=log,
+                 clock_rate=chip_rate_for_ports(ring.ports))

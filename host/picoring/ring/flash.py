@@ -190,7 +190,7 @@ def _state_text(states):
 
 def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions=None, cs_us=0, files=None, regen_ms=None,
           copy_timeout=COPY_TIMEOUT, confirm_timeout=CONFIRM_TIMEOUT, tap=None, log=None, mpy=True, mpy_cache=None,
-          resource=None, cs_hold_us=0, drop_rx=None, clock=WALL):
+          resource=None, cs_hold_us=0, drop_rx=None, clock=WALL, clock_rate=None):
     """Flash and configure targets (positions[i] is targets[i]'s ring position, default i).
     resource "fram": the boards share an I2C FRAM (docs/fram.md); each also gets the
     adafruit_bus_device package in its lib/, from the installed PyPI distribution.
@@ -200,8 +200,10 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     removed (stale files deleted), compiled (modules sent as .mpy), notes (why a module went
     as source), identity (implementation, platform, version, unique id, mpy), ver (its !ver
     fields), copy_s, confirm_s. mpy=False copies sources to every board. clock: what the waits on
-    the boards count (picoring.clock). Raises FlashError (or PortError before anything was
-    touched)."""
+    the boards count (picoring.clock). clock_rate: the ring's own count of its boards' time
+    against wall time, as RingRun's (ringrate.clock_rate_for_ports; None: real boards), which
+    the boot deadlines scale by from the first board on. Raises FlashError (or PortError before
+    anything was touched)."""
     log = log or (lambda text: None)
     try:
         protocol = registry.spec(protocol)
@@ -287,7 +289,10 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
     # Start position 0 last: it creates the token, which should find the others running.
     # Each board that started is a clock for the next one's deadline: a board boots while the
     # boards started before it run the firmware, and on emulated Picos that load slows chip
-    # time against wall time (harness.slowness); a real Pico's clock gives 1.
+    # time against wall time (harness.slowness); a real Pico's clock gives 1. So does the ring's own
+    # count (clock_rate: an emulated ring's chip time), which the first board has no other
+    # measure of: a loaded machine ran its boot at a twentieth of a Pico's speed ("no 'hello'
+    # reply within 20.0 s" while it booted).
     index_of = {positions[i]: i for i in range(n)}
     rates = []
     for i in (index_of[p] for p in deploy.start_order(n, protocol)):
@@ -296,7 +301,8 @@ def flash(targets, protocol, baud=None, board=boarddefs.DEFAULT_BOARD, positions
         link = open_link(positions[i], t, tap=tap, clock=clock)
         try:
             restart(link, t)
-            results[i]["ver"] = confirm(link, results[i]["config"], fw, confirm_timeout * slowness(rates))
+            ring_rate = [clock_rate()] if clock_rate is not None else []
+            results[i]["ver"] = confirm(link, results[i]["config"], fw, confirm_timeout * slowness(rates + ring_rate))
             rates += clock_rates([link], clock=clock)
         except (HarnessError, PortError) as e:
             states[i]["state"] += "; did not start the firmware as configured"
