@@ -1291,11 +1291,14 @@ def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None
         run = RingRun([t.port for t in targets], spec, make_workload("saturated", n, k), trace=str(trace),
                       resetter=ports.resetter_for(targets), clock=ring.clock)
         held = threading.Event()
+        span = []  # when the hold began and ended (monotonic s), for a failure's message
 
         def hold_the_relay():
             wait_for(lambda: trace.exists() and len(trace.read_text().splitlines()) > under_way,
                      what="the run under way")
+            span.append(time.monotonic())
             (hold or (lambda r: relay_stuck_in_its_loop(r, 1.5)))(ring)
+            span.append(time.monotonic())
             held.set()
 
         holder = threading.Thread(target=hold_the_relay, daemon=True)
@@ -1306,8 +1309,13 @@ def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None
         finally:
             run.close()
         holder.join(TIMEOUT)
+        # What a failure of the caller's assertions needs: what the ring's clock left out, and when
+        # (the hold's "returned" is when the relay took it up, not when it ended)
+        now = time.monotonic()
+        report["snapshot"] = "%s\nthe hold: %s; the run's trace: %s" % (
+            ring.snapshot_text(), ", returned ".join("%.1f s ago" % (now - x) for x in span), trace)
     assert held.is_set()
-    assert report["ok"] and report["served"] == k, report["violations"]
+    assert report["ok"] and report["served"] == k, (report["violations"], report["snapshot"])
     return report
 
 
@@ -1322,7 +1330,8 @@ def test_a_relay_that_stands_still_does_not_make_the_boards_regenerate_a_token(t
     n, k = 3, 200
     report = _saturated_run_with_the_relay_held(tmp_path, "q", k, under_way=300)
     recovery = report["recovery"]
-    assert (recovery["timeouts"], recovery["regenerations"], recovery["discarded_tokens"]) == (0, 0, 0), recovery
+    assert (recovery["timeouts"], recovery["regenerations"], recovery["discarded_tokens"]) == (0, 0, 0), (
+        recovery, report["snapshot"])
     assert recovery["messages"] == {"claim": 0, "again": 0}
     assert report["messages"]["total"] <= n * k  # Q: at most n messages a request
 
@@ -1338,8 +1347,8 @@ def test_a_relay_that_stands_still_does_not_make_the_wandering_tokens_components
     report = _saturated_run_with_the_relay_held(tmp_path, "wt:skip=2,op=%d,seed=2" % op_ms, 60, under_way=100,
                                                 config={"cs_us": op_ms * 1000})
     recovery = report["recovery"]
-    assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), recovery
-    assert report["soft"]["time_with_k_tokens"].keys() == {1}, report["soft"]["time_with_k_tokens"]
+    assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), (recovery, report["snapshot"])
+    assert report["soft"]["time_with_k_tokens"].keys() == {1}, (report["soft"]["time_with_k_tokens"], report["snapshot"])
 
 
 def _frozen(ring, seconds, relay=False):
@@ -1373,9 +1382,9 @@ def test_boards_that_stand_still_do_not_make_the_wandering_tokens_components_mak
     report = _saturated_run_with_the_relay_held(tmp_path, "wt:skip=2,op=20,seed=2", 60, under_way=100,
                                                 config={"cs_us": 20_000}, hold=lambda r: _frozen(r, 3.0, relay))
     recovery = report["recovery"]
-    assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), recovery
+    assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), (recovery, report["snapshot"])
     soft = report["soft"]
-    assert soft["time_with_k_tokens"].keys() == {1}, soft["time_with_k_tokens"]
+    assert soft["time_with_k_tokens"].keys() == {1}, (soft["time_with_k_tokens"], report["snapshot"])
     assert soft.get("stood_still", 0) >= 2_900_000 and soft["time_with_k_tokens"][1] == soft["time"], soft
 
 
