@@ -4,6 +4,7 @@ marked slow (it starts node), the minimal relay on two emulated Picos. The deadl
 on emulated Picos scale by the ring's own count of chip time (RingRun.measure_slowness)."""
 
 import json
+import os
 
 import pytest
 
@@ -49,6 +50,92 @@ def test_figures_of_a_recorded_window():
     assert m["cpu_load_pct"] == [100.0, 50.0, 0.0]
 
 
+def _frame(data, start_us, us=1000):
+    """A recorded frame of these bytes starting at start_us, 10 us a byte (1 Mbaud), in ns."""
+    return [start_us * us, (start_us + 10 * len(data)) * us, len(data), bytes(data).hex()]
+
+
+def test_the_token_hops_are_told_from_the_frames_bytes():
+    """A window's frames keep their bytes: the bench decodes them, and a board's token hop is a
+    token frame landing followed by a token frame sent, the protocol's token: S's token frame, or
+    a token message, taken in and sent on (relay) or passed on for another board (passed on)."""
+    enc = [frame.Encoder() for _ in range(3)]
+    tok = [enc[b].token(0, 0, 5, 1) for b in range(3)]
+    assert ring_chip.frames_of([_frame(tok[0], 0), _frame(enc[0].request(), 200), [0, 1, 4, "00ff0000"], [0, 1, 3]]) == [
+        (frame.TOKEN, None, None), (frame.REQUEST, None, None), (0, None, None), (0, None, None)]
+    assert ring_chip.token_of("s") == ring_chip.token_of("q") == (frame.TOKEN, None)
+    assert ring_chip.token_of("sk") == (frame.MSG, 1) and ring_chip.token_of("wt:skip=0") == (frame.MSG, 0)
+    # S on 2 boards: board 1 sends each token on 100 us after it landed (relay), board 0 the first
+    # that board 1 sent 260 us after (the second lands after the window); a request frame between
+    # is no hop
+    w0 = [_frame(tok[0], 1100), _frame(enc[0].request(), 1400), _frame(tok[0], 1700)]
+    w1 = [_frame(tok[1], 1320), _frame(tok[1], 1920)]
+    m = ring_chip.measure(_window([w0, w1], usb=((0, 0), (0, 0)), cycles=((0, 0), (0, 0))), ring_chip.token_of("s"))
+    assert m["token_hop"]["relay"] == {"median_us": 100.0, "p99_us": 260.0, "n": 3}
+    assert m["token_hop"]["passed_on"]["n"] == 0 and m["token_hop"]["boards"] == [0, 1]
+    # sk on 3 boards, measured at board 2: a token message for board 0 passed on 60 us after it
+    # landed, one for board 2 taken in and sent on 150 us after, one followed by a request frame
+    # (not a hop); a request message is no token
+    tk = ring_chip.token_of("sk")
+    payload = bytes(8)
+    size = len(enc[0].message(1, 1, 0, payload))  # bytes on the wire, 10 us each
+    w1 = [_frame(enc[1].message(1, 1, 0, payload), 1100), _frame(enc[1].message(1, 1, 2, payload), 1400),
+          _frame(enc[1].message(1, 1, 0, payload), 1700), _frame(enc[1].message(0, 1, 0, b"ab"), 1850)]
+    w2 = [_frame(enc[2].message(1, 1, 0, payload), 1100 + 10 * size + 60),
+          _frame(enc[2].message(1, 2, 0, payload), 1400 + 10 * size + 150),
+          _frame(enc[2].request(), 1700 + 10 * size + 40), _frame(enc[2].message(0, 1, 0, b"ab"), 1980)]
+    m = ring_chip.measure(_window([[], w1, w2]), tk, [2])
+    assert m["token_hop"] == {"boards": [2], "relay": {"median_us": 150.0, "p99_us": 150.0, "n": 1},
+                              "passed_on": {"median_us": 60.0, "p99_us": 60.0, "n": 1}}
+
+
+def test_every_protocol_but_s_runs_with_requests_and_is_measured_at_the_board_that_never_asks(monkeypatch):
+    """The others' tokens rest (or adapt) without requests: boards 0 to n - 2 are asked all along
+    and the token hop is board n - 1's; a list of protocols sets each one's hop against the first's."""
+    enc = frame.Encoder()
+    tok = enc.token(0, 0, 5, 1)
+    seen = []
+
+    def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms, firmware, bootrom, log, requests):
+        seen.append((protocol, requests))
+        late = 100 if protocol == "s" else 120  # board 2 sends each token on this long after
+        w1 = [_frame(tok, 1100)]
+        w2 = [_frame(tok, 1220 + late)]
+        return _window([[], w1, w2])
+
+    monkeypatch.setattr(ring_chip, "firmware_window", firmware_window)
+    monkeypatch.setattr(ring_chip, "token_of", lambda p: (frame.TOKEN, None))
+    result = ring_chip.run_protocols(["s", "q"], quick=True)
+    assert seen == [("s", False), ("q", True)]
+    assert [r["firmware"]["token_hop"]["boards"] for r in result["runs"]] == [[0, 1, 2], [2]]
+    assert [(r["protocol"], r["hop"], r["median_us"], r["vs_first"]) for r in result["token_hops"]] == [
+        ("s", "relay", 100.0, 1.0), ("q", "relay", 120.0, 1.2)]
+    assert "requests" not in result["runs"][0] or result["runs"][0]["requests"] is None
+    assert result["runs"][1]["requests"].startswith("boards 0 to 1")
+
+
+def test_the_feeder_stops_when_told():
+    """bench.feed stops at its stop event (the bench's window is over), not only at its life."""
+    import threading
+
+    from picoring.bench.feed import feed
+
+    master, slave = os.openpty()  # a board's USB port
+    try:
+        stop = threading.Event()
+        stop.set()
+        assert feed([os.ttyname(slave)], 0.001, 60.0, stop=stop) == 0
+        stop.clear()
+        t = threading.Timer(0.05, stop.set)
+        t.start()
+        assert feed([os.ttyname(slave)], 0.001, 60.0, stop=stop) >= 1  # it ran until told
+        t.join()
+        assert os.read(master, 100).startswith(b"!r")
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
 def test_percentile_is_the_nearest_rank():
     xs = list(range(1, 101))
     assert ring_chip.percentile(xs, 50) == 50
@@ -62,8 +149,8 @@ def test_the_relay_takes_the_firmwares_token_frame_length(monkeypatch):
     firmware's token frame is), and the result compares the two rings."""
     calls = {}
 
-    def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms, firmware, bootrom, log):
-        calls["firmware"] = (n, protocol, baud, warm_s, window_s)
+    def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms, firmware, bootrom, log, requests):
+        calls["firmware"] = (n, protocol, baud, warm_s, window_s, requests)
         return _window([[[1_100_000, 1_260_000, 16]], [[1_300_000, 1_460_000, 16]], []])
 
     def relay_window(n, baud, frame_bytes, warm_s, window_s, firmware, bootrom, log):
@@ -74,7 +161,7 @@ def test_the_relay_takes_the_firmwares_token_frame_length(monkeypatch):
     monkeypatch.setattr(ring_chip, "firmware_window", firmware_window)
     monkeypatch.setattr(ring_chip, "relay_window", relay_window)
     result = ring_chip.run(quick=True)
-    assert calls == {"firmware": (3, "s", 1_000_000, 0.1, 0.2), "relay": (3, 1_000_000, frame.TOKEN_WIRE)}
+    assert calls == {"firmware": (3, "s", 1_000_000, 0.1, 0.2, False), "relay": (3, 1_000_000, frame.TOKEN_WIRE)}
     assert result["token_frame_bytes"] == frame.TOKEN_WIRE
     assert result["firmware"]["hops_per_chip_s"] == 2000.0 and result["relay"]["hops_per_chip_s"] == 3000.0
     assert result["firmware_over_relay"] == 0.667

@@ -47,7 +47,7 @@ def status_err(capsys, *argv):
     (["run", "--virtual", "4", "-p", "q", "-k", "0"], "-k 0: no request to serve"),
     (["dash", "--virtual", "4", "-k", "0", "--exit"], "-k 0: no request to serve"),
     (["demo", "-k", "0"], "-k 0: no request to serve"),
-    (["bench", "soak", "-p", "q,d"], "bench soak: -p takes one protocol (a list is for bench chip)"),
+    (["bench", "soak", "-p", "q,d"], "bench soak: -p takes one protocol (a list is for bench chip and bench ring --emulated)"),
 ])
 def test_bad_arguments_fail_before_any_board_starts(no_boards, capsys, argv, message):
     status, err = status_err(capsys, *argv)

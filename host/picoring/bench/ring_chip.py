@@ -30,6 +30,7 @@ the flash).
 import time
 
 from ..check.quantile import nearest_rank
+from ..firmware import frame
 from ..firmware.frame import TOKEN_WIRE
 
 N_BOARDS = 3
@@ -40,6 +41,7 @@ BITS_PER_BYTE = 10
 WARM_MS = (100, 200)
 WINDOW_MS = (200, 500)
 TAIL_S = 0.05  # chip time recorded after the window: the frames that answer its last ones
+FEED_PERIOD_S = 0.01  # a request to a board this often (bench.feed), for a protocol whose token rests
 REPL_WAIT_S = 60.0  # wall seconds for an idle board's raw REPL to answer (it runs in real time)
 
 # The minimal relay. The host puts BAUD, FRAME (bytes) and FIRST (1: the board that sends the
@@ -88,11 +90,12 @@ def _r1(x):
 
 
 def turnarounds_us(incoming, sent):
-    """For each frame that reached a board (incoming: [start, end, bytes], in order), the chip
+    """For each frame that reached a board (incoming: [start, end, bytes, ...], in order), the chip
     microseconds from its last byte landing (end) to the first byte of the next frame the
     board sent (sent, in order); none for a frame with nothing sent after it."""
     out, j = [], 0
-    for _, end, _ in incoming:
+    for f in incoming:
+        end = f[1]
         while j < len(sent) and sent[j][0] < end:
             j += 1
         if j == len(sent):
@@ -101,8 +104,66 @@ def turnarounds_us(incoming, sent):
     return out
 
 
-def measure(window):
-    """The figures of one recorded window (emulated.supervisor.record_window's dict)."""
+def token_of(protocol):
+    """What the protocol's token travels as, (frame kind, message kind): S's, Q's and D's token
+    frame (kind 1, no message kind); every other protocol's token message (kind 7 and its
+    module's TOKEN: docs/frames.md)."""
+    import importlib
+
+    from ..firmware import protocol as fw
+
+    if not fw.load(protocol)(0, 2).message_sizes(2):  # (sends no messages of the protocol layer)
+        return frame.TOKEN, None
+    return frame.MSG, importlib.import_module("picoring.firmware." + fw.module_name(protocol)).TOKEN
+
+
+def frames_of(wire):
+    """What each recorded frame of a wire is, decoded from its bytes (record_window keeps them in
+    hex): (kind, message kind, destination) of its first valid frame, (0, None, None) for none
+    (bytes cut or garbled, or a window recorded without bytes). One decoder along the wire, as the
+    receiving board's (a token frame's seq is put back from the one before)."""
+    dec = frame.Decoder()
+    out = []
+    for f in wire:
+        data = bytes.fromhex(f[3]) if len(f) > 3 else b""
+        dec.feed(data, len(data))
+        what = (0, None, None)
+        k = dec.next()
+        while k:
+            if what[0] == 0 and k != frame.BAD:
+                what = (k, dec.mkind, dec.dst) if k == frame.MSG else (k, None, None)
+            k = dec.next()
+        out.append(what)
+    return out
+
+
+def token_hops_us(incoming, kinds_in, sent, kinds_sent, board, token):
+    """A board's token hops, like S's: a token frame landed (incoming, kinds_in: frames_of) and the
+    next frame the board sent was a token frame; chip us from the one's last byte to the other's
+    first, as {"relay": [...], "passed_on": [...]}: relay, the protocol took the token and sent it
+    on (a token frame, or a token message for this board); passed_on, a token message for another
+    board that the node loop passed on without waking the protocol."""
+    hops = {"relay": [], "passed_on": []}
+    j = 0
+    for (_, end, *_), (kind, mkind, dst) in zip(incoming, kinds_in):
+        while j < len(sent) and sent[j][0] < end:
+            j += 1
+        if j == len(sent):
+            break
+        if (kind, mkind) != token or kinds_sent[j][:2] != token:
+            continue
+        hops["relay" if mkind is None or dst == board else "passed_on"].append((sent[j][0] - end) / 1e3)
+    return hops
+
+
+def _spread(times):
+    times = sorted(times)
+    return {"median_us": _r1(percentile(times, 50)), "p99_us": _r1(percentile(times, 99)), "n": len(times)}
+
+
+def measure(window, token=None, at=None):
+    """The figures of one recorded window (emulated.supervisor.record_window's dict). token (token_of):
+    also the token hops (token_hops_us) of the boards `at` (default every board), as "token_hop"."""
     t0, t1 = window["start_ns"], window["end_ns"]
     wires = window["wires"]  # wires[i]: what board i sent to board i + 1
     n = len(wires)
@@ -117,6 +178,18 @@ def measure(window):
         boards.append({"board": b, "median_us": _r1(percentile(times, 50)), "p99_us": _r1(percentile(times, 99)),
                        "n": len(times)})
     every.sort()
+    extra = {}
+    if token is not None:
+        kinds = [frames_of(wire) for wire in wires]
+        tok = {"relay": [], "passed_on": []}
+        at = list(range(n)) if at is None else list(at)
+        for b in at:
+            i = (b - 1) % n
+            keep = [k for f, k in zip(wires[i], kinds[i]) if t0 <= f[1] < t1]
+            for how, times in token_hops_us(inside[i], keep, wires[b], kinds[b], b, token).items():
+                tok[how] += times
+        extra["token_hop"] = {"boards": at,
+                              "relay": _spread(tok["relay"]), "passed_on": _spread(tok["passed_on"])}
     usb = sum(e - s for s, e in zip(window["start"]["usb_bytes"], window["end"]["usb_bytes"]))
     cycles = [e - s for s, e in zip(window["start"]["cycles"], window["end"]["cycles"])]
     return {
@@ -131,6 +204,7 @@ def measure(window):
         "cpu_load_pct": [_r1(100 * c / (chip_s * CHIP_HZ)) if chip_s > 0 else None for c in cycles],
         "baud": window["baud"],
         "stopped": [s for s in window.get("stopped", []) if s],
+        **extra,
     }
 
 
@@ -151,15 +225,32 @@ def start_script(port, text, until=None, timeout_s=REPL_WAIT_S):
                 raise ChipRingError("%s: the relay failed: %s" % (port, repl.read_until(b"\x04").decode(errors="replace")))
 
 
-def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms=None, firmware=None, bootrom=None, log=None):
-    from ..emulated.session import start_flashed
+def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms=None, firmware=None, bootrom=None, log=None,
+                    requests=False):
+    """requests: boards 0 to n - 2 are asked for the critical section all along (bench.feed, each
+    in turn every FEED_PERIOD_S of wall time; a board that has a request outstanding refuses
+    it), board n - 1 never: its token hops are hops alone, no critical section among them."""
+    import threading
 
-    ring, _, _ = start_flashed(n, protocol, baud=baud, regen_ms=regen_ms, firmware=firmware, bootrom=bootrom, log=log)
+    from ..emulated.session import start_flashed
+    from .feed import feed
+
+    ring, ports, _ = start_flashed(n, protocol, baud=baud, regen_ms=regen_ms, firmware=firmware, bootrom=bootrom,
+                                   log=log)
+    stop = threading.Event()
+    feeder = None
     try:
+        if requests:
+            feeder = threading.Thread(target=feed, args=(ports[:-1], FEED_PERIOD_S, 1e9), kwargs={"stop": stop},
+                                      name="bench-feed", daemon=True)
+            feeder.start()
         if log:
             log("bench ring --emulated: recording %g s of chip time after %g s" % (window_s, warm_s))
         return ring.record_window(warm_s, window_s, tail_s=TAIL_S)
     finally:
+        stop.set()
+        if feeder is not None:
+            feeder.join(5)
         ring.stop()
 
 
@@ -178,30 +269,66 @@ def relay_window(n, baud, frame_bytes, warm_s, window_s, firmware=None, bootrom=
         ring.stop()
 
 
-def run(quick=False, log=None, n=N_BOARDS, protocol="s", baud=BAUD, regen_ms=None, firmware=None, bootrom=None):
+def needs_requests(protocol):
+    """Every protocol but S is measured with requests at all boards but the last (firmware_window):
+    their tokens rest, or (BS, the wandering token) adapt, without them; S's ring moves its token
+    unasked, and its figures stay comparable with the runs before."""
+    from ..firmware import protocol as fw
+
+    return fw.parse_spec(protocol)[0] != "s"
+
+
+def run(quick=False, log=None, n=N_BOARDS, protocol="s", baud=BAUD, regen_ms=None, firmware=None, bootrom=None,
+        relay=True):
+    """The firmware for one protocol, and (relay) the minimal relay, each on fresh boards. The token
+    hops are measured at every board for S, at the board that never requests for the others."""
     warm_s, window_s = WARM_MS[not quick] / 1e3, WINDOW_MS[not quick] / 1e3
     walls = {}
     t = time.monotonic()
-    window = firmware_window(n, protocol, baud, warm_s, window_s, regen_ms, firmware, bootrom, log)
+    requests = needs_requests(protocol)
+    token = token_of(protocol)
+    window = firmware_window(n, protocol, baud, warm_s, window_s, regen_ms, firmware, bootrom, log, requests=requests)
     walls["firmware"] = round(time.monotonic() - t, 1)
-    fw = measure(window)
+    fw = measure(window, token, [n - 1] if requests else None)
     result = {"n": n, "protocol": protocol, "baud": baud, "warm_ms": warm_s * 1e3, "window_ms": window_s * 1e3,
               "deploy": "picoring flash --ports P --protocol %s --baud %d%s" % (
                   protocol, baud, "" if regen_ms is None else " --regen-ms %d" % regen_ms),
-              "token_frame_bytes": TOKEN_WIRE, "firmware": fw}
+              "requests": "boards 0 to %d, each in turn every %g s of wall time" % (n - 2, FEED_PERIOD_S)
+              if requests else None,
+              "token_frame_bytes": TOKEN_WIRE, "firmware": fw, "wall_s": walls}
     if fw["stopped"]:
         raise ChipRingError("a board stopped: %s" % "; ".join(fw["stopped"]))
     if not fw["hops"]:
         raise ChipRingError("no frames on the wires in the window: protocol %s sends nothing without requests "
                             "(s keeps its token moving)" % protocol)
+    if not relay:
+        return result
     t = time.monotonic()
     relay = measure(relay_window(n, baud, TOKEN_WIRE, warm_s, window_s, firmware, bootrom, log))
     walls["relay"] = round(time.monotonic() - t, 1)
     if not relay["hops"]:
         raise ChipRingError("the minimal relay sent no frames in the window")
     result.update(relay=relay, firmware_over_relay=round(fw["hops_per_chip_s"] / relay["hops_per_chip_s"], 3),
-                  wire_limit_hops_per_s=round(baud / (BITS_PER_BYTE * TOKEN_WIRE), 1), wall_s=walls)
+                  wire_limit_hops_per_s=round(baud / (BITS_PER_BYTE * TOKEN_WIRE), 1))
     return result
+
+
+def run_protocols(protocols, quick=False, log=None, n=N_BOARDS, baud=BAUD, regen_ms=None, firmware=None,
+                  bootrom=None):
+    """Each protocol's firmware window (run, no relay), and each token hop's median against the
+    first protocol's (S's, by default first): {"runs": [...], "token_hops": [...]}, one row per
+    protocol and kind of hop (relay, passed_on) it made."""
+    runs = [run(quick, log, n, p, baud, regen_ms, firmware, bootrom, relay=False) for p in protocols]
+    first = runs[0]["firmware"]["token_hop"]
+    reference = first["relay"]["median_us"] or first["passed_on"]["median_us"]
+    rows = []
+    for r in runs:
+        for how in ("relay", "passed_on"):
+            hop = r["firmware"]["token_hop"][how]
+            if hop["n"]:
+                rows.append({"protocol": r["protocol"], "hop": how, **hop,
+                             "vs_first": round(hop["median_us"] / reference, 3) if reference else None})
+    return {"n": n, "baud": baud, "first": protocols[0], "runs": runs, "token_hops": rows}
 
 
 def _block(name, m):
@@ -214,13 +341,25 @@ def _block(name, m):
             "  turnaround, chip us         median %s, p99 %s  (median/p99: %s)" % (t["median"], t["p99"], per),
             "  frame bytes                 median %s, min %s, max %s" % (f["median"], f["min"], f["max"]),
             "  USB bytes per hop           %s" % m["usb_bytes_per_hop"],
-            "  CPU load, %% of chip time    %s" % " ".join(str(x) for x in m["cpu_load_pct"])]
+            "  CPU load, %% of chip time    %s" % " ".join(str(x) for x in m["cpu_load_pct"])] + _token_lines(m)
+
+
+def _token_lines(m):
+    hop = m.get("token_hop")
+    if hop is None:
+        return []
+    where = "board %d" % hop["boards"][0] if len(hop["boards"]) == 1 else "every board"
+    return ["  token hop, chip us (%s)   %s" % (where, "; ".join(
+        "%s: median %s, p99 %s (%d)" % (how.replace("_", " "), h["median_us"], h["p99_us"], h["n"])
+        for how, h in (("relay", hop["relay"]), ("passed_on", hop["passed_on"])) if h["n"]) or "none")]
 
 
 def print_table(result, console=None):
     lines = ["%d emulated Picos (RP2040, chip time), UART0 at %d baud, %g ms of chip time after %g ms"
              % (result["n"], result["baud"], result["window_ms"], result["warm_ms"])]
     lines += _block("firmware, protocol %s, flashed as %s" % (result["protocol"], result["deploy"]), result["firmware"])
+    if result.get("requests"):
+        lines.append("  requests: %s (bench.feed)" % result["requests"])
     lines += _block("minimal relay: %d-byte frames (the firmware's token frame), fresh boards, the same wires"
                     % result["token_frame_bytes"], result["relay"])
     lines.append("firmware / relay: %s (hops per chip-second)" % result["firmware_over_relay"])
@@ -231,7 +370,22 @@ def print_table(result, console=None):
     print("\n".join(lines))
 
 
+def print_protocols(result, console=None):
+    lines = ["%d emulated Picos (RP2040, chip time), UART0 at %d baud: each protocol's token hop (from a token "
+             "frame's last byte landing to the first byte of the token frame the board sends on)"
+             % (result["n"], result["baud"]),
+             "%-28s %-10s %9s %9s %6s  %s" % ("protocol", "hop", "median", "p99", "hops", "vs %s" % result["first"])]
+    for r in result["token_hops"]:
+        lines.append("%-28s %-10s %9s %9s %6d  %s" % (r["protocol"], r["hop"].replace("_", " "), r["median_us"],
+                                                      r["p99_us"], r["n"], r["vs_first"]))
+    lines.append("relay: the protocol took the token in and sent it on; passed on: a token message for another "
+                 "board, passed on unwoken. S: every board, no requests; the others: board n - 1, which never "
+                 "requests, while the rest are asked all along")
+    print("\n".join(lines))
+
+
 def main(args):
+    from ..check import registry
     from ..emulated.assets import EmulatedError
     from ..emulated.repl import ReplError
     from ..ring.flash import FlashError
@@ -241,9 +395,13 @@ def main(args):
     protocol = getattr(args, "protocol", None) or "s"
     baud = getattr(args, "baud", None) or BAUD
     regen_ms = getattr(args, "regen_ms", None)
+    firmware, bootrom = getattr(args, "firmware", None), getattr(args, "bootrom", None)
+    protocols = registry.split_specs(protocol)
     try:
-        return run_command(args, lambda quick, log: run(quick, log, n, protocol, baud, regen_ms,
-                                                        getattr(args, "firmware", None), getattr(args, "bootrom", None)),
+        if len(protocols) > 1:
+            return run_command(args, lambda quick, log: run_protocols(protocols, quick, log, n, baud, regen_ms, firmware,
+                                                                      bootrom), print_protocols)
+        return run_command(args, lambda quick, log: run(quick, log, n, protocol, baud, regen_ms, firmware, bootrom),
                            print_table)
     except (ChipRingError, EmulatedError, FlashError, ReplError) as e:
         print("picoring bench ring --emulated: %s" % e)

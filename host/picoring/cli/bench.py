@@ -12,8 +12,9 @@ BENCHES = {  # what each measures, for --help (each is picoring.bench.<name>, it
     "ring": "token hops per second on a virtual ring of 5 running the real firmware (event logging on and off) "
             "against a minimal pty relay, and the node loop's time and allocation per message under MicroPython; "
             "with --emulated, on a ring of 3 of picoring's own emulated Picos (chip time): ring hops per "
-            "chip-second, each board's turnaround (median, p99) and the USB bytes per hop of the firmware "
-            "flashed as `picoring flash` does, against a minimal MicroPython relay on the same wires",
+            "chip-second, each board's turnaround (median, p99), the token's hop and the USB bytes per hop of the "
+            "firmware flashed as `picoring flash` does, against a minimal MicroPython relay on the same wires; "
+            "with -p P;Q;...: each protocol's token hop against the first's",
     "dash": "the dashboard's event and refresh rates: can it keep up with a fast ring",
     "soak": "10,000 requests (--quick: 1,000) on a virtual ring of 5 with 1% of frames corrupted, 0.5% dropped "
             "and one board power-cycled: overlapping critical sections, requests served / failed / lost, token "
@@ -64,7 +65,8 @@ def argparse_bench(sub):
     soak.add_argument("--protocol", "-p", metavar="P",
                       help="the protocol (soak: default d; chip: one or a list, e.g. s,wt to set a hop beside S's "
                            "in one run, default every one with a token; "
-                           "ring --emulated: default s, the one that moves its token without requests); `picoring "
+                           "ring --emulated: default s, the one that moves its token without requests; a list, "
+                           "e.g. s;sk;wt: each one's token hop against the first's, the others with requests); `picoring "
                            "protocols` (or -p help) lists them")
     # -p checked by common.apply_options (one line if unknown): a list, which only chip takes
     p.set_defaults(protocol_choices=PROTOCOLS, protocol_list=True)
@@ -83,8 +85,10 @@ def argparse_bench(sub):
 
 def do_bench(args):
     """Each `bench X` is picoring.bench.X's main, imported only when chosen."""
-    if args.what != "chip" and ";" in (getattr(args, "protocol", None) or ""):
-        raise CommandError("bench %s: -p takes one protocol (a list is for bench chip)" % args.what)
+    if (args.what != "chip" and not (args.what == "ring" and args.emulated)
+            and ";" in (getattr(args, "protocol", None) or "")):
+        raise CommandError("bench %s: -p takes one protocol (a list is for bench chip and bench ring --emulated)"
+                           % args.what)
     if args.what == "dash":
         from ..bench import dash as bench
     elif args.what == "ring" and args.emulated:

@@ -297,8 +297,8 @@ def record_window(state_dir, warm_s, window_s, tail_s=0.05, timeout_s=600.0):
     chip time at which node gets the request plus warm_s, window_s long, with tail_s more of
     frames (those that answer the window's last ones). A dict (js/emulator.mjs, windowTick):
     start_ns, end_ns, start and end ({chip_ns, usb_bytes, cycles} per board), baud, stopped,
-    wires (wires[i]: the frames board i sent, [start ns, end ns, bytes], end: when the last byte
-    landed in board i + 1's UART). EmulatedError if the ring is down or the window does not end
+    wires (wires[i]: the frames board i sent, [start ns, end ns, bytes, its first 64 bytes in hex],
+    end: when the last byte landed in board i + 1's UART). EmulatedError if the ring is down or the window does not end
     within timeout_s of wall time (chip time runs 5-50 times slower than wall time when busy)."""
     state_dir = Path(state_dir)
     state = read_state(state_dir)

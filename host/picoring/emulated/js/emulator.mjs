@@ -40,6 +40,9 @@ const TX_INT = 1 << 5;
 const RX_INT = 1 << 4;
 const RT_INT = 1 << 6;
 const FIFO_LEVEL = 4;
+// A recorded frame keeps its bytes, up to this many, so that a bench can decode it and tell a
+// token from the rest (a longer frame is kept cut, and decodes as no frame).
+const FRAME_BYTES_KEPT = 64;
 const FRAME_GAP = 2; // byte times of silence that end a frame on a wire // pico-sdk programs the FIFO interrupt levels at 1/8 of 32 bytes
 const BKPT_ERASE = 0xe0;
 const BKPT_PROGRAM = 0xe1;
@@ -268,7 +271,7 @@ function wire(src, dst) {
     // received last to the first byte of the frame it sends next.
     const log = src.wireLog;
     if (start - lineFreeAt > FRAME_GAP * t || src.wireFrames === 0) {
-      if (log) log.push([start, start + t, 0]);
+      if (log) log.push([start, start + t, 0, []]);
       src.wireFrames++;
       if (src.rxFrameEnd > src.txFrameStart) {
         src.turnaroundNs += start - src.rxFrameEnd;
@@ -278,10 +281,11 @@ function wire(src, dst) {
     }
     src.wireBytes++;
     if (log) {
-      if (!log.length) log.push([start, start + t, 0]); // (recording began inside a frame)
+      if (!log.length) log.push([start, start + t, 0, []]); // (recording began inside a frame)
       const f = log[log.length - 1];
       f[1] = start + t; // the frame's last byte so far lands in the receiver's FIFO then
       f[2]++;
+      if (f[3].length < FRAME_BYTES_KEPT) f[3].push(b);
     }
     lineFreeAt = start + t;
     dst.rxFrameEnd = lineFreeAt; // (the frame's last byte so far)
@@ -413,7 +417,8 @@ function windowTick() {
     end: w.at1,
     baud: chips.map((c) => c.mcu.uart[0].baudRate),
     stopped: chips.map((c) => c.stopped),
-    wires: chips.map((c) => c.wireLog), // wires[i]: chip i -> chip i + 1
+    // wires[i]: chip i -> chip i + 1; each frame [start, end, bytes, its first bytes in hex]
+    wires: chips.map((c) => c.wireLog.map(([s, e, n, data]) => [s, e, n, Buffer.from(data).toString('hex')])),
   };
   for (const c of chips) c.wireLog = null;
   recording = null;
