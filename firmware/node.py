@@ -34,7 +34,7 @@ except ImportError:  # CPython
 
 
 
-FIRMWARE_VERSION = "0.8.0"  # 0.8.0: message kinds of variable length (BS's token carries only its live served entries); 0.7.0: the token frame in 12 bytes (docs/frames.md); 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
+FIRMWARE_VERSION = "0.8.1"  # 0.8.1: idle bytes in front of a message frame, so that it is whole 4-byte words (docs/frames.md); 0.8.0: message kinds of variable length (BS's token carries only its live served entries); 0.7.0: the token frame in 12 bytes (docs/frames.md); 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
@@ -162,9 +162,10 @@ _taken = [0, 0]  # (tick, action) of the frame _finish_frame took; step reads it
 
 
 def _message_views(mv, sizes, least):
-    """views[m]: the first m + MSG_WIRE_EXTRA bytes of the message buffer mv (a MSG frame
-    with m payload bytes on the wire), for every length m a declared kind allows; None
-    for the others."""
+    """views[m]: what a board writes for a MSG frame with m payload bytes (m + MSG_WIRE_EXTRA
+    on the wire), encoded 3 bytes into the buffer mv: the frame, with the idle bytes in front of
+    it that make it a multiple of 4 (docs/frames.md), for every length m a declared kind allows;
+    None for the others."""
     top = -1
     for k in range(_MSG_KINDS):
         if sizes[k] != 255 and sizes[k] > top:
@@ -174,7 +175,8 @@ def _message_views(mv, sizes, least):
         if sizes[k] != 255:
             for m in range(least[k], sizes[k] + 1):
                 if views[m] is None:
-                    views[m] = mv[:m + _MSG_WIRE_EXTRA]
+                    n = m + _MSG_WIRE_EXTRA
+                    views[m] = mv[3 - (-n & 3):3 + n]  # (3: the room NodeLoop leaves in front)
     return views
 
 
@@ -247,10 +249,14 @@ class NodeLoop:
         self._on_token = getattr(node, "on_token", None) or (lambda c, s, q, e: node.on_token(c, s, q, e))
         # MSG frames (new or passed on) go out of one buffer, through a view cut here
         # per payload length a declared kind can have (the wire length is the payload's
-        # + 10), indexed by that length: a fixed kind's one, a variable kind's least..most.
-        self._mout = self.enc.msg_out
+        # + 10, and up to 3 idle bytes in front: docs/frames.md), indexed by that length: a
+        # fixed kind's one, a variable kind's least..most.
+        # The buffer is the loop's own, 3 bytes of room in front for the idle bytes (on the
+        # Encoder, one attribute more cost S's hop 2.5 us on a Pico: measured, cause not found).
+        out = bytearray(3 + len(self.enc.msg_out))
+        self._mout = memoryview(out)[3:]
         self._mfields = self.enc.msg_fields
-        self._mviews = _message_views(memoryview(self._mout), node.msg_sizes, node.msg_least)
+        self._mviews = _message_views(memoryview(out), node.msg_sizes, node.msg_least)
         # The hop path's objects in two tuples, unpacked at the start of step() and
         # _finish_frame(): one lookup and an unpacking instead of a lookup per name (each
         # attribute lookup costs about 2 us on a Pico, its hash a software division; a
@@ -1155,6 +1161,8 @@ try:
         n = 0
         mout = taken  # (objects until then: a viper local keeps its first type)
         views = taken
+        sizes = taken
+        least = taken
         total = 0
         k = 0
         idle = _SPIN
@@ -1188,12 +1196,21 @@ try:
                 n = int(node.n)
                 mout = self._mout
                 views = self._mviews
+                sizes = node.msg_sizes
+                least = node.msg_least
                 named = 1
             if k == _MSG:
                 # A message for another node (not a broadcast): passed on without waking
-                # the protocol, as _on_msg does (which takes any other message up).
+                # the protocol, as _on_msg does (which takes any other message up). _msg_bad
+                # inline, on machine words (a native call and its subscripts cost the passed-on
+                # hop about 20 us on a Pico; issue 41).
                 d = v[_F_DST]
-                if d != index and d < n and v[_F_SRC] != index and not _msg_bad(st, n, node):
+                mk = v[_F_STATE]
+                m = v[_F_MLEN]
+                src = v[_F_SRC]
+                most = ptr8(sizes)
+                if (d != index and d < n and src != index and mk < _MSG_KINDS
+                        and (m == most[mk] or (m >= ptr8(least)[mk] and m <= most[mk])) and src < n and src != d):
                     t = ticks_us()
                     _pass_msg_on(draw, eraw, st, mout, write, views)
                     taken[0] = t
