@@ -134,17 +134,42 @@ class RingStoodStill:
         self.stood_ns = 0
         self._waited = {}  # schedstat path -> the run-queue wait it last said (ns)
         self._last_ns = None  # time.monotonic_ns() of the last update
+        self._relay_held_ns = 0  # the relay's passes held up since the last update (relay_pass)
         self._tmp = self.path.with_name(self.path.name + ".new")
         # the last looks at which the clock fell _GROWTH_KEPT_NS or more behind: (monotonic s,
         # ms, who: "relay late" or the process that waited longest), for a failure's snapshot
         self.growths = collections.deque(maxlen=12)
 
-    def update(self, pids):
-        """At a housekeeping of the relay thread: `pids` the boards' processes."""
+    def relay_pass(self, seconds, waited, asked):
+        """A pass of the relay's loop took `seconds` (monotonic, from its top to the next), of which
+        it waited `waited` for its descriptors, having asked for at most `asked`: the rest is time
+        in which it did not move the ring's bytes (held up in a long call, not run at all, or run
+        late after its wait). A pass's own work takes microseconds; more than _LATE_SLACK_NS is
+        kept for the next update."""
+        held = seconds - min(waited, asked)
+        if held * 1e9 > _LATE_SLACK_NS:
+            self._relay_held_ns += int(held * 1e9)
+
+    def update(self, pids, pass_began=None):
+        """At a housekeeping of the relay thread: `pids` the boards' processes; pass_began: when
+        (monotonic s) the relay's pass that calls it began."""
         now_ns = time.monotonic_ns()
         self.next_at = now_ns / 1e9 + self.every_ns / 1e9
-        # (the relay's own wake-ups and passes make each look a little late: not standing still)
+        # What the relay was held up since the last update: its passes' (relay_pass), and this
+        # pass's so far. (Measured from when it came back late to its schedule, a stall that
+        # began just after an update was counted every + slack short: a relay held 1.5 s made a
+        # wandering token, Delta_gen 270 ms, in a loaded suite run.)
+        held = self._relay_held_ns
+        self._relay_held_ns = 0
+        if pass_began is not None:
+            this = now_ns - int(pass_began * 1e9)
+            if this > _LATE_SLACK_NS:
+                held += this
+                self._relay_held_ns = -this  # (counted here: its pass's total, at its end, is less this)
+        # and at least how late it came back to its schedule (a relay thread not run between its
+        # passes: the same stall, seen from the other end)
         late = 0 if self._last_ns is None else max(0, now_ns - self._last_ns - self.every_ns - _LATE_SLACK_NS)
+        late = max(late, held)
         self._last_ns = now_ns
         sources = ["/proc/self/task/%d/schedstat" % threading.get_native_id()]
         sources += ["/proc/%d/schedstat" % pid for pid in pids]
@@ -678,8 +703,12 @@ class VirtualRing:
         boards, wires, n = self.boards, self.wires, self.n
         next_housekeeping = 0.0
         next_board_timer = 0.0
+        stood = self._stood_still
+        last = None  # the pass before: (its top, how long it waited, how long it asked to)
         while not self._stopping:
             now = time.monotonic()
+            if last is not None:
+                stood.relay_pass(now - last[0], last[1], last[2])
             if now >= next_housekeeping:
                 self._housekeeping(now)
                 next_housekeeping = now + _HOUSEKEEPING_S
@@ -707,8 +736,12 @@ class VirtualRing:
                 due = w.next_due()
                 if due is not None and due - RX_LEAD_S < wake_at:
                     wake_at = due - RX_LEAD_S
-            ready, writable = fdwait.wait(readers, writers, max(0.0, wake_at - time.monotonic()))
+            top = now
+            t = time.monotonic()
+            asked = max(0.0, wake_at - t)
+            ready, writable = fdwait.wait(readers, writers, asked)
             now = time.monotonic()
+            last = (top, now - t, asked)
             for fd in writable:
                 writers[fd].flush_to_host()
             for fd in ready:
@@ -755,7 +788,8 @@ class VirtualRing:
 
     def _housekeeping(self, now):
         if now >= self._stood_still.next_at:
-            self._stood_still.update([b.proc.pid for b in self.boards if b.proc is not None and b.proc.poll() is None])
+            self._stood_still.update([b.proc.pid for b in self.boards if b.proc is not None and b.proc.poll() is None],
+                                     pass_began=now)
         for b in self.boards:
             if not b.host_attached and b.hold_until is not None and now >= b.hold_until:
                 b.drop_held()  # no host came for it
