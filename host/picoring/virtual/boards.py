@@ -155,10 +155,8 @@ class RingStoodStill:
         (monotonic s) the relay's pass that calls it began."""
         now_ns = time.monotonic_ns()
         self.next_at = now_ns / 1e9 + self.every_ns / 1e9
-        # What the relay was held up since the last update: its passes' (relay_pass), and this
-        # pass's so far. (Measured from when it came back late to its schedule, a stall that
-        # began just after an update was counted every + slack short: a relay held 1.5 s made a
-        # wandering token, Delta_gen 270 ms, in a loaded suite run.)
+        # The relay held up since the last update: its passes (relay_pass) and this one so far (a
+        # stall taken from its schedule alone was up to every + slack short: issue 36).
         held = self._relay_held_ns
         self._relay_held_ns = 0
         if pass_began is not None:
