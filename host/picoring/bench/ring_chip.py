@@ -89,19 +89,24 @@ def _r1(x):
     return None if x is None else round(x, 1)
 
 
+def _answers(incoming, sent):
+    """For each frame that reached a board (incoming: [start, end, ...], in order), in order: its
+    index and the index in sent (the board's frames, in order) of the first frame the board sent
+    after its last byte landed; it ends at the first incoming frame with nothing sent after it."""
+    j = 0
+    for i, f in enumerate(incoming):
+        while j < len(sent) and sent[j][0] < f[1]:
+            j += 1
+        if j == len(sent):
+            return
+        yield i, j
+
+
 def turnarounds_us(incoming, sent):
     """For each frame that reached a board (incoming: [start, end, bytes, ...], in order), the chip
     microseconds from its last byte landing (end) to the first byte of the next frame the
     board sent (sent, in order); none for a frame with nothing sent after it."""
-    out, j = [], 0
-    for f in incoming:
-        end = f[1]
-        while j < len(sent) and sent[j][0] < end:
-            j += 1
-        if j == len(sent):
-            break
-        out.append((sent[j][0] - end) / 1e3)
-    return out
+    return [(sent[j][0] - incoming[i][1]) / 1e3 for i, j in _answers(incoming, sent)]
 
 
 def token_of(protocol):
@@ -144,15 +149,10 @@ def token_hops_us(incoming, kinds_in, sent, kinds_sent, board, token):
     on (a token frame, or a token message for this board); passed_on, a token message for another
     board that the node loop passed on without waking the protocol."""
     hops = {"relay": [], "passed_on": []}
-    j = 0
-    for (_, end, *_), (kind, mkind, dst) in zip(incoming, kinds_in):
-        while j < len(sent) and sent[j][0] < end:
-            j += 1
-        if j == len(sent):
-            break
-        if (kind, mkind) != token or kinds_sent[j][:2] != token:
-            continue
-        hops["relay" if mkind is None or dst == board else "passed_on"].append((sent[j][0] - end) / 1e3)
+    for i, j in _answers(incoming, sent):
+        kind, mkind, dst = kinds_in[i]
+        if (kind, mkind) == token and kinds_sent[j][:2] == token:
+            hops["relay" if mkind is None or dst == board else "passed_on"].append((sent[j][0] - incoming[i][1]) / 1e3)
     return hops
 
 
@@ -167,7 +167,8 @@ def measure(window, token=None, at=None):
     t0, t1 = window["start_ns"], window["end_ns"]
     wires = window["wires"]  # wires[i]: what board i sent to board i + 1
     n = len(wires)
-    inside = [[f for f in wire if t0 <= f[1] < t1] for wire in wires]
+    landed = [[t0 <= f[1] < t1 for f in wire] for wire in wires]  # each frame: its last byte in the window
+    inside = [[f for f, yes in zip(wire, ok) if yes] for wire, ok in zip(wires, landed)]
     lengths = sorted(f[2] for wire in inside for f in wire)
     hops = len(lengths)
     chip_s = (t1 - t0) / 1e9
@@ -175,8 +176,7 @@ def measure(window, token=None, at=None):
     for b in range(n):
         times = sorted(turnarounds_us(inside[(b - 1) % n], wires[b]))
         every += times
-        boards.append({"board": b, "median_us": _r1(percentile(times, 50)), "p99_us": _r1(percentile(times, 99)),
-                       "n": len(times)})
+        boards.append({"board": b, **_spread(times)})
     every.sort()
     extra = {}
     if token is not None:
@@ -185,8 +185,8 @@ def measure(window, token=None, at=None):
         at = list(range(n)) if at is None else list(at)
         for b in at:
             i = (b - 1) % n
-            keep = [k for f, k in zip(wires[i], kinds[i]) if t0 <= f[1] < t1]
-            for how, times in token_hops_us(inside[i], keep, wires[b], kinds[b], b, token).items():
+            kinds_in = [k for k, yes in zip(kinds[i], landed[i]) if yes]
+            for how, times in token_hops_us(inside[i], kinds_in, wires[b], kinds[b], b, token).items():
                 tok[how] += times
         extra["token_hop"] = {"boards": at,
                               "relay": _spread(tok["relay"]), "passed_on": _spread(tok["passed_on"])}
