@@ -141,7 +141,7 @@ class RingStoodStill:
         self.growths = collections.deque(maxlen=12)
 
     def relay_pass(self, seconds, waited, asked):
-        """A pass of the relay's loop took `seconds` (monotonic, from its top to the next), of which
+        """A pass of the relay's loop took `seconds` (monotonic, from its top to its end), of which
         it waited `waited` for its descriptors, having asked for at most `asked`: the rest is time
         in which it did not move the ring's bytes (held up in a long call, not run at all, or run
         late after its wait). A pass's own work takes microseconds; more than _LATE_SLACK_NS is
@@ -702,11 +702,8 @@ class VirtualRing:
         next_housekeeping = 0.0
         next_board_timer = 0.0
         stood = self._stood_still
-        last = None  # the pass before: (its top, how long it waited, how long it asked to)
         while not self._stopping:
-            now = time.monotonic()
-            if last is not None:
-                stood.relay_pass(now - last[0], last[1], last[2])
+            top = now = time.monotonic()
             if now >= next_housekeeping:
                 self._housekeeping(now)
                 next_housekeeping = now + _HOUSEKEEPING_S
@@ -734,12 +731,11 @@ class VirtualRing:
                 due = w.next_due()
                 if due is not None and due - RX_LEAD_S < wake_at:
                     wake_at = due - RX_LEAD_S
-            top = now
             t = time.monotonic()
             asked = max(0.0, wake_at - t)
             ready, writable = fdwait.wait(readers, writers, asked)
             now = time.monotonic()
-            last = (top, now - t, asked)
+            waited = now - t
             for fd in writable:
                 writers[fd].flush_to_host()
             for fd in ready:
@@ -766,6 +762,7 @@ class VirtualRing:
                     lost = sum(len(data) for data, _, _ in records) - sent
                     if lost:
                         w.overrun(lost)  # the receiver's buffer is full: a UART overrun
+            stood.relay_pass(time.monotonic() - top, waited, asked)
 
     def _release_until(self, i, now):
         """How far ahead wire i's bytes may go to their receiver (feed_rx): RX_LEAD_S, but never
