@@ -55,6 +55,7 @@ _AGAIN = const(6)  # frame.AGAIN
 _MSG = const(7)  # frame.MSG
 _MSG_HEAD_CRC = const(7)  # frame.MSG_HEAD + 2 crc bytes: a MSG frame's raw length is its payload's + this
 _MSG_WIRE_EXTRA = const(10)  # frame.MSG_WIRE_EXTRA
+_MSG_ROOM = const(3)  # room in front of the message buffer for a frame's idle bytes (_message_views)
 _MSG_HEAD = const(5)  # frame.MSG_HEAD
 _GAP = const(8)  # frame.GAP: or-ed into a frame's kind when frames were lost before it
 _LSEQ_AT = const(256)  # frame._LSEQ_AT: the encoder's next link sequence byte
@@ -163,9 +164,9 @@ _taken = [0, 0]  # (tick, action) of the frame _finish_frame took; step reads it
 
 def _message_views(mv, sizes, least):
     """views[m]: what a board writes for a MSG frame with m payload bytes (m + MSG_WIRE_EXTRA
-    on the wire), encoded 3 bytes into the buffer mv: the frame, with the idle bytes in front of
-    it that make it a multiple of 4 (docs/frames.md), for every length m a declared kind allows;
-    None for the others."""
+    on the wire), encoded _MSG_ROOM bytes into the buffer mv: the frame, with the idle bytes in
+    front of it that make it a multiple of 4 (docs/frames.md), for every length m a declared kind
+    allows; None for the others."""
     top = -1
     for k in range(_MSG_KINDS):
         if sizes[k] != 255 and sizes[k] > top:
@@ -176,7 +177,7 @@ def _message_views(mv, sizes, least):
             for m in range(least[k], sizes[k] + 1):
                 if views[m] is None:
                     n = m + _MSG_WIRE_EXTRA
-                    views[m] = mv[3 - (-n & 3):3 + n]  # (3: the room NodeLoop leaves in front)
+                    views[m] = mv[_MSG_ROOM - (-n & 3):_MSG_ROOM + n]
     return views
 
 
@@ -251,10 +252,10 @@ class NodeLoop:
         # per payload length a declared kind can have (the wire length is the payload's
         # + 10, and up to 3 idle bytes in front: docs/frames.md), indexed by that length: a
         # fixed kind's one, a variable kind's least..most.
-        # The buffer is the loop's own, 3 bytes of room in front for the idle bytes (on the
+        # The buffer is the loop's own, with room in front for the idle bytes (on the
         # Encoder, one attribute more cost S's hop 2.5 us on a Pico: measured, cause not found).
-        out = bytearray(3 + len(self.enc.msg_out))
-        self._mout = memoryview(out)[3:]
+        out = bytearray(_MSG_ROOM + len(self.enc.msg_out))
+        self._mout = memoryview(out)[_MSG_ROOM:]
         self._mfields = self.enc.msg_fields
         self._mviews = _message_views(memoryview(out), node.msg_sizes, node.msg_least)
         # The hop path's objects in two tuples, unpacked at the start of step() and
