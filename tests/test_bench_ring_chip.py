@@ -231,3 +231,15 @@ def test_the_minimal_relay_on_emulated_picos(monkeypatch):
     assert all(b["n"] > 0 and 20 < b["median_us"] < 500 for b in m["turnaround_us"]["boards"])
     assert m["usb_bytes_per_hop"] == 0.0
     assert m["baud"] == [1_000_000, 1_000_000]
+
+
+def test_the_rings_own_clock_is_found_from_its_targets_too(tmp_path):
+    """ringrate.clock_rate_for_ports takes ports.Targets as ttystall.for_ports does: flash's callers
+    hand it their targets."""
+    from picoring.ring.ports import Target
+    from picoring.ringrate import clock_rate_for_ports
+
+    (tmp_path / supervisor.STATE).write_text(json.dumps({"supervisor_pid": 1}))
+    (tmp_path / supervisor.CLOCK).write_text(json.dumps({"chip_per_wall": 0.25}))
+    assert clock_rate_for_ports([Target(str(tmp_path / ("ttyE%d" % i))) for i in range(2)])() == 0.25
+    assert clock_rate_for_ports([Target("/dev/ttyACM0")]) is None

@@ -206,7 +206,7 @@ class Ring:
             self.flashed = None
             self.flash_results = flash.flash(self.targets, protocol, baud=self.baud, board=self.board, cs_us=cs_us,
                                              tap=self.tap(), drop_rx=drop_rx, clock=self.clock,
-                                             clock_rate=clock_rate_for_ports([t.port for t in self.targets]))
+                                             clock_rate=clock_rate_for_ports(self.targets))
             self.flashed = want
         return self.flash_results
 

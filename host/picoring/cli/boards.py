@@ -108,7 +108,7 @@ def do_flash(args, out=None):
     resource, hold = resource_args(args)
     results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us, regen_ms=args.regen_ms,
                     copy_timeout=args.timeout, log=say, mpy=not args.no_mpy, resource=resource, cs_hold_us=hold,
-                    drop_rx=drop_rx, clock=for_ports(targets), clock_rate=clock_rate_for_ports([t.port for t in targets]))
+                    drop_rx=drop_rx, clock=for_ports(targets), clock_rate=clock_rate_for_ports(targets))
     if not args.no_ring_check:
         _check_ring(targets, say)
     elapsed = time.monotonic() - t0

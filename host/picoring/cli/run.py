@@ -241,7 +241,7 @@ def run_flashed(protocols, targets, workload, requests, seed, rate=None, period=
         t0 = time.monotonic()
         say("flashing the %d boards for protocol %s..." % (len(targets), protocol.upper()))
         flash.flash(targets, protocol, baud=baud, board=board or boarddefs.DEFAULT_BOARD, mpy=mpy,
-                    clock=for_ports(targets), clock_rate=clock_rate_for_ports([t.port for t in targets]))
+                    clock=for_ports(targets), clock_rate=clock_rate_for_ports(targets))
         say("  flashed and confirmed in %.1f s" % (time.monotonic() - t0))
 
     return run_protocols(protocols, [t.port for t in targets], configure, workload, requests, seed, rate, period,
