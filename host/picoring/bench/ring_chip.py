@@ -111,15 +111,13 @@ def turnarounds_us(incoming, sent):
 
 def token_of(protocol):
     """What the protocol's token travels as, (frame kind, message kind): S's, Q's and D's token
-    frame (kind 1, no message kind); every other protocol's token message (kind 7 and its
-    module's TOKEN: docs/frames.md)."""
-    import importlib
+    frame (kind 1, no message kind); every other protocol's token message (kind 7 and the kind its
+    descriptor gives the role "token": registry.message_roles, as the dashboard and the explorer
+    read it; docs/frames.md)."""
+    from ..check import registry
 
-    from ..firmware import protocol as fw
-
-    if not fw.load(protocol)(0, 2).message_sizes(2):  # (sends no messages of the protocol layer)
-        return frame.TOKEN, None
-    return frame.MSG, importlib.import_module("picoring.firmware." + fw.module_name(protocol)).TOKEN
+    kinds = [k for k, role in registry.message_roles(registry.about(protocol)).items() if role == "token"]
+    return (frame.MSG, kinds[0]) if kinds else (frame.TOKEN, None)
 
 
 def frames_of(wire):
