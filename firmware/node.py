@@ -1205,17 +1205,20 @@ try:
                 # the protocol, as _on_msg does (which takes any other message up). _msg_bad
                 # inline, on machine words (a native call and its subscripts cost the passed-on
                 # hop about 20 us on a Pico; issue 41).
+                # A message for this node (the wandering token's every visit) stops at the first
+                # test: the rest is read only for one to pass on.
                 d = v[_F_DST]
-                mk = v[_F_STATE]
-                m = v[_F_MLEN]
-                src = v[_F_SRC]
-                most = ptr8(sizes)
-                if (d != index and d < n and src != index and mk < _MSG_KINDS
-                        and (m == most[mk] or (m >= ptr8(least)[mk] and m <= most[mk])) and src < n and src != d):
-                    t = ticks_us()
-                    _pass_msg_on(draw, eraw, st, mout, write, views)
-                    taken[0] = t
-                    k = _MSG_TAKEN
+                if d != index and d < n:
+                    mk = v[_F_STATE]
+                    m = v[_F_MLEN]
+                    src = v[_F_SRC]
+                    most = ptr8(sizes)
+                    if (src != index and mk < _MSG_KINDS and (m == most[mk] or (m >= ptr8(least)[mk] and m <= most[mk]))
+                            and src < n and src != d):
+                        t = ticks_us()
+                        _pass_msg_on(draw, eraw, st, mout, write, views)
+                        taken[0] = t
+                        k = _MSG_TAKEN
                 break
             if k or v[_CODE] == 0xFF:
                 break
