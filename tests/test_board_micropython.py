@@ -14,6 +14,7 @@ import pytest
 
 from picoring.firmware import frame
 from picoring.ring import hostlink as hl
+from picoring.virtual.boards import RingStoodStill
 
 from conftest import FIRMWARE, ROOT, RunDeadline, run_micropython
 
@@ -29,10 +30,19 @@ BOARD_HEAP = "256k"
 
 
 class PtyRing:
+    """n MicroPython boards whose UARTs are ptys; this test's process is the relay (pump) and,
+    as a virtual ring's relay does, keeps the ring's clock (RingStoodStill): the time in which
+    its processes stood still is left out of the boards' recovery timeouts. Without it, a
+    loaded suite run that left the ring standing two 100 ms timeouts long made a waiting board
+    claim twice, drop the late token as stale and make another (issue 36)."""
+
     def __init__(self, micropython, tmp_path, proto, n, extra=None):
         self.n = n
         self.boards = []
         self.filters = {}  # wire -> callable(wire, bytes) -> bytes: faults on the way
+        tmp_path.mkdir(parents=True, exist_ok=True)
+        self.clock = RingStoodStill(tmp_path / "ringclock")
+        self.clock.update([])  # (written before a board reads it)
         try:
             for i in range(n):
                 um, us = pty.openpty()
@@ -41,7 +51,8 @@ class PtyRing:
                 tty.setraw(hs)
                 d = tmp_path / ("b%d" % i)
                 d.mkdir(parents=True)
-                cfg = {"position": i, "size": n, "protocol": proto, "virtual": {"uart": os.ttyname(us)}}
+                cfg = {"position": i, "size": n, "protocol": proto,
+                       "virtual": {"uart": os.ttyname(us), "stood_still": str(self.clock.path)}}
                 cfg.update(extra or {})
                 (d / "picoring.json").write_text(json.dumps(cfg))
                 p = subprocess.Popen([micropython, "-X", "heapsize=%s" % BOARD_HEAP, str(FIRMWARE / "main.py")], cwd=d,
@@ -94,8 +105,11 @@ class PtyRing:
                              % (timeout, deadline.not_counted(), [b["items"][-5:] for b in self.boards]))
 
     def _pump_once(self, timeout):
-        fds = [b["um"] for b in self.boards] + [b["hm"] for b in self.boards]
-        r, _, _ = select.select(fds, [], [], timeout)
+        top = time.monotonic()
+        if top >= self.clock.next_at:
+            self.clock.update([b["p"].pid for b in self.boards if b["p"].poll() is None], pass_began=top)
+        r = self._read_ready(timeout)
+        waited = time.monotonic() - top
         for i, b in enumerate(self.boards):
             if b["um"] in r:
                 data = os.read(b["um"], 4096)
@@ -103,12 +117,40 @@ class PtyRing:
                 if self.filters.get(i) is not None:
                     data = self.filters[i](i, data)
                 os.write(self.boards[(i + 1) % self.n]["um"], data)
+        self.clock.relay_pass(time.monotonic() - top, waited, timeout)
+
+    def _read_ready(self, timeout):
+        """Waits up to `timeout` for the boards' bytes and reads their host links: the UARTs
+        whose bytes are there, for the caller to move on (or hold)."""
+        fds = [b["um"] for b in self.boards] + [b["hm"] for b in self.boards]
+        r, _, _ = select.select(fds, [], [], timeout)
+        for b in self.boards:
             if b["hm"] in r:
                 try:
                     data = os.read(b["hm"], 65536)
                 except OSError:
                     data = b""
                 b["items"] += b["parser"].feed(data)
+        return r
+
+    def stand_still(self, until, then_for):
+        """The relay stands still, as one the host does not run: it moves no board's bytes on
+        and does not keep the ring's clock, until until() is true and `then_for` seconds more
+        (the boards' bytes it reads meanwhile are held, and go on in order at the end). Returns
+        the bytes it held, per wire."""
+        held = [b"" for _ in self.boards]
+        end = None
+        while end is None or time.monotonic() < end:
+            r = self._read_ready(0.01)
+            for i, b in enumerate(self.boards):
+                if b["um"] in r:
+                    held[i] += os.read(b["um"], 4096)
+            if end is None and until(held):
+                end = time.monotonic() + then_for
+        for i, data in enumerate(held):
+            self.boards[i]["wire"] += len(data)
+            os.write(self.boards[(i + 1) % self.n]["um"], data)
+        return held
 
     def send(self, i, data):
         os.write(self.boards[i]["hm"], data)
@@ -250,6 +292,31 @@ def test_a_dropped_token_is_regenerated_and_no_entry_repeats(ring_factory, proto
     seqs = sorted(s for _, s, _ in entries)
     assert seqs == list(range(seqs[0], seqs[0] + 4))  # every entry numbered once: no repeat, no gap
     assert any(e.ev == "timeout" for i in range(3) for e in ring.events(i))
+
+
+def test_a_relay_that_stands_still_makes_no_token_at_a_board_that_waits(ring_factory):
+    # The ring's relay stands still (its host does not run it) for 3.5 of a waiting board's
+    # 100 ms timeouts, with S's token on a wire. Before PtyRing kept the ring's clock, the board
+    # claimed at each timeout, dropped the token when it came as stale (a claim or two behind)
+    # and made another: a loaded suite run's extra "regen" (issue 36).
+    ring = ring_factory("s", 3, regen_ms=100)
+    asked = []
+
+    def token_held_and_board_1_waiting(held):
+        if not asked and any(held):  # S's token never rests: these bytes are it
+            ring.send(1, hl.REQUEST)
+            asked.append(True)
+        return bool(asked) and any(e.ev == "req" for e in ring.events(1))
+
+    ring.stand_still(token_held_and_board_1_waiting, 0.35)
+    ring.pump_until(lambda: any(e.ev == "exit" for e in ring.events(1)))
+    for i in range(3):
+        ring.send(i, b"!flush\n")
+    ring.pump(0.2)
+    (req,) = [e.tick_us for e in ring.events(1) if e.ev == "req"]
+    (enter,) = [e.tick_us for e in ring.events(1) if e.ev == "enter"]
+    assert enter - req >= 300_000  # it waited the whole stand-still
+    assert [(i, e.ev) for i in range(3) for e in ring.events(i) if e.ev in ("timeout", "regen", "discard")] == []
 
 
 def test_ctrl_c_on_host_link_stops_the_loop(ring_factory):
