@@ -1339,11 +1339,24 @@ def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None
         # What a failure of the caller's assertions needs: what the ring's clock left out, and when
         # (the hold's "returned" is when the relay took it up, not when it ended)
         now = time.monotonic()
-        report["snapshot"] = "%s\nthe hold: %s; the run's trace: %s" % (
-            ring.snapshot_text(), ", returned ".join("%.1f s ago" % (now - x) for x in span), trace)
+        report["snapshot"] = "%s\nthe hold: %s; the run's trace: %s\nwhat changed its token count: %s" % (
+            ring.snapshot_text(), ", returned ".join("%.1f s ago" % (now - x) for x in span), trace,
+            _token_count_changes(trace))
+        # whole in the failure's captured output (an assertion's message is cut at 640 characters)
+        print(report["snapshot"])
     assert held.is_set()
     assert report["ok"] and report["served"] == k, (report["violations"], report["snapshot"])
     return report
+
+
+def _token_count_changes(trace):
+    """A ring trace's events that change the count of tokens alive (soft exclusion): regenerations,
+    discards and frames lost, each with its time and node, and the run's time span."""
+    rows = [json.loads(line) for line in trace.read_text().splitlines() if line.startswith("{")]
+    times = [r["t"] for r in rows if "t" in r]
+    changes = ["%s node %s at %.3f s%s" % (r["ev"], r.get("node"), r["t"] / 1e6, " (%s)" % r["payload"] if r.get("payload") else "")
+               for r in rows if r.get("ev") in ("regen", "discard", "lost")]
+    return "%s; the run from %.3f to %.3f s" % (changes or "none", min(times) / 1e6, max(times) / 1e6) if times else "no events"
 
 
 @pytest.mark.slow
