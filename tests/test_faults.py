@@ -412,8 +412,13 @@ def test_a_board_power_cycled_mid_run_rejoins_and_its_request_is_reported_failed
     assert report["restarts"] == [0, 1, 0], report["notices"]
     assert report["safety_violations"] == 0 and report["audit"]["ok"], report["audit"]
     failed = sum(report["failed"].values())
-    # (said in full: a loaded suite run once failed 21, and the bare counts could not say why)
-    assert failed <= 1 and report["served"] + failed == report["issued"] == 150, (
+    # The request board 1 held when its power went is failed: at most one. The requests the host
+    # could not send it while its USB link was down are failed with that reason, as in the
+    # unplugged-link test below: as many as came in the outage, longer on a loaded machine (a
+    # loaded suite run: 4, at load 15-29). (Said in full: one once failed 21, and the bare
+    # counts could not say why.)
+    held = failed - report["failed"].get("its board's USB link was down", 0)
+    assert held <= 1 and report["served"] + failed == report["issued"] == 150, (
         report["failed"], report["served"], report["issued"], report["notices"], report.get("run_conditions"))
     assert status == 0 and report["ok"], report["violations"]
     assert [e["what"] for e in report["link_events"] if e["board"] == 1][:1] in (["disconnected"], ["restarted"])
