@@ -90,6 +90,21 @@ def test_sim_nodes_are_the_protocols_classes_with_their_attributes_in_slots():
         assert 300 < node_bytes(name, n) < 2000
 
 
+def test_class_constants_the_frame_handlers_read_are_slots_with_the_classs_values():
+    # D's on_token reads active_budget, a class attribute (sim/nodes.py: read through a slot,
+    # not the generic lookup); its value is each class's own, and a node of another protocol
+    # gets no such slot
+    from picoring.firmware.proto_d import NodeD, NodeDLiteral
+    from picoring.sim.nodes import make_nodes, sim_class
+
+    for name, cls in (("d", NodeD), ("d-literal", NodeDLiteral)):
+        made = sim_class(name, 8)
+        assert "active_budget" in made.__slots__
+        assert all(node.active_budget is cls.active_budget for node in make_nodes(name, 8))
+        assert made(2, 8).active_budget is cls.active_budget  # made directly, not by make_nodes: the same
+    assert "active_budget" not in sim_class("q", 8).__slots__
+
+
 @pytest.mark.parametrize("n", [2, 64, 100, 10000])
 def test_sequential_draws_the_nodes_randrange_gives(n):
     # The workload draws with getrandbits as randrange does (workload.py): the nodes randrange(n) gives,
