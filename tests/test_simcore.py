@@ -103,6 +103,7 @@ def test_class_constants_the_frame_handlers_read_are_slots_with_the_classs_value
         assert all(node.active_budget is cls.active_budget for node in make_nodes(name, 8))
         assert made(2, 8).active_budget is cls.active_budget  # made directly, not by make_nodes: the same
     assert "active_budget" not in sim_class("q", 8).__slots__
+    assert sim_class("d", 8).__slots__[-1:] == ("active_budget",)  # not the module's constants it reads too
 
 
 @pytest.mark.parametrize("n", [2, 64, 100, 10000])

@@ -60,10 +60,11 @@ def _handler_constants(cls, instance_names):
         if code is not None:
             read.update(code.co_names)
     found = []
-    for name in sorted(read - instance_names):
-        value = getattr(cls, name, None)
-        if isinstance(value, _CONSTANT_TYPES) and not name.startswith("__"):
-            found.append((name, value))
+    for name in sorted(read - instance_names):  # (co_names also holds the globals a handler reads)
+        if any(name in vars(c) for c in cls.__mro__) and not name.startswith("__"):
+            value = getattr(cls, name)
+            if isinstance(value, _CONSTANT_TYPES):
+                found.append((name, value))
     return tuple(found)
 
 
