@@ -16,7 +16,8 @@ adds later goes into the instance's dictionary as before, so a node behaves exac
 the firmware's class does. The explorer keeps its own nodes (it reads node.__dict__).
 
 A class constant that a frame handler reads (D's `active_budget`) is a slot too, given
-the class's value as each node is made: CPython 3.11 does not specialize reading a class
+the class's value by make_nodes (which makes every ring the simulator runs; in an
+__init__ of the subclass it made building a D ring 30% slower): CPython 3.11 does not specialize reading a class
 attribute through an instance, so each such read took the generic lookup (about 200 of
 the 2,300 instructions of D's active token hop, callgrind).
 """
@@ -42,11 +43,9 @@ def sim_class(protocol, n):
             class_names.update(vars(c))
         slots = tuple(k for k in vars(probe) if k not in class_names)
         constants = _handler_constants(cls, set(vars(probe)))
-        namespace = {"__slots__": slots + tuple(name for name, _ in constants), "__doc__": cls.__doc__,
-                     "__module__": cls.__module__}
-        if constants:
-            namespace["__init__"] = _init_with(cls.__init__, constants)
-        made = type(cls.__name__, (cls,), namespace)
+        made = type(cls.__name__, (cls,), {"__slots__": slots + tuple(name for name, _ in constants),
+                                           "__doc__": cls.__doc__, "__module__": cls.__module__})
+        made.handler_constants = constants  # (make_nodes gives each node their values)
         _SLOTTED[cls] = made
     return made
 
@@ -68,15 +67,7 @@ def _handler_constants(cls, instance_names):
     return tuple(found)
 
 
-def _init_with(init, constants):
-    def __init__(self, *args, **kw):
-        for name, value in constants:  # first: a value __init__ sets itself is kept
-            setattr(self, name, value)
-        init(self, *args, **kw)
-
-    return __init__
-
-
+SHARED = ("msg_sizes", "msg_least")  # one object for the whole ring (make_nodes)
 BUILD_EVERY = 1 << 16  # nodes between two calls of make_nodes' progress
 # simcore.run's lists of one entry per node (deferred, unserved), and the ring's own
 PER_NODE_ENTRIES = 3
@@ -88,15 +79,23 @@ def make_nodes(protocol, n, progress=None):
 
     The declared message sizes (msg_sizes and msg_least, equal bytes in every node of a
     protocol) are one object each for the whole ring: 112 bytes a node less, read exactly as
-    before."""
+    before. So is the outgoing message's buffer of a protocol that declares no message (S, Q,
+    D: `out` is 0 bytes long, and no handler can write into it): the empty bytes, 64 bytes a
+    node less, and a write into it fails as loudly as one past the end of an empty bytearray."""
     cls = sim_class(protocol, n)
     first = cls(0, n)
     sizes, least = first.msg_sizes, first.msg_least
+    no_out = len(first.out) == 0
+    constants = cls.handler_constants
 
     def node(i):
         made = cls(i, n)
         made.msg_sizes = sizes  # at once: the next node's own takes the memory just freed
         made.msg_least = least
+        if no_out:
+            made.out = b""
+        for name, value in constants:
+            setattr(made, name, value)
         return made
 
     nodes = []
@@ -113,7 +112,7 @@ def _alloc(size):
 
 # Resident memory over the objects' own sizes: the allocator's pools and the growth of the
 # ring's list. `picoring sim -n 10000000 -k 10` (D): 4.68 GB at most, 475 bytes a node,
-# against 424 bytes of objects a node.
+# against 424 bytes of objects a node (before the empty message buffer was shared).
 ALLOCATOR_OVERHEAD = 1.12
 
 
@@ -126,8 +125,10 @@ def node_bytes(protocol, n):
     total = _alloc(sys.getsizeof(a)) + 8 * PER_NODE_ENTRIES
     for name in cls.__slots__:
         v = getattr(a, name, None)
-        if name in ("msg_sizes", "msg_least") or v is None or isinstance(v, bool) or v is getattr(b, name, None):
+        if name in SHARED or v is None or isinstance(v, bool) or v is getattr(b, name, None):
             continue  # shared by the ring's nodes (make_nodes), or one object for all
+        if name == "out" and not v:
+            continue  # the empty bytes (make_nodes)
         if isinstance(v, int) and -5 <= v <= 256:
             continue  # CPython's small ints exist once
         total += _alloc(sys.getsizeof(v))
