@@ -16,10 +16,10 @@ adds later goes into the instance's dictionary as before, so a node behaves exac
 the firmware's class does. The explorer keeps its own nodes (it reads node.__dict__).
 
 A class constant that a frame handler reads (D's `active_budget`) is a slot too, given
-the class's value by make_nodes (which makes every ring the simulator runs; in an
-__init__ of the subclass it made building a D ring 30% slower): CPython 3.11 does not specialize reading a class
-attribute through an instance, so each such read took the generic lookup (about 200 of
-the 2,300 instructions of D's active token hop, callgrind).
+the class's value by make_nodes, which makes every ring the simulator runs (an __init__ of
+the subclass doing it made building a D ring 30% slower): CPython 3.11 does not
+specialize reading a class attribute through an instance, so each such read took the
+generic lookup (about 200 of the 2,300 instructions of D's active token hop, callgrind).
 """
 
 import sys
