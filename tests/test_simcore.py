@@ -87,7 +87,26 @@ def test_sim_nodes_are_the_protocols_classes_with_their_attributes_in_slots():
         assert vars(node) == {}  # every attribute __init__ makes is a slot: no dictionary to look in
         assert {k: getattr(node, k) for k in vars(plain)} == vars(plain)
         assert all(x.msg_sizes is nodes[0].msg_sizes and x.msg_least is nodes[0].msg_least for x in nodes)  # one object each
+        if len(plain.out) == 0:  # no message declared: one empty buffer, which no handler can write into
+            assert all(x.out is nodes[0].out for x in nodes) and nodes[0].out == b""
+        else:  # a buffer of its own each
+            assert len({id(x.out) for x in nodes}) == n and isinstance(node.out, bytearray)
         assert 300 < node_bytes(name, n) < 2000
+
+
+def test_class_constants_the_frame_handlers_read_are_slots_with_the_classs_values():
+    # D's on_token reads active_budget, a class attribute (sim/nodes.py: read through a slot,
+    # not the generic lookup); its value is each class's own, and a node of another protocol
+    # gets no such slot
+    from picoring.firmware.proto_d import NodeD, NodeDLiteral
+    from picoring.sim.nodes import make_nodes, sim_class
+
+    for name, cls in (("d", NodeD), ("d-literal", NodeDLiteral)):
+        made = sim_class(name, 8)
+        assert "active_budget" in made.__slots__
+        assert all(node.active_budget is cls.active_budget for node in make_nodes(name, 8))
+    assert "active_budget" not in sim_class("q", 8).__slots__
+    assert sim_class("d", 8).__slots__[-1:] == ("active_budget",)  # not the module's constants it reads too
 
 
 @pytest.mark.parametrize("n", [2, 64, 100, 10000])

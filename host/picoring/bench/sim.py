@@ -49,15 +49,16 @@ BENCH_PROTOCOLS = ("q", "d")
 SIZES = (64, 10000)
 # Requests per run (sequential workload, cs_time 1). Sequential requests cost
 # exactly n messages each under Q and 2n - 1 under D, so these give about
-# 0.75-1M (quick) / 1.3M (full) messages per case: picoring's run takes 0.07-0.15 s
-# (quick: 3 rounds, 0.2-0.45 s a case) / 0.1-0.25 s (full), SimPy's 1-20 s. --quick
-# once ran 30k messages, 16 ms of picoring's time: its ratios swung by half between runs.
+# 0.75-1.5M (quick) / 1.3-1.5M (full) messages per case: picoring's run takes 0.1-0.15 s
+# (quick: 3 rounds, at least 0.3 s a case) / 0.1-0.25 s (full), SimPy's 1-20 s. --quick
+# once ran 30k messages, 16 ms of picoring's time: its ratios swung by half between runs;
+# its n = 10,000 cases ran 0.07-0.09 s a round until issue 38's last round of work.
 REQUESTS = {
     # (protocol, n): (quick, full)
     ("q", 64): (12000, 20000),
-    ("q", 10000): (100, 130),
+    ("q", 10000): (150, 150),
     ("d", 64): (6000, 10000),
-    ("d", 10000): (50, 65),
+    ("d", 10000): (60, 65),
 }
 # --quick leaves out the "store" links: always the slowest SimPy style (about 3x
 # slower than "process"), so it never sets the headline rate.

@@ -16,8 +16,8 @@ def argparse_sim(sub):
                                    "request mostly has the ring to itself and D sends about n messages for it "
                                    "(n=10000, 800 requests: 8.1 million messages, 1.5 s); at --rate 1 the token "
                                    "serves several per round (about 3 each), and the checker's work per request "
-                                   "grows with the requests waiting. A node costs about 475 bytes: 4 GB hold about "
-                                   "8 million. On a terminal, a run longer than a second shows its progress on "
+                                   "grows with the requests waiting. A node costs about 430 bytes: 4 GB hold about "
+                                   "9.3 million. On a terminal, a run longer than a second shows its progress on "
                                    "stderr, and a ring of 100,000 nodes or more what it costs before it is built.")
     add_protocol_arg(p)
     p.add_argument("-n", type=int, help="ring size (default 8; a trace given as -w file:TRACE: its ring's)")
