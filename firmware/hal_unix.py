@@ -204,7 +204,7 @@ class RingStoodStill:
     """The microseconds so far in which the virtual ring's processes stood still (the host ran
     others while they were ready to run, or the relay did not run at all): this board's wall
     time less the ring's clock, which the relay keeps in a file it replaces whole, as ticks_us
-    (cfg["virtual"]["stood_still"]: host/picoring/virtual/boards.py, RingStoodStill). A relay
+    (cfg["virtual"]["stood_still"]: host/picoring/virtual/ringclock.py, RingStoodStill). A relay
     that stands still now does not write it: the difference grows, as it should. Never less
     than said before (the file is up to a housekeeping old). Read when a recovery timeout is
     over (node.NodeLoop._stood_still_meanwhile) and, for a clocked protocol, at most every 50 ms

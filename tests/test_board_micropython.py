@@ -14,7 +14,7 @@ import pytest
 
 from picoring.firmware import frame
 from picoring.ring import hostlink as hl
-from picoring.virtual.boards import RingStoodStill
+from picoring.virtual.ringclock import RingStoodStill
 
 from conftest import FIRMWARE, ROOT, RunDeadline, run_micropython
 

@@ -413,18 +413,18 @@ def test_a_virtual_rings_pace_is_its_clock_against_wall_time(tmp_path):
     # 100 ms; RingPace takes each write as a sample at its mtime and gives the clock's seconds per
     # wall second over the last second: 0.25 when 3/4 of the time stood still, 0.0 once the
     # relay has stopped writing (it stands still itself).
-    from picoring.virtual import boards as vb
+    from picoring.virtual import ringclock as rc
 
-    path = vb.stood_still_file(tmp_path)
+    path = rc.stood_still_file(tmp_path)
     wall = {"mono_ns": 50 * 10**9}
     real_offset_ns = 1_700_000_000 * 10**9  # the wall clock's time at monotonic 0
 
     def write(mono_ms, stood_ms):
-        path.write_text(str(((mono_ms - stood_ms) * 1000) & vb._TICKS_MASK))
+        path.write_text(str(((mono_ms - stood_ms) * 1000) & rc._TICKS_MASK))
         t = real_offset_ns + mono_ms * 10**6
         os.utime(path, ns=(t, t))
 
-    pace = vb.RingPace(path, monotonic_ns=lambda: wall["mono_ns"], time_ns=lambda: real_offset_ns + wall["mono_ns"])
+    pace = rc.RingPace(path, monotonic_ns=lambda: wall["mono_ns"], time_ns=lambda: real_offset_ns + wall["mono_ns"])
     for k in range(12):  # 100 ms apart, 75 ms of each stood still
         at = 50_000 + 100 * k
         write(at, 2_000 + 75 * k)
@@ -433,9 +433,9 @@ def test_a_virtual_rings_pace_is_its_clock_against_wall_time(tmp_path):
     assert got == pytest.approx(0.25)
     wall["mono_ns"] += 400 * 10**6  # nothing written for 400 ms
     assert pace() == 0.0
-    assert vb.RingPace(tmp_path / "none")() is None
-    assert vb.ring_pace_for_ports([str(tmp_path / "usb0"), str(tmp_path / "usb1")]) is not None
-    assert vb.ring_pace_for_ports(["/dev/ttyACM0", "/dev/ttyACM1"]) is None
+    assert rc.RingPace(tmp_path / "none")() is None
+    assert rc.ring_pace_for_ports([str(tmp_path / "usb0"), str(tmp_path / "usb1")]) is not None
+    assert rc.ring_pace_for_ports(["/dev/ttyACM0", "/dev/ttyACM1"]) is None
 
 
 def test_a_wait_on_processes_leaves_out_their_waits_for_a_cpu_and_the_ports_stillness():
@@ -1270,7 +1270,7 @@ def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, 
 def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tmp_path, monkeypatch):
     """RingStoodStill: the relay writes wall time less the longest run-queue wait of any of the
     ring's processes since the last look (the kernel's schedstat), as MicroPython's ticks_us."""
-    from picoring.virtual import boards as vb
+    from picoring.virtual import ringclock as rc
 
     waits = {"/proc/7/schedstat": [100, 40_000_100, 40_000_100], "/proc/8/schedstat": [5, 10_000_005, 20_000_005]}
     look = {"k": 0}
@@ -1288,13 +1288,13 @@ def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tm
     monkeypatch.setattr("builtins.open", fake_open)
     # the relay's looks, 20 ms apart but the last, 100 ms late (the relay itself held up)
     now = {"ns": 0}
-    monkeypatch.setattr(vb.time, "monotonic_ns", lambda: now["ns"])
-    clock = vb.RingStoodStill(vb.stood_still_file(tmp_path), every_s=0.02)
+    monkeypatch.setattr(rc.time, "monotonic_ns", lambda: now["ns"])
+    clock = rc.RingStoodStill(rc.stood_still_file(tmp_path), every_s=0.02)
     for k, (at_ms, stood_ms) in enumerate(((10_000, 0), (10_020, 40), (10_040, 50), (10_160, 125))):
         look["k"] = min(k, 2)
         now["ns"] = at_ms * 1_000_000
         clock.update([7, 8])
-        written = int(vb.stood_still_file(tmp_path).read_text())
+        written = int(rc.stood_still_file(tmp_path).read_text())
         # 1st look: nothing to compare with; 2nd: 40 ms (pid 7); 3rd: 10 ms (pid 8); 4th: 100 ms
         # late (75 beyond the relay's own slack)
         assert written == ((at_ms - stood_ms) * 1000) & ((1 << 30) - 1), k

@@ -337,7 +337,7 @@ def board_config(config, index, uart, n, baud, i2c=None, stood_still=None):
     cfg = json.loads(json.dumps(config or {}))  # a deep copy that is certainly JSON
     cfg.setdefault("virtual", {})["uart"] = uart
     if stood_still is not None:
-        cfg["virtual"]["stood_still"] = str(stood_still)  # the ring's clock (virtual/boards.py, RingStoodStill)
+        cfg["virtual"]["stood_still"] = str(stood_still)  # the ring's clock (virtual/ringclock.py, RingStoodStill)
     if cfg.get("resource") and i2c is not None:
         cfg["virtual"]["i2c"] = str(i2c)
     cfg.setdefault("position", index)
@@ -596,7 +596,7 @@ def deploy_virtual(ring, config=None, files=None, timeout=DEFAULT_TIMEOUT):
 def deploy_virtual_cli(state_dir, config=None, files=None, timeout=DEFAULT_TIMEOUT):
     """As deploy_virtual, for the ring that `picoring virtual up` started in state_dir."""
     from ..virtual import supervisor
-    from ..virtual.boards import stood_still_file
+    from ..virtual.ringclock import stood_still_file
     from .ports import fram_image
 
     state = supervisor.read_state(state_dir)

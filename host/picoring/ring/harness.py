@@ -76,7 +76,7 @@ class RingRun:
     for real boards, the stall-aware clock for a virtual or emulated ring.
     clock_rate: None, or a function giving the boards' clock rate as the ring itself counts it
     (an emulated ring's chip-seconds per wall-second: emulated.supervisor.chip_rate_for_ports; a
-    virtual ring's clock, less what stood still: virtual.boards.ring_pace_for_ports; both:
+    virtual ring's clock, less what stood still: virtual.ringclock.ring_pace_for_ports; both:
     ringrate.clock_rate_for_ports); the deadlines scale by it as by the pings' rates
     (measure_slowness), and the stall clock runs at its pace (Driver.rate).
     listener: called with every trace event (the dashboard's feed); progress(issued, total,

@@ -44,7 +44,7 @@ class Target:
     spec: str = ""                             # what the user wrote
     virtual_i2c: Optional[str] = None          # a virtual board's ring's FRAM image (--resource fram)
     labgrid: Optional[dict] = None             # a labgrid place's port: {place, resource, name} (ring/labgrid.py)
-    virtual_stood_still: Optional[str] = None  # a virtual board's ring's clock file (virtual/boards.py, RingStoodStill)
+    virtual_stood_still: Optional[str] = None  # a virtual board's ring's clock file (virtual/ringclock.py, RingStoodStill)
 
     @property
     def virtual(self):
@@ -191,8 +191,8 @@ def virtual_targets(state_dir=None):
 
 def stood_still_file(state_dir):
     """The clock file of the ring `picoring virtual up` keeps in state_dir, for its boards'
-    recovery timeouts (virtual/boards.py, RingStoodStill)."""
-    from ..virtual.boards import stood_still_file as in_workdir
+    recovery timeouts (virtual/ringclock.py, RingStoodStill)."""
+    from ..virtual.ringclock import stood_still_file as in_workdir
 
     return in_workdir(state_dir)
 

@@ -51,7 +51,6 @@ calls are public.
 """
 
 import atexit
-import collections
 import contextlib
 import json
 import math
@@ -67,6 +66,7 @@ import weakref
 from pathlib import Path
 
 from .. import fdwait, ttystall
+from .ringclock import RingStoodStill, stood_still_file
 from .board import RX_LEAD_S, VirtualBoard, VirtualBoardError, WakePipe, find_micropython, read_all, read_some
 from .usb import UsbSide
 from .wire import FaultPlan, Wire
@@ -90,163 +90,6 @@ _HOST_BACKLOG = 1 << 20
 # directory, which every board's stand-in for machine.I2C opens (firmware/hal_unix.py).
 FRAM_IMAGE = "fram.img"
 FRAM_SIZE = 32768
-# The ring's clock for its boards' recovery timeouts (RingStoodStill): a file in the work
-# directory, replaced whole at every housekeeping, that every board reads when a timeout is over.
-STOOD_STILL = "ring-clock"
-_TICKS_MASK = (1 << 30) - 1  # MicroPython's time.ticks_us() wraps there
-# How often the relay updates it (a look at n + 1 schedstat files and a file replaced: 0.8 ms
-# for 32 boards here), and by how much later than that it must come to have stood still (it
-# looks at a housekeeping, every _HOUSEKEEPING_S).
-_RING_CLOCK_EVERY_S = 0.1
-_LATE_SLACK_NS = 25_000_000
-_GROWTH_KEPT_NS = 50_000_000  # a look at which the ring's clock fell this far behind is kept (RingStoodStill.growths)
-
-
-def stood_still_file(workdir):
-    return Path(workdir) / STOOD_STILL
-
-
-class RingStoodStill:
-    """How long the ring's processes stood still, for its boards' recovery timeouts.
-
-    A Pico passes a token on in microseconds whatever its host does; a virtual board's hop
-    needs its own process, the relay and the next board's process to run, and a loaded host
-    (three busy loops on two cores) can leave them ready but not running for hundreds of
-    milliseconds (a hop of 335 ms was seen). The boards' timeouts run on wall time
-    (CLOCK_MONOTONIC), so such a hop made them regenerate a token that was only late, and
-    Q's exact message counts broke.
-
-    So the relay keeps the ring's clock: wall time less what stood still, which is, at each
-    housekeeping, the longest of: the time any of the ring's processes (the relay thread,
-    each board) waited on the host's run queue since the last (the kernel's
-    /proc/PID/schedstat, its second field), and how much later than due the relay itself
-    came back (held in a long call, stopped). It writes that clock as MicroPython's ticks_us
-    (CLOCK_MONOTONIC in us, 30 bits) to a file the boards read when a timeout is over
-    (firmware/hal_unix.py): a board's wall time less the ring's clock is what stood still,
-    the time since the relay last wrote included, so a relay that stands still now stops
-    the boards' timeouts too. Where there is no schedstat, nothing counts but that."""
-
-    def __init__(self, path, every_s=_RING_CLOCK_EVERY_S):
-        """every_s: how often the relay updates it."""
-        self.path = Path(path)
-        self.every_ns = int(every_s * 1e9)
-        self.next_at = 0.0  # (monotonic s) the relay's next update
-        self.stood_ns = 0
-        self._waited = {}  # schedstat path -> the run-queue wait it last said (ns)
-        self._last_ns = None  # time.monotonic_ns() of the last update
-        self._relay_held_ns = 0  # the relay's passes held up since the last update (relay_pass)
-        self._tmp = self.path.with_name(self.path.name + ".new")
-        # the last looks at which the clock fell _GROWTH_KEPT_NS or more behind: (monotonic s,
-        # ms, who: "relay late" or the process that waited longest), for a failure's snapshot
-        self.growths = collections.deque(maxlen=12)
-
-    def relay_pass(self, seconds, waited, asked):
-        """A pass of the relay's loop took `seconds` (monotonic, from its top to its end), of which
-        it waited `waited` for its descriptors, having asked for at most `asked`: the rest is time
-        in which it did not move the ring's bytes (held up in a long call, not run at all, or run
-        late after its wait). A pass's own work takes microseconds; more than _LATE_SLACK_NS is
-        kept for the next update."""
-        held = seconds - min(waited, asked)
-        if held * 1e9 > _LATE_SLACK_NS:
-            self._relay_held_ns += int(held * 1e9)
-
-    def update(self, pids, pass_began=None):
-        """At a housekeeping of the relay thread: `pids` the boards' processes; pass_began: when
-        (monotonic s) the relay's pass that calls it began."""
-        now_ns = time.monotonic_ns()
-        self.next_at = now_ns / 1e9 + self.every_ns / 1e9
-        # The relay held up since the last update: its passes (relay_pass) and this one so far (a
-        # stall taken from its schedule alone was up to every + slack short: issue 36).
-        held = self._relay_held_ns
-        self._relay_held_ns = 0
-        if pass_began is not None:
-            this = now_ns - int(pass_began * 1e9)
-            if this > _LATE_SLACK_NS:
-                held += this
-                self._relay_held_ns = -this  # (counted here: its pass's total, at its end, is less this)
-        # and at least how late it came back to its schedule (a relay thread not run between its
-        # passes: the same stall, seen from the other end)
-        late = 0 if self._last_ns is None else max(0, now_ns - self._last_ns - self.every_ns - _LATE_SLACK_NS)
-        late = max(late, held)
-        self._last_ns = now_ns
-        sources = ["/proc/self/task/%d/schedstat" % threading.get_native_id()]
-        sources += ["/proc/%d/schedstat" % pid for pid in pids]
-        grown, waited, who = late, {}, "relay late"
-        for source in sources:
-            try:
-                with open(source, "rb") as f:
-                    ns = int(f.read().split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            waited[source] = ns
-            before = self._waited.get(source)
-            if before is not None and ns - before > grown:
-                grown, who = ns - before, source.split("/")[-2] + " on the run queue"
-        self._waited = waited  # (a board started again has a new pid: its own count from here)
-        self.stood_ns += grown
-        if grown >= _GROWTH_KEPT_NS:
-            self.growths.append((now_ns / 1e9, grown // 1_000_000, who))
-        clock = (now_ns // 1000 - self.stood_ns // 1000) & _TICKS_MASK
-        try:
-            self._tmp.write_text(str(clock))
-            os.replace(self._tmp, self.path)  # whole: a board never reads half of it
-        except OSError:
-            pass
-
-
-class RingPace:
-    """The pace of a virtual ring's clock (RingStoodStill's file): its seconds per wall second
-    lately, for the harness (RingRun clock_rate), as an emulated ring's chip time is
-    (emulated.supervisor.chip_rate_for_ports). The boards' recovery timeouts run on this clock,
-    so the run's stall rule counts it too: on a machine that leaves the ring's processes ready
-    but not running most of the time, the ring is slow, not stalled (a saturated wandering-token
-    run under a loaded suite: "no critical section for 5.1 s" while its boards' timers counted
-    a fraction of that).
-
-    Each write of the file is a sample: the ring's clock at the file's mtime (the write time).
-    The pace is over the samples of the last span_s, None before two; 0.0 while the relay has
-    not written for stale_s (it stands still, and so do the boards' timers). monotonic_ns and
-    time_ns: a test's own."""
-
-    def __init__(self, path, span_s=1.0, stale_s=3 * _RING_CLOCK_EVERY_S, monotonic_ns=time.monotonic_ns,
-                 time_ns=time.time_ns):
-        self.path = Path(path)
-        self.span_us = int(span_s * 1e6)
-        self.stale_us = int(stale_s * 1e6)
-        self._monotonic_ns, self._time_ns = monotonic_ns, time_ns
-        self._samples = []  # (write time, monotonic us; the time stood still so far, us)
-
-    def __call__(self):
-        now_us = self._monotonic_ns() // 1000
-        try:
-            st = os.stat(self.path)
-            clock = int(self.path.read_text())
-        except (OSError, ValueError):
-            return None  # not written yet, or being replaced
-        # the write's time on the monotonic clock (mtime is wall-clock time)
-        written_us = (st.st_mtime_ns - (self._time_ns() - self._monotonic_ns())) // 1000
-        stood_us = (written_us - clock) & _TICKS_MASK
-        samples = self._samples
-        if not samples or written_us > samples[-1][0]:
-            samples.append((written_us, stood_us))
-        while len(samples) > 2 and samples[1][0] <= now_us - self.span_us:
-            del samples[0]
-        if now_us - samples[-1][0] > self.stale_us:
-            return 0.0
-        if len(samples) < 2:
-            return None
-        (w0, s0), (w1, s1) = samples[0], samples[-1]
-        stood = (s1 - s0) & _TICKS_MASK
-        return max(0.0, 1.0 - stood / (w1 - w0))
-
-
-def ring_pace_for_ports(ports):
-    """For the ports of a virtual ring (DIR/usb<i>, the ring's clock in DIR): its RingPace, for
-    RingRun's clock_rate. None for any other ports."""
-    dirs = {Path(p).parent for p in ports if isinstance(p, str)}
-    if len(dirs) != 1 or not stood_still_file(next(iter(dirs))).exists():
-        return None  # (its ports' one folder holds the ring's clock: a virtual ring's workdir)
-    return RingPace(stood_still_file(dirs.pop()))
 
 
 _live_rings = weakref.WeakSet()

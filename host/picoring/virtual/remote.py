@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 
 from . import supervisor
-from .boards import FRAM_IMAGE, stood_still_file
+from .boards import FRAM_IMAGE
+from .ringclock import stood_still_file
 
 
 def _answer_wait(timeout):
