@@ -8,8 +8,8 @@ from collections import deque
 from fractions import Fraction
 
 from ..firmware.protocol import BROADCAST, ENTER_CS, REGISTRY, SEND_MSG, SEND_REQUEST, load, sends
-from .model import (DELIVERED, ENTERED, FORWARDS, HOP_FRAMES, INF, LOGICAL, Explorer, Msg, StateBudgetExceeded, _protocol_class,
-                    _schedule_lines, message_buffer, rotation_symmetric)
+from .graph import DELIVERED, ENTERED, FORWARDS, HOP_FRAMES, INF, LOGICAL, _schedule_lines
+from .model import Explorer, Msg, StateBudgetExceeded, _protocol_class, message_buffer, rotation_symmetric
 
 # -- the whole analysis ------------------------------------------------------
 
