@@ -245,56 +245,69 @@ class StateGraph:
         best = {"a": -1, "b": -1}
         best_w = {"a": None, "b": None}
         unbounded = False
-        rng = range(n)
+        # pmask[v]: the nodes p with L[p][v] set (bit p), so that a state's pending nodes are
+        # one read, not n; the lists of the masks met, made once each
+        pmask = array("Q", [0]) * N
+        lists = {0: []}
+        ent_mode_a, fwd_mode = sha == _ENT_SHIFT, sha == _FWD_SHIFT
+        ent_mode_b = shb == _ENT_SHIFT
         for v in self.topo:
-            pend = [p for p in rng if La[p][v] >= 0]
+            m = pmask[v]
+            pend = lists.get(m)
+            if pend is None:
+                pend = lists[m] = [p for p in range(n) if m >> p & 1]
             if pend and cyclic[v]:
                 unbounded = True
+            cur = [(p, La[p][v], Lb[p][v]) for p in pend]
             for k in range(start[v], start[v + 1]):
                 e = edges[k]
                 w = e >> _SUCC_SHIFT
                 # node p of v is node p - rot of w (rot: the rotation to w's representative)
                 rot = (e >> _ROT_SHIFT) & _ROT
-                ut = (v << 8) | ((e >> _T_SHIFT) & 0xFF)
                 wa = (e >> sha) & ma
                 wb = (e >> shb) & mb
                 ent = ((e >> _ENT_SHIFT) & 0x3F) - 1
                 fwd = -1
-                if sha == _ENT_SHIFT:
+                if ent_mode_a:
                     wa = 1 if wa else 0  # ENTERED: entries, not the node's number
-                elif sha == _FWD_SHIFT:
+                elif fwd_mode:
                     fwd, wa = wa - 1, 0  # FORWARDS: counted for the node whose search it is (below)
-                if shb == _ENT_SHIFT:
+                if ent_mode_b:
                     wb = 1 if wb else 0
                 req = ((e >> _REQ_SHIFT) & 0x3F) - 1
                 if req >= 0:
                     if ent == req:
                         for r in ("a", "b"):
                             if best[r] < 0:
-                                best[r], best_w[r] = 0, (req, ut)
+                                best[r], best_w[r] = 0, (req, (v << 8) | ((e >> _T_SHIFT) & 0xFF))
                     else:
                         q = req - rot if req >= rot else req - rot + n
+                        pmask[w] |= 1 << q
                         if wa > La[q][w]:
                             La[q][w] = wa
                             Pa[q][w] = -2 - k
                         if wb > Lb[q][w]:
                             Lb[q][w] = wb
                             Pb[q][w] = -2 - k
-                for p in pend:
-                    ca = La[p][v] + (wa if fwd < 0 else p == fwd)
-                    cb = Lb[p][v] + wb
+                for p, la, lb in cur:
+                    ca = la + (wa if fwd < 0 else p == fwd)
+                    cb = lb + wb
                     if ent == p:
                         if ca > best["a"]:
-                            best["a"], best_w["a"] = ca, (p, ut)
+                            best["a"], best_w["a"] = ca, (p, (v << 8) | ((e >> _T_SHIFT) & 0xFF))
                         if cb > best["b"]:
-                            best["b"], best_w["b"] = cb, (p, ut)
+                            best["b"], best_w["b"] = cb, (p, (v << 8) | ((e >> _T_SHIFT) & 0xFF))
                     else:
                         q = p - rot if p >= rot else p - rot + n
-                        if ca > La[q][w]:
-                            La[q][w] = ca
+                        Lq = La[q]
+                        if ca > Lq[w]:
+                            if Lq[w] < 0:
+                                pmask[w] |= 1 << q
+                            Lq[w] = ca
                             Pa[q][w] = k
-                        if cb > Lb[q][w]:
-                            Lb[q][w] = cb
+                        Lq = Lb[q]
+                        if cb > Lq[w]:
+                            Lq[w] = cb
                             Pb[q][w] = k
         res = {}
         for r, P in (("a", Pa), ("b", Pb)):

@@ -137,9 +137,9 @@ from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_M
 from ..sim.simcore import first_word
 from .graph import _DELIV, _ENT_SHIFT, _FWD_SHIFT, _LOG_SHIFT, _REQ_SHIFT, _ROT_SHIFT, _SUCC_SHIFT, _T_SHIFT, StateGraph
 from .graph import HOP_FRAMES, LOGICAL  # noqa: F401 (the edge weights, for the tests' imports)
-from .states import (P_COUNT, P_ERRORS, P_FLAG, P_HAS_TOKEN, P_IN_CS, P_PENDING, P_STALE, REQ, IndexView, Msg,
-                     StatesView, StateStore, Widen, _restore, _snapshot, canonical, has_messages, node_attributes,
-                     rotation_symmetric)
+from .states import (NB_ERRORS, NB_IN_CS, NB_PENDING, NB_TOKEN, P_COUNT, P_FLAG, P_HAS_TOKEN, REQ, IndexView,
+                     Msg, StatesView, StateStore, Widen, _restore, _snapshot, canonical, has_messages,
+                     node_attributes, rotation_symmetric)
 
 _OBSERVER_BYTES = bytes(6)  # seq u32, epoch u16 at the head of a token message's payload
 
@@ -152,8 +152,6 @@ def message_buffer(kind, src, dst, payload):
 
 
 assert MSG_HEAD == PAYLOAD_AT == 5  # message_buffer's head
-
-
 
 
 def _protocol_class(protocol, start=None):
@@ -245,6 +243,7 @@ class Explorer(StateGraph):
         # Rotation symmetry (rotation_symmetric): one state per rotation class (states.canonical).
         self.rotations = bool(rotations)
         self.init_shift = 0  # the initial state is its representative rotated back by this
+        self.store = None  # the numbered states (StateStore), made by build
 
     # -- nodes <-> tuples ----------------------------------------------------
     def _load(self, i, values):
@@ -374,50 +373,86 @@ class Explorer(StateGraph):
         self._memo[key] = r
         return r
 
-    def successors(self, st):
-        """[(label, state, edge weight bits, entered, requested)] in a fixed order."""
-        nodes, links, budget = st
+    def _new_store(self, typecode="H"):
+        """A fresh StateStore, and the search's caches of its numbers."""
+        self.store = StateStore(self.n, typecode, self._queue_tokens)
+        # per link or node i: (numbers the move reads) -> (numbers it writes, edge bits, entered)
+        self._delivers = [{} for _ in range(self.n)]
+        self._exits = [{} for _ in range(self.n)]
+        self._requests = [{} for _ in range(self.n)]
+        return self.store
+
+    @staticmethod
+    def _edge_bits(w, ent, req):
+        """An edge's bits but for its successor, rotation and transition index (graph.py)."""
+        return w | ((ent + 1) << _ENT_SHIFT) | ((req + 1) << _REQ_SHIFT)
+
+    def _moves(self, s):
+        """The transitions of the numbered state s (StateStore: n node tuples', n link queues'
+        numbers, n budgets), in a fixed order: [(kind, i, successor's numbers, edge bits
+        (_edge_bits))], kind "deliver" (the head of link i to node i + 1), "exit" or
+        "request" (node i). A move's effect is cached on the numbers it reads: the search
+        runs the handlers (_call) once per distinct move, not once per state."""
         n = self.n
+        store = self.store
+        bits = store.node_bits
         out = []
-        call = self._call
-        intern = self._intern
         for i in range(n):
-            q = links[i]
-            if q:
+            qi = s[n + i]
+            if qi:
                 j = i + 1 if i + 1 < n else 0
-                f = q[0]
-                v2, fr, w, ent = call(j, nodes[j], f)
-                nl = list(links)
-                nl[i] = q[1:]
-                if fr:
-                    x = nl[j] + fr
-                    nl[j] = intern.setdefault(x, x)
-                s2 = (nodes[:j] + (v2,) + nodes[j + 1:], tuple(nl), budget)
-                # a message's label is the frame itself (search._fmt_schedule writes it out)
-                what = f if f.__class__ is Msg else "request" if f == REQ else "token"
-                out.append((("deliver", i, what), s2, w | _DELIV, ent, -1))
+                key = (s[j], qi, s[n + j])
+                r = self._delivers[i].get(key)
+                if r is None:
+                    v2, fr, w, ent = self._call(j, store.nodes[key[0]], store.q_head[qi])
+                    qj = key[2]
+                    if fr:
+                        qj = store.queue(store.queues[qj] + fr)
+                    r = self._delivers[i][key] = (store.node(v2), store.q_tail[qi], qj,
+                                                  self._edge_bits(w | _DELIV, ent, -1))
+                s2 = list(s)
+                s2[j], s2[n + i], s2[n + j] = r[0], r[1], r[2]
+                out.append(("deliver", i, s2, r[3]))
         for i in range(n):
-            if nodes[i][P_IN_CS]:
-                v2, fr, w, ent = call(i, nodes[i], "exit")
-                nl = links
-                if fr:
-                    nl = list(links)
-                    x = nl[i] + fr
-                    nl[i] = intern.setdefault(x, x)
-                    nl = tuple(nl)
-                out.append((("exit", i), (nodes[:i] + (v2,) + nodes[i + 1:], nl, budget), w, ent, -1))
+            if bits[s[i]] & NB_IN_CS:
+                out.append(self._own_move(s, i, "exit", self._exits[i]))
         for i in range(n):
-            v = nodes[i]
-            if budget[i] and not v[P_PENDING] and not v[P_IN_CS]:
-                v2, fr, w, ent = call(i, v, "request")
-                b = budget[:i] + (budget[i] - 1,) + budget[i + 1:]
-                nl = links
-                if fr:
-                    nl = list(links)
-                    x = nl[i] + fr
-                    nl[i] = intern.setdefault(x, x)
-                    nl = tuple(nl)
-                out.append((("request", i), (nodes[:i] + (v2,) + nodes[i + 1:], nl, b), w, ent, i))
+            if s[2 * n + i] and not bits[s[i]] & (NB_PENDING | NB_IN_CS):
+                out.append(self._own_move(s, i, "request", self._requests[i]))
+        return out
+
+    def _own_move(self, s, i, ev, cache):
+        """Node i's exit or request (ev) from numbered state s, as _moves lists it."""
+        n = self.n
+        key = (s[i], s[n + i])
+        r = cache.get(key)
+        if r is None:
+            store = self.store
+            v2, fr, w, ent = self._call(i, store.nodes[key[0]], ev)
+            r = cache[key] = (store.node(v2), store.queue(store.queues[key[1]] + fr) if fr else key[1],
+                              self._edge_bits(w, ent, i if ev == "request" else -1))
+        s2 = list(s)
+        s2[i], s2[n + i] = r[0], r[1]
+        if ev == "request":
+            s2[2 * n + i] -= 1
+        return (ev, i, s2, r[2])
+
+    def successors(self, st):
+        """[(label, state, edge weight bits, entered, requested)] in a fixed order (_moves'):
+        a label is ("deliver", link i, what), ("exit", i) or ("request", i), what a Msg (the
+        frame itself: search._fmt_schedule writes it out), "request" or "token"."""
+        store = self.store or self._new_store()
+        s = store.number(st)
+        out = []
+        for kind, i, s2, e in self._moves(s):
+            w = e & ~((0x3F << _ENT_SHIFT) | (0x3F << _REQ_SHIFT))
+            ent, req = ((e >> _ENT_SHIFT) & 0x3F) - 1, ((e >> _REQ_SHIFT) & 0x3F) - 1
+            if kind == "deliver":
+                f = store.q_head[s[self.n + i]]
+                label = (kind, i, f if f.__class__ is Msg else "request" if f == REQ else "token")
+            else:
+                label = (kind, i)
+            out.append((label, store.state(s2), w, ent, req))
         return out
 
     # -- the graph -----------------------------------------------------------
@@ -429,15 +464,36 @@ class Explorer(StateGraph):
         except Widen:  # more than 65534 distinct node tuples or link queues
             return self._build(progress, "I")
 
+    def _representative(self, s):
+        """(numbers of s's rotation class representative, rotation): states.canonical's, found
+        from the numbers' token flags when there is exactly one token (the usual case)."""
+        n = self.n
+        store = self.store
+        held, qtok = store.node_token, store.q_tokens
+        tokens = 0
+        at = 0
+        for i in range(n):
+            k = held[s[i]] + qtok[s[n + i]]
+            if k:
+                tokens += k
+                at = i
+        if tokens != 1:
+            rep, at = canonical(store.state(s), n)  # a planted bug's second token: compare the rotations
+            return store.number(rep), at
+        if at == 0:
+            return s, 0
+        return s[at:n] + s[:at] + s[n + at:2 * n] + s[n:n + at] + s[2 * n + at:] + s[2 * n:2 * n + at], at
+
     def _build(self, progress, typecode):
         t0 = time.perf_counter()
-        init = self.initial()
-        if self.rotations:
-            init, self.init_shift = canonical(init, self.n)
+        n = self.n
+        store = self._new_store(typecode)
+        init = store.number(self.initial())
         rotate = self.rotations
-        store = StateStore(self.n, typecode)
-        encode, decode = store.encode, store.decode
-        key = encode(init)
+        if rotate:
+            init, self.init_shift = self._representative(init)
+        pack, unpack = store.pack, store.unpack
+        key = pack(*init)
         index = store.index
         index[key] = 0
         states = store.keys
@@ -451,16 +507,16 @@ class Explorer(StateGraph):
         self.stuck = []  # quiet states with a pending request
         self.quiescent = []  # quiet states with nothing pending
         self.budget_hit = False
-        self._check_state(0, init)
+        self._check_numbers(0, init)
         k = 0
         max_states = self.max_states
+        moves, representative, check = self._moves, self._representative, self._check_numbers
         while k < len(states):
-            st = decode(states[k])
-            for t, (label, s2, w, ent, req) in enumerate(self.successors(st)):
+            for t, (_, _, s2, e) in enumerate(moves(unpack(states[k]))):
                 r = 0
                 if rotate:
-                    s2, r = canonical(s2, self.n)
-                key = encode(s2)
+                    s2, r = representative(s2)
+                key = pack(*s2)
                 sid = index.get(key)
                 if sid is None:
                     sid = len(states)
@@ -471,11 +527,8 @@ class Explorer(StateGraph):
                     states.append(key)
                     parent.append((k << 8) | t)
                     depth.append(depth[k] + 1)
-                    self._check_state(sid, s2)
-                edges.append(
-                    (sid << _SUCC_SHIFT) | (r << _ROT_SHIFT) | (t << _T_SHIFT) | ((req + 1) << _REQ_SHIFT)
-                    | ((ent + 1) << _ENT_SHIFT) | w
-                )
+                    check(sid, s2)
+                edges.append((sid << _SUCC_SHIFT) | (r << _ROT_SHIFT) | (t << _T_SHIFT) | e)
             if self.budget_hit:
                 break
             start.append(len(edges))
@@ -492,33 +545,40 @@ class Explorer(StateGraph):
         if self.budget_hit:
             raise StateBudgetExceeded(
                 "state budget exhausted: more than %d reachable states for %s, n=%d, R=%d "
-                "(raise --max-states, or lower n or R)" % (max_states, self.protocol, self.n, self.R))
+                "(raise --max-states, or lower n or R)" % (max_states, self.protocol, n, self.R))
         return self
 
-    def _tokens_in_flight(self, links):
-        """Token frames and token messages on the wires (None: not countable)."""
+    def _queue_tokens(self, q):
+        """Token frames and token messages in link queue q (None: not countable)."""
         if not self.messages:
-            return sum(1 for q in links for f in q if f != REQ)
+            return sum(1 for f in q if f != REQ)
         kinds = self.token_kinds
         if kinds is None:
             return None
-        return sum(1 for q in links for f in q if (f[0] in kinds if f.__class__ is Msg else f != REQ))
+        return sum(1 for f in q if (f[0] in kinds if f.__class__ is Msg else f != REQ))
 
-    def _check_state(self, sid, st):
-        nodes, links, budget = st
-        in_cs = sum(1 for v in nodes if v[P_IN_CS])
+    def _check_numbers(self, sid, s):
+        """The checks of a new state (numbers): safety, token integrity, quiet with or without a
+        pending request."""
+        n = self.n
+        bits, qtok = self.store.node_bits, self.store.q_tokens
+        in_cs = held = errors = pending = 0
+        for i in range(n):
+            b = bits[s[i]]
+            if b:
+                in_cs += b & NB_IN_CS
+                held += b & NB_TOKEN
+                errors |= b & NB_ERRORS  # errors: frames impossible on a fault-free ring; stale
+                pending |= b & NB_PENDING  # counts: Q's recovery hop rule fired (never without faults)
+        in_cs //= NB_IN_CS
+        held //= NB_TOKEN
         if in_cs > 1 and self.first_safety is None:
             self.first_safety = sid
-        held = sum(1 for v in nodes if v[P_HAS_TOKEN])
-        flying = self._tokens_in_flight(links)
-        # errors: frames impossible on a fault-free ring; stale counts: Q's recovery
-        # hop rule fired, which it never does without faults
-        errors = sum(v[P_ERRORS] + v[P_STALE] for v in nodes)
-        bad = held > 1 if flying is None else held + flying != 1
+        flying = 0
+        for q in s[n:2 * n]:
+            flying = -1 if flying < 0 or qtok[q] < 0 else flying + qtok[q]
+        bad = held > 1 if flying < 0 else held + flying != 1
         if (bad or errors) and self.first_token_error is None:
             self.first_token_error = sid
-        if in_cs == 0 and not any(links):
-            if any(v[P_PENDING] for v in nodes):
-                self.stuck.append(sid)
-            else:
-                self.quiescent.append(sid)
+        if in_cs == 0 and not any(s[n:2 * n]):
+            (self.stuck if pending else self.quiescent).append(sid)
