@@ -39,6 +39,9 @@ def _same(protocol, n, R):
     assert reduced["symmetry"] and not full["symmetry"]
     assert full["complete"] and reduced["complete"]
     assert reduced["states"] < full["states"]
+    # the classes stand for exactly the full graph's states (graph.full_states: each class at
+    # every offset some schedule reaches it with)
+    assert reduced["full_states"] == full["states"]
     assert reduced["failures"] == full["failures"] and reduced["ok"] == full["ok"]
     for k in VERDICTS:
         assert reduced[k]["ok"] == full[k]["ok"], k

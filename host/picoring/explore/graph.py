@@ -101,6 +101,50 @@ class StateGraph:
         for k in range(self.start[v], self.start[v + 1]):
             yield e[k]
 
+    # -- what the rotation classes stand for ---------------------------------------
+    def full_states(self):
+        """With rotations: the number of states of the full graph (the ring's states reachable
+        from its initial state, as Explorer(rotations=False) finds them), from the classes: a
+        class stands for its representative rotated by every offset at which some schedule
+        reaches it. The offsets (a bit mask per class) are propagated along the edges, each
+        edge adding its rotation, in topological order (sccs), again within a cycle's states
+        until nothing changes. A class whose representative is
+        fixed by a rotation (never with exactly one token) counts its distinct rotations."""
+        N, n = len(self.states), self.n
+        if not self.rotations:
+            return N
+        full = (1 << n) - 1
+        if getattr(self, "topo", None) is None:
+            self.sccs()
+        edges, start, cyclic = self.edges, self.start, self.cyclic
+        offs = array("Q", [0]) * N
+        offs[0] = 1 << self.init_shift
+        again = []
+
+        def spread(v, forward):
+            m = offs[v]
+            for k in range(start[v], start[v + 1]):
+                e = edges[k]
+                w = e >> _SUCC_SHIFT
+                r = (e >> _ROT_SHIFT) & _ROT
+                m2 = m if not r else ((m << r) | (m >> (n - r))) & full  # offset o -> o + r
+                old = offs[w]
+                if m2 | old != old:
+                    offs[w] = old | m2
+                    if not forward or cyclic[w]:  # (else w comes after v in topological order)
+                        again.append(w)
+
+        for v in self.topo:
+            spread(v, True)
+        while again:
+            spread(again.pop(), False)
+        total = sum(m.bit_count() for m in offs)
+        for v in self.irregular:  # (a planted bug's second token: a rotation may fix the state)
+            st = self.states[v]
+            distinct = {tuple(x[n - o:] + x[:n - o] for x in st) for o in range(n) if offs[v] >> o & 1}
+            total += len(distinct) - offs[v].bit_count()
+        return total
+
     # -- cycles ----------------------------------------------------------------
     def sccs(self):
         """Iterative Tarjan. Sets self.topo (states in topological order of their

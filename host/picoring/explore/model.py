@@ -506,6 +506,7 @@ class Explorer(StateGraph):
         self.first_token_error = None
         self.stuck = []  # quiet states with a pending request
         self.quiescent = []  # quiet states with nothing pending
+        self.irregular = []  # states without exactly one token
         self.budget_hit = False
         self._check_numbers(0, init)
         k = 0
@@ -580,5 +581,7 @@ class Explorer(StateGraph):
         bad = held > 1 if flying < 0 else held + flying != 1
         if (bad or errors) and self.first_token_error is None:
             self.first_token_error = sid
+        if flying >= 0 and held + flying != 1:
+            self.irregular.append(sid)  # not one token: a rotation may fix it (graph.full_states)
         if in_cs == 0 and not any(s[n:2 * n]):
             (self.stuck if pending else self.quiescent).append(sid)

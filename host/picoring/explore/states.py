@@ -109,18 +109,26 @@ def _rotated(st, r):
 
 def rotation_symmetric(cls, n):
     """True when rotating a state of a ring of cls gives a state of the same ring with the same
+    transitions (why_not_rotated: when not)."""
+    return why_not_rotated(cls, n) is None
+
+
+def why_not_rotated(cls, n):
+    """None when rotating a state of a ring of cls gives a state of the same ring with the same
     transitions: its descriptor says its rules never name an absolute position
     (about["positions"] is False), it sends no messages of the layer (theirs carry node
     numbers), and no subclass below the descriptor's class changes a handler (a planted bug
-    inherits its base's descriptor, not its symmetry)."""
-    if cls.about.get("positions", True) is not False or has_messages(cls, n):
-        return False
+    inherits its base's descriptor, not its symmetry). Else why not, in words."""
+    if cls.about.get("positions", True) is not False:
+        return "its descriptor does not say that its rules name no position (about['positions'])"
+    if has_messages(cls, n):
+        return "its messages carry node numbers"
     for c in cls.__mro__:
         if "about" in c.__dict__:
-            return True
+            return None
         if any(callable(v) or isinstance(v, (staticmethod, classmethod)) for v in c.__dict__.values()):
-            return False
-    return False
+            return "a subclass of the described protocol changes its handlers"
+    return "no class of it carries a descriptor"
 
 
 class Widen(Exception):
