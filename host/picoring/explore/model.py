@@ -376,16 +376,40 @@ class Explorer(StateGraph):
     def _new_store(self, typecode="H"):
         """A fresh StateStore, and the search's caches of its numbers."""
         self.store = StateStore(self.n, typecode, self._queue_tokens)
-        # per link or node i: (numbers the move reads) -> (numbers it writes, edge bits, entered)
+        # per link or node i: (node number, frame number or event) -> (node number after, what it
+        # sends (a number of _outs), edge bits); keyed on what the handler reads only, so that
+        # they stay about as small as _call's memo
         self._delivers = [{} for _ in range(self.n)]
         self._exits = [{} for _ in range(self.n)]
         self._requests = [{} for _ in range(self.n)]
+        self._outs, self._out_frames = {}, []  # the frames a move sends, numbered
+        self._appends = {}  # (queue number, number of what is sent) -> the queue's number after
         return self.store
 
     @staticmethod
     def _edge_bits(w, ent, req):
         """An edge's bits but for its successor, rotation and transition index (graph.py)."""
         return w | ((ent + 1) << _ENT_SHIFT) | ((req + 1) << _REQ_SHIFT)
+
+    def _effect(self, i, v, ev, req):
+        """(node number after, number of the frames sent or -1, edge bits) of _call(i, v, ev)."""
+        v2, fr, w, ent = self._call(i, v, ev)
+        out = -1
+        if fr:
+            out = self._outs.get(fr)
+            if out is None:
+                out = self._outs[fr] = len(self._out_frames)
+                self._out_frames.append(fr)
+        return self.store.node(v2), out, self._edge_bits(w, ent, req)
+
+    def _append(self, q, out):
+        """The number of queue q with the frames numbered out behind it."""
+        key = (q, out)
+        r = self._appends.get(key)
+        if r is None:
+            store = self.store
+            r = self._appends[key] = store.queue(store.queues[q] + self._out_frames[out])
+        return r
 
     def _moves(self, s):
         """The transitions of the numbered state s (StateStore: n node tuples', n link queues'
@@ -395,24 +419,22 @@ class Explorer(StateGraph):
         runs the handlers (_call) once per distinct move, not once per state."""
         n = self.n
         store = self.store
-        bits = store.node_bits
+        bits, head, tail = store.node_bits, store.q_head_id, store.q_tail
         out = []
         for i in range(n):
             qi = s[n + i]
             if qi:
                 j = i + 1 if i + 1 < n else 0
-                key = (s[j], qi, s[n + j])
+                key = (s[j], head[qi])
                 r = self._delivers[i].get(key)
                 if r is None:
-                    v2, fr, w, ent = self._call(j, store.nodes[key[0]], store.q_head[qi])
-                    qj = key[2]
-                    if fr:
-                        qj = store.queue(store.queues[qj] + fr)
-                    r = self._delivers[i][key] = (store.node(v2), store.q_tail[qi], qj,
-                                                  self._edge_bits(w | _DELIV, ent, -1))
+                    r = self._delivers[i][key] = self._effect(j, store.nodes[key[0]], store.q_head[qi], -1)
                 s2 = list(s)
-                s2[j], s2[n + i], s2[n + j] = r[0], r[1], r[2]
-                out.append(("deliver", i, s2, r[3]))
+                s2[j] = r[0]
+                s2[n + i] = tail[qi]
+                if r[1] >= 0:
+                    s2[n + j] = self._append(s[n + j], r[1])
+                out.append(("deliver", i, s2, r[2] | _DELIV))
         for i in range(n):
             if bits[s[i]] & NB_IN_CS:
                 out.append(self._own_move(s, i, "exit", self._exits[i]))
@@ -424,15 +446,13 @@ class Explorer(StateGraph):
     def _own_move(self, s, i, ev, cache):
         """Node i's exit or request (ev) from numbered state s, as _moves lists it."""
         n = self.n
-        key = (s[i], s[n + i])
-        r = cache.get(key)
+        r = cache.get(s[i])
         if r is None:
-            store = self.store
-            v2, fr, w, ent = self._call(i, store.nodes[key[0]], ev)
-            r = cache[key] = (store.node(v2), store.queue(store.queues[key[1]] + fr) if fr else key[1],
-                              self._edge_bits(w, ent, i if ev == "request" else -1))
+            r = cache[s[i]] = self._effect(i, self.store.nodes[s[i]], ev, i if ev == "request" else -1)
         s2 = list(s)
-        s2[i], s2[n + i] = r[0], r[1]
+        s2[i] = r[0]
+        if r[1] >= 0:
+            s2[n + i] = self._append(s[n + i], r[1])
         if ev == "request":
             s2[2 * n + i] -= 1
         return (ev, i, s2, r[2])

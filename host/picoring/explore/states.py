@@ -150,9 +150,9 @@ class StateStore:
     states); a state is the 3n numbers of its node tuples, its link queues and its budgets
     (the search works on these: model.Explorer._moves), kept as their bytes: 6n bytes against
     about 50n for the tuples (n = 8: ~400 bytes a state less). Beside each number the store
-    keeps what the search asks of it: a node tuple's flags (NB_*) and tokens (0 or 1), a queue's head frame, the
-    number of the queue behind it and the tokens in it (tokens_of(queue): an int, or None
-    when they cannot be counted). Decoding gives back an equal state of shared objects.
+    keeps what the search asks of it: a node tuple's flags (NB_*) and tokens (0 or 1), a
+    queue's head frame (and a number for it), the number of the queue behind it and the
+    tokens in it (tokens_of(queue): an int, or None when they cannot be counted). Decoding gives back an equal state of shared objects.
     typecode: "H" (numbers below 65535), else "I" (Widen: build again)."""
 
     def __init__(self, n, typecode="H", tokens_of=_frames_not_requests):
@@ -164,6 +164,7 @@ class StateStore:
         self.tokens_of = tokens_of
         self.node_ids, self.nodes, self.node_bits, self.node_token = {}, [], [], []
         self.queue_ids, self.queues, self.q_head, self.q_tail, self.q_tokens = {}, [], [], [], []
+        self.frame_ids, self.q_head_id = {}, []  # a queue's head frame by number (-1: empty)
         self.keys = []  # state id -> bytes
         self.index = {}  # bytes -> state id
         assert self.queue(()) == 0  # the empty link is 0: "link i is busy" is s[n + i] != 0
@@ -194,6 +195,7 @@ class StateStore:
             self.queue_ids[q] = i
             self.queues.append(q)
             self.q_head.append(q[0] if q else None)
+            self.q_head_id.append(self.frame_ids.setdefault(q[0], len(self.frame_ids)) if q else -1)
             self.q_tail.append(tail)
             t = self.tokens_of(q)
             self.q_tokens.append(-1 if t is None else t)
