@@ -481,8 +481,9 @@ class Explorer(StateGraph):
         progress: called as progress(expanded, found) every 4096 states expanded."""
         try:
             return self._build(progress, "H")
-        except Widen:  # more than 65534 distinct node tuples or link queues
-            return self._build(progress, "I")
+        except Widen:  # more than 65534 distinct node tuples or link queues: again with 4-byte numbers,
+            pass  # outside this handler, whose traceback keeps the first search's tables alive
+        return self._build(progress, "I")
 
     def _representative(self, s):
         """(numbers of s's rotation class representative, rotation): states.canonical's, found
