@@ -9,7 +9,8 @@ from collections import deque
 from ..firmware.protocol import DISCARDED, ENTER_CS
 from .lossy_model import (_DIAGNOSTICS, _INVARIANTS, F_TOKEN, LossyExplorer, _deliver, _frames_of, _kind_name,
                           fmt_lossy_label, frame_text)
-from .model import StateBudgetExceeded, _protocol_class, _schedule_lines
+from .graph import _schedule_lines
+from .model import StateBudgetExceeded, _protocol_class
 
 def explore_faults(protocol, n, requests_per_node=1, drops=0, timeouts=0, restarts=0, boot=False,
                    max_states=2_000_000, exact=False, drop_anywhere=False, stop_on_violation=False,

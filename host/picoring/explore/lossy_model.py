@@ -6,7 +6,8 @@ from array import array
 
 from ..firmware.protocol import (DISCARDED, ENTER_CS, REGENERATED, SEND_AGAIN, SEND_CLAIM, SEND_REQUEST,
                                  SEND_TOKEN, sends)
-from .model import StateBudgetExceeded, _check_size, _protocol_class, _walk_back, has_messages
+from .graph import _walk_back
+from .model import StateBudgetExceeded, _check_size, _protocol_class, has_messages
 
 # -- lossy mode: the recovery's safety under bounded faults ------------------------
 #

@@ -121,24 +121,25 @@ message of the kind about["messages"]["token"] names in flight) and no handler
 counted an error; for a protocol with messages whose descriptor names no token kind
 only "at most one holder" can be checked (the report says so).
 
-This module: the fault-free state graph (Explorer); states.py how its states are kept.
+This module: the fault-free state graph (Explorer); states.py how its states are kept;
+graph.py its schedules, cycles and worst cases.
 search.py runs the analysis over it (explore, replay, format_report); lossy_model.py
 and lossy.py are the lossy mode.
 """
 
 import time
 from array import array
-from bisect import bisect_right
-from collections import deque
 
 from ..check.registry import evaluate, message_roles, search_of, with_options
 from ..firmware import protocol as _fw
 from ..firmware.frame import MSG, MSG_HEAD
 from ..firmware.protocol import BROADCAST, ENTER_CS, NO_SIZE, PAYLOAD_AT, SEND_MSG, SEND_REQUEST, SEND_TOKEN, sends
 from ..sim.simcore import first_word
-from .states import (P_COUNT, P_ERRORS, P_FLAG, P_HAS_TOKEN, P_IN_CS, P_PENDING, P_STALE, REQ, IndexView, Msg,
-                     StatesView, StateStore, Widen, _restore, _snapshot, canonical, has_messages, node_attributes,
-                     rotation_symmetric)
+from .graph import _DELIV, _ENT_SHIFT, _FWD_SHIFT, _LOG_SHIFT, _REQ_SHIFT, _ROT_SHIFT, _SUCC_SHIFT, _T_SHIFT, StateGraph
+from .graph import HOP_FRAMES, LOGICAL  # noqa: F401 (the edge weights, for the tests' imports)
+from .states import (NB_ERRORS, NB_IN_CS, NB_PENDING, NB_TOKEN, P_COUNT, P_FLAG, P_HAS_TOKEN, REQ, IndexView,
+                     Msg, StatesView, StateStore, Widen, _restore, _snapshot, canonical, has_messages,
+                     node_attributes, rotation_symmetric)
 
 _OBSERVER_BYTES = bytes(6)  # seq u32, epoch u16 at the head of a token message's payload
 
@@ -151,28 +152,6 @@ def message_buffer(kind, src, dst, payload):
 
 
 assert MSG_HEAD == PAYLOAD_AT == 5  # message_buffer's head
-
-
-# edge encoding (one int per edge in a flat array)
-_HOPS = 0x7  # bits 0-2: hop frames sent
-_DELIV_SHIFT = 3
-_DELIV = 1 << _DELIV_SHIFT  # bit 3: a frame was delivered
-_LOG_SHIFT = 4  # bits 4-5: logical messages sent
-_ENT_SHIFT = 6  # bits 6-11: node that entered its critical section + 1
-_REQ_SHIFT = 12  # bits 12-17: node that made a request + 1
-_T_SHIFT = 18  # bits 18-25: transition index within the state
-_FWD_SHIFT = 26  # bits 26-31: node whose search message (Lemma 6) another node sent on + 1
-_ROT_SHIFT = 32  # bits 32-37: the rotation that made the successor its class's representative
-_ROT = 0x3F
-_SUCC_SHIFT = 38
-# the weights a measure reads from an edge: (shift, mask)
-HOP_FRAMES = (0, _HOPS)
-LOGICAL = (_LOG_SHIFT, 0x3)
-DELIVERED = (_DELIV_SHIFT, 1)
-ENTERED = (_ENT_SHIFT, 0x3F)  # 1 for an edge on which a node entered its critical section
-FORWARDS = (_FWD_SHIFT, 0x3F)  # 1 for an edge on which another node sent the pending node's search on
-
-INF = 1 << 60
 
 
 def _protocol_class(protocol, start=None):
@@ -214,31 +193,11 @@ def _check_size(n, most, what):
         raise ValueError("n too large for %s" % what)
 
 
-def _walk_back(parent, sid, shift):
-    """(state, transition) steps from the initial state to sid, following parent
-    (state -> (previous state << shift) | transition index)."""
-    mask = (1 << shift) - 1
-    steps = []
-    while sid:
-        p = parent[sid]
-        steps.append((p >> shift, p & mask))
-        sid = p >> shift
-    steps.reverse()
-    return steps
-
-
-def _schedule_lines(lines, label, steps, indent="      "):
-    """A schedule as numbered report lines."""
-    lines.append("    %s (%d steps):" % (label, len(steps)))
-    for k, x in enumerate(steps, 1):
-        lines.append("%s%2d. %s" % (indent, k, x))
-
-
 class StateBudgetExceeded(Exception):
     pass
 
 
-class Explorer:
+class Explorer(StateGraph):
     """Build the reachable state graph of (protocol, n, R) and analyse it.
 
     protocol is a registered protocol's name (firmware.protocol.REGISTRY) or a Node
@@ -284,6 +243,7 @@ class Explorer:
         # Rotation symmetry (rotation_symmetric): one state per rotation class (states.canonical).
         self.rotations = bool(rotations)
         self.init_shift = 0  # the initial state is its representative rotated back by this
+        self.store = None  # the numbered states (StateStore), made by build
 
     # -- nodes <-> tuples ----------------------------------------------------
     def _load(self, i, values):
@@ -413,50 +373,106 @@ class Explorer:
         self._memo[key] = r
         return r
 
-    def successors(self, st):
-        """[(label, state, edge weight bits, entered, requested)] in a fixed order."""
-        nodes, links, budget = st
+    def _new_store(self, typecode="H"):
+        """A fresh StateStore, and the search's caches of its numbers."""
+        self.store = StateStore(self.n, typecode, self._queue_tokens)
+        # per link or node i: (node number, frame number or event) -> (node number after, what it
+        # sends (a number of _outs), edge bits); keyed on what the handler reads only, so that
+        # they stay about as small as _call's memo
+        self._delivers = [{} for _ in range(self.n)]
+        self._exits = [{} for _ in range(self.n)]
+        self._requests = [{} for _ in range(self.n)]
+        self._outs, self._out_frames = {}, []  # the frames a move sends, numbered
+        self._appends = {}  # (queue number, number of what is sent) -> the queue's number after
+        return self.store
+
+    @staticmethod
+    def _edge_bits(w, ent, req):
+        """An edge's bits but for its successor, rotation and transition index (graph.py)."""
+        return w | ((ent + 1) << _ENT_SHIFT) | ((req + 1) << _REQ_SHIFT)
+
+    def _effect(self, i, v, ev, req):
+        """(node number after, number of the frames sent or -1, edge bits) of _call(i, v, ev)."""
+        v2, fr, w, ent = self._call(i, v, ev)
+        out = -1
+        if fr:
+            out = self._outs.get(fr)
+            if out is None:
+                out = self._outs[fr] = len(self._out_frames)
+                self._out_frames.append(fr)
+        return self.store.node(v2), out, self._edge_bits(w, ent, req)
+
+    def _append(self, q, out):
+        """The number of queue q with the frames numbered out behind it."""
+        key = (q, out)
+        r = self._appends.get(key)
+        if r is None:
+            store = self.store
+            r = self._appends[key] = store.queue(store.queues[q] + self._out_frames[out])
+        return r
+
+    def _moves(self, s):
+        """The transitions of the numbered state s (StateStore: n node tuples', n link queues'
+        numbers, n budgets), in a fixed order: [(kind, i, successor's numbers, edge bits
+        (_edge_bits))], kind "deliver" (the head of link i to node i + 1), "exit" or
+        "request" (node i). A move's effect is cached on the numbers it reads: the search
+        runs the handlers (_call) once per distinct move, not once per state."""
         n = self.n
+        store = self.store
+        bits, head, tail = store.node_bits, store.q_head_id, store.q_tail
         out = []
-        call = self._call
-        intern = self._intern
         for i in range(n):
-            q = links[i]
-            if q:
+            qi = s[n + i]
+            if qi:
                 j = i + 1 if i + 1 < n else 0
-                f = q[0]
-                v2, fr, w, ent = call(j, nodes[j], f)
-                nl = list(links)
-                nl[i] = q[1:]
-                if fr:
-                    x = nl[j] + fr
-                    nl[j] = intern.setdefault(x, x)
-                s2 = (nodes[:j] + (v2,) + nodes[j + 1:], tuple(nl), budget)
-                # a message's label is the frame itself (search._fmt_schedule writes it out)
-                what = f if f.__class__ is Msg else "request" if f == REQ else "token"
-                out.append((("deliver", i, what), s2, w | _DELIV, ent, -1))
+                key = (s[j], head[qi])
+                r = self._delivers[i].get(key)
+                if r is None:
+                    r = self._delivers[i][key] = self._effect(j, store.nodes[key[0]], store.q_head[qi], -1)
+                s2 = list(s)
+                s2[j] = r[0]
+                s2[n + i] = tail[qi]
+                if r[1] >= 0:
+                    s2[n + j] = self._append(s[n + j], r[1])
+                out.append(("deliver", i, s2, r[2] | _DELIV))
         for i in range(n):
-            if nodes[i][P_IN_CS]:
-                v2, fr, w, ent = call(i, nodes[i], "exit")
-                nl = links
-                if fr:
-                    nl = list(links)
-                    x = nl[i] + fr
-                    nl[i] = intern.setdefault(x, x)
-                    nl = tuple(nl)
-                out.append((("exit", i), (nodes[:i] + (v2,) + nodes[i + 1:], nl, budget), w, ent, -1))
+            if bits[s[i]] & NB_IN_CS:
+                out.append(self._own_move(s, i, "exit", self._exits[i]))
         for i in range(n):
-            v = nodes[i]
-            if budget[i] and not v[P_PENDING] and not v[P_IN_CS]:
-                v2, fr, w, ent = call(i, v, "request")
-                b = budget[:i] + (budget[i] - 1,) + budget[i + 1:]
-                nl = links
-                if fr:
-                    nl = list(links)
-                    x = nl[i] + fr
-                    nl[i] = intern.setdefault(x, x)
-                    nl = tuple(nl)
-                out.append((("request", i), (nodes[:i] + (v2,) + nodes[i + 1:], nl, b), w, ent, i))
+            if s[2 * n + i] and not bits[s[i]] & (NB_PENDING | NB_IN_CS):
+                out.append(self._own_move(s, i, "request", self._requests[i]))
+        return out
+
+    def _own_move(self, s, i, ev, cache):
+        """Node i's exit or request (ev) from numbered state s, as _moves lists it."""
+        n = self.n
+        r = cache.get(s[i])
+        if r is None:
+            r = cache[s[i]] = self._effect(i, self.store.nodes[s[i]], ev, i if ev == "request" else -1)
+        s2 = list(s)
+        s2[i] = r[0]
+        if r[1] >= 0:
+            s2[n + i] = self._append(s[n + i], r[1])
+        if ev == "request":
+            s2[2 * n + i] -= 1
+        return (ev, i, s2, r[2])
+
+    def successors(self, st):
+        """[(label, state, edge weight bits, entered, requested)] in a fixed order (_moves'):
+        a label is ("deliver", link i, what), ("exit", i) or ("request", i), what a Msg (the
+        frame itself: search._fmt_schedule writes it out), "request" or "token"."""
+        store = self.store or self._new_store()
+        s = store.number(st)
+        out = []
+        for kind, i, s2, e in self._moves(s):
+            w = e & ~((0x3F << _ENT_SHIFT) | (0x3F << _REQ_SHIFT))
+            ent, req = ((e >> _ENT_SHIFT) & 0x3F) - 1, ((e >> _REQ_SHIFT) & 0x3F) - 1
+            if kind == "deliver":
+                f = store.q_head[s[self.n + i]]
+                label = (kind, i, f if f.__class__ is Msg else "request" if f == REQ else "token")
+            else:
+                label = (kind, i)
+            out.append((label, store.state(s2), w, ent, req))
         return out
 
     # -- the graph -----------------------------------------------------------
@@ -465,18 +481,40 @@ class Explorer:
         progress: called as progress(expanded, found) every 4096 states expanded."""
         try:
             return self._build(progress, "H")
-        except Widen:  # more than 65534 distinct node tuples or link queues
-            return self._build(progress, "I")
+        except Widen:  # more than 65534 distinct node tuples or link queues: again with 4-byte numbers,
+            pass  # outside this handler, whose traceback keeps the first search's tables alive
+        return self._build(progress, "I")
+
+    def _representative(self, s):
+        """(numbers of s's rotation class representative, rotation): states.canonical's, found
+        from the numbers' token flags when there is exactly one token (the usual case)."""
+        n = self.n
+        store = self.store
+        held, qtok = store.node_token, store.q_tokens
+        tokens = 0
+        at = 0
+        for i in range(n):
+            k = held[s[i]] + qtok[s[n + i]]
+            if k:
+                tokens += k
+                at = i
+        if tokens != 1:
+            rep, at = canonical(store.state(s), n)  # a planted bug's second token: compare the rotations
+            return store.number(rep), at
+        if at == 0:
+            return s, 0
+        return s[at:n] + s[:at] + s[n + at:2 * n] + s[n:n + at] + s[2 * n + at:] + s[2 * n:2 * n + at], at
 
     def _build(self, progress, typecode):
         t0 = time.perf_counter()
-        init = self.initial()
-        if self.rotations:
-            init, self.init_shift = canonical(init, self.n)
+        n = self.n
+        store = self._new_store(typecode)
+        init = store.number(self.initial())
         rotate = self.rotations
-        store = StateStore(self.n, typecode)
-        encode, decode = store.encode, store.decode
-        key = encode(init)
+        if rotate:
+            init, self.init_shift = self._representative(init)
+        pack, unpack = store.pack, store.unpack
+        key = pack(*init)
         index = store.index
         index[key] = 0
         states = store.keys
@@ -489,17 +527,18 @@ class Explorer:
         self.first_token_error = None
         self.stuck = []  # quiet states with a pending request
         self.quiescent = []  # quiet states with nothing pending
+        self.irregular = []  # states without exactly one token
         self.budget_hit = False
-        self._check_state(0, init)
+        self._check_numbers(0, init)
         k = 0
         max_states = self.max_states
+        moves, representative, check = self._moves, self._representative, self._check_numbers
         while k < len(states):
-            st = decode(states[k])
-            for t, (label, s2, w, ent, req) in enumerate(self.successors(st)):
+            for t, (_, _, s2, e) in enumerate(moves(unpack(states[k]))):
                 r = 0
                 if rotate:
-                    s2, r = canonical(s2, self.n)
-                key = encode(s2)
+                    s2, r = representative(s2)
+                key = pack(*s2)
                 sid = index.get(key)
                 if sid is None:
                     sid = len(states)
@@ -510,11 +549,8 @@ class Explorer:
                     states.append(key)
                     parent.append((k << 8) | t)
                     depth.append(depth[k] + 1)
-                    self._check_state(sid, s2)
-                edges.append(
-                    (sid << _SUCC_SHIFT) | (r << _ROT_SHIFT) | (t << _T_SHIFT) | ((req + 1) << _REQ_SHIFT)
-                    | ((ent + 1) << _ENT_SHIFT) | w
-                )
+                    check(sid, s2)
+                edges.append((sid << _SUCC_SHIFT) | (r << _ROT_SHIFT) | (t << _T_SHIFT) | e)
             if self.budget_hit:
                 break
             start.append(len(edges))
@@ -531,318 +567,42 @@ class Explorer:
         if self.budget_hit:
             raise StateBudgetExceeded(
                 "state budget exhausted: more than %d reachable states for %s, n=%d, R=%d "
-                "(raise --max-states, or lower n or R)" % (max_states, self.protocol, self.n, self.R))
+                "(raise --max-states, or lower n or R)" % (max_states, self.protocol, n, self.R))
         return self
 
-    def _tokens_in_flight(self, links):
-        """Token frames and token messages on the wires (None: not countable)."""
+    def _queue_tokens(self, q):
+        """Token frames and token messages in link queue q (None: not countable)."""
         if not self.messages:
-            return sum(1 for q in links for f in q if f != REQ)
+            return sum(1 for f in q if f != REQ)
         kinds = self.token_kinds
         if kinds is None:
             return None
-        return sum(1 for q in links for f in q if (f[0] in kinds if f.__class__ is Msg else f != REQ))
+        return sum(1 for f in q if (f[0] in kinds if f.__class__ is Msg else f != REQ))
 
-    def _check_state(self, sid, st):
-        nodes, links, budget = st
-        in_cs = sum(1 for v in nodes if v[P_IN_CS])
+    def _check_numbers(self, sid, s):
+        """The checks of a new state (numbers): safety, token integrity, quiet with or without a
+        pending request."""
+        n = self.n
+        bits, qtok = self.store.node_bits, self.store.q_tokens
+        in_cs = held = errors = pending = 0
+        for i in range(n):
+            b = bits[s[i]]
+            if b:
+                in_cs += b & NB_IN_CS
+                held += b & NB_TOKEN
+                errors |= b & NB_ERRORS  # errors: frames impossible on a fault-free ring; stale
+                pending |= b & NB_PENDING  # counts: Q's recovery hop rule fired (never without faults)
+        in_cs //= NB_IN_CS
+        held //= NB_TOKEN
         if in_cs > 1 and self.first_safety is None:
             self.first_safety = sid
-        held = sum(1 for v in nodes if v[P_HAS_TOKEN])
-        flying = self._tokens_in_flight(links)
-        # errors: frames impossible on a fault-free ring; stale counts: Q's recovery
-        # hop rule fired, which it never does without faults
-        errors = sum(v[P_ERRORS] + v[P_STALE] for v in nodes)
-        bad = held > 1 if flying is None else held + flying != 1
+        flying = 0
+        for q in s[n:2 * n]:
+            flying = -1 if flying < 0 or qtok[q] < 0 else flying + qtok[q]
+        bad = held > 1 if flying < 0 else held + flying != 1
         if (bad or errors) and self.first_token_error is None:
             self.first_token_error = sid
-        if in_cs == 0 and not any(links):
-            if any(v[P_PENDING] for v in nodes):
-                self.stuck.append(sid)
-            else:
-                self.quiescent.append(sid)
-
-    # -- schedules -----------------------------------------------------------
-    def label_of(self, sid, t):
-        """Transition t of state sid, in sid's own numbering (with rotations: its representative's)."""
-        return self.successors(self.states[sid])[t][0]
-
-    def _shift(self, sid, t):
-        return (self._edge(sid, t) >> _ROT_SHIFT) & _ROT if self.rotations else 0
-
-    def real_labels(self, steps, o=None):
-        """(labels, offset): the labels of steps [(state, t)] as the ring's own schedule from the
-        initial state, and the offset after the last step (the ring's node of a representative's
-        node j is j + offset). o: the offset before steps[0] (default: the initial state's)."""
-        if o is None:
-            o = self.init_shift
-        n = self.n
-        out = []
-        for u, t in steps:
-            lb = self.label_of(u, t)
-            if o:
-                lb = (lb[0], (lb[1] + o) % n) + lb[2:]
-            out.append(lb)
-            if self.rotations:
-                o = (o + self._shift(u, t)) % n
-        return out, o
-
-    def offset_of(self, sid):
-        """The offset (real_labels) of sid reached by its shortest schedule."""
-        o = self.init_shift
-        for u, t in _walk_back(self.parent, sid, 8):
-            o = (o + self._shift(u, t)) % self.n
-        return o
-
-    def _path(self, pred, sid):
-        """Transition labels from the initial state to sid, following pred (state -> (prev << 8) | t)."""
-        return self.real_labels(_walk_back(pred, sid, 8))[0]
-
-    def path_to(self, sid):
-        """Shortest schedule from the initial state to sid."""
-        return self._path(self.parent, sid)
-
-    def _edges_of(self, v):
-        e = self.edges
-        for k in range(self.start[v], self.start[v + 1]):
-            yield e[k]
-
-    # -- cycles ----------------------------------------------------------------
-    def sccs(self):
-        """Iterative Tarjan. Sets self.topo (states in topological order of their
-        components) and self.cyclic (bytearray: state lies on a cycle)."""
-        N = len(self.states)
-        start, edges = self.start, self.edges
-        idx = array("i", [-1]) * N  # (4 bytes: fewer than 2**31 states)
-        low = array("i", [0]) * N
-        onst = bytearray(N)
-        cyclic = bytearray(N)
-        stack = []
-        rev_topo = array("i")
-        c = 0
-        work = [[0, start[0]]]
-        idx[0] = low[0] = 0
-        c = 1
-        stack.append(0)
-        onst[0] = 1
-        while work:
-            top = work[-1]
-            v, p = top
-            if p < start[v + 1]:
-                top[1] = p + 1
-                w = edges[p] >> _SUCC_SHIFT
-                if idx[w] == -1:
-                    idx[w] = low[w] = c
-                    c += 1
-                    stack.append(w)
-                    onst[w] = 1
-                    work.append([w, start[w]])
-                elif onst[w]:
-                    if idx[w] < low[v]:
-                        low[v] = idx[w]
-                    if w == v:
-                        cyclic[v] = 1  # self-loop
-            else:
-                work.pop()
-                if work:
-                    u = work[-1][0]
-                    if low[v] < low[u]:
-                        low[u] = low[v]
-                if low[v] == idx[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        onst[w] = 0
-                        comp.append(w)
-                        if w == v:
-                            break
-                    if len(comp) > 1:
-                        for w in comp:
-                            cyclic[w] = 1
-                    rev_topo.extend(comp)
-        rev_topo.reverse()
-        self.topo = rev_topo
-        self.cyclic = cyclic
-        self.cycle_states = [v for v in range(N) if cyclic[v]]
-        return self
-
-    def cycle_from(self, root):
-        """Shortest cycle through root (breadth-first within cyclic states): labels, in the
-        numbering of root's shortest schedule (with rotations, a cycle of representatives
-        may end at a rotation of root's state: it is repeated until it is a cycle of the ring)."""
-        prev = {root: None}
-        dq = deque([root])
-        while dq:
-            v = dq.popleft()
-            for e in self._edges_of(v):
-                w = e >> _SUCC_SHIFT
-                t = (e >> _T_SHIFT) & 0xFF
-                if w == root:
-                    steps = [(v, t)]
-                    while prev[v] is not None:
-                        u, tu = prev[v]
-                        steps.append((u, tu))
-                        v = u
-                    steps.reverse()
-                    o = self.offset_of(root)
-                    labels, end = self.real_labels(steps, o)
-                    while end != o:  # back at a rotation of root's state: go round again
-                        more, end = self.real_labels(steps, end)
-                        labels += more
-                    return labels
-                if self.cyclic[w] and w not in prev:
-                    prev[w] = (v, t)
-                    dq.append(w)
-        return []
-
-    # -- worst cases -------------------------------------------------------------
-    def longest(self, weight=HOP_FRAMES):
-        """(M, pred): M[v] the most of an edge weight (HOP_FRAMES or LOGICAL) on a run
-        from the initial state to v (INF if v is on or after a cycle); pred the
-        longest-path predecessors, for path_longest."""
-        N = len(self.states)
-        M = array("q", [-1]) * N
-        pred = array("q", [-1]) * N
-        M[0] = 0
-        edges, start, cyclic = self.edges, self.start, self.cyclic
-        shift, mask = weight
-        for v in self.topo:
-            m = M[v]
-            if cyclic[v]:
-                m = M[v] = INF
-            for k in range(start[v], start[v + 1]):
-                e = edges[k]
-                w = e >> _SUCC_SHIFT
-                c = INF if m >= INF else m + ((e >> shift) & mask)
-                if c > M[w]:
-                    M[w] = c
-                    pred[w] = (v << 8) | ((e >> _T_SHIFT) & 0xFF)
-        return M, pred
-
-    def _pending_of(self, v):
-        return [i for i, x in enumerate(self.states[v][0]) if x[P_PENDING]]
-
-    def pending_at(self, v):
-        """The pending nodes of state v, numbered as on v's shortest schedule."""
-        o = self.offset_of(v)
-        return sorted((i + o) % self.n for i in self._pending_of(v))
-
-    def service_traffic(self, a=HOP_FRAMES, b=DELIVERED):
-        """Exact worst service traffic in two readings, each an edge weight: by default
-        (a) hop frames sent and (b) frames delivered (LOGICAL: logical messages sent).
-
-        A forward longest-path DP in topological order over the product
-        (state, pending node): L[p][v] is the most traffic since p's current
-        request over all runs reaching v. Returns {reading: (value or INF,
-        witness)}, the witness (node, index of its request in the schedule,
-        schedule)."""
-        N = len(self.states)
-        n = self.n
-        edges, start, cyclic = self.edges, self.start, self.cyclic
-        sha, ma = a
-        shb, mb = b
-        # (4-byte numbers where they fit: these 4n arrays are most of the analysis' memory)
-        La = [array("i", [-1]) * N for _ in range(n)]
-        Lb = [array("i", [-1]) * N for _ in range(n)]
-        # predecessors: the edge's index k in edges; -2 - k marks p's request edge
-        pc = "i" if len(edges) < (1 << 31) - 2 else "q"
-        Pa = [array(pc, [-1]) * N for _ in range(n)]
-        Pb = [array(pc, [-1]) * N for _ in range(n)]
-        best = {"a": -1, "b": -1}
-        best_w = {"a": None, "b": None}
-        unbounded = False
-        rng = range(n)
-        for v in self.topo:
-            pend = [p for p in rng if La[p][v] >= 0]
-            if pend and cyclic[v]:
-                unbounded = True
-            for k in range(start[v], start[v + 1]):
-                e = edges[k]
-                w = e >> _SUCC_SHIFT
-                # node p of v is node p - rot of w (rot: the rotation to w's representative)
-                rot = (e >> _ROT_SHIFT) & _ROT
-                ut = (v << 8) | ((e >> _T_SHIFT) & 0xFF)
-                wa = (e >> sha) & ma
-                wb = (e >> shb) & mb
-                ent = ((e >> _ENT_SHIFT) & 0x3F) - 1
-                fwd = -1
-                if sha == _ENT_SHIFT:
-                    wa = 1 if wa else 0  # ENTERED: entries, not the node's number
-                elif sha == _FWD_SHIFT:
-                    fwd, wa = wa - 1, 0  # FORWARDS: counted for the node whose search it is (below)
-                if shb == _ENT_SHIFT:
-                    wb = 1 if wb else 0
-                req = ((e >> _REQ_SHIFT) & 0x3F) - 1
-                if req >= 0:
-                    if ent == req:
-                        for r in ("a", "b"):
-                            if best[r] < 0:
-                                best[r], best_w[r] = 0, (req, ut)
-                    else:
-                        q = req - rot if req >= rot else req - rot + n
-                        if wa > La[q][w]:
-                            La[q][w] = wa
-                            Pa[q][w] = -2 - k
-                        if wb > Lb[q][w]:
-                            Lb[q][w] = wb
-                            Pb[q][w] = -2 - k
-                for p in pend:
-                    ca = La[p][v] + (wa if fwd < 0 else p == fwd)
-                    cb = Lb[p][v] + wb
-                    if ent == p:
-                        if ca > best["a"]:
-                            best["a"], best_w["a"] = ca, (p, ut)
-                        if cb > best["b"]:
-                            best["b"], best_w["b"] = cb, (p, ut)
-                    else:
-                        q = p - rot if p >= rot else p - rot + n
-                        if ca > La[q][w]:
-                            La[q][w] = ca
-                            Pa[q][w] = k
-                        if cb > Lb[q][w]:
-                            Lb[q][w] = cb
-                            Pb[q][w] = k
-        res = {}
-        for r, P in (("a", Pa), ("b", Pb)):
-            if unbounded:
-                res[r] = (INF, None)
-                continue
-            if best_w[r] is None:
-                res[r] = (-1, None)
-                continue
-            p, ut = best_w[r]
-            chain = [ut]
-            cur = ut >> 8
-            q = p  # p in the numbering of the chain's states, walking back
-            if ((self._edge(cur, ut & 0xFF) >> _REQ_SHIFT) & 0x3F) - 1 != p:
-                while True:
-                    k = P[q][cur]
-                    last = k <= -2
-                    if last:
-                        k = -2 - k
-                    e = edges[k]
-                    cur = bisect_right(start, k) - 1  # the state whose edge k is
-                    chain.append((cur << 8) | ((e >> _T_SHIFT) & 0xFF))
-                    q = (q + ((e >> _ROT_SHIFT) & _ROT)) % n
-                    if last:
-                        break
-            chain.reverse()
-            prefix = _walk_back(self.parent, cur, 8)
-            labels, o = self.real_labels(prefix + [(x >> 8, x & 0xFF) for x in chain])
-            # the requester: p of the entering edge's state, whose offset is o before that edge
-            o_last = (o - self._shift(ut >> 8, ut & 0xFF)) % n
-            res[r] = (best[r], ((p + o_last) % n, len(prefix), labels))
-        return res
-
-    def _edge(self, v, t):
-        for e in self._edges_of(v):
-            if (e >> _T_SHIFT) & 0xFF == t:
-                return e
-        raise KeyError((v, t))
-
-    def path_longest(self, pred, sid):
-        """The schedule to sid along the longest-path predecessors pred (of longest)."""
-        return self._path(pred, sid)
-
-    def requests_made(self, sid):
-        return sum(self.R - b for b in self.states[sid][2])
+        if flying >= 0 and held + flying != 1:
+            self.irregular.append(sid)  # not one token: a rotation may fix it (graph.full_states)
+        if in_cs == 0 and not any(s[n:2 * n]):
+            (self.stuck if pending else self.quiescent).append(sid)

@@ -8,8 +8,9 @@ from collections import deque
 from fractions import Fraction
 
 from ..firmware.protocol import BROADCAST, ENTER_CS, REGISTRY, SEND_MSG, SEND_REQUEST, load, sends
-from .model import (DELIVERED, ENTERED, FORWARDS, HOP_FRAMES, INF, LOGICAL, Explorer, Msg, StateBudgetExceeded, _protocol_class,
-                    _schedule_lines, message_buffer, rotation_symmetric)
+from .graph import DELIVERED, ENTERED, FORWARDS, HOP_FRAMES, INF, LOGICAL, _schedule_lines
+from .model import Explorer, Msg, StateBudgetExceeded, _protocol_class, message_buffer
+from .states import why_not_rotated
 
 # -- the whole analysis ------------------------------------------------------
 
@@ -77,8 +78,9 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
     state graph grows (model.Explorer.build). symmetry: store one state per rotation class
     (model.rotation_symmetric); None: whenever the protocol allows it."""
     t0 = time.perf_counter()
+    refused = why_not_rotated(_protocol_class(protocol, start)[0], n)
     if symmetry is None:
-        symmetry = rotation_symmetric(_protocol_class(protocol, start)[0], n)
+        symmetry = refused is None
     ex = Explorer(protocol, n, requests_per_node, max_states=max_states, exact=exact, start=start,
                   rotations=symmetry)
     rep = {
@@ -90,6 +92,7 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         "abstraction": "full attributes" if exact else "seq/epoch dropped, dead count/state of non-holders zeroed",
         "symmetry": ("rotation: one state per rotation class (states, transitions and state counts are of "
                      "classes)" if symmetry else None),
+        "symmetry_refused": refused,  # why the protocol does not take the rotation (None: it does)
         "state_attributes": list(ex.fields + ex.buffers),
         "layer_messages": ex.messages,  # the protocol sends messages of the layer: counts can differ
     }
@@ -101,6 +104,8 @@ def explore(protocol, n, requests_per_node=1, max_states=2_000_000, exact=False,
         return rep
     ex.sccs()
     N = len(ex.states)
+    if symmetry:
+        rep["full_states"] = ex.full_states()  # the states the classes stand for (graph.full_states)
     sched = lambda labels: _fmt_schedule(labels, n)  # noqa: E731
     rep["complete"] = True
     rep["states"] = N
@@ -355,6 +360,8 @@ def format_report(rep):
     lines.append("  abstraction: " + rep["abstraction"])
     if rep.get("symmetry"):
         lines.append("  symmetry: " + rep["symmetry"])
+    else:
+        lines.append("  symmetry: none (%s)" % (rep.get("symmetry_refused") or "--no-symmetry"))
     lines.append("  node state kept: " + ", ".join(rep["state_attributes"]))
     if not rep.get("complete"):
         lines.append("  INCOMPLETE: " + rep.get("error", ""))
@@ -362,6 +369,10 @@ def format_report(rep):
         return "\n".join(lines)
     lines.append("  states %d, transitions %d, longest shortest-schedule %d steps, %.2f s"
                  % (rep["states"], rep["transitions"], rep["max_depth"], rep["seconds"]))
+    if rep.get("full_states"):
+        full, kept = rep["full_states"], rep["states"]
+        lines.append("  reduction: %d rotation classes kept for the %d states of the full graph: %d fewer (%.1fx)"
+                     % (kept, full, full - kept, full / kept))
 
     def sched(label, s, indent="      "):
         _schedule_lines(lines, label, s, indent)

@@ -7,6 +7,7 @@ i -> i+1 the tuple of frames in flight (REQ, a token frame's fields, a model.Msg
 the requests it may still make.
 """
 
+import struct
 from array import array
 
 from ..firmware import protocol as _fw
@@ -108,66 +109,120 @@ def _rotated(st, r):
 
 def rotation_symmetric(cls, n):
     """True when rotating a state of a ring of cls gives a state of the same ring with the same
+    transitions (why_not_rotated: when not)."""
+    return why_not_rotated(cls, n) is None
+
+
+def why_not_rotated(cls, n):
+    """None when rotating a state of a ring of cls gives a state of the same ring with the same
     transitions: its descriptor says its rules never name an absolute position
     (about["positions"] is False), it sends no messages of the layer (theirs carry node
     numbers), and no subclass below the descriptor's class changes a handler (a planted bug
-    inherits its base's descriptor, not its symmetry)."""
-    if cls.about.get("positions", True) is not False or has_messages(cls, n):
-        return False
+    inherits its base's descriptor, not its symmetry). Else why not, in words."""
+    if cls.about.get("positions", True) is not False:
+        return "its descriptor does not say that its rules name no position (about['positions'])"
+    if has_messages(cls, n):
+        return "its messages carry node numbers"
     for c in cls.__mro__:
         if "about" in c.__dict__:
-            return True
+            return None
         if any(callable(v) or isinstance(v, (staticmethod, classmethod)) for v in c.__dict__.values()):
-            return False
-    return False
+            return "a subclass of the described protocol changes its handlers"
+    return "no class of it carries a descriptor"
 
 
 class Widen(Exception):
     """A table of StateStore outgrew its number width."""
 
 
-class StateStore:
-    """The reachable states, stored compactly. A state (nodes, links, budget) is kept as the
-    bytes of its node tuples' and link queues' numbers in tables of the distinct ones (tens to
-    thousands of them, against millions of states) and its budgets: about 6n + 33 bytes
-    against about 50n for the tuples (n = 8: ~400 bytes a state less). Every node tuple and
-    queue stays one shared object (the explorer interns them anyway), so decoding gives back
-    an equal state. typecode: "H" (numbers below 65535), else "I" (Widen: build again)."""
+# a node tuple's flags, kept beside it in the store (StateStore.node_bits) so that the search
+# tests them without indexing the tuple
+NB_PENDING, NB_IN_CS, NB_TOKEN, NB_ERRORS = 1, 2, 4, 8
 
-    def __init__(self, n, typecode="H"):
+
+def _frames_not_requests(q):
+    return len(q) - q.count(REQ)
+
+
+class StateStore:
+    """The reachable states, stored compactly and searched by number. Every distinct node
+    tuple and link queue gets a number (tens to thousands of them, against millions of
+    states); a state is the 3n numbers of its node tuples, its link queues and its budgets
+    (the search works on these: model.Explorer._moves), kept as their bytes: 6n bytes against
+    about 50n for the tuples (n = 8: ~400 bytes a state less). Beside each number the store
+    keeps what the search asks of it: a node tuple's flags (NB_*) and tokens (0 or 1), a
+    queue's head frame (and a number for it), the number of the queue behind it and the
+    tokens in it (tokens_of(queue): an int, or None when they cannot be counted). Decoding gives back an equal state of shared objects.
+    typecode: "H" (numbers below 65535), else "I" (Widen: build again)."""
+
+    def __init__(self, n, typecode="H", tokens_of=_frames_not_requests):
         self.n = n
         self.typecode = typecode
         self.limit = (1 << (8 * array(typecode).itemsize)) - 1
-        self.node_ids, self.nodes = {}, []
-        self.queue_ids, self.queues = {}, []
+        packer = struct.Struct("<%d%s" % (3 * n, typecode))  # the bytes of array(typecode, ids), little-endian
+        self.pack, self.unpack = packer.pack, packer.unpack
+        self.tokens_of = tokens_of
+        self.node_ids, self.nodes, self.node_bits, self.node_token = {}, [], [], []
+        self.queue_ids, self.queues, self.q_head, self.q_tail, self.q_tokens = {}, [], [], [], []
+        self.frame_ids, self.q_head_id = {}, []  # a queue's head frame by number (-1: empty)
         self.keys = []  # state id -> bytes
         self.index = {}  # bytes -> state id
+        assert self.queue(()) == 0  # the empty link is 0: "link i is busy" is s[n + i] != 0
 
-    def _number(self, ids, vals, v):
-        i = ids.get(v)
+    def node(self, v):
+        """The number of node tuple v."""
+        i = self.node_ids.get(v)
         if i is None:
-            i = ids[v] = len(vals)
-            vals.append(v)
+            i = len(self.nodes)
             if i >= self.limit:
                 raise Widen()
+            self.node_ids[v] = i
+            self.nodes.append(v)
+            self.node_bits.append((NB_PENDING if v[P_PENDING] else 0) | (NB_IN_CS if v[P_IN_CS] else 0)
+                                  | (NB_TOKEN if v[P_HAS_TOKEN] else 0)
+                                  | (NB_ERRORS if v[P_ERRORS] or v[P_STALE] else 0))
+            self.node_token.append(1 if v[P_HAS_TOKEN] else 0)
         return i
 
+    def queue(self, q):
+        """The number of link queue q (the queues behind its head numbered too)."""
+        i = self.queue_ids.get(q)
+        if i is None:
+            tail = self.queue(q[1:]) if q else 0
+            i = len(self.queues)
+            if i >= self.limit:
+                raise Widen()
+            self.queue_ids[q] = i
+            self.queues.append(q)
+            self.q_head.append(q[0] if q else None)
+            self.q_head_id.append(self.frame_ids.setdefault(q[0], len(self.frame_ids)) if q else -1)
+            self.q_tail.append(tail)
+            t = self.tokens_of(q)
+            self.q_tokens.append(-1 if t is None else t)
+        return i
+
+    def number(self, st):
+        """State st as the list of its numbers (new parts numbered)."""
+        nodes, links, budget = st
+        return [self.node(v) for v in nodes] + [self.queue(q) for q in links] + list(budget)
+
+    def state(self, ids):
+        """The state (nodes, links, budget) of a sequence of numbers."""
+        n = self.n
+        nv, qv = self.nodes, self.queues
+        return tuple([nv[i] for i in ids[:n]]), tuple([qv[i] for i in ids[n:2 * n]]), tuple(ids[2 * n:])
+
     def encode(self, st):
+        """The key of st, None when one of its parts was never numbered (so st was never stored)."""
         nodes, links, budget = st
         g, h = self.node_ids.get, self.queue_ids.get
         ids = [g(v) for v in nodes] + [h(q) for q in links]
         if None in ids:
-            ids = ([self._number(self.node_ids, self.nodes, v) for v in nodes]
-                   + [self._number(self.queue_ids, self.queues, q) for q in links])
-        ids += budget
-        return array(self.typecode, ids).tobytes()
+            return None
+        return self.pack(*ids, *budget)
 
     def decode(self, key):
-        a = array(self.typecode)
-        a.frombytes(key)
-        n = self.n
-        nv, qv = self.nodes, self.queues
-        return tuple([nv[i] for i in a[:n]]), tuple([qv[i] for i in a[n:2 * n]]), tuple(a[2 * n:])
+        return self.state(self.unpack(key))
 
 
 class StatesView:
@@ -193,10 +248,8 @@ class IndexView:
         self._store = store
 
     def get(self, st, default=None):
-        try:
-            return self._store.index.get(self._store.encode(st), default)
-        except Widen:
-            return default
+        key = self._store.encode(st)
+        return default if key is None else self._store.index.get(key, default)
 
     def __getitem__(self, st):
         sid = self.get(st)
