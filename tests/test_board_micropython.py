@@ -112,12 +112,15 @@ class PtyRing:
         waited = time.monotonic() - top
         for i, b in enumerate(self.boards):
             if b["um"] in r:
-                data = os.read(b["um"], 4096)
-                b["wire"] += len(data)
-                if self.filters.get(i) is not None:
-                    data = self.filters[i](i, data)
-                os.write(self.boards[(i + 1) % self.n]["um"], data)
+                self._carry(i, os.read(b["um"], 4096))
         self.clock.relay_pass(time.monotonic() - top, waited, timeout)
+
+    def _carry(self, i, data):
+        """Board i's UART bytes on to board i + 1, through wire i's filter (a fault) if any."""
+        self.boards[i]["wire"] += len(data)
+        if self.filters.get(i) is not None:
+            data = self.filters[i](i, data)
+        os.write(self.boards[(i + 1) % self.n]["um"], data)
 
     def _read_ready(self, timeout):
         """Waits up to `timeout` for the boards' bytes and reads their host links: the UARTs
@@ -136,8 +139,8 @@ class PtyRing:
     def stand_still(self, until, then_for):
         """The relay stands still, as one the host does not run: it moves no board's bytes on
         and does not keep the ring's clock, until until() is true and `then_for` seconds more
-        (the boards' bytes it reads meanwhile are held, and go on in order at the end). Returns
-        the bytes it held, per wire."""
+        (the boards' bytes it reads meanwhile are held, and go on in order at the end).
+        until(held): held, the bytes held so far per wire."""
         held = [b"" for _ in self.boards]
         end = None
         while end is None or time.monotonic() < end:
@@ -148,9 +151,7 @@ class PtyRing:
             if end is None and until(held):
                 end = time.monotonic() + then_for
         for i, data in enumerate(held):
-            self.boards[i]["wire"] += len(data)
-            os.write(self.boards[(i + 1) % self.n]["um"], data)
-        return held
+            self._carry(i, data)
 
     def send(self, i, data):
         os.write(self.boards[i]["hm"], data)

@@ -1352,11 +1352,14 @@ def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None
 def _token_count_changes(trace):
     """A ring trace's events that change the count of tokens alive (soft exclusion): regenerations,
     discards and frames lost, each with its time and node, and the run's time span."""
-    rows = [json.loads(line) for line in trace.read_text().splitlines() if line.startswith("{")]
-    times = [r["t"] for r in rows if "t" in r]
-    changes = ["%s node %s at %.3f s%s" % (r["ev"], r.get("node"), r["t"] / 1e6, " (%s)" % r["payload"] if r.get("payload") else "")
-               for r in rows if r.get("ev") in ("regen", "discard", "lost")]
-    return "%s; the run from %.3f to %.3f s" % (changes or "none", min(times) / 1e6, max(times) / 1e6) if times else "no events"
+    from picoring.check.trace import TraceReader
+
+    with TraceReader(trace) as reader:
+        events = [e for e in reader if e.t is not None]
+    changes = ["%s node %s at %.3f s%s" % (e.ev, e.node, e.t / 1e6, " (%s)" % e.payload if e.payload else "")
+               for e in events if e.ev in ("regen", "discard", "lost")]
+    return ("%s; the run from %.3f to %.3f s" % (changes or "none", events[0].t / 1e6, max(e.t for e in events) / 1e6)
+            if events else "no events")
 
 
 @pytest.mark.slow
