@@ -14,7 +14,10 @@ are not two tokens for that long as the protocol goes (a loaded suite run: 1.84 
 What stood still is a silence of the ring's (no event from any board) in which the host's pings
 went unanswered past their grace, the ring's own clock stood still, or the host's own loop was not
 run for as long (a machine that ran nothing; a ring trace's "stood still" notice, ring/driver.py):
-the whole silence, from the ring's last event to its next."""
+the whole silence, from the ring's last event to its next, and on until the pings were answered
+again (the notice's time): a board that the host runs again first moves a token on only as far as
+the next board that still stands still (a loaded suite run: the ring's first event 116 ms before
+the last board answered, two tokens waiting at that board, 148.7 ms of 1.47 s counted as two)."""
 
 from array import array
 from bisect import bisect_right
@@ -57,6 +60,8 @@ class SoftExclusion:
         self._received = {}  # link -> those received or lost
         self._first_sent_t = {}  # link -> when the first of them was sent
         self._token_in = {}  # node -> (t, sent before the run) of the last token frame it received
+        self._run_t = array("d")  # the running count's history (k running from t on): _left_out
+        self._run_k = array("l")
         self._tok_t = array("d")
         self._tok_k = array("l")
         self._losses = array("d")
@@ -65,8 +70,8 @@ class SoftExclusion:
         self.settle = None if settle is None else settle * CLOCK_UNIT[time_unit]
         self._token_kinds = {k for k, role in registry.message_roles(registry.about(protocol)).items()
                              if role == "token"} if isinstance(protocol, str) else set()
-        # The ring's silences (module doc): (from, to, critical sections running) of each gap of
-        # at least silence_min between two events of the ring; and the stood-still notices'
+        # The ring's silences (module doc): (from, to) of each gap of at least silence_min
+        # between two events of the ring; and the stood-still notices'
         # (since, at): the host's pings unanswered from since on
         self.silence_min = SILENCE_MIN_MS * CLOCK_UNIT[time_unit]
         self._active_t = None
@@ -77,6 +82,7 @@ class SoftExclusion:
         """The run begins at t (the time the measures count from)."""
         if self._k_since is None:
             self._k_since = t
+            self._running_from(t)
         if self._tok_since is None:
             self._tok_since = t
             self._tok_t.append(t)
@@ -87,7 +93,7 @@ class SoftExclusion:
         late event of a board placed after a later one says nothing: the order is the trace's.)"""
         last = self._active_t
         if last is not None and t is not None and t - last >= self.silence_min:
-            self._silences.append((last, t, len(self.running)))
+            self._silences.append((last, t))
         if t is not None and (last is None or t > last):
             self._active_t = t
 
@@ -100,6 +106,7 @@ class SoftExclusion:
         self.start(t)
         self._concurrency_to(t)
         self.running.add(node)
+        self._running_from(t)
         last = self.last_entry.get(node)
         if last is not None and t is not None:
             self.intervals.append(t - last)
@@ -112,12 +119,20 @@ class SoftExclusion:
             return
         self._concurrency_to(t)
         self.running.discard(node)
+        self._running_from(t)
 
     def _concurrency_to(self, t):
+        """The time since the last change goes to the count running so far; the caller then
+        changes the count (enter, exit), which the history takes from t on (_running_from)."""
         if self._k_since is not None and t is not None:
             k0 = len(self.running)
             self.concurrency_time[k0] = self.concurrency_time.get(k0, 0) + (t - self._k_since)
         self._k_since = t
+
+    def _running_from(self, t):
+        if t is not None:
+            self._run_t.append(t)
+            self._run_k.append(len(self.running))
 
     def _tokens_to(self, t, k):
         if self._tok_since is not None and t is not None:
@@ -220,30 +235,33 @@ class SoftExclusion:
         self._stood_still.append((since, t))
 
     def _left_out(self, last_t):
-        """The silences the ring stood still in (module doc): [(from, to, running)], each once,
-        the ring's silence at the end of the trace included (to: last_t)."""
+        """The times the ring stood still in (module doc): [(from, to)], in order, none
+        overlapping: each silence in which a stood-still notice's window began, from its start to
+        the later of its end and the notice's (the ring's silence at the end of the trace
+        included, to last_t)."""
         silences = list(self._silences)
         if self._active_t is not None and last_t is not None and last_t - self._active_t >= self.silence_min:
-            silences.append((self._active_t, last_t, len(self.running)))
+            silences.append((self._active_t, last_t))
+        windows = []
+        for since, at in self._stood_still:
+            for a, b in silences:
+                if a <= since < b:
+                    windows.append((a, max(b, at) if last_t is None else min(max(b, at), last_t)))
         out = []
-        for since, _ in self._stood_still:
-            for sil in silences:
-                if sil[0] <= since < sil[1] and sil not in out:
-                    out.append(sil)
+        for a, b in sorted(windows):
+            if out and a <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], b))
+            else:
+                out.append((a, b))
         return out
 
     def _tokens_during(self, a, b, last_t):
         """{k: time within [a, b) with k tokens alive}, from the token count's history."""
-        ts, ks = self._tok_t, self._tok_k
-        out = {}
-        for i in range(max(bisect_right(ts, a) - 1, 0), len(ts)):
-            end = ts[i + 1] if i + 1 < len(ts) else max(last_t, ts[i])
-            overlap = min(end, b) - max(ts[i], a)
-            if overlap > 0:
-                out[ks[i]] = out.get(ks[i], 0) + overlap
-            if end >= b:
-                break
-        return out
+        return _during(self._tok_t, self._tok_k, a, b, last_t)
+
+    def _running_during(self, a, b, last_t):
+        """{k: time within [a, b) with k critical sections running}, from its history."""
+        return _during(self._run_t, self._run_k, a, b, last_t)
 
     def clock_rates(self, rates):
         """The boards' clocks ran at these rates against the trace's time (emulated Picos on a busy
@@ -263,9 +281,10 @@ class SoftExclusion:
         if self._tok_since is not None and last_t is not None and last_t > self._tok_since:
             toks[self.tokens_alive] = toks.get(self.tokens_alive, 0) + (last_t - self._tok_since)
         stood_still = 0
-        for a, b, running in self._left_out(last_t):
+        for a, b in self._left_out(last_t):
             stood_still += b - a
-            conc[running] = conc.get(running, 0) - (b - a)
+            for k, v in self._running_during(a, b, last_t).items():
+                conc[k] = conc.get(k, 0) - v
             for k, v in self._tokens_during(a, b, last_t).items():
                 toks[k] = toks.get(k, 0) - v
         total = sum(conc.values())
@@ -291,3 +310,17 @@ class SoftExclusion:
 
     def report(self):
         return {"soft": self.soft_report()} if self.ledger.soft else {}
+
+
+def _during(ts, ks, a, b, last_t):
+    """{k: time within [a, b)} of a count's history: k from ts[i] on, to the next change (the
+    last to last_t)."""
+    out = {}
+    for i in range(max(bisect_right(ts, a) - 1, 0), len(ts)):
+        end = ts[i + 1] if i + 1 < len(ts) else max(last_t, ts[i])
+        overlap = min(end, b) - max(ts[i], a)
+        if overlap > 0:
+            out[ks[i]] = out.get(ks[i], 0) + overlap
+        if end >= b:
+            break
+    return out
