@@ -181,6 +181,39 @@ def test_chip_time_over_a_run_fills_unknown_clock_rates():
     assert supervisor.clock_over(before, None)["chip_per_wall"] is None
 
 
+def test_a_wait_on_an_emulated_chip_counts_its_chip_time(tmp_path):
+    """A loaded suite run: a script on an emulated Pico ran 13.2 s of chip time in 624.5 s of wall
+    time, and its guard of 300 s of wall time without output killed it mid-run. ScriptPico's
+    waits count chip time (ChipClock: the wall time in which the chip did not run is left out,
+    from the emulator's samples); a hung chip still runs out its deadline."""
+    import json
+
+    from picoring.emulated.supervisor import CLOCK, ChipClock
+
+    def sample(wall_s, chip_s):
+        (tmp_path / CLOCK).write_text(json.dumps({"wall_s": wall_s, "chip_s": chip_s}))
+
+    class Clock(ChipClock):  # (the wall time a test moves itself)
+        wall = 0.0
+
+        def monotonic(self):
+            return self.wall
+
+    sample(100.0, 20.0)  # (the emulator up for a while: counted from the clock's first sample)
+    clock = Clock(tmp_path)
+    quiet = clock.deadline(60)
+    assert clock.stalled() == 0.0 and quiet.left() == 60
+    clock.wall = 600.0
+    sample(700.0, 32.0)  # 12 s of chip time in 600 s of wall time: a loaded machine
+    assert clock.stalled() == 588.0 and quiet.left() == 48 and not quiet.expired()
+    assert quiet.not_counted() == " (and 588.0 s more in which the emulated chip did not run: not counted)"
+    clock.wall = 650.0
+    sample(750.0, 82.0)  # a hung chip runs at the pace of wall time (the emulator never runs ahead)
+    assert quiet.expired()
+    (tmp_path / CLOCK).unlink()  # the emulator gone: what it said last stands, wall time runs on
+    assert clock.stalled() == 588.0
+
+
 @pytest.mark.slow
 @needs_files
 def test_a_chip_that_stops_is_named_and_the_others_run_on(tmp_path):

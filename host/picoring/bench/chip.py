@@ -98,12 +98,12 @@ EMULATED = "emulated"  # rp2040: picoring's own emulated Pico (picoring.emulated
 
 def run_on_chip(rp2040, script_text, firmware_dir, timeout_s=120):
     """Run a script on one emulated Pico with the firmware's files uploaded; returns
-    (exit status, stdout, stderr). timeout_s is chip time (the rp2040 tools; picoring's own
-    emulated Pico takes it as wall seconds without output)."""
+    (exit status, stdout, stderr). timeout_s is chip time (the rp2040 tools: the script's; picoring's
+    own emulated Pico: without output)."""
     if rp2040 == EMULATED:
         from ..emulated.script import run_script
 
-        status, out, err, _chip_s = run_script(script_text, firmware_dir, timeout_s=max(timeout_s, 600))
+        status, out, err, _chip_s = run_script(script_text, firmware_dir, timeout_s=timeout_s)
         return status, out, err
     with tempfile.TemporaryDirectory(prefix="picoring-chip-") as tmp:
         script = Path(tmp, "chip_script.py")

@@ -10,30 +10,33 @@ of a script's wall time on a busy machine: tests that need the same files share 
 import tempfile
 from pathlib import Path
 
-from .supervisor import EmulatedRing, clock_over
+from .supervisor import ChipClock, EmulatedRing, clock_over
 
 
 class ScriptPico:
     """One emulated Pico (EmulatedRing of 1) with upload_dir's .py files on its filesystem;
-    run() a script on it, stop() when done (or use it as a context manager)."""
+    run() a script on it, stop() when done (or use it as a context manager). Its timeouts are
+    seconds of chip time without output (ChipClock): a loaded machine runs the chip at a few
+    percent of real time, and a script's quiet stretch is a number of chip seconds."""
 
-    def __init__(self, upload_dir=None, firmware=None, bootrom=None, timeout_s=600.0, say=None):
+    def __init__(self, upload_dir=None, firmware=None, bootrom=None, timeout_s=120.0, say=None):
         from ..ring import deploy
 
         self.ring = EmulatedRing(1, firmware, bootrom, say=say)
         try:
             self.port = self.ring.ports[0]
+            self.clock = ChipClock(self.ring.state_dir)
             if upload_dir is not None:
                 files = sorted(Path(upload_dir).glob("*.py"))
-                deploy.copy_files(self.port, files, timeout=timeout_s)
+                deploy.copy_files(self.port, files, timeout=timeout_s, clock=self.clock)
         except BaseException:
             self.ring.stop()
             raise
         self.scripts = 0
 
-    def run(self, script_text, timeout_s=600.0):
+    def run(self, script_text, timeout_s=120.0):
         """(exit status, stdout, stderr, chip seconds): status 0, or 1 if the script raised or did
-        not finish (its traceback or the reason on stderr), or the board stopped. timeout_s: wall
+        not finish (its traceback or the reason on stderr), or the board stopped. timeout_s: chip
         seconds without output."""
         from ..ring import deploy
 
@@ -45,7 +48,8 @@ class ScriptPico:
             script.write_text(script_text)
             before = self.ring.clock()
             try:
-                out = deploy.mpremote(self.port, args + ["run", str(script)], timeout_s, what="the script")
+                out = deploy.mpremote(self.port, args + ["run", str(script)], timeout_s, what="the script",
+                                      clock=self.clock)
                 status, err = 0, ""
             except deploy.DeployError as e:
                 out, status, err = e.stdout or b"", 1, str(e)
@@ -65,7 +69,7 @@ class ScriptPico:
         self.stop()
 
 
-def run_script(script_text, upload_dir=None, firmware=None, bootrom=None, timeout_s=600.0, say=None):
+def run_script(script_text, upload_dir=None, firmware=None, bootrom=None, timeout_s=120.0, say=None):
     """One script on a fresh board (ScriptPico.run's result)."""
     with ScriptPico(upload_dir, firmware, bootrom, timeout_s, say) as pico:
         return pico.run(script_text, timeout_s)

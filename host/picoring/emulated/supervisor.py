@@ -31,6 +31,7 @@ import time
 import tty
 from pathlib import Path
 
+from ..clock import WallClock
 from ..virtual.supervisor import _alive, _die_with
 from . import assets
 from .assets import EmulatedError
@@ -320,6 +321,38 @@ def record_window(state_dir, warm_s, window_s, tail_s=0.05, timeout_s=600.0):
         return json.loads(out.read_text())
     finally:
         out.unlink(missing_ok=True)
+
+
+class ChipClock(WallClock):
+    """The chip time of the emulated Picos in state_dir, as a clock for the waits on them
+    (picoring.clock): stalled() is the wall time since the clock was made in which the chips did
+    not run (the emulator's wall time less its chip time, from its 0.5 s samples). A loaded
+    machine runs the emulator at a few percent of real time (13.2 s of chip time in 624.5 s of
+    wall time, a loaded suite run), so a wait sized for a chip counts chip time. The emulator
+    never runs the chips ahead of wall time, so a hung chip still runs out a deadline; one whose
+    emulator stopped sampling does too (the wall time since its last sample counts)."""
+
+    stall_aware = True
+
+    def __init__(self, state_dir):
+        self.state_dir = Path(state_dir)
+        self._base = None  # the emulator's wall less chip time at the clock's first sample
+        self._stalled = 0.0
+        self.stalled()
+
+    def stalled(self):
+        sample = read_clock(self.state_dir)
+        if sample and sample.get("wall_s") is not None and sample.get("chip_s") is not None:
+            behind = sample["wall_s"] - sample["chip_s"]
+            if self._base is None:
+                self._base = behind
+            self._stalled = max(self._stalled, behind - self._base)
+        return self._stalled
+
+    def not_counted(self, stalled_s):
+        if stalled_s < 0.1:
+            return ""
+        return " (and %.1f s more in which the emulated chip did not run: not counted)" % stalled_s
 
 
 def chip_rate_for_ports(ports):
