@@ -364,6 +364,9 @@ class VirtualBoard:
         # Faults: power cycles, USB unplugs, and what they lost.
         self.power_cycles = 0
         self.unplugs = 0
+        # The times (monotonic) its USB link went away and came back (None: not yet): what a
+        # host saw happen, kept since a host may look too late to see it (a loaded machine).
+        self.usb_absences = []
         self.tx_lost = 0          # UART bytes lost at power cycles (not yet on the line)
         # From a frame's end reaching the board to the board's next UART write: in a ring with
         # one token, how long the board takes to pass it on (its wake-up and its firmware's work).
@@ -411,6 +414,8 @@ class VirtualBoard:
         except FileNotFoundError:
             pass
         os.symlink(port.pts, tmp)
+        if self.usb_absences and self.usb_absences[-1][1] is None:
+            self.usb_absences[-1][1] = time.monotonic()  # (before the path: a host that sees it sees this)
         os.replace(tmp, self.usb_path)  # atomic: the path is never missing on the way
         self._host = port
         self.discard_host = False  # a reset's drain was of the old port: the new one is empty
@@ -424,6 +429,7 @@ class VirtualBoard:
             os.unlink(self.usb_path)
         except FileNotFoundError:
             pass
+        self.usb_absences.append([time.monotonic(), None])
         old, self._host = self._host, None
         self.discard_host = False
         self.drop_held()
