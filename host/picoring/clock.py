@@ -21,6 +21,8 @@ class WallClock:
     """Wall time: nothing is left out."""
 
     stall_aware = False
+    # what the time not counted was, for not_counted's message
+    not_counted_what = "this machine's serial ports delivered nothing"
 
     def stalled(self):
         return 0.0
@@ -41,7 +43,7 @@ class WallClock:
         """For a message about a wait: ' (and N s more ...)', or '' when the ports never stood still."""
         if stalled_s < 0.1:
             return ""
-        return " (and %.1f s more in which this machine's serial ports delivered nothing: not counted)" % stalled_s
+        return " (and %.1f s more in which %s: not counted)" % (stalled_s, self.not_counted_what)
 
 
 WALL = WallClock()

@@ -333,14 +333,21 @@ class ChipClock(WallClock):
     emulator stopped sampling does too (the wall time since its last sample counts)."""
 
     stall_aware = True
+    not_counted_what = "the emulated chip did not run"
+    READ_EVERY_S = 0.1  # the emulator samples every 0.5 s: a deadline's restart at every line of output need not read it
 
     def __init__(self, state_dir):
         self.state_dir = Path(state_dir)
         self._base = None  # the emulator's wall less chip time at the clock's first sample
         self._stalled = 0.0
+        self._read_at = None  # (monotonic s) the last read of the emulator's sample
         self.stalled()
 
     def stalled(self):
+        now = self.monotonic()
+        if self._read_at is not None and now - self._read_at < self.READ_EVERY_S:
+            return self._stalled
+        self._read_at = now
         sample = read_clock(self.state_dir)
         if sample and sample.get("wall_s") is not None and sample.get("chip_s") is not None:
             behind = sample["wall_s"] - sample["chip_s"]
@@ -348,11 +355,6 @@ class ChipClock(WallClock):
                 self._base = behind
             self._stalled = max(self._stalled, behind - self._base)
         return self._stalled
-
-    def not_counted(self, stalled_s):
-        if stalled_s < 0.1:
-            return ""
-        return " (and %.1f s more in which the emulated chip did not run: not counted)" % stalled_s
 
 
 def chip_rate_for_ports(ports):
