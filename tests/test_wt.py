@@ -688,22 +688,26 @@ def test_time_the_ring_stood_still_is_left_out_of_the_token_and_operation_times(
     def tok(src, dst, fwd=False):
         return {"mkind": 0, "src": src, "dst": dst, "seq": 1, "epoch": 1, "fwd": fwd}
 
-    c = Checker("wt", 3, time_unit="us")
-    c.start(0)
-    for e in (Event(10_000, "send", 0, 0, "msg", tok(0, 1)),
-              Event(11_000, "recv", 1, 0, "msg", tok(0, 1)),
-              Event(20_000, "regen", 2, None, "token", {"seq": 0, "epoch": 1}),  # two tokens
-              Event(21_000, "enter", 1, None, None, {"seq": 3, "epoch": 1}),
-              # the ring stands still from 21 ms to 1,861 ms; the pings sent at 500 ms are late
-              # from 1,000 ms on, answered at 1,870 ms
-              Event(1_861_000, "exit", 1, None),
-              Event(1_862_000, "send", 1, 1, "msg", tok(1, 2)),
-              Event(1_870_000, "notice", 0, extra={"what": "stood still", "since": 1_000_000}),
-              Event(1_880_000, "recv", 2, 1, "msg", tok(1, 2)),
-              Event(1_900_000, "discard", 2, None, "token", {"seq": 1, "epoch": 1}, {"fresh": False})):
-        c.feed(e)
-    c.last_t = 2_000_000
-    soft = c.soft_report()
+    def soft_of(n, events, last_t):
+        c = Checker("wt", n, time_unit="us")
+        c.start(0)
+        for e in events:
+            c.feed(e)
+        c.last_t = last_t
+        return c.soft_report()
+
+    soft = soft_of(3, (Event(10_000, "send", 0, 0, "msg", tok(0, 1)),
+                       Event(11_000, "recv", 1, 0, "msg", tok(0, 1)),
+                       Event(20_000, "regen", 2, None, "token", {"seq": 0, "epoch": 1}),  # two tokens
+                       Event(21_000, "enter", 1, None, None, {"seq": 3, "epoch": 1}),
+                       # the ring stands still from 21 ms to 1,861 ms; the pings sent at 500 ms are late
+                       # from 1,000 ms on, answered at 1,870 ms
+                       Event(1_861_000, "exit", 1, None),
+                       Event(1_862_000, "send", 1, 1, "msg", tok(1, 2)),
+                       Event(1_870_000, "notice", 0, extra={"what": "stood still", "since": 1_000_000}),
+                       Event(1_880_000, "recv", 2, 1, "msg", tok(1, 2)),
+                       Event(1_900_000, "discard", 2, None, "token", {"seq": 1, "epoch": 1}, {"fresh": False})),
+                   2_000_000)
     assert soft["stood_still"] == 1_870_000 - 21_000
     assert soft["time_with_k_tokens"] == {1: 20_000 + 100_000, 2: 1_900_000 - 20_000 - 1_849_000}
     assert soft["time_with_k_running"] == {0: 21_000 + 2_000_000 - 1_870_000, 1: 0}
@@ -714,32 +718,25 @@ def test_time_the_ring_stood_still_is_left_out_of_the_token_and_operation_times(
     # node 2's token on to node 0, which answered its pings only 116 ms later, both tokens
     # waiting for it. Counted from node 3's event, two tokens were alive for 148.7 ms of the
     # run's 1.47 s (over the test's 10%); as the protocol goes, for 29 ms.
-    c = Checker("wt", 4, time_unit="us")
-    c.start(0)
-    for e in (Event(1_213_283, "send", 3, 3, "msg", tok(3, 0)),
-              Event(1_277_993, "regen", 2, None, "token", {"seq": 2, "epoch": 1}),  # two tokens
-              Event(1_278_040, "send", 2, 2, "msg", tok(2, 1)),
-              # nothing from the ring until node 3 runs again; node 0's pings late from 1.51 s
-              Event(3_909_931, "recv", 3, 2, "msg", tok(2, 1)),
-              Event(3_909_951, "send", 3, 3, "msg", dict(tok(2, 1), fwd=True)),
-              Event(4_026_424, "notice", 0, extra={"what": "stood still", "since": 1_512_520}),
-              Event(4_026_424, "recv", 0, 3, "msg", tok(3, 0)),
-              Event(4_026_424, "recv", 0, 3, "msg", tok(2, 1)),
-              Event(4_055_530, "discard", 2, None, "token", {"seq": 2, "epoch": 1}, {"fresh": False})):
-        c.feed(e)
-    c.last_t = 4_200_000
-    soft = c.soft_report()
+    soft = soft_of(4, (Event(1_213_283, "send", 3, 3, "msg", tok(3, 0)),
+                       Event(1_277_993, "regen", 2, None, "token", {"seq": 2, "epoch": 1}),  # two tokens
+                       Event(1_278_040, "send", 2, 2, "msg", tok(2, 1)),
+                       # nothing from the ring until node 3 runs again; node 0's pings late from 1.51 s
+                       Event(3_909_931, "recv", 3, 2, "msg", tok(2, 1)),
+                       Event(3_909_951, "send", 3, 3, "msg", dict(tok(2, 1), fwd=True)),
+                       Event(4_026_424, "notice", 0, extra={"what": "stood still", "since": 1_512_520}),
+                       Event(4_026_424, "recv", 0, 3, "msg", tok(3, 0)),
+                       Event(4_026_424, "recv", 0, 3, "msg", tok(2, 1)),
+                       Event(4_055_530, "discard", 2, None, "token", {"seq": 2, "epoch": 1}, {"fresh": False})),
+                   4_200_000)
     assert soft["stood_still"] == 4_026_424 - 1_278_040
     assert soft["time_with_k_tokens"] == {1: 1_277_993 + 4_200_000 - 4_055_530,
                                           2: 1_278_040 - 1_277_993 + 4_055_530 - 4_026_424}
 
     # The same silence with the pings answered (no notice): all of it counted
-    c = Checker("wt", 3, time_unit="us")
-    c.start(0)
-    c.feed(Event(20_000, "regen", 2, None, "token", {"seq": 0, "epoch": 1}))
-    c.feed(Event(1_900_000, "discard", 2, None, "token", {"seq": 1, "epoch": 1}, {"fresh": False}))
-    c.last_t = 2_000_000
-    soft = c.soft_report()
+    soft = soft_of(3, (Event(20_000, "regen", 2, None, "token", {"seq": 0, "epoch": 1}),
+                       Event(1_900_000, "discard", 2, None, "token", {"seq": 1, "epoch": 1}, {"fresh": False})),
+                   2_000_000)
     assert "stood_still" not in soft and soft["time_with_k_tokens"] == {1: 20_000 + 100_000, 2: 1_880_000}
 
 

@@ -246,7 +246,8 @@ class SoftExclusion:
         for since, at in self._stood_still:
             for a, b in silences:
                 if a <= since < b:
-                    windows.append((a, max(b, at) if last_t is None else min(max(b, at), last_t)))
+                    end = max(b, at)
+                    windows.append((a, end if last_t is None else min(end, last_t)))
         out = []
         for a, b in sorted(windows):
             if out and a <= out[-1][1]:
