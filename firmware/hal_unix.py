@@ -204,9 +204,13 @@ class RingStoodStill:
     """The microseconds so far in which the virtual ring's processes stood still (the host ran
     others while they were ready to run, or the relay did not run at all): this board's wall
     time less the ring's clock, which the relay keeps in a file it replaces whole, as ticks_us
-    (cfg["virtual"]["stood_still"]: host/picoring/virtual/ringclock.py, RingStoodStill). A relay
-    that stands still now does not write it: the difference grows, as it should. Never less
-    than said before (the file is up to a housekeeping old). Read when a recovery timeout is
+    (cfg["virtual"]["stood_still"]: host/picoring/virtual/ringclock.py, RingStoodStill): "CLOCK
+    WRITTEN LATE_AFTER". What stood still is WRITTEN less CLOCK, not this board's time less
+    CLOCK: that held the write's age (up to the relay's period), and a board that read late in
+    a period was credited that much less for the next stall (a 100 ms timeout fired while the
+    relay stood still, issue 36). A relay that stands still now does not write: past
+    LATE_AFTER, the time since counts, as the relay will count it at its next write. Never
+    less than said before. Read when a recovery timeout is
     over (node.NodeLoop._stood_still_meanwhile) and, for a clocked protocol, at most every 50 ms
     of housekeeping (NodeLoop._housekeeping_ring_clocked); never on the hot path.
 
@@ -228,8 +232,11 @@ class RingStoodStill:
         ring = self._ring
         try:
             with open(self._path) as f:
-                ring_clock = int(f.read())
-            still = time.ticks_diff(time.ticks_us(), ring_clock)
+                clock, written, late_after = f.read().split()
+            still = time.ticks_diff(int(written), int(clock))
+            overdue = time.ticks_diff(time.ticks_us(), int(late_after))
+            if overdue > 0:
+                still += overdue  # the relay stands still now: no write since it was due
             if still > ring:
                 self._ring = still
         except (OSError, ValueError):

@@ -409,24 +409,24 @@ def assert_one_frame_end_and_one_answer(before, after, waited):
 
 
 def test_a_virtual_rings_pace_is_its_clock_against_wall_time(tmp_path):
-    # The relay writes the ring's clock (wall time less what stood still, as ticks_us) every
-    # 100 ms; RingPace takes each write as a sample at its mtime and gives the clock's seconds per
-    # wall second over the last second: 0.25 when 3/4 of the time stood still, 0.0 once the
-    # relay has stopped writing (it stands still itself).
+    # The relay writes the ring's clock (wall time less what stood still, as ticks_us) and the
+    # write's tick every 100 ms; RingPace takes each write as a sample and gives the clock's
+    # seconds per wall second over the last second: 0.25 when 3/4 of the time stood still, 0.0
+    # once the relay has stopped writing (it stands still itself). Across the ticks' wrap too.
     from picoring.virtual import ringclock as rc
 
     path = rc.stood_still_file(tmp_path)
-    wall = {"mono_ns": 50 * 10**9}
-    real_offset_ns = 1_700_000_000 * 10**9  # the wall clock's time at monotonic 0
+    start_ms = (rc._TICKS_MASK + 1) // 1000 - 500  # the ticks wrap 0.5 s into the run
+    wall = {"mono_ns": start_ms * 10**6}
 
     def write(mono_ms, stood_ms):
-        path.write_text(str(((mono_ms - stood_ms) * 1000) & rc._TICKS_MASK))
-        t = real_offset_ns + mono_ms * 10**6
-        os.utime(path, ns=(t, t))
+        us = mono_ms * 1000
+        path.write_text("%d %d %d" % ((us - stood_ms * 1000) & rc._TICKS_MASK, us & rc._TICKS_MASK,
+                                      (us + 125_000) & rc._TICKS_MASK))
 
-    pace = rc.RingPace(path, monotonic_ns=lambda: wall["mono_ns"], time_ns=lambda: real_offset_ns + wall["mono_ns"])
+    pace = rc.RingPace(path, monotonic_ns=lambda: wall["mono_ns"])
     for k in range(12):  # 100 ms apart, 75 ms of each stood still
-        at = 50_000 + 100 * k
+        at = start_ms + 100 * k
         write(at, 2_000 + 75 * k)
         wall["mono_ns"] = (at + 5) * 10**6
         got = pace()
@@ -1294,10 +1294,13 @@ def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tm
         look["k"] = min(k, 2)
         now["ns"] = at_ms * 1_000_000
         clock.update([7, 8])
-        written = int(rc.stood_still_file(tmp_path).read_text())
+        written = [int(x) for x in rc.stood_still_file(tmp_path).read_text().split()]
         # 1st look: nothing to compare with; 2nd: 40 ms (pid 7); 3rd: 10 ms (pid 8); 4th: 100 ms
-        # late (75 beyond the relay's own slack)
-        assert written == ((at_ms - stood_ms) * 1000) & ((1 << 30) - 1), k
+        # late (75 beyond the relay's own slack). Beside the clock: the write's tick, and when
+        # the next is overdue (its period, 20 ms here, and the slack, 25)
+        at_us = at_ms * 1000
+        assert written == [(at_us - stood_ms * 1000) & rc._TICKS_MASK, at_us & rc._TICKS_MASK,
+                           (at_us + 45_000) & rc._TICKS_MASK], k
     # the looks 50 ms or more behind are kept for a failure's snapshot (VirtualRing.snapshot_text)
     assert list(clock.growths) == [(10.16, 75, "relay late")]
 

@@ -41,9 +41,10 @@ class RingStoodStill:
     /proc/PID/schedstat, its second field), and how much later than due the relay itself
     came back (held in a long call, stopped). It writes that clock as MicroPython's ticks_us
     (CLOCK_MONOTONIC in us, 30 bits) to a file the boards read when a timeout is over
-    (firmware/hal_unix.py): a board's wall time less the ring's clock is what stood still,
-    the time since the relay last wrote included, so a relay that stands still now stops
-    the boards' timeouts too. Where there is no schedstat, nothing counts but that."""
+    (firmware/hal_unix.py), as "CLOCK WRITTEN LATE_AFTER": the write's own tick, less the
+    clock, is what stood still until then; past LATE_AFTER, with no write since, the relay
+    stands still now, and a board counts that too, so its timeouts stop with the relay. Where
+    there is no schedstat, nothing counts but the relay's own lateness."""
 
     def __init__(self, path, every_s=_RING_CLOCK_EVERY_S):
         """every_s: how often the relay updates it."""
@@ -105,9 +106,15 @@ class RingStoodStill:
         self.stood_ns += grown
         if grown >= _GROWTH_KEPT_NS:
             self.growths.append((now_ns / 1e9, grown // 1_000_000, who))
-        clock = (now_ns // 1000 - self.stood_ns // 1000) & _TICKS_MASK
+        now_us = now_ns // 1000
+        clock = (now_us - self.stood_ns // 1000) & _TICKS_MASK
+        # the write's time and when the next is overdue beside the clock: a board that reads late
+        # in the period must not take the write's age for time stood still (it did, and a later
+        # stall was credited that much less: a waiting board timed out, issue 36); past the
+        # second, the relay stands still, as its next update will count (`late` above)
+        late_after = now_us + (self.every_ns + _LATE_SLACK_NS) // 1000
         try:
-            self._tmp.write_text(str(clock))
+            self._tmp.write_text("%d %d %d" % (clock, now_us & _TICKS_MASK, late_after & _TICKS_MASK))
             os.replace(self._tmp, self.path)  # whole: a board never reads half of it
         except OSError:
             pass
@@ -122,29 +129,27 @@ class RingPace:
     run under a loaded suite: "no critical section for 5.1 s" while its boards' timers counted
     a fraction of that).
 
-    Each write of the file is a sample: the ring's clock at the file's mtime (the write time).
-    The pace is over the samples of the last span_s, None before two; 0.0 while the relay has
-    not written for stale_s (it stands still, and so do the boards' timers). monotonic_ns and
-    time_ns: a test's own."""
+    Each write of the file is a sample: the ring's clock at the write's time (both in it). The
+    pace is over the samples of the last span_s, None before two; 0.0 while the relay has
+    not written for stale_s (it stands still, and so do the boards' timers). monotonic_ns: a
+    test's own."""
 
-    def __init__(self, path, span_s=1.0, stale_s=3 * _RING_CLOCK_EVERY_S, monotonic_ns=time.monotonic_ns,
-                 time_ns=time.time_ns):
+    def __init__(self, path, span_s=1.0, stale_s=3 * _RING_CLOCK_EVERY_S, monotonic_ns=time.monotonic_ns):
         self.path = Path(path)
         self.span_us = int(span_s * 1e6)
         self.stale_us = int(stale_s * 1e6)
-        self._monotonic_ns, self._time_ns = monotonic_ns, time_ns
+        self._monotonic_ns = monotonic_ns
         self._samples = []  # (write time, monotonic us; the time stood still so far, us)
 
     def __call__(self):
         now_us = self._monotonic_ns() // 1000
         try:
-            st = os.stat(self.path)
-            clock = int(self.path.read_text())
+            clock, written = (int(x) for x in self.path.read_text().split()[:2])
         except (OSError, ValueError):
             return None  # not written yet, or being replaced
-        # the write's time on the monotonic clock (mtime is wall-clock time)
-        written_us = (st.st_mtime_ns - (self._time_ns() - self._monotonic_ns())) // 1000
-        stood_us = (written_us - clock) & _TICKS_MASK
+        # the write's tick (30 bits) back on the monotonic clock: it is not in the future
+        written_us = now_us - ((now_us - written) & _TICKS_MASK)
+        stood_us = (written - clock) & _TICKS_MASK
         samples = self._samples
         if not samples or written_us > samples[-1][0]:
             samples.append((written_us, stood_us))

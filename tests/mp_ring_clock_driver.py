@@ -1,0 +1,34 @@
+# A virtual board's reading of its ring's clock (hal_unix.RingStoodStill), the file written here as
+# the relay writes it ("CLOCK WRITTEN LATE_AFTER", ticks_us: host/picoring/virtual/ringclock.py).
+# argv: FIRMWARE, a scratch directory. Prints one JSON object: what the board counted as stood
+# still (us) after each of three reads, and the least the third should count.
+import json
+import sys
+import time
+
+sys.path.insert(0, sys.argv[1])
+import hal_unix
+
+path = sys.argv[2] + "/ring-clock"
+
+
+def relay_wrote(age_us, stood_us, due_us):
+    """The relay's write age_us ago, when the ring had stood still stood_us; its next was due
+    due_us after it."""
+    written = time.ticks_add(time.ticks_us(), -age_us)
+    with open(path, "w") as f:
+        f.write("%d %d %d" % (time.ticks_add(written, -stood_us), written, time.ticks_add(written, due_us)))
+
+
+stood = hal_unix.RingStoodStill(path)
+counted = []
+# 1. Read 110 ms into the relay's period (its next write not yet due): nothing stood still.
+relay_wrote(110_000, 0, 10_000_000)
+counted.append(stood())
+# 2. The ring then stood still 200 ms, and the relay wrote it: all 200 count.
+relay_wrote(5_000, 200_000, 10_000_000)
+counted.append(stood())
+# 3. The relay stands still itself: its last write 300 ms ago, due 125 ms after it.
+relay_wrote(300_000, 200_000, 125_000)
+counted.append(stood())
+print(json.dumps({"counted_us": counted, "third_at_least_us": 200_000 + 300_000 - 125_000}))
