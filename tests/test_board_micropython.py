@@ -107,7 +107,7 @@ class PtyRing:
     def _pump_once(self, timeout):
         top = time.monotonic()
         if top >= self.clock.next_at:
-            self.clock.update([b["p"].pid for b in self.boards if b["p"].poll() is None], pass_began=top)
+            self.clock.update([b["p"].pid if b["p"].poll() is None else None for b in self.boards], pass_began=top)
         r = self._read_ready(timeout)
         waited = time.monotonic() - top
         for i, b in enumerate(self.boards):
@@ -118,9 +118,13 @@ class PtyRing:
     def _carry(self, i, data):
         """Board i's UART bytes on to board i + 1, through wire i's filter (a fault) if any."""
         self.boards[i]["wire"] += len(data)
+        if data:
+            self.clock.wrote(i)
         if self.filters.get(i) is not None:
             data = self.filters[i](i, data)
-        os.write(self.boards[(i + 1) % self.n]["um"], data)
+        if data:
+            os.write(self.boards[(i + 1) % self.n]["um"], data)
+            self.clock.delivered((i + 1) % self.n)
 
     def _read_ready(self, timeout):
         """Waits up to `timeout` for the boards' bytes and reads their host links: the UARTs

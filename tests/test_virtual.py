@@ -1305,6 +1305,51 @@ def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tm
     assert list(clock.growths) == [(10.16, 75, "relay late")]
 
 
+def test_the_ring_clock_adds_the_waits_of_the_boards_on_the_rings_path(tmp_path, monkeypatch):
+    """Issue 36: under CI load a wandering-token component made a token while the token was on its
+    way through a board that waited on the run queue, after the relay itself had come 729 ms
+    late: the clock kept the longest wait of one process alone. A hop needs the sender, the relay
+    and the receiver in turn, so the waits of the boards on the ring's path (given bytes, not
+    written since) add up, to at most the time since the last look; a board that only polls is
+    not on the path, nor one that ran 5 ms and wrote nothing (it took its bytes in)."""
+    from picoring.virtual import ringclock as rc
+
+    cpu_ms = {7: 0, 8: 0, 9: 0}
+    wait_ms = {7: 0, 8: 0, 9: 0}
+
+    def fake_open(path, *a, **kw):
+        import io
+
+        if str(path).startswith("/proc/self/task/"):
+            raise FileNotFoundError(path)
+        pid = int(str(path).split("/")[2])
+        return io.BytesIO(b"%d %d 9\n" % (cpu_ms[pid] * 10**6, wait_ms[pid] * 10**6))
+
+    clock = rc.RingStoodStill(rc.stood_still_file(tmp_path))
+    now = {"ns": 10**10}
+    monkeypatch.setattr(rc.time, "monotonic_ns", lambda: now["ns"])
+    monkeypatch.setattr("builtins.open", fake_open)
+    stood = []
+
+    def look(waits, ran=(0, 0, 0)):
+        now["ns"] += 100 * 10**6
+        for pid, w, r in zip((7, 8, 9), waits, ran):
+            wait_ms[pid] += w
+            cpu_ms[pid] += r
+        clock.update([7, 8, 9])
+        stood.append(clock.stood_ns // 10**6)
+
+    look((0, 0, 0))  # the first look: nothing to compare with
+    clock.delivered(0)
+    clock.delivered(1)
+    look((40, 40, 60), ran=(1, 1, 1))  # boards 0 and 1 on the path: 80 (the longest alone: 60)
+    clock.wrote(0)
+    look((50, 50, 50), ran=(1, 6, 1))  # both were on the path since the last look: 100, all of it
+    look((50, 50, 50), ran=(1, 1, 1))  # 0 passed its bytes on, 1 ran 6 ms writing none: the longest, 50
+    assert stood == [0, 80, 180, 230]
+    assert clock.growths[-2][1:] == (100, "in series on the ring's path")
+
+
 def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None, hold=None):
     """A saturated run of spec on a virtual ring of 3 whose relay is held 1.5 s once the trace has
     under_way lines (the run under way, requests waiting for the token); its report. hold(ring):

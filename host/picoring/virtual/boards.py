@@ -593,6 +593,7 @@ class VirtualRing:
                 if kind == "tx":
                     for data, written in boards[who].take_tx():
                         wires[who].send(data, written)
+                        stood.wrote(who)
                 else:
                     who.to_host(read_some(fd))
             for i, w in enumerate(wires):
@@ -602,6 +603,8 @@ class VirtualRing:
                 if records:
                     sent = boards[(i + 1) % n].feed_rx(records, now)
                     w.delivered(sent)
+                    if sent:
+                        stood.delivered((i + 1) % n)
                     lost = sum(len(data) for data, _, _ in records) - sent
                     if lost:
                         w.overrun(lost)  # the receiver's buffer is full: a UART overrun
@@ -626,8 +629,8 @@ class VirtualRing:
 
     def _housekeeping(self, now):
         if now >= self._stood_still.next_at:
-            self._stood_still.update([b.proc.pid for b in self.boards if b.proc is not None and b.proc.poll() is None],
-                                     pass_began=now)
+            self._stood_still.update([b.proc.pid if b.proc is not None and b.proc.poll() is None else None
+                                      for b in self.boards], pass_began=now)
         for b in self.boards:
             if not b.host_attached and b.hold_until is not None and now >= b.hold_until:
                 b.drop_held()  # no host came for it

@@ -19,6 +19,10 @@ _TICKS_MASK = (1 << 30) - 1  # MicroPython's time.ticks_us() wraps there
 _RING_CLOCK_EVERY_S = 0.1
 _LATE_SLACK_NS = 25_000_000
 _GROWTH_KEPT_NS = 50_000_000  # a look at which the ring's clock fell this far behind is kept (RingStoodStill.growths)
+# A board given bytes is on the ring's path until it writes, or until it has run this much CPU
+# since without writing (it took them in and had nothing to pass on: a request absorbed, a frame
+# its drop_rx fault lost). A hop costs it about 0.1 ms here, a pass of its idle loop 0.03.
+_ON_PATH_CPU_NS = 5_000_000
 
 
 def stood_still_file(workdir):
@@ -39,7 +43,9 @@ class RingStoodStill:
     housekeeping, the longest of: the time any of the ring's processes (the relay thread,
     each board) waited on the host's run queue since the last (the kernel's
     /proc/PID/schedstat, its second field), and how much later than due the relay itself
-    came back (held in a long call, stopped). It writes that clock as MicroPython's ticks_us
+    came back (held in a long call, stopped); or, if more, the sum of the relay's (its wait or
+    lateness) and the waits of the boards on the ring's path (given bytes and not written
+    since: a hop needs them in turn), at most the time since the last look. It writes that clock as MicroPython's ticks_us
     (CLOCK_MONOTONIC in us, 30 bits) to a file the boards read when a timeout is over
     (firmware/hal_unix.py), as "CLOCK WRITTEN LATE_AFTER": the write's own tick, less the
     clock, is what stood still until then; past LATE_AFTER, with no write since, the relay
@@ -55,6 +61,11 @@ class RingStoodStill:
         self._waited = {}  # schedstat path -> the run-queue wait it last said (ns)
         self._last_ns = None  # time.monotonic_ns() of the last update
         self._relay_held_ns = 0  # the relay's passes held up since the last update (relay_pass)
+        # boards on the ring's path (given bytes, not written since: delivered, wrote): board ->
+        # its CPU time (ns, schedstat) at the first look after, None before it
+        self._on_path = {}
+        self._on_path_lately = set()  # the boards on the path at any time since the last update
+        self._ran = {}  # schedstat path -> the CPU time it last said (ns)
         self._tmp = self.path.with_name(self.path.name + ".new")
         # the last looks at which the clock fell _GROWTH_KEPT_NS or more behind: (monotonic s,
         # ms, who: "relay late" or the process that waited longest), for a failure's snapshot
@@ -70,9 +81,19 @@ class RingStoodStill:
         if held * 1e9 > _LATE_SLACK_NS:
             self._relay_held_ns += int(held * 1e9)
 
+    def delivered(self, board):
+        """The relay gave board `board` bytes: it is on the ring's path until it writes."""
+        if board not in self._on_path:
+            self._on_path[board] = None
+            self._on_path_lately.add(board)
+
+    def wrote(self, board):
+        """Board `board` wrote on its UART: what it was given has moved on."""
+        self._on_path.pop(board, None)
+
     def update(self, pids, pass_began=None):
-        """At a housekeeping of the relay thread: `pids` the boards' processes; pass_began: when
-        (monotonic s) the relay's pass that calls it began."""
+        """At a housekeeping of the relay thread: `pids` the boards' processes, by board (None: one
+        not running); pass_began: when (monotonic s) the relay's pass that calls it began."""
         now_ns = time.monotonic_ns()
         self.next_at = now_ns / 1e9 + self.every_ns / 1e9
         # The relay held up since the last update: its passes (relay_pass) and this one so far (a
@@ -88,21 +109,43 @@ class RingStoodStill:
         # passes: the same stall, seen from the other end)
         late = 0 if self._last_ns is None else max(0, now_ns - self._last_ns - self.every_ns - _LATE_SLACK_NS)
         late = max(late, held)
+        since_ns = None if self._last_ns is None else now_ns - self._last_ns
         self._last_ns = now_ns
-        sources = ["/proc/self/task/%d/schedstat" % threading.get_native_id()]
-        sources += ["/proc/%d/schedstat" % pid for pid in pids]
-        grown, waited, who = late, {}, "relay late"
-        for source in sources:
+        sources = [(None, "/proc/self/task/%d/schedstat" % threading.get_native_id())]
+        sources += [(board, "/proc/%d/schedstat" % pid) for board, pid in enumerate(pids) if pid is not None]
+        grown, waited, ran, who = late, {}, {}, "relay late"
+        # A hop needs the sender, the relay and the receiver in turn: the waits of the relay and
+        # of the boards on the ring's path add up, where the longest alone fell short under CI
+        # load (a token's way through a board that waited, after the relay came 729 ms late:
+        # counted 729 of about 1 s, and a wandering-token component made a token, issue 36).
+        # Boards that only poll are not on the path: their waits overlap and do not add.
+        in_series = late
+        for board, source in sources:
             try:
                 with open(source, "rb") as f:
-                    ns = int(f.read().split()[1])
+                    fields = f.read().split()
+                cpu_ns, wait_ns = int(fields[0]), int(fields[1])
             except (OSError, ValueError, IndexError):
                 continue
-            waited[source] = ns
+            waited[source], ran[source] = wait_ns, cpu_ns
             before = self._waited.get(source)
-            if before is not None and ns - before > grown:
-                grown, who = ns - before, source.split("/")[-2] + " on the run queue"
-        self._waited = waited  # (a board started again has a new pid: its own count from here)
+            if before is not None:
+                if wait_ns - before > grown:
+                    grown, who = wait_ns - before, source.split("/")[-2] + " on the run queue"
+                if board is None:
+                    in_series = max(late, wait_ns - before)
+                elif board in self._on_path_lately:
+                    in_series += wait_ns - before
+            if board in self._on_path:
+                since = self._on_path[board]
+                if since is None or self._ran.get(source) is None:
+                    self._on_path[board] = cpu_ns
+                elif cpu_ns - since >= _ON_PATH_CPU_NS:
+                    del self._on_path[board]  # it ran and wrote nothing: it has passed nothing on
+        self._waited, self._ran = waited, ran  # (a board started again has a new pid: its own count from here)
+        self._on_path_lately = set(self._on_path)
+        if since_ns is not None and min(in_series, since_ns) > grown:
+            grown, who = min(in_series, since_ns), "in series on the ring's path"
         self.stood_ns += grown
         if grown >= _GROWTH_KEPT_NS:
             self.growths.append((now_ns / 1e9, grown // 1_000_000, who))
