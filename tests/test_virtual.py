@@ -826,7 +826,12 @@ def test_a_remote_ring_is_driven_as_an_in_process_one(tmp_path, test_main):
         assert ring.wires[0].bytes_out == 1 and ring.wire(0).counters()["bytes_out"] == 1
         ring.set_faults("drop=0.5")
         assert ring.status()["faults"] == "drop=0.5,seed=0"
+        # what a failed test of the pytest plugin's ring reports (VirtualRing.snapshot_text)
+        snapshot = ring.snapshot_text().splitlines()
+        assert snapshot[0].startswith("relay: ") and snapshot[2].startswith("board 0: pid %d " % ring.boards[0].pid)
+        assert any(ln.startswith("ring clock: ") for ln in snapshot), snapshot
     assert not ring.running() and not workdir.exists()  # its temporary directory goes with it
+    assert ring.snapshot_text().startswith("the ring's supervisor gave no snapshot: no virtual ring is up in ")
 
 
 @pytest.mark.slow

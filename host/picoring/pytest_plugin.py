@@ -184,7 +184,7 @@ class Ring:
         self.n = len(targets)
         self.board = board
         self.baud = baud
-        self.virtual = virtual  # the VirtualRing, if the boards are virtual
+        self.virtual = virtual  # the RemoteRing, if the boards are virtual
         self.traffic = traffic
         self.flashed = flashed  # (protocol, cs_us, drop_rx) the boards run, if known
         self.flash_results = None
@@ -213,9 +213,8 @@ class Ring:
     def rest(self):
         """Stop the boards' firmware when its token never rests (S, BinarySearch, the wandering
         token): left running, it keeps the boards busy for the rest of the session, and a virtual
-        ring's relay thread, in the tests' own process, with them (a BinarySearch ring flashed by
-        one test moved its token through every later test of a suite run, 13% of a core at 115200
-        baud). Each board waits at its REPL; the next run restarts it (RingRun.restart_ring)."""
+        ring's relay with them (a BinarySearch ring flashed by one test moved its token through
+        every later test of a suite run, 13% of a core at 115200 baud). Each board waits at its REPL; the next run restarts it (RingRun.restart_ring)."""
         from .check import registry
         from .ring import flash
         from .ring.link import HarnessError, stop_firmware
@@ -295,11 +294,14 @@ def boards(request):
         finally:
             _release_places()
         return
-    from .virtual.boards import VirtualRing
+    from .virtual.remote import RemoteRing
 
     n = o.ring_virtual or DEFAULT_VIRTUAL
     baud = o.ring_baud or 115200
-    with VirtualRing(n, baud=baud, paced=not o.ring_unpaced) as vring:
+    # In a process of its own, as the commands' rings (virtual/remote.py): in the tests' process,
+    # the relay waited for the interpreter lock behind the harness's link readers and checker,
+    # and came back seconds late under a loaded suite run (issue 36)
+    with RemoteRing(n, baud=baud, paced=not o.ring_unpaced) as vring:
         request.config._picoring_virtual = vring
         yield ports.ring_targets(vring)
 

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from . import supervisor
+from .board import VirtualBoardError
 from .boards import FRAM_IMAGE
 from .ringclock import stood_still_file
 
@@ -123,6 +124,13 @@ class RemoteRing:
 
     def status(self):
         return supervisor.status(self.workdir)
+
+    def snapshot_text(self):
+        """VirtualRing.snapshot_text, from the supervisor; what went wrong if it did not answer."""
+        try:
+            return supervisor.snapshot(self.workdir)
+        except VirtualBoardError as e:
+            return "the ring's supervisor gave no snapshot: %s" % e
 
     @property
     def wires(self):

@@ -189,6 +189,8 @@ def _serve_request(conn, ring, progress):
         cmd = request.get("cmd")
         if cmd == "status":
             reply = {"ok": True, "status": ring.status()}
+        elif cmd == "snapshot":
+            reply = {"ok": True, "text": ring.snapshot_text()}
         elif cmd == "reset":
             i = int(request["board"])
             ring.reset(i, run_main=not request.get("repl", False))
@@ -396,6 +398,11 @@ def _stop_started(proc, timeout=10.0):
 
 def status(state_dir, timeout=REQUEST_TIMEOUT_S):
     return request(state_dir, {"cmd": "status"}, timeout)["status"]
+
+
+def snapshot(state_dir, timeout=REQUEST_TIMEOUT_S):
+    """The ring as it is now, for a failure's report (VirtualRing.snapshot_text)."""
+    return request(state_dir, {"cmd": "snapshot"}, timeout)["text"]
 
 
 def reset(state_dir, board, repl=False, timeout=REQUEST_TIMEOUT_S):
