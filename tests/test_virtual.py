@@ -1355,16 +1355,19 @@ def test_the_ring_clock_adds_the_waits_of_the_boards_on_the_rings_path(tmp_path,
     assert clock.growths[-2][1:] == (100, "in series on the ring's path")
 
 
-def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None, hold=None):
+def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None, hold=None, remote=False):
     """A saturated run of spec on a virtual ring of 3 whose relay is held 1.5 s once the trace has
     under_way lines (the run under way, requests waiting for the token); its report. hold(ring):
-    another way to hold the ring up (it returns once the ring runs again)."""
+    another way to hold the ring up (it returns once the ring runs again). remote: the ring in a
+    process of its own (RemoteRing, as the commands run theirs), for a hold that leaves its relay
+    alone: in the test's process the relay waits for the interpreter lock behind the harness,
+    seconds late under a loaded suite run."""
     from picoring.ring import ports
     from picoring.ring.harness import RingRun
     from picoring.sim.workload import make_workload
 
     n = 3
-    with VirtualRing(n, workdir=tmp_path / "ring") as ring:
+    with (RemoteRing if remote else VirtualRing)(n, workdir=tmp_path / "ring") as ring:
         deploy.deploy_virtual(ring, dict(config or {}, protocol=spec))
         targets = ports.ring_targets(ring)
         trace = tmp_path / "trace.jsonl"
@@ -1451,7 +1454,7 @@ def _frozen(ring, seconds, relay=False):
     """Every board's process stopped for `seconds` (SIGSTOP), as a host that does not run them at
     all leaves them: not waiting on its run queue (a stolen virtual CPU, a stopped or blocked
     process), so the kernel's schedstat says nothing. relay: the relay held up meanwhile too."""
-    pids = [b.proc.pid for b in ring.boards]
+    pids = [b.pid for b in ring.boards]
     if relay:
         relay_stuck_in_its_loop(ring, seconds)  # (it sleeps from its next housekeeping on)
     for pid in pids:
@@ -1476,7 +1479,8 @@ def test_boards_that_stand_still_do_not_make_the_wandering_tokens_components_mak
     operation times, and said (soft: stood_still; pings every 0.5 s, late past 0.5 s of grace
     times the ring's slowness: a 3 s freeze is seen at a slowness up to 4)."""
     report = _saturated_run_with_the_relay_held(tmp_path, "wt:skip=2,op=20,seed=2", 60, under_way=100,
-                                                config={"cs_us": 20_000}, hold=lambda r: _frozen(r, 3.0, relay))
+                                                config={"cs_us": 20_000}, hold=lambda r: _frozen(r, 3.0, relay),
+                                                remote=not relay)
     recovery = report["recovery"]
     assert (recovery["timeouts"], recovery["regenerations"]) == (0, 0), (recovery, report["snapshot"])
     soft = report["soft"]
