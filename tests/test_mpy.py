@@ -158,6 +158,28 @@ def test_without_mpy_cross_or_when_it_fails_the_sources_go(tmp_path):
     assert not list((tmp_path / "cache").rglob("*.mpy"))  # no half-written file left to be taken later
 
 
+def test_copy_firmware_without_a_config_puts_the_firmware_as_flash_does_and_no_picoring_json(
+        compiler, tmp_path, monkeypatch):
+    """ScriptPico's copy (emulated.script, mpy=True: the rp2040 tests' board): flash's own
+    copy_firmware with no config, so the board gets the form it loads and no picoring.json."""
+    said = "%s micropython rp2 1.28.0 - %d\n" % (deploy.ID_MARK, PICO)  # a Pico's answer to ID_CODE
+    monkeypatch.setattr(deploy, "exec_code", lambda port, code, timeout, clock: said.encode())
+    copies = []
+
+    def deploy_board(port, config, files, timeout, names, after, clock):
+        copies.append((config, names))
+        return {"copied": list(names), "up_to_date": [], "output": b""}
+
+    monkeypatch.setattr(deploy, "deploy_board", deploy_board)
+    notes = []
+    summary, ident, sel = deploy.copy_firmware("PORT", None, deploy.FIRMWARE_FILES, compiler, cache=tmp_path / "c",
+                                               log=notes.append)
+    assert ident["mpy"] == str(PICO) and sorted(sel["compiled"]) == MODULES
+    assert copies == [(None, sel["names"])] and sorted(sel["names"]) == sorted([m + ".mpy" for m in MODULES] + ["main.py"])
+    assert notes[0] == "copying %d of %d files: the firmware (%d modules as .mpy 6.3 armv6m)" % (
+        len(MODULES) + 1, len(MODULES) + 1, len(MODULES))
+
+
 @pytest.mark.slow
 def test_copy_firmware_to_a_board_that_loads_mpy(compiler, tmp_path):
     """flash's copy for a board that is not virtual, on the unix port (x64 .mpy 6.3): the .mpy

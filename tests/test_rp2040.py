@@ -1,7 +1,8 @@
 """The firmware on one of picoring's own emulated Picos (upstream MicroPython v1.28.0, rp2
-port, on rp2040js: picoring.emulated.script): a board with the firmware's .py files on its
-filesystem, a script run in its raw REPL after a soft reset (the tests that need only those
-files share one board, firmware_pico: its boot and upload were most of each test's time).
+port, on rp2040js: picoring.emulated.script): a board with the firmware on its filesystem as
+`picoring flash` puts it on a Pico (.mpy from mpy-cross, main.py a source), a script run in its
+raw REPL after a soft reset (the tests that need only those files share one board,
+firmware_pico: its boot and upload were most of each test's time).
 Marker `rp2040`. They need what every emulated Pico needs (docs/emulated.md): the Pico's
 MicroPython .uf2 and the RP2040 boot ROM (PICORING_PICO_UF2 and PICORING_RP2040_BOOTROM, by
 default the copies in ../shared/rp2040, as in CI), Node.js 20.6 or newer, and rp2040js from
@@ -12,7 +13,6 @@ long int), a small heap, and Python 100 to 200 times slower. Add tests that need
 chip here; run_on_pico() is the one way in.
 """
 
-import base64
 import json
 import sys
 import time
@@ -22,7 +22,7 @@ import pytest
 from conftest import FIRMWARE, ROOT
 from picoring.emulated import assets
 from picoring.emulated.assets import EmulatedError
-from picoring.emulated.script import ScriptPico, run_script
+from picoring.emulated.script import ScriptPico
 from test_emulated import BOOTROM, UF2
 
 pytestmark = [pytest.mark.rp2040, pytest.mark.slow]
@@ -52,25 +52,24 @@ def emulated_pico(monkeypatch):
 
 @pytest.fixture(scope="module")
 def firmware_pico():
-    """One emulated Pico with the firmware's .py files, for the tests here that need just those:
-    booting a chip and uploading the files took most of each test's wall time. Each script runs
-    after a soft reset (ScriptPico): a fresh heap and no module imported, as on a fresh board."""
+    """One emulated Pico with every firmware module as `picoring flash` puts it on a Pico
+    (ScriptPico's mpy: flash's own copy, deploy.copy_firmware, so .mpy compiled by mpy-cross for
+    the board's _mpy, viper and native code for armv6m, and main.py a source; the sources where
+    mpy-cross is missing, as flash does), for the tests here that need just those: booting a chip
+    and uploading the files took most of each test's wall time. Each script runs after a soft
+    reset (ScriptPico): a fresh heap and no module imported, as on a fresh board."""
     skip_without_an_emulated_pico()
-    with ScriptPico(FIRMWARE, UF2, BOOTROM, timeout_s=CHIP_QUIET_S) as pico:
+    with ScriptPico(FIRMWARE, UF2, BOOTROM, timeout_s=CHIP_QUIET_S, mpy=True) as pico:
         yield pico
 
 
-def run_on_pico(script, upload=FIRMWARE, chip_timeout_s=CHIP_QUIET_S, pico=None):
-    """Run `script` (text) on a freshly booted emulated Pico, with upload's .py files (None: none)
-    on its filesystem, or on `pico` (firmware_pico, its files) after a soft reset; returns (exit
-    status, stdout, stderr): status 0, or 1 if the script raised (traceback on stderr) or printed
+def run_on_pico(script, pico, chip_timeout_s=CHIP_QUIET_S):
+    """Run `script` (text) on `pico` (firmware_pico) after a soft reset; returns (exit status,
+    stdout, stderr): status 0, or 1 if the script raised (traceback on stderr) or printed
     nothing for chip_timeout_s of chip time (a guard against a hung chip; chip time, because a
     loaded machine runs the chip at a few percent of real time: ScriptPico)."""
     t0 = time.monotonic()
-    if pico is not None:
-        status, out, err, chip_s = pico.run(script, timeout_s=chip_timeout_s)
-    else:
-        status, out, err, chip_s = run_script(script, upload, UF2, BOOTROM, timeout_s=chip_timeout_s)
+    status, out, err, chip_s = pico.run(script, timeout_s=chip_timeout_s)
     sys.stderr.write("emulated Pico: %.1f s wall, %s s chip time\n%s" % (time.monotonic() - t0, chip_s, err))
     return status, out, err
 
@@ -131,16 +130,8 @@ IMPORT_ORDER = ("protocol", "frame", "hostlink", "node", "hal", "hal_rp2")  # ma
 MPY_IMPORT_MS = 400
 
 MPY_IMPORT_SCRIPT = r"""
-import gc, os, sys, time, json, binascii
+import gc, sys, time, json
 assert sys.implementation._mpy == %(tag)d, sys.implementation._mpy
-for name in %(blobs)r:                      # the .mpy files, carried by blob_*.py modules (base64)
-    blob = __import__('blob_' + name)
-    with open(name + '.mpy', 'wb') as f:
-        f.write(binascii.a2b_base64(blob.DATA))
-    del sys.modules['blob_' + name], blob
-    os.remove('blob_%%s.py' %% name)
-assert not [f for f in os.listdir() if f.endswith('.py')], os.listdir()
-gc.collect()
 times = {}
 for name in %(order)r:                       # main.py's imports, in a fresh heap as at boot
     gc.collect()
@@ -155,30 +146,26 @@ print(json.dumps({"us": times, "crc_ok": crc_ok, "origin": origin, "fw": node.FI
 """
 
 
-def test_flash_mpy_files_load_on_a_pico_and_import_fast(tmp_path):
+def test_flash_mpy_files_load_on_a_pico_and_import_fast(firmware_pico):
     """The .mpy files `picoring flash` compiles for a Pico (mpy-cross -march=armv6m, chosen
-    by picoring.ring.mpy.select for the board's _mpy) import on the rp2 port of MicroPython
-    v1.28.0, their viper code runs, and main.py's imports take under MPY_IMPORT_MS of chip
-    time (the sources take ~1.4 s: compiling them is most of a Pico's boot)."""
+    by picoring.ring.mpy.select for the board's _mpy: firmware_pico's, copied by flash's own
+    deploy.copy_firmware) import on the rp2 port of MicroPython v1.28.0, their viper code
+    runs, and main.py's imports take under MPY_IMPORT_MS of chip time (the sources take
+    ~1.4 s: compiling them is most of a Pico's boot)."""
     from picoring.ring import deploy
     from picoring.ring import flash
     from picoring.ring import mpy
 
-    compiler, why = mpy.find_compiler()
+    compiler, why = deploy.find_compiler()
     if compiler is None:
         pytest.skip(why)
-    sel = mpy.select(deploy.FIRMWARE_FILES, PICO_MPY_TAG, compiler, cache=tmp_path / "cache")
+    sel = firmware_pico.selection
     assert sel["notes"] == [] and sorted(sel["compiled"]) == sorted(
         p.stem for p in deploy.FIRMWARE_FILES if p.name != "main.py")
-    up = tmp_path / "up"  # only what the imports need: the upload runs at a few kB/s on a busy machine
-    up.mkdir()
-    blobs = []
-    for f, name in zip(sel["files"], sel["names"]):
-        if name[:-4] in IMPORT_ORDER:
-            blobs.append(name[:-4])
-            (up / ("blob_%s.py" % name[:-4])).write_text("DATA = %r\n" % base64.b64encode(f.read_bytes()))
-    script = MPY_IMPORT_SCRIPT % {"tag": PICO_MPY_TAG, "blobs": blobs, "order": list(IMPORT_ORDER)}
-    status, out, err = run_on_pico(script, upload=up)
+    frame_mpy = sel["files"][sel["names"].index("frame.mpy")]
+    assert mpy.decode_header(frame_mpy.read_bytes()[:4])["arch_name"] == "armv6m"  # viper code for the M0+
+    script = MPY_IMPORT_SCRIPT % {"tag": PICO_MPY_TAG, "order": list(IMPORT_ORDER)}
+    status, out, err = run_on_pico(script, pico=firmware_pico)
     assert status == 0, (out, err[-2000:])
     result = json.loads(out.strip().splitlines()[-1])
     assert result["crc_ok"] and result["fw"] == flash.firmware_version()

@@ -4,7 +4,8 @@ for every protocol that has a token (HOP_PROTOCOLS; -p P for one).
 Runs tests/mp_node_bench.py (a ring of node loops in one MicroPython, wired by in-memory
 UART stand-ins with a Pico UART's any() and readinto(buf, n)) on an emulated Pico through
 the rp2040 tools' `exec` (upstream MicroPython for the Pico, chip time counted in cycles;
-see ../shared/rp2040/README.md), twice per protocol:
+see ../shared/rp2040/README.md; the .py sources), or with --emulated on picoring's own
+(the firmware as `picoring flash` puts it on a Pico: .mpy), twice per protocol:
 
 1. measured: chip microseconds per frame spent in passes that did work (receive, protocol,
    forward, log), and heap bytes allocated per frame with the collector off;
@@ -47,8 +48,9 @@ MEMORY_SIZES = (16, 32)
 # board at position 0 of that size started as main() starts it, its heap measured after a
 # collection, then dropped before the next. loop_bytes: what building and starting the
 # protocol node and the node loop allocated; heap_used and heap_free: the whole heap then
-# (the modules, imported from sources compiled on the board, and the UART's buffers, which
-# the rp2 port keeps from the first open: .mpy files would leave a little more free).
+# (the modules, and the UART's buffers, which the rp2 port keeps from the first open; the
+# modules from .mpy on picoring's own emulated Pico, as flashed, from sources compiled on the
+# board with the rp2040 tools' exec, which leaves a little less free).
 MEMORY_SCRIPT = r"""
 import gc, json
 src = open('main.py').read()
@@ -99,11 +101,13 @@ EMULATED = "emulated"  # rp2040: picoring's own emulated Pico (picoring.emulated
 def run_on_chip(rp2040, script_text, firmware_dir, timeout_s=120):
     """Run a script on one emulated Pico with the firmware's files uploaded; returns
     (exit status, stdout, stderr). timeout_s is chip time (the rp2040 tools: the script's; picoring's
-    own emulated Pico: without output)."""
+    own emulated Pico: without output). On picoring's own emulated Pico the files go as `picoring
+    flash` puts them on a Pico (.mpy, main.py a source: ScriptPico's mpy), so the figures are the
+    flashed firmware's; the rp2040 tools' exec copies the .py sources, which the board compiles."""
     if rp2040 == EMULATED:
         from ..emulated.script import run_script
 
-        status, out, err, _chip_s = run_script(script_text, firmware_dir, timeout_s=timeout_s)
+        status, out, err, _chip_s = run_script(script_text, firmware_dir, timeout_s=timeout_s, mpy=True)
         return status, out, err
     with tempfile.TemporaryDirectory(prefix="picoring-chip-") as tmp:
         script = Path(tmp, "chip_script.py")

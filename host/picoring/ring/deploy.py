@@ -433,7 +433,8 @@ def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeou
                   what="", clock=WALL, digests=None, expect=None):
     """One board: ask it what it is and which .mpy it loads (one mpremote session), then copy the
     firmware in the form it takes (picoring.ring.mpy.select), its config as picoring.json, and delete
-    the stale other form of each module (a second session). Returns (copy_files' summary with
+    the stale other form of each module (a second session). cfg None: no picoring.json (a board
+    that only runs scripts: emulated.script.ScriptPico). Returns (copy_files' summary with
     "removed" added, identity, selection); a board that is not MicroPython gets nothing (summary
     None). digests: {path: SHA-256} shared by the boards of one deploy, so that each file is read
     and hashed once, not once a board. Raises DeployError.
@@ -460,7 +461,7 @@ def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeou
         if ident and ident["implementation"] == "micropython" and ident.get("mpy") == str(expect):
             summary["removed"] = removed_names(summary["output"])
             log("copied %d of %d files in the session that identified it, as expected (%.1f s)%s"
-                % (len(summary["copied"]), len(sel["names"]) + 1, time.monotonic() - t0, where))
+                % (len(summary["copied"]), len(sel["names"]) + (cfg is not None), time.monotonic() - t0, where))
             return summary, ident, sel
         log("it says %s, not the expected _mpy %d: copying again in the form it takes"
             % ("_mpy %s" % ident.get("mpy") if ident else "nothing", expect))
@@ -478,17 +479,18 @@ def copy_firmware(port, cfg, files, compiler, no_compiler="no mpy-cross", timeou
     form = ("%d modules as .mpy %s" % (len(sel["compiled"]), mpy.tag_text(mpy.decode_tag(tag)))
             if sel["compiled"] else "sources")
     wanted = dict(zip(sel["names"], (_digest(f, digests) for f in sel["files"])))
-    wanted[CONFIG_NAME] = hashlib.sha256(config_bytes(cfg)).hexdigest()
+    if cfg is not None:
+        wanted[CONFIG_NAME] = hashlib.sha256(config_bytes(cfg)).hexdigest()
     same = sorted(name for name, digest in wanted.items() if on_board.get(name) == digest)
     stale = [name for name in sel["remove"] if name in on_board]
     if len(same) == len(wanted) and not stale:
         log("up to date: its %d files have the same SHA-256 (%.1f s)%s" % (len(same), time.monotonic() - t0, where))
         return {"copied": [], "up_to_date": same, "removed": removed_first, "output": out}, ident, sel
     todo = [(f, name) for f, name in zip(sel["files"], sel["names"]) if name not in same]
+    new_cfg = cfg is not None and CONFIG_NAME not in same
     log("copying %d of %d files: the firmware (%s)%s%s" % (
-        len(todo) + (CONFIG_NAME not in same), len(wanted), form,
-        " and picoring.json" if CONFIG_NAME not in same else "", where))
-    summary = deploy_board(port, cfg if CONFIG_NAME not in same else None, [f for f, _ in todo], timeout,
+        len(todo) + new_cfg, len(wanted), form, " and picoring.json" if new_cfg else "", where))
+    summary = deploy_board(port, cfg if new_cfg else None, [f for f, _ in todo], timeout,
                            names=[name for _, name in todo], after=["exec", remove_code(stale)], clock=clock)
     summary["up_to_date"] = sorted(set(summary["up_to_date"]) | set(same))
     summary["removed"] = removed_first + [n for n in removed_names(summary["output"]) if n not in removed_first]
