@@ -17,6 +17,7 @@ import hal
 # between two reads longer than _GAP_US is time in which the board's process did not run.
 _PASS_US = 1_000
 _GAP_US = 50_000
+_TICKS_MASK = time.ticks_add(0, -1)  # ticks_us() wraps past it: 2**62 - 1 on a 64-bit unix port
 
 # termios.tcgetattr()[6] indexes on Linux.
 _VTIME = 5
@@ -202,17 +203,17 @@ def open_i2c(cfg):
 
 class RingStoodStill:
     """The microseconds so far in which the virtual ring's processes stood still (the host ran
-    others while they were ready to run, or the relay did not run at all): this board's wall
-    time less the ring's clock, which the relay keeps in a file it replaces whole, as ticks_us
-    (cfg["virtual"]["stood_still"]: host/picoring/virtual/ringclock.py, RingStoodStill): "CLOCK
-    WRITTEN LATE_AFTER". What stood still is WRITTEN less CLOCK, not this board's time less
-    CLOCK: that held the write's age (up to the relay's period), and a board that read late in
-    a period was credited that much less for the next stall (a 100 ms timeout fired while the
-    relay stood still, issue 36). A relay that stands still now does not write: past
-    LATE_AFTER, the time since counts, as the relay will count it at its next write. Never
-    less than said before. Read when a recovery timeout is
-    over (node.NodeLoop._stood_still_meanwhile) and, for a clocked protocol, at most every 50 ms
-    of housekeeping (NodeLoop._housekeeping_ring_clocked); never on the hot path.
+    others while they were ready to run, or the relay did not run at all), as the relay counts
+    it, in a file it replaces whole (cfg["virtual"]["stood_still"]: host/picoring/virtual/ringclock.py, RingStoodStill): "STOOD
+    WRITTEN LATE_AFTER", what stood still since the relay started, when it wrote that and when
+    its next write is overdue (CLOCK_MONOTONIC us, as this board's ticks_us). What stood still
+    between two reads is what STOOD grew by, not this board's time less a clock: that held the
+    write's age (up to the relay's period), and a board that read late in a period was
+    credited that much less for the next stall (a 100 ms timeout fired while the relay stood
+    still, issue 36). A relay that stands still now does not write: past LATE_AFTER, the time
+    since counts, as the relay will count it at its next write. Never less than said before.
+    Read when a recovery timeout is over (node.NodeLoop._stood_still_meanwhile) and, for a
+    clocked protocol, at most every 50 ms of housekeeping (NodeLoop._housekeeping_ring_clocked); never on the hot path.
 
     It counts this board's own gaps too (gap(), from ticks_us()): a process that is not run at all
     (stopped, blocked, on a virtual CPU its hypervisor did not run) waits on no run queue, so the
@@ -222,7 +223,9 @@ class RingStoodStill:
 
     def __init__(self, path):
         self._path = path
-        self._ring = 0  # the ring's count, as last read
+        self._ring = 0  # what stood still, as last read (the relay's count, and its lateness)
+        self._count = 0  # the relay's count since the first read
+        self._count_at = None  # that count as the file said it last
         self._own = 0  # this board's gaps since the last read
         self._last = 0
         self._leave_out = None  # a clocked node loop's: its node.now leaves a gap out at once (bind)
@@ -232,9 +235,15 @@ class RingStoodStill:
         ring = self._ring
         try:
             with open(self._path) as f:
-                clock, written, late_after = f.read().split()
-            still = time.ticks_diff(int(written), int(clock))
-            overdue = time.ticks_diff(time.ticks_us(), int(late_after))
+                count, _written, late_after = f.read().split()
+            # The relay's count since it started: what it grew by since the last read (a ring
+            # started again counts from its own zero)
+            count = int(count)
+            if self._count_at is not None and count > self._count_at:
+                self._count += count - self._count_at
+            self._count_at = count
+            still = self._count
+            overdue = time.ticks_diff(time.ticks_us(), int(late_after) & _TICKS_MASK)
             if overdue > 0:
                 still += overdue  # the relay stands still now: no write since it was due
             if still > ring:

@@ -1,7 +1,7 @@
 # A virtual board's reading of its ring's clock (hal_unix.RingStoodStill), the file written here as
-# the relay writes it ("CLOCK WRITTEN LATE_AFTER", ticks_us: host/picoring/virtual/ringclock.py).
+# the relay writes it ("STOOD WRITTEN LATE_AFTER", us: host/picoring/virtual/ringclock.py).
 # argv: FIRMWARE, a scratch directory. Prints one JSON object: what the board counted as stood
-# still (us) after each of three reads, and the least the third should count.
+# still (us) after each of five reads, and the least the third should count.
 import json
 import sys
 import time
@@ -13,11 +13,11 @@ path = sys.argv[2] + "/ring-clock"
 
 
 def relay_wrote(age_us, stood_us, due_us):
-    """The relay's write age_us ago, when the ring had stood still stood_us; its next was due
-    due_us after it."""
+    """The relay's write age_us ago, when the ring had stood still stood_us since it started; its
+    next was due due_us after it."""
     written = time.ticks_add(time.ticks_us(), -age_us)
     with open(path, "w") as f:
-        f.write("%d %d %d" % (time.ticks_add(written, -stood_us), written, time.ticks_add(written, due_us)))
+        f.write("%d %d %d" % (stood_us, written, time.ticks_add(written, due_us)))
 
 
 stood = hal_unix.RingStoodStill(path)
@@ -30,5 +30,11 @@ relay_wrote(5_000, 200_000, 10_000_000)
 counted.append(stood())
 # 3. The relay stands still itself: its last write 300 ms ago, due 125 ms after it.
 relay_wrote(300_000, 200_000, 125_000)
+counted.append(stood())
+# 4. The relay writes again: 400 s stood still in all, then 545 s (past 2**29 us: 536.9 s, where
+# a Pico's ticks wrap, not this port's).
+relay_wrote(0, 400_000_000, 10_000_000)
+counted.append(stood())
+relay_wrote(0, 545_000_000, 10_000_000)
 counted.append(stood())
 print(json.dumps({"counted_us": counted, "third_at_least_us": 200_000 + 300_000 - 125_000}))

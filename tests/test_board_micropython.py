@@ -330,15 +330,36 @@ def test_a_board_reading_late_in_the_relays_period_is_credited_the_whole_next_st
     still, and kept the largest: that held the age of the relay's last write, so a read 110 ms
     into the relay's period left the next 200 ms stall counted as 95 ms (a 100 ms timeout
     fired). The relay now writes its write's tick and when its next is due beside the clock
-    (virtual/ringclock.py), and the board counts the write's age only past that."""
+    (virtual/ringclock.py), and the board counts the write's age only past that. And the count
+    goes on past 2**29 us."""
     from conftest import run_micropython
 
     out = json.loads(run_micropython(micropython, str(ROOT / "tests" / "mp_ring_clock_driver.py"), str(FIRMWARE),
                                      str(tmp_path)))
-    late_read, after_stall, relay_overdue = out["counted_us"]
+    late_read, after_stall, relay_overdue, at_400_s, at_545_s = out["counted_us"]
     assert (late_read, after_stall) == (0, 200_000), out
     # (more than the least when this process itself waits for a CPU between its write and read)
     assert out["third_at_least_us"] <= relay_overdue < out["third_at_least_us"] + 1_000_000, out
+    # The ring's count in the file is 30 bits, as ticks: past 2**29 us (536.9 s of standing still
+    # in all, which a session-long ring reached in a loaded suite run) it still counts, by what
+    # it grew since the last read. (Read as ticks_diff, it went negative and counted nothing more.)
+    assert (at_400_s - after_stall, at_545_s - at_400_s) == (399_800_000, 145_000_000), out
+
+
+def test_a_board_reads_the_relays_own_file_on_its_own_clock(micropython, tmp_path):
+    """The relay (CPython, virtual/ringclock.py) and a board (the unix port) read one clock,
+    CLOCK_MONOTONIC in us; the unix port's ticks wrap at 2**62 on a 64-bit build, not at a Pico's
+    2**30. The relay wrote its times as 30 bits first, and a board took its own ticks less them:
+    past 18 minutes of the host's uptime, the time between a board's reads counted as standing
+    still, and each wrap of the 30 bits credited it 1,074 s at once. Here: no stall, the relay's
+    next write not due for 10 s; two reads 50 ms apart count nothing."""
+    from conftest import run_micropython
+
+    relay = RingStoodStill(tmp_path / "ring-clock", every_s=10.0)
+    relay.update([])
+    script = ("import sys, time\nsys.path.insert(0, %r)\nimport hal_unix\nstood = hal_unix.RingStoodStill(%r)\n"
+              "first = stood()\ntime.sleep_ms(50)\nprint(first, stood())\n" % (str(FIRMWARE), str(relay.path)))
+    assert run_micropython(micropython, "-c", script).split() == ["0", "0"]
 
 
 def test_ctrl_c_on_host_link_stops_the_loop(ring_factory):

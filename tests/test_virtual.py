@@ -409,20 +409,19 @@ def assert_one_frame_end_and_one_answer(before, after, waited):
 
 
 def test_a_virtual_rings_pace_is_its_clock_against_wall_time(tmp_path):
-    # The relay writes the ring's clock (wall time less what stood still, as ticks_us) and the
-    # write's tick every 100 ms; RingPace takes each write as a sample and gives the clock's
-    # seconds per wall second over the last second: 0.25 when 3/4 of the time stood still, 0.0
-    # once the relay has stopped writing (it stands still itself). Across the ticks' wrap too.
+    # The relay writes what stood still and the write's time every 100 ms; RingPace takes each
+    # write as a sample and gives the ring clock's seconds per wall second over the last second:
+    # 0.25 when 3/4 of the time stood still, 0.0 once the relay has stopped writing (it stands
+    # still itself).
     from picoring.virtual import ringclock as rc
 
     path = rc.stood_still_file(tmp_path)
-    start_ms = (rc._TICKS_MASK + 1) // 1000 - 500  # the ticks wrap 0.5 s into the run
+    start_ms = 5_000_000  # (past 2**30 us: no 30-bit wrap in the file)
     wall = {"mono_ns": start_ms * 10**6}
 
     def write(mono_ms, stood_ms):
         us = mono_ms * 1000
-        path.write_text("%d %d %d" % ((us - stood_ms * 1000) & rc._TICKS_MASK, us & rc._TICKS_MASK,
-                                      (us + 125_000) & rc._TICKS_MASK))
+        path.write_text("%d %d %d" % (stood_ms * 1000, us, us + 125_000))
 
     pace = rc.RingPace(path, monotonic_ns=lambda: wall["mono_ns"])
     for k in range(12):  # 100 ms apart, 75 ms of each stood still
@@ -1273,8 +1272,8 @@ def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, 
 
 
 def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tmp_path, monkeypatch):
-    """RingStoodStill: the relay writes wall time less the longest run-queue wait of any of the
-    ring's processes since the last look (the kernel's schedstat), as MicroPython's ticks_us."""
+    """RingStoodStill: the relay writes what stood still, the longest run-queue wait of any of the
+    ring's processes at each look (the kernel's schedstat), in us."""
     from picoring.virtual import ringclock as rc
 
     waits = {"/proc/7/schedstat": [100, 40_000_100, 40_000_100], "/proc/8/schedstat": [5, 10_000_005, 20_000_005]}
@@ -1301,11 +1300,10 @@ def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tm
         clock.update([7, 8])
         written = [int(x) for x in rc.stood_still_file(tmp_path).read_text().split()]
         # 1st look: nothing to compare with; 2nd: 40 ms (pid 7); 3rd: 10 ms (pid 8); 4th: 100 ms
-        # late (75 beyond the relay's own slack). Beside the clock: the write's tick, and when
-        # the next is overdue (its period, 20 ms here, and the slack, 25)
+        # late (75 beyond the relay's own slack). Beside it: the write's time, and when the next
+        # is overdue (its period, 20 ms here, and the slack, 25)
         at_us = at_ms * 1000
-        assert written == [(at_us - stood_ms * 1000) & rc._TICKS_MASK, at_us & rc._TICKS_MASK,
-                           (at_us + 45_000) & rc._TICKS_MASK], k
+        assert written == [stood_ms * 1000, at_us, at_us + 45_000], k
     # the looks 50 ms or more behind are kept for a failure's snapshot (VirtualRing.snapshot_text)
     assert list(clock.growths) == [(10.16, 75, "relay late")]
 

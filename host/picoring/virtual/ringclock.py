@@ -12,7 +12,6 @@ from pathlib import Path
 # The ring's clock for its boards' recovery timeouts (RingStoodStill): a file in the work
 # directory, replaced whole at every housekeeping, that every board reads when a timeout is over.
 STOOD_STILL = "ring-clock"
-_TICKS_MASK = (1 << 30) - 1  # MicroPython's time.ticks_us() wraps there
 # How often the relay updates it (a look at n + 1 schedstat files and a file replaced: 0.8 ms
 # for 32 boards here), and by how much later than that it must come to have stood still (it
 # looks at a housekeeping, every _HOUSEKEEPING_S).
@@ -45,11 +44,15 @@ class RingStoodStill:
     /proc/PID/schedstat, its second field), and how much later than due the relay itself
     came back (held in a long call, stopped); or, if more, the sum of the relay's (its wait or
     lateness) and the waits of the boards on the ring's path (given bytes and not written
-    since: a hop needs them in turn), at most the time since the last look. It writes that clock as MicroPython's ticks_us
-    (CLOCK_MONOTONIC in us, 30 bits) to a file the boards read when a timeout is over
-    (firmware/hal_unix.py), as "CLOCK WRITTEN LATE_AFTER": the write's own tick, less the
-    clock, is what stood still until then; past LATE_AFTER, with no write since, the relay
-    stands still now, and a board counts that too, so its timeouts stop with the relay. Where
+    since: a hop needs them in turn), at most the time since the last look. It writes that
+    count to a file the boards read when a timeout is over (firmware/hal_unix.py), as
+    "STOOD WRITTEN LATE_AFTER", in microseconds: what stood still since the relay started, the
+    write's time and when the next write is overdue, both CLOCK_MONOTONIC (a unix-port board's
+    ticks_us: on a 64-bit build they wrap at 2**62, not at a Pico's 2**30). A board counts what
+    STOOD grew by between its reads and, past LATE_AFTER with no write since, the time since:
+    the relay stands still now, and so do the boards' timeouts. (The file held the clock as 30
+    bits first, and a board took its own unmasked ticks less it: past 18 minutes of the host's
+    uptime, every wrap of the 30 bits credited a board 1,074 s of standing still at once.) Where
     there is no schedstat, nothing counts but the relay's own lateness."""
 
     def __init__(self, path, every_s=_RING_CLOCK_EVERY_S):
@@ -150,14 +153,13 @@ class RingStoodStill:
         if grown >= _GROWTH_KEPT_NS:
             self.growths.append((now_ns / 1e9, grown // 1_000_000, who))
         now_us = now_ns // 1000
-        clock = (now_us - self.stood_ns // 1000) & _TICKS_MASK
-        # the write's time and when the next is overdue beside the clock: a board that reads late
-        # in the period must not take the write's age for time stood still (it did, and a later
-        # stall was credited that much less: a waiting board timed out, issue 36); past the
-        # second, the relay stands still, as its next update will count (`late` above)
+        # what stood still, with the write's time and when the next is overdue: a board that
+        # reads late in the period must not take the write's age for time stood still (it did,
+        # and a later stall was credited that much less: a waiting board timed out, issue 36);
+        # past the second, the relay stands still, as its next update will count (`late` above)
         late_after = now_us + (self.every_ns + _LATE_SLACK_NS) // 1000
         try:
-            self._tmp.write_text("%d %d %d" % (clock, now_us & _TICKS_MASK, late_after & _TICKS_MASK))
+            self._tmp.write_text("%d %d %d" % (self.stood_ns // 1000, now_us, late_after))
             os.replace(self._tmp, self.path)  # whole: a board never reads half of it
         except OSError:
             pass
@@ -172,7 +174,7 @@ class RingPace:
     run under a loaded suite: "no critical section for 5.1 s" while its boards' timers counted
     a fraction of that).
 
-    Each write of the file is a sample: the ring's clock at the write's time (both in it). The
+    Each write of the file is a sample: what stood still at the write's time (both in it). The
     pace is over the samples of the last span_s, None before two; 0.0 while the relay has
     not written for stale_s (it stands still, and so do the boards' timers). monotonic_ns: a
     test's own."""
@@ -187,12 +189,9 @@ class RingPace:
     def __call__(self):
         now_us = self._monotonic_ns() // 1000
         try:
-            clock, written = (int(x) for x in self.path.read_text().split()[:2])
+            stood_us, written_us = (int(x) for x in self.path.read_text().split()[:2])
         except (OSError, ValueError):
             return None  # not written yet, or being replaced
-        # the write's tick (30 bits) back on the monotonic clock: it is not in the future
-        written_us = now_us - ((now_us - written) & _TICKS_MASK)
-        stood_us = (written - clock) & _TICKS_MASK
         samples = self._samples
         if not samples or written_us > samples[-1][0]:
             samples.append((written_us, stood_us))
@@ -203,7 +202,7 @@ class RingPace:
         if len(samples) < 2:
             return None
         (w0, s0), (w1, s1) = samples[0], samples[-1]
-        stood = (s1 - s0) & _TICKS_MASK
+        stood = s1 - s0
         return max(0.0, 1.0 - stood / (w1 - w0))
 
 
