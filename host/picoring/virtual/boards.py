@@ -591,8 +591,10 @@ class VirtualRing:
                     continue
                 kind, who = what
                 if kind == "tx":
-                    for data, written in boards[who].take_tx():
+                    got = boards[who].take_tx()
+                    for data, written in got:
                         wires[who].send(data, written)
+                    if got:
                         stood.wrote(who)
                 else:
                     who.to_host(read_some(fd))

@@ -68,7 +68,6 @@ class RingStoodStill:
         # its CPU time (ns, schedstat) at the first look after, None before it
         self._on_path = {}
         self._on_path_lately = set()  # the boards on the path at any time since the last update
-        self._ran = {}  # schedstat path -> the CPU time it last said (ns)
         self._tmp = self.path.with_name(self.path.name + ".new")
         # the last looks at which the clock fell _GROWTH_KEPT_NS or more behind: (monotonic s,
         # ms, who: "relay late" or the process that waited longest), for a failure's snapshot
@@ -116,7 +115,7 @@ class RingStoodStill:
         self._last_ns = now_ns
         sources = [(None, "/proc/self/task/%d/schedstat" % threading.get_native_id())]
         sources += [(board, "/proc/%d/schedstat" % pid) for board, pid in enumerate(pids) if pid is not None]
-        grown, waited, ran, who = late, {}, {}, "relay late"
+        grown, waited, who = late, {}, "relay late"
         # A hop needs the sender, the relay and the receiver in turn: the waits of the relay and
         # of the boards on the ring's path add up, where the longest alone fell short under CI
         # load (a token's way through a board that waited, after the relay came 729 ms late:
@@ -130,7 +129,7 @@ class RingStoodStill:
                 cpu_ns, wait_ns = int(fields[0]), int(fields[1])
             except (OSError, ValueError, IndexError):
                 continue
-            waited[source], ran[source] = wait_ns, cpu_ns
+            waited[source] = wait_ns
             before = self._waited.get(source)
             if before is not None:
                 if wait_ns - before > grown:
@@ -141,11 +140,11 @@ class RingStoodStill:
                     in_series += wait_ns - before
             if board in self._on_path:
                 since = self._on_path[board]
-                if since is None or self._ran.get(source) is None:
+                if since is None or before is None:  # (before None: a board started again, a new pid)
                     self._on_path[board] = cpu_ns
                 elif cpu_ns - since >= _ON_PATH_CPU_NS:
                     del self._on_path[board]  # it ran and wrote nothing: it has passed nothing on
-        self._waited, self._ran = waited, ran  # (a board started again has a new pid: its own count from here)
+        self._waited = waited  # (a board started again has a new pid: its own count from here)
         self._on_path_lately = set(self._on_path)
         if since_ns is not None and min(in_series, since_ns) > grown:
             grown, who = min(in_series, since_ns), "in series on the ring's path"
