@@ -160,7 +160,7 @@ def test_without_mpy_cross_or_when_it_fails_the_sources_go(tmp_path):
 
 def test_copy_firmware_without_a_config_puts_the_firmware_as_flash_does_and_no_picoring_json(
         compiler, tmp_path, monkeypatch):
-    """ScriptPico's copy (emulated.script, mpy=True: the rp2040 tests' board): flash's own
+    """ScriptPico's copy (emulated.script: the rp2040 tests' board): flash's own
     copy_firmware with no config, so the board gets the form it loads and no picoring.json."""
     said = "%s micropython rp2 1.28.0 - %d\n" % (deploy.ID_MARK, PICO)  # a Pico's answer to ID_CODE
     monkeypatch.setattr(deploy, "exec_code", lambda port, code, timeout, clock: said.encode())

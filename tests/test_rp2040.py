@@ -53,13 +53,13 @@ def emulated_pico(monkeypatch):
 @pytest.fixture(scope="module")
 def firmware_pico():
     """One emulated Pico with every firmware module as `picoring flash` puts it on a Pico
-    (ScriptPico's mpy: flash's own copy, deploy.copy_firmware, so .mpy compiled by mpy-cross for
+    (ScriptPico: flash's own copy, deploy.copy_firmware, so .mpy compiled by mpy-cross for
     the board's _mpy, viper and native code for armv6m, and main.py a source; the sources where
     mpy-cross is missing, as flash does), for the tests here that need just those: booting a chip
     and uploading the files took most of each test's wall time. Each script runs after a soft
     reset (ScriptPico): a fresh heap and no module imported, as on a fresh board."""
     skip_without_an_emulated_pico()
-    with ScriptPico(FIRMWARE, UF2, BOOTROM, timeout_s=CHIP_QUIET_S, mpy=True) as pico:
+    with ScriptPico(FIRMWARE, UF2, BOOTROM, timeout_s=CHIP_QUIET_S) as pico:
         yield pico
 
 

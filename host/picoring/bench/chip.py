@@ -102,12 +102,12 @@ def run_on_chip(rp2040, script_text, firmware_dir, timeout_s=120):
     """Run a script on one emulated Pico with the firmware's files uploaded; returns
     (exit status, stdout, stderr). timeout_s is chip time (the rp2040 tools: the script's; picoring's
     own emulated Pico: without output). On picoring's own emulated Pico the files go as `picoring
-    flash` puts them on a Pico (.mpy, main.py a source: ScriptPico's mpy), so the figures are the
+    flash` puts them on a Pico (.mpy, main.py a source: ScriptPico), so the figures are the
     flashed firmware's; the rp2040 tools' exec copies the .py sources, which the board compiles."""
     if rp2040 == EMULATED:
         from ..emulated.script import run_script
 
-        status, out, err, _chip_s = run_script(script_text, firmware_dir, timeout_s=timeout_s, mpy=True)
+        status, out, err, _chip_s = run_script(script_text, firmware_dir, timeout_s=timeout_s)
         return status, out, err
     with tempfile.TemporaryDirectory(prefix="picoring-chip-") as tmp:
         script = Path(tmp, "chip_script.py")

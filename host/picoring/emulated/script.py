@@ -1,7 +1,7 @@
 """One script on one emulated Pico, for micro-benchmarks in chip time (`bench chip --emulated`):
-a fresh board, the .py files of a folder copied to its filesystem (with mpy=True as `picoring
-flash` puts them on a Pico: .mpy), the script run in its raw REPL through mpremote; what it
-printed, and the chip time it took.
+a fresh board, the firmware of a folder on its filesystem as `picoring flash` puts it on a Pico
+(.mpy), the script run in its raw REPL through mpremote; what it printed, and the chip time it
+took.
 
 ScriptPico keeps the board for more scripts: each one runs after a soft reset (a fresh heap,
 no module imported, the peripherals set back; main.py is not run from the raw REPL), on the
@@ -15,12 +15,12 @@ from .supervisor import ChipClock, EmulatedRing, clock_over
 
 
 class ScriptPico:
-    """One emulated Pico (EmulatedRing of 1) with upload_dir's .py files on its filesystem;
+    """One emulated Pico (EmulatedRing of 1) with upload_dir's firmware on its filesystem;
     run() a script on it, stop() when done (or use it as a context manager). Its timeouts are
     seconds of chip time without output (ChipClock): a loaded machine runs the chip at a few
     percent of real time, and a script's quiet stretch is a number of chip seconds.
 
-    mpy=True: the files go as `picoring flash` copies the firmware (deploy.copy_firmware, less
+    The files go as `picoring flash` copies the firmware (deploy.copy_firmware, less
     picoring.json): .mpy compiled by mpy-cross for the board's own sys.implementation._mpy,
     main.py and what cannot go as .mpy as sources; self.selection says which (mpy.select's
     "compiled", "sources" and "notes"). The scripts then import what a flashed Pico runs, and
@@ -28,7 +28,7 @@ class ScriptPico:
     upload is a third of the bytes (the firmware: 131 kB against 368 kB; mpremote writes a few
     kB/s to an emulated Pico on a busy machine)."""
 
-    def __init__(self, upload_dir=None, firmware=None, bootrom=None, timeout_s=120.0, say=None, mpy=False):
+    def __init__(self, upload_dir=None, firmware=None, bootrom=None, timeout_s=120.0, say=None):
         from ..ring import deploy
 
         self.selection = None
@@ -36,13 +36,10 @@ class ScriptPico:
         try:
             self.port = self.ring.ports[0]
             self.clock = ChipClock(self.ring.state_dir)
-            if upload_dir is not None and mpy:
+            if upload_dir is not None:
                 compiler, no_compiler = deploy.find_compiler()
                 _, _, self.selection = deploy.copy_firmware(self.port, None, deploy.firmware_files(upload_dir), compiler,
                                                             no_compiler, timeout_s, log=say, clock=self.clock)
-            elif upload_dir is not None:
-                files = sorted(Path(upload_dir).glob("*.py"))
-                deploy.copy_files(self.port, files, timeout=timeout_s, clock=self.clock)
         except BaseException:
             self.ring.stop()
             raise
@@ -83,7 +80,7 @@ class ScriptPico:
         self.stop()
 
 
-def run_script(script_text, upload_dir=None, firmware=None, bootrom=None, timeout_s=120.0, say=None, mpy=False):
+def run_script(script_text, upload_dir=None, firmware=None, bootrom=None, timeout_s=120.0, say=None):
     """One script on a fresh board (ScriptPico.run's result)."""
-    with ScriptPico(upload_dir, firmware, bootrom, timeout_s, say, mpy) as pico:
+    with ScriptPico(upload_dir, firmware, bootrom, timeout_s, say) as pico:
         return pico.run(script_text, timeout_s)
