@@ -204,16 +204,18 @@ def open_i2c(cfg):
 class RingStoodStill:
     """The microseconds so far in which the virtual ring's processes stood still (the host ran
     others while they were ready to run, or the relay did not run at all), as the relay counts
-    it, in a file it replaces whole (cfg["virtual"]["stood_still"]: host/picoring/virtual/ringclock.py, RingStoodStill): "STOOD
-    WRITTEN LATE_AFTER", what stood still since the relay started, when it wrote that and when
-    its next write is overdue (CLOCK_MONOTONIC us, as this board's ticks_us). What stood still
+    it, in a file it replaces whole (cfg["virtual"]["stood_still"]:
+    host/picoring/virtual/ringclock.py, RingStoodStill): "STOOD WRITTEN LATE_AFTER", what stood
+    still since the relay started, when it wrote that and when its next write is overdue
+    (CLOCK_MONOTONIC us, as this board's ticks_us). What stood still
     between two reads is what STOOD grew by, not this board's time less a clock: that held the
     write's age (up to the relay's period), and a board that read late in a period was
     credited that much less for the next stall (a 100 ms timeout fired while the relay stood
     still, issue 36). A relay that stands still now does not write: past LATE_AFTER, the time
     since counts, as the relay will count it at its next write. Never less than said before.
     Read when a recovery timeout is over (node.NodeLoop._stood_still_meanwhile) and, for a
-    clocked protocol, at most every 50 ms of housekeeping (NodeLoop._housekeeping_ring_clocked); never on the hot path.
+    clocked protocol, at most every 50 ms of housekeeping (NodeLoop._housekeeping_ring_clocked);
+    never on the hot path.
 
     It counts this board's own gaps too (gap(), from ticks_us()): a process that is not run at all
     (stopped, blocked, on a virtual CPU its hypervisor did not run) waits on no run queue, so the

@@ -214,7 +214,8 @@ class Ring:
         """Stop the boards' firmware when its token never rests (S, BinarySearch, the wandering
         token): left running, it keeps the boards busy for the rest of the session, and a virtual
         ring's relay with them (a BinarySearch ring flashed by one test moved its token through
-        every later test of a suite run, 13% of a core at 115200 baud). Each board waits at its REPL; the next run restarts it (RingRun.restart_ring)."""
+        every later test of a suite run, 13% of a core at 115200 baud). Each board waits at its
+        REPL; the next run restarts it (RingRun.restart_ring)."""
         from .check import registry
         from .ring import flash
         from .ring.link import HarnessError, stop_firmware
