@@ -329,9 +329,9 @@ def test_a_board_reading_late_in_the_relays_period_is_credited_the_whole_next_st
     relay's 0.35 s stand-still. The board took its time less the ring's clock for what stood
     still, and kept the largest: that held the age of the relay's last write, so a read 110 ms
     into the relay's period left the next 200 ms stall counted as 95 ms (a 100 ms timeout
-    fired). The relay now writes its write's tick and when its next is due beside the clock
-    (virtual/ringclock.py), and the board counts the write's age only past that. And the count
-    goes on past 2**29 us."""
+    fired). The relay now writes what stood still, its write's time and when its next is due
+    (virtual/ringclock.py); the board counts what the first grew by, and the write's age only
+    past the last. And the count goes on past 2**29 us."""
     from conftest import run_micropython
 
     out = json.loads(run_micropython(micropython, str(ROOT / "tests" / "mp_ring_clock_driver.py"), str(FIRMWARE),
@@ -340,9 +340,9 @@ def test_a_board_reading_late_in_the_relays_period_is_credited_the_whole_next_st
     assert (late_read, after_stall) == (0, 200_000), out
     # (more than the least when this process itself waits for a CPU between its write and read)
     assert out["third_at_least_us"] <= relay_overdue < out["third_at_least_us"] + 1_000_000, out
-    # The ring's count in the file is 30 bits, as ticks: past 2**29 us (536.9 s of standing still
-    # in all, which a session-long ring reached in a loaded suite run) it still counts, by what
-    # it grew since the last read. (Read as ticks_diff, it went negative and counted nothing more.)
+    # Past 2**29 us (536.9 s of standing still in all, which a session-long ring can reach in a
+    # loaded suite run) the count goes on, by what it grew since the last read: it is no tick
+    # difference (one of 30 bits, as a Pico's, would have gone negative and counted nothing more).
     assert (at_400_s - after_stall, at_545_s - at_400_s) == (399_800_000, 145_000_000), out
 
 
