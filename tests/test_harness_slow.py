@@ -631,6 +631,27 @@ def test_the_run_starts_only_once_the_start_up_frames_have_stopped():
     assert [link.asked for link in run.links] == [1, 1]
 
 
+def test_a_token_that_never_rests_starts_the_run_only_once_every_board_has_seen_it():
+    # Loaded CI (stop 56, pass k): the wandering token's board 1 had not yet seen the ring's first
+    # token (epoch 1) when the run began; its Delta_gen ran out 0.2 s into the run and it made a
+    # token of its own (epoch 0, discarded by board 2: a regeneration the test counts).
+    from picoring.ring.harness import RingRun
+    from picoring.sim.workload import make_workload
+
+    def status(epoch):
+        return _status(0, 1, 1) + " epoch=%d known_epoch=1" % epoch
+
+    run = RingRun(["p0", "p1", "p2"], "wt", make_workload("poisson", 3, 1, seed=0))
+    run.links = [_ScriptedStatus("p0", [status(1)]), _ScriptedStatus("p1", [status(0), status(0), status(1)]),
+                 _ScriptedStatus("p2", [status(1)])]
+    run.wait_formed(timeout=10)
+    assert [link.asked for link in run.links] == [3, 3, 3]
+    run.links = [_ScriptedStatus("p0", [status(1)]), _ScriptedStatus("p1", [status(0)])]
+    with pytest.raises(HarnessError, match=r"its token did not reach every board in 0 s: the ring's newest "
+                                           r"epoch 1, the epoch of the token each board last saw 1 0"):
+        run.wait_formed(timeout=0.1)
+
+
 def test_a_ring_that_never_comes_to_rest_is_reported_with_its_counters():
     from picoring.ring.harness import RingRun
     from picoring.sim.workload import make_workload

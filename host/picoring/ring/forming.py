@@ -3,7 +3,10 @@
 The boards form the ring by themselves (docs/recovery.md: join rounds, then position 0's claim
 makes the first token). The host only asks each board its state until the ring has formed and,
 for a protocol whose token rests, until nothing moves any more: what still moves when a run
-zeroes the counters would be counted as the run's traffic.
+zeroes the counters would be counted as the run's traffic; for one whose token never rests,
+until the token has reached every board: a board that has not seen it yet makes one of its own
+when its wait runs out (the wandering token's Delta_gen), and under load the first token's
+first round took longer than that.
 """
 
 import time
@@ -20,10 +23,21 @@ def _late(seconds):
     return " (and %.0f s more in which the boards' answers were late)" % seconds if seconds >= 0.5 else ""
 
 
+def _token_seen_everywhere(statuses):
+    """Every board has seen a token of the ring's newest epoch: its `epoch` (the token's it last
+    saw) is the highest `known_epoch` (the claim it adopted) of the ring. True when the boards
+    do not say (a firmware without the fields: the rule is not known to it)."""
+    if any(not isinstance(f.get("epoch"), int) or not isinstance(f.get("known_epoch"), int) for f in statuses):
+        return True
+    newest = max(f["known_epoch"] for f in statuses)
+    return all(f["epoch"] == newest for f in statuses)
+
+
 def wait_formed(links, protocol, settle_us, slowness, timeout=15.0, clock=WALL):
     """Until no board is fresh, position 0 has seen or made the token, and, for a protocol
-    whose token rests, the ring is quiet: one board holds the token (none for a protocol without
-    one) and no frame has moved
+    whose token never rests, every board has seen it (_token_seen_everywhere); for one whose
+    token rests, until the ring is quiet: one board holds the token (none for a protocol
+    without one) and no frame has moved
     for settle_us (board time). A busy machine can make the start-up take more rounds than
     one (a claim retried while the first was still going round: a newer epoch): what is
     still moving when the run zeroes the counters would be counted as the run's traffic.
@@ -43,11 +57,11 @@ def wait_formed(links, protocol, settle_us, slowness, timeout=15.0, clock=WALL):
             statuses.append(link.command("status")[1].fields)
             late_s += max(0.0, clock.now() - asked - prompt_s)
         waiting = [(link, f) for link, f in zip(links, statuses) if f.get("fresh") or f.get("starting")]
-        if not waiting and not rests:
+        if not waiting and not rests and _token_seen_everywhere(statuses):
             return
         now = clock.now()
         holders = sum(1 for f in statuses if f.get("tok"))
-        if not waiting:
+        if not waiting and rests:
             seen = [(f.get("tok"), f.get("rx_frames"), f.get("tx_frames")) for f in statuses]
             if seen != counters or holders != tokens_at_rest:
                 counters, quiet_since = seen, now
@@ -65,6 +79,11 @@ def wait_formed(links, protocol, settle_us, slowness, timeout=15.0, clock=WALL):
                 raise HarnessError("the ring did not form in %.0f s%s: %s (position %s) %s; is every TX wired to "
                                    "the next board's RX, and are all the boards running?"
                                    % (timeout, _late(extension), link.port, f.get("pos"), what))
+            if not rests:
+                raise HarnessError("the ring formed but its token did not reach every board in %.0f s%s: the "
+                                   "ring's newest epoch %d, the epoch of the token each board last saw %s" % (
+                                       timeout, _late(extension), max(f["known_epoch"] for f in statuses),
+                                       " ".join(str(f["epoch"]) for f in statuses)))
             raise HarnessError("the ring formed but did not come to rest in %.0f s%s: %d board(s) hold the token, "
                                "frames received/sent per board %s" % (
                                    timeout, _late(extension), holders,
