@@ -240,7 +240,7 @@ def test_lemma_6_the_search_reaches_a_token_that_does_not_move_within_ceil_log2_
         assert len(path) - 1 <= bound, (n, p, z, path)
 
 
-@pytest.mark.parametrize("n", [3, 8, 13, 17, 33])
+@pytest.mark.parametrize("n", [3, 8, 13, 17, pytest.param(33, marks=pytest.mark.cpu)])  # 33: 2 s, `cpu`
 def test_the_checker_counts_each_requests_forwards_in_every_run(n, tmp_path):
     """Lemma 6 per request, as the checker reads it from the gimmes (the descriptor's "search"):
     at most ceil(log2 n) - 1 forwards after rule 5's gimme, whatever the token does meanwhile

@@ -96,7 +96,8 @@ STALE_JOIN_TWO_CS = [
 ]
 
 
-@pytest.mark.parametrize("protocol", ["s", "q", "d"])
+# Q's and D's take 4 s of exploration each: `cpu`, out of the fast tier
+@pytest.mark.parametrize("protocol", ["s", pytest.param("q", marks=pytest.mark.cpu), pytest.param("d", marks=pytest.mark.cpu)])
 def test_two_restarts_of_a_board_keep_one_token(protocol):
     # The join and claim carry the incarnation's nonce; a board ignores its own frames
     # of another incarnation (firmware/protocol.py, Node.boot and on_claim).

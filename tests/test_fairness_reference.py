@@ -5,6 +5,7 @@ restarts: times out of order (a merged ring trace), nodes repeated, requests mad
 
 from unittest.mock import patch
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,6 +83,7 @@ def feed(checker, ops):
             checker.restarted(t, node)
 
 
+@pytest.mark.cpu  # 400 examples, 4 s: out of the fast tier
 @settings(max_examples=400, deadline=None)
 @given(streams(), st.integers(0, 4), st.integers(0, 3), st.sampled_from((1, 3, fairness_part._FEW_WAITING)))
 def test_the_fairness_figures_are_the_reference_ones(stream, paper_overtaken, paper_by_one, few_waiting):

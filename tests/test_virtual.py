@@ -682,7 +682,7 @@ def test_deploy_errors_name_the_port(tmp_path):
     try:
         path = os.ttyname(slave)
         with pytest.raises(deploy.DeployError, match=path):
-            deploy.exec_code(path, "print(1)", timeout=2.0)
+            deploy.exec_code(path, "print(1)", timeout=0.5)
     finally:
         os.close(master)
         os.close(slave)
