@@ -1393,8 +1393,10 @@ def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None
         # What a failure of the caller's assertions needs: what the ring's clock left out, and when
         # (the hold's "returned" is when the relay took it up, not when it ended)
         now = time.monotonic()
-        report["snapshot"] = "%s\nthe hold: %s; the run's trace: %s\nwhat changed its token count: %s" % (
-            ring.snapshot_text(), ", returned ".join("%.1f s ago" % (now - x) for x in span), trace,
+        t0 = run.t0 / 1e6  # CLOCK_MONOTONIC s of the trace's time 0, as the ring clock's looks
+        report["snapshot"] = "%s\nthe run's time 0: %.3f; the hold: %s; the run's trace: %s\nwhat changed its token count: %s" % (
+            ring.snapshot_text(), t0,
+            ", returned ".join("%.1f s ago (%.3f s into the run)" % (now - x, x - t0) for x in span), trace,
             _token_count_changes(trace))
         # whole in the failure's captured output (an assertion's message is cut at 640 characters)
         print(report["snapshot"])

@@ -71,7 +71,7 @@ class RingStoodStill:
         self._tmp = self.path.with_name(self.path.name + ".new")
         # the last looks at which the clock fell _GROWTH_KEPT_NS or more behind: (monotonic s,
         # ms, who: "relay late" or the process that waited longest), for a failure's snapshot
-        self.growths = collections.deque(maxlen=12)
+        self.growths = collections.deque(maxlen=48)  # (a loaded run's failure needs its whole run's)
 
     def relay_pass(self, seconds, waited, asked):
         """A pass of the relay's loop took `seconds` (monotonic, from its top to its end), of which
