@@ -17,9 +17,9 @@ WORST = ("messages_per_request", "logical_per_request", "service_traffic_sent", 
 # every n up to 6 with one request per node, and n = 2, 3 with two: about 18 s in all. The n = 6
 # cases of D, D-literal and Q take 15 s of it (D-literal 7.7 s): marked `cpu`, they leave the fast
 # tier (.ci/run still runs them, beside the slow tier).
-CASES = [(p, n, 1) for p in SYMMETRIC for n in range(2, 7)] + [(p, n, 2) for p in SYMMETRIC for n in (2, 3)]
-_LONG = {("d", 6, 1), ("d-literal", 6, 1), ("q", 6, 1)}
-CASES = [pytest.param(c, marks=pytest.mark.cpu) if c in _LONG else c for c in CASES]
+LONG = {("d", 6, 1), ("d-literal", 6, 1), ("q", 6, 1)}
+CASES = [pytest.param(c, marks=pytest.mark.cpu) if c in LONG else c
+         for c in [(p, n, 1) for p in SYMMETRIC for n in range(2, 7)] + [(p, n, 2) for p in SYMMETRIC for n in (2, 3)]]
 
 
 def test_the_symmetric_protocols_are_the_ones_whose_rules_name_no_position():

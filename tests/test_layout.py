@@ -116,18 +116,16 @@ def _definitions():
     """(where, ast node) for every function and class of host/picoring; where: 'path:Name'
     (a method: 'path:Class.name')."""
     for path, _ in _modules().values():
-        rel = path.relative_to(HOST).as_posix()
-        tree = ast.parse(path.read_text(), str(path))
+        yield from _named(ast.parse(path.read_text(), str(path)), path.relative_to(HOST).as_posix() + ":")
 
-        def walk(node, prefix):
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    yield "%s:%s%s" % (rel, prefix, child.name), child
-                    yield from walk(child, prefix + child.name + ".")
-                else:
-                    yield from walk(child, prefix)
 
-        yield from walk(tree, "")
+def _named(node, prefix):
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield prefix + child.name, child
+            yield from _named(child, prefix + child.name + ".")
+        else:
+            yield from _named(child, prefix)
 
 
 def _lines(node):

@@ -445,10 +445,10 @@ class VirtualRing:
         if self._stood_still is not None:
             # each look's CLOCK_MONOTONIC time too (a run's trace counts from RingRun.t0, the
             # same clock): a failure's regeneration is then placed among the looks exactly
+            now = time.monotonic()
             lines.append("ring clock: %d ms stood still so far; the last looks 50 ms or more behind: %s" % (
                 self._stood_still.stood_ns // 1_000_000, ", ".join(
-                    "at %.3f (%.1f s ago) +%d ms (%s)" % (at, time.monotonic() - at, ms, who)
-                    for at, ms, who in self._stood_still.growths)
+                    "at %.3f (%.1f s ago) +%d ms (%s)" % (at, now - at, ms, who) for at, ms, who in self._stood_still.growths)
                 or "none"))
         for w in self.wires:
             c = w.counters()
