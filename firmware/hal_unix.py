@@ -232,12 +232,14 @@ class RingStoodStill:
         self._last = 0
         self._leave_out = None  # a clocked node loop's: its node.now leaves a gap out at once (bind)
         self._at = None  # the last tick ticks_us() gave (none yet: the boot before it is no gap)
+        self._written = None  # the relay's last write as last read (its ticks_us), None: none read
+        self._overdue = False  # at that read, the relay's next write was overdue (it stood still)
 
     def __call__(self):
         ring = self._ring
         try:
             with open(self._path) as f:
-                count, _written, late_after = f.read().split()
+                count, written, late_after = f.read().split()
             # The relay's count since it started: what it grew by since the last read (a ring
             # started again counts from its own zero)
             count = int(count)
@@ -246,6 +248,8 @@ class RingStoodStill:
             self._count_at = count
             still = self._count
             overdue = time.ticks_diff(time.ticks_us(), int(late_after) & _TICKS_MASK)
+            self._written = int(written) & _TICKS_MASK
+            self._overdue = overdue > 0
             if overdue > 0:
                 still += overdue  # the relay stands still now: no write since it was due
             if still > ring:
@@ -258,6 +262,19 @@ class RingStoodStill:
         self._own = 0
         self._last += more
         return self._last
+
+    def current_since(self, t):
+        """Whether the count last read is the relay's look at the ring at or after tick t (or the
+        relay stood still then, which the count goes on growing by). A stall of another board
+        reaches the relay's count at its first look after the stall ended (the kernel's schedstat
+        says a run-queue wait when the wait is over, and the relay looks every 100 ms), so a
+        timeout that fell due at t is acted on only once this is true: before, a stall that had
+        already held the token up could still be missing from the count (a wandering-token
+        component made a token 62 ms after the board that held the token up ran again, issue 36).
+        True with no write read (no relay clock to wait for)."""
+        if self._written is None or self._overdue:
+            return True
+        return time.ticks_diff(self._written, t) >= 0
 
     def bind(self, leave_out):
         """leave_out(still, t): a clocked node loop's (NodeLoop.leave_out_stillness), to which

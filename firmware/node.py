@@ -312,6 +312,9 @@ class NodeLoop:
             self._still_seen = ring_stood_still()  # what stood still before this boot is not this wait's
             self._still_wait = 0      # the _wait_since the credit below belongs to
             self._still_credit = 0    # us of this wait in which the ring stood still
+            # whether the count last read is the relay's look at or after a tick (hal_unix's
+            # RingStoodStill.current_since; a stand-in may have none: every read is current)
+            self._still_current = getattr(ring_stood_still, "current_since", None)
         if getattr(node, "clocked", False):
             self._clocked = True
             self._housekeeping = self._housekeeping_clocked
@@ -322,6 +325,8 @@ class NodeLoop:
             if ring_stood_still is not None:
                 self._clk_still_seen = self._still_seen  # the stillness node.now has left out so far
                 self._clk_still_at = 0  # the tick it was last read at
+                self._due_for = -1  # the wake_at found due without the token (_generation_due)
+                self._due_at = 0  # and the tick it was found due at
                 self._housekeeping = self._housekeeping_ring_clocked
                 # a virtual board's count also sees its own process's gaps, at the first read of
                 # its clock after one, before a tick counts it (firmware/hal_unix.py, RingStoodStill)
@@ -762,7 +767,34 @@ class NodeLoop:
         t = self.ticks_us()
         if self.ticks_diff(t, self._clk_still_at) >= _STILL_READ_US:
             self.leave_out_stillness(self._ring_stood_still(), t)
+        node = self.node
+        w = node.wake_at
+        if w >= 0 and not node.has_token:
+            self._tick(t)
+            if ((node.now - w) & _COUNT_MASK) < 0x20000000 and not self._generation_due(t, w):
+                return NodeLoop._housekeeping(self)
         return self._housekeeping_clocked()
+
+    def _generation_due(self, t, w):
+        """node.now has reached wake_at w with no token here (the wandering token's Delta_gen: a
+        token is made): True once it has by the ring's clock as the relay counted it at or after
+        the tick the wake was found due at. Before that, a stall that held the token up elsewhere
+        may be missing from the count (the relay sees a board's run-queue wait once it is over, at
+        its next look: up to 100 ms later), and node.now may have counted a stall that it now
+        stands still for (a count read after the ticks that took it in): both made a component
+        make a token while the ring's own was only late (a loaded suite run, issue 36: 62 ms
+        after the board that held the token 227 ms ran again). A Pico has neither."""
+        if self._due_for != w:
+            self._due_for = w
+            self._due_at = t
+        self.leave_out_stillness(self._ring_stood_still(), t)
+        current = self._still_current
+        if current is not None and not current(self._due_at):
+            return False
+        # node.now less what it counted ahead of the ring's clock: while the tick it counts from
+        # is past t, node.now stands still that long (_tick)
+        ahead = (self._clk[0] - t) & _COUNT_MASK
+        return ahead >= 0x20000000 or ((self.node.now - w) & _COUNT_MASK) * 1000 >= ahead
 
     def leave_out_stillness(self, still, t):
         """still: the ring's stood-still count read at tick t; what it grew by since the last
@@ -947,10 +979,15 @@ class NodeLoop:
         now = self._ring_stood_still()
         more = now - self._still_seen
         self._still_seen = now
-        if more <= 0:
-            return False
-        self._still_credit = min(self._still_credit + more, elapsed)
-        return elapsed < limit + self._still_credit
+        if more > 0:
+            self._still_credit = min(self._still_credit + more, elapsed)
+            if elapsed < limit + self._still_credit:
+                return True
+        # Over: acted on once the count read is the relay's look at or after the tick the wait
+        # ran out at (hal_unix's RingStoodStill.current_since: a stall that held the token up
+        # reaches the count at the relay's first look after it)
+        current = self._still_current
+        return current is not None and not current(t - (elapsed - limit - self._still_credit))
 
     def _show(self):
         """LED on while the token is here (resting or in the critical section)."""

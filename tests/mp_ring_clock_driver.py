@@ -1,7 +1,9 @@
 # A virtual board's reading of its ring's clock (hal_unix.RingStoodStill), the file written here as
 # the relay writes it ("STOOD WRITTEN LATE_AFTER", us: host/picoring/virtual/ringclock.py).
 # argv: FIRMWARE, a scratch directory. Prints one JSON object: what the board counted as stood
-# still (us) after each of five reads, and the least the third should count.
+# still (us) after each of five reads, the least the third should count, and whether the count
+# read was current since a tick before the relay's write and since one after it (current_since),
+# at the second read and at the third (the relay overdue: current whatever the tick).
 import json
 import sys
 import time
@@ -28,13 +30,17 @@ counted.append(stood())
 # 2. The ring then stood still 200 ms, and the relay wrote it: all 200 count.
 relay_wrote(5_000, 200_000, 10_000_000)
 counted.append(stood())
+now = time.ticks_us()
+current = [[stood.current_since(time.ticks_add(now, -10_000)), stood.current_since(now)]]
 # 3. The relay stands still itself: its last write 300 ms ago, due 125 ms after it.
 relay_wrote(300_000, 200_000, 125_000)
 counted.append(stood())
+now = time.ticks_us()
+current.append([stood.current_since(time.ticks_add(now, -400_000)), stood.current_since(now)])
 # 4. The relay writes again: 400 s stood still in all, then 545 s (past 2**29 us: 536.9 s, where
 # a Pico's ticks wrap, not this port's).
 relay_wrote(0, 400_000_000, 10_000_000)
 counted.append(stood())
 relay_wrote(0, 545_000_000, 10_000_000)
 counted.append(stood())
-print(json.dumps({"counted_us": counted, "third_at_least_us": 200_000 + 300_000 - 125_000}))
+print(json.dumps({"counted_us": counted, "third_at_least_us": 200_000 + 300_000 - 125_000, "current": current}))

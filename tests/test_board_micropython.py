@@ -331,7 +331,8 @@ def test_a_board_reading_late_in_the_relays_period_is_credited_the_whole_next_st
     into the relay's period left the next 200 ms stall counted as 95 ms (a 100 ms timeout
     fired). The relay now writes what stood still, its write's time and when its next is due
     (virtual/ringclock.py); the board counts what the first grew by, and the write's age only
-    past the last. And the count goes on past 2**29 us."""
+    past the last. And the count goes on past 2**29 us, and says whether it is the relay's look
+    at or after a tick (current_since)."""
     from conftest import run_micropython
 
     out = json.loads(run_micropython(micropython, str(ROOT / "tests" / "mp_ring_clock_driver.py"), str(FIRMWARE),
@@ -344,6 +345,10 @@ def test_a_board_reading_late_in_the_relays_period_is_credited_the_whole_next_st
     # loaded suite run) the count goes on, by what it grew since the last read: it is no tick
     # difference (one of 30 bits, as a Pico's, would have gone negative and counted nothing more).
     assert (at_400_s - after_stall, at_545_s - at_400_s) == (399_800_000, 145_000_000), out
+    # A timeout that fell due before the relay's write is acted on by its count, not one that fell
+    # due after (the relay has not looked since: a stall that held the token up may not be in
+    # it, issue 36), unless the relay is overdue (it stands still: the count grows with it).
+    assert out["current"] == [[True, False], [True, True]], out
 
 
 def test_a_board_reads_the_relays_own_file_on_its_own_clock(micropython, tmp_path):

@@ -658,6 +658,69 @@ def test_a_virtual_boards_timeout_leaves_out_the_time_its_ring_stood_still(still
         assert abs(fired - (pico + still_us)) <= 1_600, (fired, pico)
 
 
+class LateRingClock:
+    """A virtual ring's clock as the relay keeps it (hal_unix.RingStoodStill's calls): the relay
+    looks every every_us (ticks 0, every_us, ...; 100 ms in a virtual ring), and a stall of
+    another board is in its count from its first look after the stall ended (the kernel says a
+    run-queue wait once it is over)."""
+
+    def __init__(self, clock, stall_ended_us, stall_us, every_us=100_000):
+        self.clock, self.ended, self.stall, self.every = clock, stall_ended_us, stall_us, every_us
+
+    def _written(self):
+        return self.clock["t"] // self.every * self.every
+
+    def __call__(self):
+        return self.stall if self._written() >= self.ended else 0
+
+    def current_since(self, t):
+        return self._written() >= t
+
+
+def _first_sent(loop, clock, until_us=600_000):
+    """The tick at which a loop stepped every 100 us first writes a frame, or None."""
+    for t in range(0, until_us, 100):
+        clock["t"] = t
+        loop.step()
+        if loop.uart.peer.pending:
+            return t
+    return None
+
+
+@pytest.mark.parametrize("stood_still", [False, True], ids=["pico", "stall-counted-late"])
+def test_a_wandering_token_component_makes_a_token_by_the_rings_clock_as_the_relay_counts_it_later(stood_still):
+    """Issue 36: a loaded suite run had a wandering-token component make a token 62 ms after the
+    board that had held the ring's token up 227 ms ran again: that stall reached the ring's clock
+    at the relay's next look, after the component's Delta_gen had run out on a clock that still
+    counted it. A generation is now acted on only by the count of a look at or after the tick it
+    fell due at, and by node.now less what it counted ahead of that count. Here node 1 sees no
+    token (Delta_gen = Delta_max = 180 ms): a Pico makes one at 180 ms; a virtual board whose
+    ring stood still 100 ms, over at 170 ms and counted at the look of 200 ms, at 280 ms, as a
+    Pico would have if those 100 ms had not been. (Without: at 180 ms.)"""
+    clock = {"t": 0}
+    wire = Wire()
+    wire.peer = Wire()
+    relay = LateRingClock(clock, 170_000, 100_000) if stood_still else None
+    loop = fw_node.NodeLoop(protocol.make_node("wt:skip=1,op=4,min=60,max=180", 1, 3), wire, Host(),
+                            lambda: clock["t"], lambda a, b: a - b, ring_stood_still=relay)
+    loop.start(give_token=False)
+    made = _first_sent(loop, clock)
+    assert made is not None and abs(made - (280_000 if stood_still else 180_000)) <= 1_600, made
+    assert loop.node.regenerated == 1
+
+
+def test_a_virtual_boards_timeout_is_acted_on_by_the_rings_clock_as_the_relay_counts_it_later():
+    """The layer's recovery timeouts (a fresh Q board's here, 10 ms) likewise: a stall of 30 ms
+    over 5 ms before the Pico's timeout, in the count of the relay's next look only (it looks
+    every 20 ms here), puts the timeout 30 ms later. (Without: at the Pico's time.)"""
+    pico = _first_timeout(None, {"t": 0})
+    clock = {"t": 0}
+    late = LateRingClock(clock, pico - 5_000, 30_000, every_us=20_000)
+    assert pico < (pico // 20_000 + 1) * 20_000 < pico + 30_000  # (the look that counts it: after, but in time)
+    fired = _first_timeout(late, clock)
+    assert fired is not None and abs(fired - (pico + 30_000)) <= 1_600, (fired, pico)
+
+
 def test_a_variable_length_kind_goes_round_at_every_length_it_declares_and_no_other():
     """BS's token message is of variable length (11..37 payload bytes: message_sizes' (least,
     most)): the idle rotation's 11 bytes and the longer tokens carrying served entries go round
