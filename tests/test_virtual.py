@@ -1271,86 +1271,100 @@ def test_a_relay_call_held_up_while_the_machine_stood_still_is_waited_for(ring, 
         ring._call(lambda: None, timeout=0.3)
 
 
-def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tmp_path, monkeypatch):
+class FakeProc:
+    """The /proc files the relay's clock reads (RingStoodStill's read_proc) for some pids: each
+    process's CPU time and run-queue wait so far (ms: schedstat) and its state (stat); the relay
+    thread has none. look(): the relay's look `every_ms` after the last, once the processes have
+    run and waited as said."""
+
+    def __init__(self, tmp_path, pids, every_ms=100):
+        from picoring.virtual import ringclock as rc
+
+        self.pids = pids
+        self.cpu_ms = dict.fromkeys(pids, 0)
+        self.wait_ms = dict.fromkeys(pids, 0)
+        self.state = dict.fromkeys(pids, b"S")
+        self.now_ns = 10**10
+        self.every_ms = every_ms
+        self.clock = rc.RingStoodStill(rc.stood_still_file(tmp_path), every_s=every_ms / 1000, read_proc=self,
+                                       monotonic_ns=lambda: self.now_ns)
+
+    def __call__(self, path):
+        if path.startswith("/proc/self/task/"):
+            raise FileNotFoundError(path)
+        pid = int(path.split("/")[2])
+        if path.endswith("/stat"):
+            return b"%d (micropython (1)) %s 1 2 3" % (pid, self.state[pid])
+        return b"%d %d 9\n" % (self.cpu_ms[pid] * 10**6, self.wait_ms[pid] * 10**6)
+
+    def look(self, waited=(), ran=(), states=(), late_ms=0):
+        """The relay's next look; what stood still so far (ms)."""
+        self.now_ns += (self.every_ms + late_ms) * 10**6
+        for pid, w in zip(self.pids, waited):
+            self.wait_ms[pid] += w
+        for pid, r in zip(self.pids, ran):
+            self.cpu_ms[pid] += r
+        self.state.update(zip(self.pids, states or [b"S"] * len(self.pids)))
+        self.clock.update(self.pids)
+        return self.clock.stood_ns // 10**6
+
+
+def test_the_ring_clock_leaves_out_what_its_processes_waited_on_the_run_queue(tmp_path):
     """RingStoodStill: the relay writes what stood still, the longest run-queue wait of any of the
     ring's processes at each look (the kernel's schedstat), in us."""
     from picoring.virtual import ringclock as rc
 
-    waits = {"/proc/7/schedstat": [100, 40_000_100, 40_000_100], "/proc/8/schedstat": [5, 10_000_005, 20_000_005]}
-    look = {"k": 0}
-    real_open = open
-
-    def fake_open(path, *a, **kw):
-        if str(path) in waits:
-            import io
-
-            return io.BytesIO(b"123 %d 9\n" % waits[str(path)][look["k"]])
-        if str(path).startswith("/proc/self/task/"):
-            raise FileNotFoundError(path)
-        return real_open(path, *a, **kw)
-
-    monkeypatch.setattr("builtins.open", fake_open)
     # the relay's looks, 20 ms apart but the last, 100 ms late (the relay itself held up)
-    now = {"ns": 0}
-    monkeypatch.setattr(rc.time, "monotonic_ns", lambda: now["ns"])
-    clock = rc.RingStoodStill(rc.stood_still_file(tmp_path), every_s=0.02)
-    for k, (at_ms, stood_ms) in enumerate(((10_000, 0), (10_020, 40), (10_040, 50), (10_160, 125))):
-        look["k"] = min(k, 2)
-        now["ns"] = at_ms * 1_000_000
-        clock.update([7, 8])
+    proc = FakeProc(tmp_path, [7, 8], every_ms=20)
+    for k, (waited, late_ms, stood_ms) in enumerate((((0, 0), 0, 0), ((40, 10), 0, 40), ((0, 10), 0, 50),
+                                                      ((0, 0), 100, 125))):
+        assert proc.look(waited, late_ms=late_ms) == stood_ms, k
         written = [int(x) for x in rc.stood_still_file(tmp_path).read_text().split()]
-        # 1st look: nothing to compare with; 2nd: 40 ms (pid 7); 3rd: 10 ms (pid 8); 4th: 100 ms
-        # late (75 beyond the relay's own slack). Beside it: the write's time, and when the next
-        # is overdue (its period, 20 ms here, and the slack, 25)
-        at_us = at_ms * 1000
+        # 1st look: nothing to compare with; 2nd: 40 ms (pid 7); 3rd: 10 ms (pid 8); 4th: 120 ms
+        # after the 3rd, 100 ms late (75 beyond the relay's own slack). Beside it: the write's
+        # time, and when the next is overdue (its period, 20 ms here, and the slack, 25)
+        at_us = proc.now_ns // 1000
         assert written == [stood_ms * 1000, at_us, at_us + 45_000], k
     # the looks 50 ms or more behind are kept for a failure's snapshot (VirtualRing.snapshot_text)
-    assert list(clock.growths) == [(10.16, 75, "relay late")]
+    assert list(proc.clock.growths) == [(proc.now_ns / 1e9, 75, "relay late")]
 
 
-def test_the_ring_clock_adds_the_waits_of_the_boards_on_the_rings_path(tmp_path, monkeypatch):
+def test_the_ring_clock_adds_the_waits_of_the_boards_on_the_rings_path(tmp_path):
     """Issue 36: under CI load a wandering-token component made a token while the token was on its
     way through a board that waited on the run queue, after the relay itself had come 729 ms
     late: the clock kept the longest wait of one process alone. A hop needs the sender, the relay
     and the receiver in turn, so the waits of the boards on the ring's path (given bytes, not
     written since) add up, to at most the time since the last look; a board that only polls is
     not on the path, nor one that ran 5 ms and wrote nothing (it took its bytes in)."""
-    from picoring.virtual import ringclock as rc
-
-    cpu_ms = {7: 0, 8: 0, 9: 0}
-    wait_ms = {7: 0, 8: 0, 9: 0}
-
-    def fake_open(path, *a, **kw):
-        import io
-
-        if str(path).startswith("/proc/self/task/"):
-            raise FileNotFoundError(path)
-        pid = int(str(path).split("/")[2])
-        return io.BytesIO(b"%d %d 9\n" % (cpu_ms[pid] * 10**6, wait_ms[pid] * 10**6))
-
-    clock = rc.RingStoodStill(rc.stood_still_file(tmp_path))
-    now = {"ns": 10**10}
-    monkeypatch.setattr(rc.time, "monotonic_ns", lambda: now["ns"])
-    monkeypatch.setattr("builtins.open", fake_open)
-    stood = []
-
-    def look(waits, ran=(0, 0, 0)):
-        now["ns"] += 100 * 10**6
-        for pid, w, r in zip((7, 8, 9), waits, ran):
-            wait_ms[pid] += w
-            cpu_ms[pid] += r
-        clock.update([7, 8, 9])
-        stood.append(clock.stood_ns // 10**6)
-
-    look((0, 0, 0))  # the first look: nothing to compare with
+    proc = FakeProc(tmp_path, [7, 8, 9])
+    clock = proc.clock
+    stood = [proc.look()]  # the first look: nothing to compare with
     clock.delivered(0)
     clock.delivered(1)
-    look((40, 40, 60), ran=(1, 1, 1))  # boards 0 and 1 on the path: 80 (the longest alone: 60)
+    stood.append(proc.look((40, 40, 60), ran=(1, 1, 1)))  # boards 0 and 1 on the path: 80 (the longest alone: 60)
     clock.wrote(0)
-    look((50, 50, 50), ran=(1, 6, 1))  # both were on the path since the last look: 100, all of it
-    look((50, 50, 50), ran=(1, 1, 1))  # 0 passed its bytes on, 1 ran 6 ms writing none: the longest, 50
+    stood.append(proc.look((50, 50, 50), ran=(1, 6, 1)))  # both were on the path since the last look: 100, all of it
+    stood.append(proc.look((50, 50, 50), ran=(1, 1, 1)))  # 0 passed its bytes on, 1 ran 6 ms writing none: the longest, 50
     assert stood == [0, 80, 180, 230]
     assert clock.growths[-2][1:] == (100, "in series on the ring's path")
+
+
+def test_the_ring_clock_counts_a_wait_of_a_board_still_on_the_run_queue(tmp_path):
+    """Issue 36: the kernel's schedstat says a run-queue wait once it is over, so a board that had
+    held the token up and was still waiting for a CPU at the relay's look after another board's
+    timeout fell due was missing from the count that timeout was acted on by. A board runnable
+    at one look (its /proc/PID/stat state R) that has had no CPU at the next has waited all the
+    time between: counted then, and taken off what schedstat says once it has run (not twice).
+    A board asleep (state S) that had no CPU was not waiting."""
+    proc = FakeProc(tmp_path, [7, 8])
+    runnable = (b"R", b"S")
+    stood = [proc.look(ran=(1, 1))]  # the first look
+    stood.append(proc.look(ran=(1, 0), states=runnable))  # board 0 made runnable (it ran: no wait in progress yet)
+    stood.append(proc.look(states=runnable))  # no CPU since, still runnable: 100 ms waited; board 1 slept
+    stood.append(proc.look(states=runnable))  # 100 more
+    stood.append(proc.look((230, 0), ran=(2, 1)))  # it ran: schedstat says 230 ms, of which 200 were counted
+    stood.append(proc.look())  # asleep: nothing
+    assert stood == [0, 0, 100, 200, 230, 230]
 
 
 def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None, hold=None, remote=False):

@@ -41,7 +41,8 @@ class RingStoodStill:
     So the relay keeps the ring's clock: wall time less what stood still, which is, at each
     housekeeping, the longest of: the time any of the ring's processes (the relay thread,
     each board) waited on the host's run queue since the last (the kernel's
-    /proc/PID/schedstat, its second field), and how much later than due the relay itself
+    /proc/PID/schedstat, its second field, and a board's wait still in progress: _wait_grew),
+    and how much later than due the relay itself
     came back (held in a long call, stopped); or, if more, the sum of the relay's (its wait or
     lateness) and the waits of the boards on the ring's path (given bytes and not written
     since: a hop needs them in turn), at most the time since the last look. It writes that
@@ -55,13 +56,21 @@ class RingStoodStill:
     uptime, every wrap of the 30 bits credited a board 1,074 s of standing still at once.) Where
     there is no schedstat, nothing counts but the relay's own lateness."""
 
-    def __init__(self, path, every_s=_RING_CLOCK_EVERY_S):
-        """every_s: how often the relay updates it."""
+    def __init__(self, path, every_s=_RING_CLOCK_EVERY_S, read_proc=None, monotonic_ns=time.monotonic_ns):
+        """every_s: how often the relay updates it. read_proc(path): the bytes of a /proc file
+        (OSError: none), and monotonic_ns: a test's own."""
         self.path = Path(path)
+        self._read_proc = read_proc or _read_proc
+        self._monotonic_ns = monotonic_ns
         self.every_ns = int(every_s * 1e9)
         self.next_at = 0.0  # (monotonic s) the relay's next update
         self.stood_ns = 0
         self._waited = {}  # schedstat path -> the run-queue wait it last said (ns)
+        self._cpu = {}  # schedstat path -> the CPU time it last said (ns)
+        self._runnable = set()  # the boards' schedstat paths whose process was runnable at the last look
+        # schedstat path -> a wait in progress counted before schedstat said it (ns): taken off
+        # what it says once the process has run
+        self._ahead = {}
         self._last_ns = None  # time.monotonic_ns() of the last update
         self._relay_held_ns = 0  # the relay's passes held up since the last update (relay_pass)
         # boards on the ring's path (given bytes, not written since: delivered, wrote): board ->
@@ -93,10 +102,39 @@ class RingStoodStill:
         """Board `board` wrote on its UART: what it was given has moved on."""
         self._on_path.pop(board, None)
 
+    def _wait_grew(self, source, said_ns, cpu_ns, since_ns):
+        """What a process's run-queue wait grew by since the last look: what schedstat says it
+        grew by (said_ns), and a wait still in progress, which schedstat says only once it is
+        over. A board runnable at the last look that has had no CPU since has waited all of
+        the time between (a board process sleeps in poll() when it has nothing to do): counted
+        now, and taken off what schedstat says once the board has run. Without it, a board that
+        held the token up and had not yet run again at the relay's look after another board's
+        timeout fell due was missing from the count its timeout was acted on by (issue 36)."""
+        ahead = self._ahead.pop(source, 0)
+        if cpu_ns != self._cpu.get(source):  # it ran: its waits so far are all said
+            return max(0, said_ns - ahead)
+        if source in self._runnable and since_ns is not None:
+            ahead += since_ns
+            said_ns += since_ns
+        if ahead:
+            self._ahead[source] = ahead
+        return said_ns
+
+    def _is_runnable(self, schedstat):
+        """Whether the process of a /proc/PID/schedstat path is runnable (running, or ready to
+        run and waiting for a CPU): its state in /proc/PID/stat, the letter after the command's
+        ")"."""
+        try:
+            stat = self._read_proc(schedstat[: -len("schedstat")] + "stat")
+        except OSError:
+            return False
+        at = stat.rfind(b")") + 2
+        return stat[at: at + 1] == b"R"
+
     def update(self, pids, pass_began=None):
         """At a housekeeping of the relay thread: `pids` the boards' processes, by board (None: one
         not running); pass_began: when (monotonic s) the relay's pass that calls it began."""
-        now_ns = time.monotonic_ns()
+        now_ns = self._monotonic_ns()
         self.next_at = now_ns / 1e9 + self.every_ns / 1e9
         # The relay held up since the last update: its passes (relay_pass) and this one so far (a
         # stall taken from its schedule alone was up to every + slack short: issue 36).
@@ -122,22 +160,26 @@ class RingStoodStill:
         # counted 729 of about 1 s, and a wandering-token component made a token, issue 36).
         # Boards that only poll are not on the path: their waits overlap and do not add.
         in_series = late
+        cpu, runnable = {}, set()
         for board, source in sources:
             try:
-                with open(source, "rb") as f:
-                    fields = f.read().split()
+                fields = self._read_proc(source).split()
                 cpu_ns, wait_ns = int(fields[0]), int(fields[1])
             except (OSError, ValueError, IndexError):
                 continue
             waited[source] = wait_ns
+            cpu[source] = cpu_ns
             before = self._waited.get(source)
+            if board is not None and self._is_runnable(source):
+                runnable.add(source)
             if before is not None:
-                if wait_ns - before > grown:
-                    grown, who = wait_ns - before, source.split("/")[-2] + " on the run queue"
+                grew = self._wait_grew(source, wait_ns - before, cpu_ns, since_ns)
+                if grew > grown:
+                    grown, who = grew, source.split("/")[-2] + " on the run queue"
                 if board is None:
-                    in_series = max(late, wait_ns - before)
+                    in_series = max(late, grew)
                 elif board in self._on_path_lately:
-                    in_series += wait_ns - before
+                    in_series += grew
             if board in self._on_path:
                 since = self._on_path[board]
                 if since is None or before is None:  # (before None: a board started again, a new pid)
@@ -145,6 +187,8 @@ class RingStoodStill:
                 elif cpu_ns - since >= _ON_PATH_CPU_NS:
                     del self._on_path[board]  # it ran and wrote nothing: it has passed nothing on
         self._waited = waited  # (a board started again has a new pid: its own count from here)
+        self._cpu = cpu
+        self._runnable = runnable
         self._on_path_lately = set(self._on_path)
         if since_ns is not None and min(in_series, since_ns) > grown:
             grown, who = min(in_series, since_ns), "in series on the ring's path"
@@ -162,6 +206,11 @@ class RingStoodStill:
             os.replace(self._tmp, self.path)  # whole: a board never reads half of it
         except OSError:
             pass
+
+
+def _read_proc(path):
+    with open(path, "rb") as f:
+        return f.read()
 
 
 class RingPace:
