@@ -833,6 +833,25 @@ def test_a_remote_ring_is_driven_as_an_in_process_one(tmp_path, test_main):
     assert ring.snapshot_text().startswith("the ring's supervisor gave no snapshot: no virtual ring is up in ")
 
 
+def _left_in(directory):
+    """What is in directory (its files, each with its size and age), then its supervisor log's end."""
+    now, found = time.time(), []
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                st = os.stat(path)
+                found.append("%s (%d bytes, %.1f s old)" % (os.path.relpath(path, directory), st.st_size, now - st.st_mtime))
+            except OSError:
+                found.append(os.path.relpath(path, directory) + " (gone)")
+    try:
+        with open(os.path.join(directory, supervisor.LOG)) as f:
+            log = f.read()[-1500:]
+    except OSError as e:
+        log = "no log: %s" % e
+    return "%s; supervisor log: %s" % (", ".join(found) or "no files", log)
+
+
 @pytest.mark.slow
 def test_a_remote_ring_goes_when_its_command_is_killed(tmp_path):
     # A command killed with SIGKILL cannot stop its ring: the supervisor stops by itself
@@ -850,6 +869,10 @@ def test_a_remote_ring_goes_when_its_command_is_killed(tmp_path):
         pids = [int(sup)] + [int(p) for p in boards_pids]
         wait_for(lambda: all(gone(p) for p in pids), what="the supervisor and its boards to go")
         wait_for(lambda: not os.path.exists(workdir), what="the temporary ring's directory to go")
+    except AssertionError as e:
+        # (once in a suite run on a busy machine the directory stayed: what is left in it and
+        # the supervisor's last words, which that log keeps, say who wrote there last)
+        raise AssertionError("%s; left in %s: %s" % (e, workdir, _left_in(workdir))) from None
     finally:
         if proc.poll() is None:
             proc.kill()
