@@ -1431,10 +1431,13 @@ def _saturated_run_with_the_relay_held(tmp_path, spec, k, under_way, config=None
         # (the hold's "returned" is when the relay took it up, not when it ended)
         now = time.monotonic()
         t0 = run.t0 / 1e6  # CLOCK_MONOTONIC s of the trace's time 0, as the ring clock's looks
-        report["snapshot"] = "%s\nthe run's time 0: %.3f; the hold: %s; the run's trace: %s\nwhat changed its token count: %s" % (
+        report["snapshot"] = ("%s\nthe run's time 0: %.3f; the hold: %s; the run's trace: %s\nwhat changed its token count: %s"
+                              "\neach board's start-up (its run from, s; its forming's events): %s") % (
             ring.snapshot_text(), t0,
             ", returned ".join("%.1f s ago (%.3f s into the run)" % (now - x, x - t0) for x in span), trace,
-            _token_count_changes(trace))
+            _token_count_changes(trace),
+            "; ".join("%d: %.3f %s" % (b["position"], (b["start_up"]["run_from_us"] or 0) / 1e6, b["start_up"]["events"])
+                      for b in report["boards"]))
         # whole in the failure's captured output (an assertion's message is cut at 640 characters)
         print(report["snapshot"])
     assert held.is_set()

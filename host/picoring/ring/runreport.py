@@ -62,6 +62,9 @@ def run_report(checker, record, streams, merger, quiescent, reason):
             "garbage_lines": dict(p.garbage), "clock_rate": link.clock_rate(),
             # frames that arrived broken on the link from the previous board and were dropped
             "bad_frame_events": dict(s.bad_events),
+            # its start-up since its last hello (forming: a token made or removed there is not the
+            # run's) and when its part of the run began, us from the run's time 0
+            "start_up": {"events": dict(s.start_up), "run_from_us": s.run_from_us},
         }
         st = s.final_status
         if st is not None:

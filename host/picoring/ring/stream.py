@@ -60,6 +60,11 @@ class BoardStream:
         self.resync_due = False  # its events were lost in a USB outage: ask it its state
         self.in_run = False  # its reply to the run's first !flush came: its events are the run's
         self.since_boot = []  # start-up events since its last hello (before the run)
+        # What its start-up did to the token, for the report: {event: count} of its regen,
+        # discard, timeout, gap, bad and drop events since its last hello, and when its run began
+        # (its flush reply, host us from t0: its frames before then are start-up, not the trace's)
+        self.start_up = {}
+        self.run_from_us = None
         self.restarts = 0
         self.bad_events = {}  # {reason: bad-frame events seen}
         self.final_status = None  # its !status fields at the end of the run
@@ -97,7 +102,10 @@ class BoardStream:
             self.tally = LinkTally()
         elif is_flush:
             self.in_run = True
+            self.run_from_us = t_rx - self.t0
             for e in self.since_boot:
+                if e.ev not in ("send", "recv", "req", "enter", "exit", "res"):
+                    self.start_up[e.ev] = self.start_up.get(e.ev, 0) + 1
                 if e.ev in ("send", "recv") and e.kind not in PAIRED_FROM_BOOT or e.ev == "gap":
                     continue  # (a gap before the run: start-up claims a booting board missed)
                 # (a res event before the run is the host setting the FRAM counter: the
