@@ -110,7 +110,8 @@ W_MAX = 11
 W_PER = 12
 W_OTHERS = 13  # n - 1 and the node's index, for the draw (Node's n and index, copied once)
 W_INDEX = 14
-W_SIZE = 15
+W_LAST_EPOCH = 15  # lasttoken's epoch (the layer's): the removal rule judges only tokens of one epoch
+W_SIZE = 16
 _W_SINCE = const(0)
 _W_TOK_TS = const(1)
 _W_TOK_GEN = const(2)
@@ -126,9 +127,11 @@ _W_MAX = const(11)
 _W_PER = const(12)
 _W_OTHERS = const(13)
 _W_INDEX = const(14)
+_W_LAST_EPOCH = const(15)
 if (W_SINCE, W_TOK_TS, W_TOK_GEN, W_LAST_TS, W_LAST_GEN, W_LAST_AT, W_HOLD, W_RNG, W_GEN, W_SKIP, W_MIN, W_MAX,
-        W_PER, W_OTHERS, W_INDEX) != (_W_SINCE, _W_TOK_TS, _W_TOK_GEN, _W_LAST_TS, _W_LAST_GEN, _W_LAST_AT, _W_HOLD,
-                                      _W_RNG, _W_GEN, _W_SKIP, _W_MIN, _W_MAX, _W_PER, _W_OTHERS, _W_INDEX):
+        W_PER, W_OTHERS, W_INDEX, W_LAST_EPOCH) != (
+        _W_SINCE, _W_TOK_TS, _W_TOK_GEN, _W_LAST_TS, _W_LAST_GEN, _W_LAST_AT, _W_HOLD, _W_RNG, _W_GEN, _W_SKIP,
+        _W_MIN, _W_MAX, _W_PER, _W_OTHERS, _W_INDEX, _W_LAST_EPOCH):
     raise ImportError("%s: the walk's indices disagree" % __name__)
 
 
@@ -360,7 +363,7 @@ class NodeWT(Node):
             # Here it is judged at once by the removal rule and, if kept, passed on at once (its
             # Delta_skip is not waited: a visit of a second token during a hold of at most
             # Delta_op is rare, and this node holds one token at a time).
-            if self._removes(ts, gen):
+            if self._removes(ts, gen, epoch):
                 return self._remove()
             return self._forward(buf)
         now = self.now
@@ -375,11 +378,12 @@ class NodeWT(Node):
         last_at = w[_W_LAST_AT]
         # _removes, its window (_in_window) tested here: outside it (always, on a ring whose
         # nodes never performed A) no call.
-        if last_at != _NEVER and ((now - last_at) & _SEQ_MASK) <= w[_W_PER] and self._removes(ts, gen):
+        if last_at != _NEVER and ((now - last_at) & _SEQ_MASK) <= w[_W_PER] and self._removes(ts, gen, epoch):
             return self._remove()
         # _visit: "lasttoken = token", then A if due, else a Delta_skip stay.
         w[_W_LAST_TS] = ts
         w[_W_LAST_GEN] = gen
+        w[_W_LAST_EPOCH] = epoch
         if self.pending and not (last_at != _NEVER and ((now - last_at) & _SEQ_MASK) <= w[_W_MIN]):
             self.has_token = True
             return self._visit()  # A is due: _visit performs it (the same test again, then _enter)
@@ -416,13 +420,21 @@ class NodeWT(Node):
         return last_at != _NEVER and self._elapsed(last_at) <= width
 
     @micropython.native
-    def _removes(self, ts, gen):
+    def _removes(self, ts, gen, epoch):
         """The token removal rule: "the component discards a token t when it has been enabled from
         less than Delta_min time units by another token preceding t" (section 4; Figure 1's
         "if token.timestamp - lasttoken.timestamp <= Delta_per ... if token.id != lasttoken.id
-        then next"), with Delta_per = Delta_min (header)."""
+        then next"), with Delta_per = Delta_min (header). epoch: the token's, as the gate left it."""
         w = self.walk
         if not self._in_window(w[_W_PER]):
+            return False
+        if epoch != w[_W_LAST_EPOCH]:
+            # Deviation: the paper has one kind of token; here the layer's boot makes tokens of
+            # new epochs, and its epoch gate keeps the newer epoch's token where this rule keeps
+            # the older token. Both judging one pair removed both (a node enabled by X removed
+            # a later Y of a newer epoch while another, at Y's epoch, dropped X at its gate: a
+            # loaded CI run's forming ended with no token). Tokens of two epochs are the gate's;
+            # this rule judges only a token of the epoch of the one that enabled the node.
             return False
         if ts == w[_W_LAST_TS] and gen == w[_W_LAST_GEN]:
             return False  # the same token
@@ -443,6 +455,7 @@ class NodeWT(Node):
         w = self.walk
         w[_W_LAST_TS] = w[_W_TOK_TS]
         w[_W_LAST_GEN] = w[_W_TOK_GEN]
+        w[_W_LAST_EPOCH] = self.epoch
         if self.pending and not self._in_window(w[_W_MIN]):
             # "performing the protected operation only in case the component performed the
             # protected operation more than Delta_min time units ago" (section 4); Figure 1:
@@ -486,6 +499,7 @@ class NodeWT(Node):
         # Figure 1: "lasttoken = token": the generator counts as enabled by it now.
         w[_W_LAST_TS] = w[_W_TOK_TS]
         w[_W_LAST_GEN] = w[_W_TOK_GEN]
+        w[_W_LAST_EPOCH] = self.epoch  # (the epoch _pass sends it with)
         w[_W_LAST_AT] = self.now
         return self._pass() | protocol.REGENERATED
 
@@ -583,6 +597,7 @@ try:
                     w[_W_TOK_GEN] = gen
                     w[_W_LAST_TS] = ts  # _visit: "lasttoken = token"
                     w[_W_LAST_GEN] = gen
+                    w[_W_LAST_EPOCH] = epoch
                     skip = w[_W_SKIP]
                     if skip:  # a Delta_skip stay
                         self.has_token = True
