@@ -296,11 +296,9 @@ def test_half_read_frame_finished_in_one_step():
     assert lp.tx_frames == 1 and len(tx.peer.pending) == fw_frame.TOKEN_WIRE
 
 
-def test_the_chores_run_in_the_pass_that_passed_a_token_straight_on():
-    """The host link and the timeouts are looked at right after a token went straight on, in
-    the same pass: the token's next visit is a round of the ring away, where a look begun a few
-    passes later, at any phase, may still run when a frame begins to land (the p99 of S's hop
-    at 1 Mbaud, docs/performance.md, "The p99 of S's hop")."""
+def _s_loop_that_passed_its_first_token():
+    """Node 1 of an S ring in a NodeLoop that has started and taken its first token (which
+    goes through _act): (its RX wire, TX wire, host, loop, a frame encoder)."""
     rx, tx, host = TrickleWire(), Wire(), Host()
     tx.peer = Wire()
     lp = fw_node.NodeLoop(protocol.make_node("s", 1, 3), rx, host, lambda: 0, lambda a, b: a - b)
@@ -310,9 +308,18 @@ def test_the_chores_run_in_the_pass_that_passed_a_token_straight_on():
     lp.bind_hot()
     lp.start()
     enc = fw_frame.Encoder()
-    rx.pending += enc.token(0, 0, 7, 0)  # (the first token after the start goes through _act)
+    rx.pending += enc.token(0, 0, 7, 0)
     rx.landed = len(rx.pending)
     lp.step()
+    return rx, tx, host, lp, enc
+
+
+def test_the_chores_run_in_the_pass_that_passed_a_token_straight_on():
+    """The host link and the timeouts are looked at right after a token went straight on, in
+    the same pass: the token's next visit is a round of the ring away, where a look begun a few
+    passes later, at any phase, may still run when a frame begins to land (the p99 of S's hop
+    at 1 Mbaud, docs/performance.md, "The p99 of S's hop")."""
+    rx, tx, host, lp, enc = _s_loop_that_passed_its_first_token()
     host.inbox += b"!ping 1\n"
     for _ in range(20):  # until the loop looked at the host link: its count starts again
         lp.step()
@@ -334,18 +341,7 @@ def test_a_hops_records_that_straddle_the_log_rings_end_are_all_flushed_in_the_p
     there. The rest goes in the same pass, at the chores' moment: left to an idle pass at any
     phase, it ran into the next frame landing (S's p99 at 1 Mbaud on the one board whose count
     was odd, 225-246 us against 114-151 on the others; docs/performance.md)."""
-    rx, tx, host = TrickleWire(), Wire(), Host()
-    tx.peer = Wire()
-    lp = fw_node.NodeLoop(protocol.make_node("s", 1, 3), rx, host, lambda: 0, lambda a, b: a - b)
-    lp.node.fresh = False
-    lp.uart = tx
-    lp._write = tx.write
-    lp.bind_hot()
-    lp.start()
-    enc = fw_frame.Encoder()
-    rx.pending += enc.token(0, 0, 7, 0)  # (the first token after the start goes through _act)
-    rx.landed = len(rx.pending)
-    lp.step()
+    rx, tx, host, lp, enc = _s_loop_that_passed_its_first_token()
     pending = fw_hostlink.L_PENDING
     while lp.step() or lp.log.st[pending]:  # the start's records out
         pass
