@@ -719,6 +719,21 @@ def _first_sent(loop, clock, since_us=0, until_us=600_000):
     return None
 
 
+def _wt_node_1(spec, stall_ended_us=None):
+    """Node 1 of a 3-ring running spec in a NodeLoop started without the token, on a clock the
+    test sets (clock["t"], us); stall_ended_us: a virtual board whose ring stood still 100 ms,
+    over then, counted at the relay's next look (LateRingClock); None: a Pico. (clock, its RX
+    wire, the loop.)"""
+    clock = {"t": 0}
+    wire = Wire()
+    wire.peer = Wire()
+    relay = LateRingClock(clock, stall_ended_us, 100_000) if stall_ended_us is not None else None
+    loop = fw_node.NodeLoop(protocol.make_node(spec, 1, 3), wire, Host(), lambda: clock["t"], lambda a, b: a - b,
+                            ring_stood_still=relay)
+    loop.start(give_token=False)
+    return clock, wire, loop
+
+
 @pytest.mark.parametrize("stood_still", [False, True], ids=["pico", "stall-counted-late"])
 def test_a_wandering_token_component_makes_a_token_by_the_rings_clock_as_the_relay_counts_it_later(stood_still):
     """Issue 36: a loaded suite run had a wandering-token component make a token 62 ms after the
@@ -729,13 +744,7 @@ def test_a_wandering_token_component_makes_a_token_by_the_rings_clock_as_the_rel
     token (Delta_gen = Delta_max = 180 ms): a Pico makes one at 180 ms; a virtual board whose
     ring stood still 100 ms, over at 170 ms and counted at the look of 200 ms, at 280 ms, as a
     Pico would have if those 100 ms had not been. (Without: at 180 ms.)"""
-    clock = {"t": 0}
-    wire = Wire()
-    wire.peer = Wire()
-    relay = LateRingClock(clock, 170_000, 100_000) if stood_still else None
-    loop = fw_node.NodeLoop(protocol.make_node("wt:skip=1,op=4,min=60,max=180", 1, 3), wire, Host(),
-                            lambda: clock["t"], lambda a, b: a - b, ring_stood_still=relay)
-    loop.start(give_token=False)
+    clock, wire, loop = _wt_node_1("wt:skip=1,op=4,min=60,max=180", 170_000 if stood_still else None)
     made = _first_sent(loop, clock)
     assert made is not None and abs(made - (280_000 if stood_still else 180_000)) <= 1_600, made
     assert loop.node.regenerated == 1
@@ -751,13 +760,7 @@ def test_a_wandering_token_component_holds_the_token_delta_skip_while_its_clock_
     it goes on Delta_skip (5 ms) later, as on a Pico. (Without: 95 ms later still.)"""
     import struct
 
-    clock = {"t": 0}
-    wire = Wire()
-    wire.peer = Wire()
-    relay = LateRingClock(clock, 150_000, 100_000) if stood_still else None
-    loop = fw_node.NodeLoop(protocol.make_node("wt:skip=5,op=4,min=60,max=1000", 1, 3), wire, Host(),
-                            lambda: clock["t"], lambda a, b: a - b, ring_stood_still=relay)
-    loop.start(give_token=False)
+    clock, wire, loop = _wt_node_1("wt:skip=5,op=4,min=60,max=1000", 150_000 if stood_still else None)
     assert _first_sent(loop, clock, until_us=210_000) is None
     # the token message from node 0: seq, epoch (the ring's), its generation's timestamp and id
     wire.pending += fw_frame.Encoder().message(0, 0, 1, struct.pack("<IHIH", 7, loop.node.known_epoch, 5, 0))
