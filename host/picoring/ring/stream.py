@@ -29,6 +29,9 @@ PAIRED_FROM_BOOT = ("token", "request", "msg")
 
 # Board events that go through the causal merger (the rest are handled as they come).
 MERGED_EVENTS = ("req", "send", "recv", "enter", "exit", "bad", "drop", "regen", "discard", "timeout", "gap", "res")
+# Those of a board's start-up that the report counts (BoardStream.start_up): what the forming did
+# to the token and its links.
+START_UP_COUNTED = ("regen", "discard", "timeout", "gap", "bad", "drop")
 
 PING_EVERY_US = 500_000
 
@@ -60,9 +63,9 @@ class BoardStream:
         self.resync_due = False  # its events were lost in a USB outage: ask it its state
         self.in_run = False  # its reply to the run's first !flush came: its events are the run's
         self.since_boot = []  # start-up events since its last hello (before the run)
-        # What its start-up did to the token, for the report: {event: count} of its regen,
-        # discard, timeout, gap, bad and drop events since its last hello, and when its run began
-        # (its flush reply, host us from t0: its frames before then are start-up, not the trace's)
+        # What its start-up did to the token, for the report: {event: count} of its
+        # START_UP_COUNTED events since its last hello, and when its run began (its flush
+        # reply, host us from t0: its frames before then are start-up, not the trace's)
         self.start_up = {}
         self.run_from_us = None
         self.restarts = 0
@@ -104,7 +107,7 @@ class BoardStream:
             self.in_run = True
             self.run_from_us = t_rx - self.t0
             for e in self.since_boot:
-                if e.ev not in ("send", "recv", "req", "enter", "exit", "res"):
+                if e.ev in START_UP_COUNTED:
                     self.start_up[e.ev] = self.start_up.get(e.ev, 0) + 1
                 if e.ev in ("send", "recv") and e.kind not in PAIRED_FROM_BOOT or e.ev == "gap":
                     continue  # (a gap before the run: start-up claims a booting board missed)
