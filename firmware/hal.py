@@ -20,6 +20,18 @@ import sys
 import select
 import time
 
+try:
+    import micropython
+except ImportError:  # CPython
+
+    class micropython:
+        """@micropython.native is the compiler's on MicroPython; a no-op here."""
+
+        @staticmethod
+        def native(f):
+            return f
+
+
 
 class Board:
     def __init__(self, uart, host, led=None, name="", idle=None):
@@ -49,6 +61,7 @@ class StreamHost:
         self._poll.register(rx, select.POLLIN)
         self.write = tx.write
 
+    @micropython.native
     def read_byte(self):
         # ipoll(0) instead of poll(0): poll() allocates its result list every call.
         for _obj, ev in self._poll.ipoll(0):

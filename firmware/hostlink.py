@@ -13,10 +13,18 @@
 
 try:
     from micropython import const
+    import micropython
 except ImportError:  # CPython
 
     def const(value):
         return value
+
+    class micropython:
+        """@micropython.native is the compiler's on MicroPython; a no-op here."""
+
+        @staticmethod
+        def native(f):
+            return f
 
 
 try:
@@ -293,12 +301,14 @@ class EventLog:
     def dropped_total(self, value):
         self.st[L_DROPPED_TOTAL] = value
 
+    @micropython.native
     def record(self, ev, kind, aux, count, seq, epoch, tick=-1):
         """Append one event; tick = -1 means now. No allocation."""
         if tick < 0:
             tick = self._ticks_us()
         record(self.buf, self.st, ev | (kind << 4), aux, count, seq, epoch, tick & TICK_MASK)
 
+    @micropython.native
     def flush_one(self, write, max_records=BATCH_RECORDS):
         """Write at most one batch line; returns the number of records sent."""
         st = self.st
@@ -349,6 +359,7 @@ class HostLink:
         self.greet = False  # say hello again before answering the next line (NodeLoop.start)
         self.closed = False
 
+    @micropython.native
     def poll(self):
         """Returns the length of a complete command line now in self.line, 0 when
         there is none yet, or -1 (not a command: no "!") or -2 (too long) for a

@@ -833,6 +833,7 @@ class NodeLoop:
             clk[0] = (clk[0] + still - self._clk_still_seen) & _COUNT_MASK
             self._clk_still_seen = still
 
+    @micropython.native
     def _housekeeping(self):
         """The timeouts and the host link; True when it did any work."""
         busy = False
@@ -899,6 +900,7 @@ class NodeLoop:
         else:
             self.log.record(EV_BAD, 0, st[_S_LAST_BAD], st[_S_BAD], 0, 0, t)
 
+    @micropython.native
     def _act(self, a, t, ev=0, kind=0):
         """Carry out the actions of a protocol handler, then log the event that
         caused them (ev at tick t) and the frames sent. Every action but a frame

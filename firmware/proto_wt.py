@@ -472,6 +472,7 @@ class NodeWT(Node):
             return self._pass()
         return 0
 
+    @micropython.native
     def on_wake(self):
         w = self.walk
         if self.fresh or self.starting:

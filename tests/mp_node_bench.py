@@ -1,6 +1,6 @@
 # Node loops of a ring in one process, wired by in-memory stand-ins; runs under
 # MicroPython (unix port) and CPython. Prints one JSON line of measurements.
-# Usage: <python> mp_node_bench.py FIRMWARE_DIR [protocol] [n] [rounds] [log 0|1] [flush 0|1] [lock|x] [gcon]
+# Usage: <python> mp_node_bench.py FIRMWARE_DIR [protocol] [n] [rounds] [log 0|1] [flush 0|1] [lock|total|x] [gcon]
 # Protocol "s" (the default) keeps the token moving without requests: one hop per
 # board per round. With "q", "d" or "d-literal" the bench makes the adversarial
 # workload: whenever the ring is quiet, a request at the node just behind the token,
@@ -15,7 +15,8 @@
 # (fwd_us), the figure to hold against S's token hop, and the last one delivers the token
 # to a node that did not ask for it (deliver_us: receive it, then the protocol's token
 # handling: it takes the token's arrays in and finds nobody waiting). "lock" runs the
-# rounds under micropython.heap_lock() instead. "wrap:NAME,NAME,..." sets those counters of
+# rounds under micropython.heap_lock() instead; "total" counts every heap byte they ask for,
+# freed or not (micropython.mem_total, the unix port's). "wrap:NAME,NAME,..." sets those counters of
 # every node (ints, or every item of an int array: e.g. seq, and Suzuki-Kasami's rn, ln) 3
 # below 2**30 once the warm-up is over and the ring is quiet, so the rounds measured (or
 # locked) cross the wrap: on the rp2 port, whose small ints end at 2**30 - 1. "batch4": any()
@@ -224,6 +225,34 @@ def main():
         finally:
             micropython.heap_unlock()
         print("no allocation in", hops, "rounds")
+        return
+    if len(ARGV) > 7 and ARGV[7] == "total":
+        # Every heap byte the rounds ask for, freed or not (micropython.mem_total: the unix port's
+        # count of all bytes allocated): a bytecode call whose state is over 11 words takes it
+        # from the heap and frees it on return, which neither gc.mem_alloc nor heap_lock shows
+        # (locked, it falls back to the C stack) but which costs a gc_alloc and a gc_free on
+        # every call (issue 41: 100 us a hop on a Pico for the log's batch line).
+        import micropython
+        # Warm up: 200 rounds, and until a clocked protocol's millisecond clock has ticked a few
+        # times (the wandering token's first tick takes 160 bytes once a node, then none).
+        t0 = ticks_us()
+        rounds = 0
+        while rounds < 200 or ticks_diff(ticks_us(), t0) < 5000:
+            rounds += 1
+            feed()
+            for lp in loops:
+                lp.step()
+        near_wrap()
+        gc.collect()
+        mem_total = micropython.mem_total
+        total = 0
+        for _ in range(hops):
+            feed()  # (not counted: the bench's closure, called with more than 5 names, allocates)
+            a = mem_total()
+            for lp in loops:
+                lp.step()
+            total += mem_total() - a
+        print("allocated", total, "bytes in", hops, "rounds")
         return
     # Warm up (first passes allocate: bound methods cached, dict lookups, ...).
     while frames() < 50:

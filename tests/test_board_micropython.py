@@ -431,6 +431,21 @@ def test_hot_path_allocates_nothing(micropython):
     assert out.strip() == "no allocation in 2000 rounds"
 
 
+@pytest.mark.parametrize("proto", ["s", "q", "d", "sk", "ra", "raymond", "nt", "dag", "bs", "wt", "wt:skip=2"])
+def test_the_node_loop_takes_no_heap_even_for_a_moment(micropython, proto):
+    """Every byte the steady node loop asks the heap for, freed at once or not
+    (micropython.mem_total): a bytecode function whose call state is over 11 words gets it
+    from the heap and frees it on return, which neither heap_lock (the VM then uses the C
+    stack) nor gc.mem_alloc sees, and which cost a Pico a gc_alloc and a gc_free on every
+    call: S's hop 100 us for its log line (EventLog.flush_one), 8 us for a look at the USB
+    (StreamHost.read_byte), more for _act and EventLog.record on the other protocols' paths
+    (issue 41; docs/performance.md). The ring of 3 on in-memory wires, the adversarial
+    workload for every protocol with requests; the same call states as on the rp2 port."""
+    out = run_micropython(micropython, str(ROOT / "tests" / "mp_node_bench.py"), str(FIRMWARE), proto, "3", "300", "1", "1",
+                          "total")
+    assert out.strip() == "allocated 0 bytes in 300 rounds", (proto, out)
+
+
 def test_measure_hop_cost(micropython):
     """Per-hop CPU of the node loop on the unix port (printed with -s)."""
     out = run_micropython(micropython, "-X", "heapsize=%s" % BOARD_HEAP, str(ROOT / "tests" / "mp_node_bench.py"), str(FIRMWARE), "s", "3", "3000", "1", "1", "x", "gcon")

