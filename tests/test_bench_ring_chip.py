@@ -87,6 +87,14 @@ def test_the_token_hops_are_told_from_the_frames_bytes():
     m = ring_chip.measure(_window([[], w1, w2]), tk, [2])
     assert m["token_hop"] == {"boards": [2], "relay": {"median_us": 150.0, "p99_us": 150.0, "n": 1},
                               "passed_on": {"median_us": 60.0, "p99_us": 60.0, "n": 1}}
+    # D on 3 boards, measured at board 2: a token passed straight on 110 us after it landed (a
+    # hop), then one that rested there until a request message landed and woke it (no hop:
+    # 450 us from the token's last byte, 100 us from the request's)
+    w1 = [_frame(tok[1], 1000), _frame(tok[1], 1300), _frame(enc[1].request(), 1700)]
+    req_end = 1700 + 10 * len(enc[1].request())
+    w2 = [_frame(tok[2], 1000 + 10 * len(tok[1]) + 110), _frame(tok[2], req_end + 100)]
+    m = ring_chip.measure(_window([[], w1, w2]), ring_chip.token_of("d"), [2])
+    assert m["token_hop"]["relay"] == {"median_us": 110.0, "p99_us": 110.0, "n": 1}
 
 
 def test_every_protocol_but_s_runs_with_requests_and_is_measured_at_the_board_that_never_asks(monkeypatch):

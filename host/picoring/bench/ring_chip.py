@@ -145,10 +145,14 @@ def token_hops_us(incoming, kinds_in, sent, kinds_sent, board, token):
     next frame the board sent was a token frame; chip us from the one's last byte to the other's
     first, as {"relay": [...], "passed_on": [...]}: relay, the protocol took the token and sent it
     on (a token frame, or a token message for this board); passed_on, a token message for another
-    board that the node loop passed on without waking the protocol."""
+    board that the node loop passed on without waking the protocol. Not a hop: a token that another
+    frame reached the board after, before the board sent it on (Q's and D's token rests where
+    nobody asks, and a request message wakes it: the wait is no hop's)."""
     hops = {"relay": [], "passed_on": []}
     for i, j in _answers(incoming, sent):
         kind, mkind, dst = kinds_in[i]
+        if i + 1 < len(incoming) and incoming[i + 1][1] <= sent[j][0]:
+            continue  # the next frame landed whole before the send: the token waited for it
         if (kind, mkind) == token and kinds_sent[j][:2] == token:
             hops["relay" if mkind is None or dst == board else "passed_on"].append((sent[j][0] - incoming[i][1]) / 1e3)
     return hops
