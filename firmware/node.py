@@ -1359,7 +1359,14 @@ try:
         if src == index:
             record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
-        _pass_msg_on(draw, eraw, st, mout, write, views)
+        # _pass_msg_on, inline (as in _finish_frame_viper)
+        r = ptr8(draw)
+        e = ptr8(eraw)
+        lseq = e[_LSEQ_AT]
+        r[1] = lseq
+        e[_LSEQ_AT] = (lseq + 1) & 0xFF
+        seal(draw, m + _MSG_HEAD, mout)
+        write(views[m])
         self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
         record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
         record(lbuf, lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
