@@ -233,15 +233,17 @@ def main():
         # (locked, it falls back to the C stack) but which costs a gc_alloc and a gc_free on
         # every call (issue 41: 100 us a hop on a Pico for the log's batch line).
         import micropython
-        # Warm up: 200 rounds, and until a clocked protocol's millisecond clock has ticked a few
-        # times (the wandering token's first tick takes 160 bytes once a node, then none).
-        t0 = ticks_us()
-        rounds = 0
-        while rounds < 200 or ticks_diff(ticks_us(), t0) < 5000:
-            rounds += 1
+        # Warm up: 200 rounds after every board has sent a few frames and a clocked protocol's
+        # millisecond clock has moved at every node (the wandering token takes 160 bytes once a
+        # board, at the first token message it passes on or takes in, then none: a first time,
+        # as a first pass's lookups are; what it allocates is not known).
+        warm = 0
+        while warm < 200:
             feed()
             for lp in loops:
                 lp.step()
+            if warm or not [lp for lp in loops if lp.tx_frames < 3 or (lp._clocked and not lp.node.now)]:
+                warm += 1
         near_wrap()
         gc.collect()
         mem_total = micropython.mem_total
