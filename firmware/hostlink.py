@@ -167,9 +167,7 @@ record_token = record_token_py
 # (binascii.b2a_base64 returns a new bytes object per batch); elsewhere (CPython)
 # the binascii path is used.
 try:
-    import micropython
-
-    @micropython.viper
+    @micropython.viper  # (the stub of CPython has no viper: AttributeError, below)
     def record_viper(buf, st, code: int, aux: int, count: int, seq: int, epoch: int, tick: int) -> int:
         v = ptr32(st)
         if not v[L_ENABLED]:
