@@ -223,6 +223,8 @@ class NodeLoop:
     def __init__(self, node, uart, host, ticks_us, ticks_diff, cs_us=0, led=None, info=None, log_capacity=64, rxbuf=64,
                  regen_us=500_000, retry_us=None, audit=None, nonce=0, rogue=False, ring_stood_still=None):
         self.node = node
+        for name in getattr(node, "hot_constants", ()):  # protocol.Node.hot_constants (a stand-in may have none)
+            setattr(node, name, getattr(node, name))
         self.uart = uart
         self.link = hostlink.HostLink(host)
         self.log = hostlink.EventLog(ticks_us, log_capacity)

@@ -84,6 +84,7 @@ class NodeDLiteral(Node):
         },
     }
     active_budget = False  # rule 4 passes an active T on, whatever happens
+    hot_constants = ("active_budget",)  # on_token reads it on every active hop
 
     def request(self):
         # Rule 1.
@@ -148,12 +149,13 @@ class NodeDLiteral(Node):
             self.count = count
             return _SEND_TOKEN
         # Rule 5.
-        self.count = count - 1
+        count -= 1
+        self.count = count
         self.state = _CHECK
         if self.pending:
             self.has_token = True
             return self._enter()
-        if self.count > 0:
+        if count > 0:
             return _SEND_TOKEN  # passed straight on
         self.has_token = True  # the check tour is over: T rests here
         return 0

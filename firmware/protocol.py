@@ -246,6 +246,11 @@ class Node:
     # protocol's own, declared in about["options"] (a logical tree, a graph).
     opts = {}
     first = 0
+    # The class constants a frame handler reads (on_token, on_request, on_message): a board's
+    # node loop copies each onto the node. On a Pico a class attribute read through a node costs
+    # about 11 us (a miss in the node's map of some thirty attributes, then the class's), its
+    # own attribute about 2 (issue 41); the simulator gives them slots (host sim/nodes.py).
+    hot_constants = ()
 
     @classmethod
     def bound_names(cls, n):

@@ -811,3 +811,21 @@ def test_a_variable_length_kind_goes_round_at_every_length_it_declares_and_no_ot
     st = dec.st
     assert st[fw_frame.S_BAD_REASON + fw_frame.BAD_LEN] == 3 and st[fw_frame.S_BAD_REASON + fw_frame.BAD_KIND] == 1
     assert [e.aux for e in ring.events(2) if e.ev == "bad"] == ["len"] * 3 + ["kind"]
+
+
+@pytest.mark.parametrize("name", sorted(protocol.REGISTRY))
+def test_the_class_constants_a_frame_handler_reads_are_the_nodes_own_on_a_board(name):
+    """A class attribute read through a node misses the node's map of some thirty attributes
+    first (about 11 us on a Pico against 2 for its own: issue 41, D's active token hop), so a
+    protocol names the class constants its frame handlers read (protocol.Node.hot_constants)
+    and the node loop copies them onto the node. The simulator finds the same names by reading
+    the handlers' code (sim/nodes.py): a constant it finds that the class does not name fails."""
+    from picoring.sim.nodes import _handler_constants
+
+    cls = protocol.load(name)
+    node = protocol.make_node(name, 0, 3)
+    read = {k for k, _ in _handler_constants(cls, set(vars(node)))}
+    assert read <= set(cls.hot_constants)
+    lp = fw_node.NodeLoop(node, Wire(), Host(), lambda: 0, lambda a, b: a - b)
+    for k in cls.hot_constants:
+        assert k in vars(lp.node) and getattr(lp.node, k) == getattr(cls, k)
