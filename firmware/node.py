@@ -1097,7 +1097,7 @@ class NodeLoop:
         import sys
 
         return ("fw=%s proto=%s pos=%d n=%d cs_us=%d board=%s baud=%s tick_mask=%d rec=%d cap=%d mp=%s regen_us=%d inc=%d"
-                " drop_rx=%d") % (
+                " drop_rx=%d hot=%s") % (
             FIRMWARE_VERSION,
             n.name,
             n.index,
@@ -1112,6 +1112,8 @@ class NodeLoop:
             self.regen_us,
             self.nonce,
             getattr(self.uart, "ppm", 0),  # the fault drop_rx (hal.LossyUart): frames lost per million
+            # main.place_hot_names: names interned / padding names / names sharing a cache slot
+            self.info.get("hot", "-"),
         )
 
     def _cmd_version(self, args):

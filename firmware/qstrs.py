@@ -1,0 +1,177 @@
+# The names a token hop looks up, each in a slot of MicroPython's map lookup cache of its own.
+#
+# MicroPython (the rp2 and unix ports: MICROPY_OPT_MAP_LOOKUP_CACHE) remembers, for every
+# interned name's number modulo 64 (a 128-byte table indexed by the name's object word shifted
+# right by 2), where that name was last found in any map. A lookup it serves skips the name's
+# hash modulo the table's size (a software division on a Cortex-M0+) and the probing; two names
+# a hop looks up that share a slot take it from each other on every hop. Which names share one
+# follows from the order in which the board interned them, so one name more anywhere in the
+# firmware moved S's hop on the emulated Pico from 110.8 to 116.9 us, and four other numberings
+# gave 107.0 to 112.7 (docs/performance.md, "The map lookup cache").
+#
+# place(protocol), from main.py before any other firmware module is loaded, interns the names
+# its hop looks up (HOT, most frequent first) so that each takes a slot no other name of the
+# list has: a name already interned (MicroPython's own, as count or write, or main.py's) keeps
+# its number and its slot is marked; each new one is interned once the next number falls on a
+# free slot, with unused names ("_qp<k>") interned to move the numbering on. What it cannot
+# place (more names than free slots) is left to chance, as every name was before.
+#
+# The names are kept in strings longer than 10 characters, which the compiler does not intern
+# (MICROPY_ALLOC_PARSE_INTERN_STRING_LEN); a name is asked for as bytes.decode(), which gives
+# the interned string when there is one and a new string otherwise, without interning it.
+
+SLOTS = 64
+_PAD = "_qp%d"
+
+
+def _number(name):
+    """The interned name's number, or -1 when it is not interned (or the port's object words
+    are not MicroPython's usual ones, where interned strings end in binary 010)."""
+    s = name.encode().decode()
+    w = id(s)
+    return w >> 3 if w & 7 == 2 else -1
+
+
+def _intern(name, into):
+    getattr(into, name, None)  # the attribute's name is interned on the way
+    return _number(name)
+
+
+def place(names):
+    """Intern names (a string of names, most frequent first) in slots of their own; returns
+    (names interned, padding names, names sharing a slot with an earlier one), or None where
+    interned strings cannot be told apart (another object model)."""
+    taken = bytearray(SLOTS)
+    free = SLOTS
+    shared = 0
+    new = []
+    for name in names.split():
+        q = _number(name)
+        if q < 0:
+            new.append(name)
+        elif taken[q % SLOTS]:
+            shared += 1
+        else:
+            taken[q % SLOTS] = 1
+            free -= 1
+    if not new:
+        return 0, 0, shared
+    into = place  # any object with attributes: getattr of a missing one interns its name
+    pads = 1
+    last = _intern(_PAD % 0, into)  # the number the board interned last
+    if last < 0:
+        return None
+    for name in new:
+        while free and taken[(last + 1) % SLOTS]:
+            last = _intern(_PAD % pads, into)
+            pads += 1
+        q = _intern(name, into)
+        if q > last:
+            last = q
+        if taken[q % SLOTS]:
+            shared += 1  # no free slot left, or the name was interned meanwhile
+        else:
+            taken[q % SLOTS] = 1
+            free -= 1
+    return len(new), pads, shared
+
+
+def place_protocol(spec):
+    """place() with the hop's names of a protocol spec ("d", "wt:skip=2"), or None for one
+    not in HOT."""
+    names = HOT.get(spec.split(":")[0])
+    return None if names is None else place(names)
+
+
+HOT = {  # (tests/hot_names.py --write)
+    'bs': (
+        '_countdown _CRC_TABLE node in_cs _lst pending _rd rx_bytes step out_len out record rot '
+        'index log SERVED_SLOTS n fresh tx_frames out_dst out_kind _fwd has_token _watch link '
+        'sv_len epoch ticks_us seq sv_age half msg_sizes starting _clocked _mout _mviews fifo_head '
+        'led st POLLIN _line _line_views _poll ipoll running select _mhot _on_msg _taken write '
+        'sv_node sv_sn trap_h capacity _len_bad known_epoch known_owner msg_least _encode_line _mv '
+        'b2a_base64 flush_one put30 relay_rotation '),
+    'd': (
+        '_countdown node in_cs _lst _rd step pending _CRC_TABLE record link tx_frames _watch log '
+        'seq st state count ticks_us has_token _taken epoch rx_bytes fresh EV_RECV buf flag '
+        '_housekeeping _read_byte closed line poll starting write _SENDS_OF _act _dst request sends '
+        'uart led capacity POLLIN _line _line_views _poll ipoll running select _fwd _wait_since '
+        'half _show _encode_line _mv b2a_base64 flush_one _lbuf record_fields _tout _clocked '
+        '_cs_start audit requests EV_EXIT '),
+    'd-literal': (
+        '_countdown node in_cs _lst _rd step pending _CRC_TABLE record link _watch tx_frames seq '
+        'log st state ticks_us _taken epoch count has_token rx_bytes fresh EV_RECV buf flag '
+        '_housekeeping _read_byte closed line poll write starting _SENDS_OF _act _dst capacity '
+        'request sends uart led POLLIN _line _line_views _poll _wait_since ipoll running select '
+        '_fwd _encode_line _mv b2a_base64 flush_one _lbuf half _show record_fields _tout gen_us '
+        'regen_us _clocked _cs_start audit '),
+    'dag': (
+        '_countdown node in_cs _lst _rd step pending tx_frames _CRC_TABLE qlen link record log '
+        '_watch rx_bytes st ticks_us index seq has_token fresh _housekeeping _read_byte closed line '
+        'poll _dst n starting buf _clocked led out_len write EV_RECV _SENDS_OF _act _show sends '
+        'uart epoch out _fwd capacity _encode_line _mv b2a_base64 flush_one request requests half '
+        '_cs_start audit EV_EXIT _mout _mviews _taken asked out_dst out_kind queue sign _lbuf '
+        'record_fields '),
+    'nt': (
+        '_countdown node in_cs _lst _rd step pending tx_frames _CRC_TABLE link record log _watch st '
+        'ticks_us seq fresh NIL last _dst _housekeeping _read_byte closed line poll out_len index '
+        'rx_bytes starting _clocked has_token buf led write _fwd epoch EV_RECV _SENDS_OF _act _show '
+        'sends uart capacity _encode_line _mv b2a_base64 flush_one _mout _mviews out out_dst '
+        'out_kind _taken request requests _cs_start audit half EV_EXIT _lbuf record_fields POLLIN '
+        '_line _line_views '),
+    'q': (
+        '_countdown node in_cs _lst _rd step pending tx_frames record link _CRC_TABLE _watch log st '
+        'seq ticks_us count buf has_token fresh EV_RECV _housekeeping _read_byte closed line poll '
+        'epoch _taken rx_bytes starting request led write _SENDS_OF _act _dst sends uart capacity '
+        '_show _encode_line _mv b2a_base64 flush_one state requests _clocked EV_EXIT _cs_start '
+        'audit _wait_since half POLLIN _line _line_views _poll ipoll running select _fwd '
+        'request_out _lbuf record_fields ticks_diff '),
+    'ra': (
+        '_countdown node in_cs _lst _rd step pending _CRC_TABLE tx_frames record link log _watch '
+        'rx_bytes ticks_us st index n fresh _fwd seq _dst has_token starting _housekeeping '
+        '_read_byte closed line poll EV_RECV _SENDS_OF _act _clocked sends uart rq write _mout '
+        '_mviews buf _show led out_len clock half EV_EXIT capacity lv _taken _encode_line _mv '
+        'b2a_base64 flush_one POLLIN _line _line_views _poll ipoll running select _cs_start audit '
+        'request requests '),
+    'random': (
+        '_countdown node in_cs _lst _rd step tx_frames pending link record _watch log st '
+        '_housekeeping _read_byte closed line poll buf seq EV_EXIT EV_RECV _SENDS_OF _act _clocked '
+        '_cs_start _dst _show audit fresh led request requests sends starting ticks_us uart '
+        'capacity EV_ENTER EV_REQ _cs_due _enter _wait_since busy cs_us epoch exit_cs half '
+        'ticks_diff _encode_line _mv b2a_base64 flush_one write POLLIN _line _line_views _poll '
+        'ipoll running select '),
+    'raymond': (
+        '_countdown node in_cs _lst _rd step pending tx_frames _CRC_TABLE link record qlen log '
+        '_watch rx_bytes st ticks_us seq index fresh _housekeeping _read_byte closed line poll _dst '
+        'has_token starting buf _clocked led out_len write EV_RECV _SENDS_OF _act _show sends uart '
+        'epoch n _fwd capacity _encode_line _mv b2a_base64 flush_one request requests half '
+        '_cs_start audit EV_EXIT _mout _mviews _taken asked out_dst out_kind holder out queue _lbuf '
+        'record_fields '),
+    's': (
+        '_CRC_TABLE _lst node seq epoch _countdown _taken count state link record _watch ticks_us '
+        'tx_frames _rd rx_bytes _lbuf pending in_cs st log fresh has_token _wait_since capacity '
+        'write POLLIN _fwd _line _line_views _poll _token_seen gen_us ipoll known_epoch known_owner '
+        'regen_us running select step _encode_line _mv b2a_base64 flush_one _housekeeping '
+        '_read_byte closed line poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst '
+        'sends starting uart EV_EXIT _clocked _cs_start _show _tout '),
+    'sk': (
+        '_countdown node in_cs _lst _rd step pending _CRC_TABLE tx_frames record link log rx_bytes '
+        '_watch ticks_us st index fresh n _fwd seq _dst has_token starting _housekeeping _read_byte '
+        'closed line poll EV_RECV _SENDS_OF _act _clocked sends uart qlen rn write _mout _mviews '
+        'buf _show led out_len half EV_EXIT capacity ln _taken _encode_line _mv b2a_base64 '
+        'flush_one POLLIN _line _line_views _poll ipoll running select request requests _cs_start '
+        'audit '),
+    'toy': (
+        '_countdown node in_cs _lst _rd step pending _CRC_TABLE tx_frames record link log rn _watch '
+        'index ticks_us st rx_bytes ln _fwd n fresh has_token _dst seq starting EV_RECV _SENDS_OF '
+        '_act _clocked sends uart _housekeeping _read_byte closed line poll _mout _mviews write '
+        'out_len AT _HEADER _show led buf half out _taken epoch capacity EV_EXIT _wants POLLIN '
+        '_line _line_views _poll ipoll running select _encode_line _mv b2a_base64 flush_one '),
+    'wt': (
+        '_countdown node _lst _rd in_cs step tx_frames pending link _housekeeping ticks_us now '
+        '_watch wake_at _CRC_TABLE _clk _tick NodeLoop _read_byte closed line poll fresh starting '
+        'ticks_diff _wait_since gen_us regen_us walk log rx_bytes has_token record index write '
+        'epoch out out_len st capacity _mout _mviews n _fwd _encode_line _mv b2a_base64 flush_one '
+        'half seq _dst _lbuf record_fields _taken _mfields out_dst out_kind put30 _elapsed POLLIN '
+        '_line _line_views _poll ipoll '),
+}
