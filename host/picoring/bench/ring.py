@@ -24,7 +24,7 @@ Four measurements, all on this machine:
 4. node loop: tests/mp_node_bench.py under the micropython binary (in-memory
    stand-in wires, no I/O): time per message in NodeLoop.step() and bytes
    allocated per message in steady state, with logging off and on, on a
-   Pico-like heap (-X heapsize=256k: the 64-bit port compiles the sources), plus a micropython.heap_lock() run that
+   Pico-like heap (-X heapsize=320k: the 64-bit port compiles the sources), plus a micropython.heap_lock() run that
    names the first allocation in the steady state, if any.
 
 For each ring, where a hop's time goes, from the relay's own counts over the same intervals
@@ -67,9 +67,10 @@ NODE_ROUNDS = (400, 2000)  # mp_node_bench rounds (n = 5: about 5 messages a rou
 NODE_REPEATS = (1, 3)
 # The unix port's heap for the node loop: of a Pico's order, but this port is 64-bit and compiles the
 # firmware from source (a Pico loads .mpy files), so the same firmware needs more; 192k stopped
-# building it once the 12-byte token's codec grew frame.py (as tests/test_board_micropython.py's
-# BOARD_HEAP). A Pico's own heap is measured on the emulated chip (bench chip, tests/test_rp2040.py).
-PICO_HEAP = "256k"
+# building it once the 12-byte token's codec grew frame.py, 256k once the firmware's names outgrew
+# a qstr pool (as tests/test_board_micropython.py's BOARD_HEAP). A Pico's own heap is measured on
+# the emulated chip (bench chip, tests/test_rp2040.py).
+PICO_HEAP = "320k"
 SETTLE_S = 0.25  # after switching logging or starting a ring, before an interval starts
 
 # The minimal relay, in MicroPython: nothing but wait, read a whole frame, write it on.
