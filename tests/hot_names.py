@@ -4,7 +4,10 @@ A ring of three node loops in memory (CPython, the firmware's native twins of th
 functions: the same attribute and global names), its wires handing over a few bytes a read as a
 UART does, so that frames land in pieces and the loop's finishing path runs as on a board; boards
 0 and 1 ask for the critical section at random. Every LOAD_ATTR, STORE_ATTR, LOAD_METHOD and
-LOAD_GLOBAL the traced passes execute is counted (sys.settrace opcode events), per frame sent.
+LOAD_GLOBAL the traced passes execute in firmware code is counted (sys.settrace opcode events), per
+frame sent; the names of the passes that read or sent a frame come first (the hop's own), then those
+only idle passes look up (a resting token's ring spins: counted per frame they would outrank the
+hop's).
 Left out: names a board never looks up (a module's own const() names, which MicroPython inlines;
 CPython's builtins; the pure-Python twins' own helpers) and this module's stand-ins'. Added: what
 only a board's own code looks up (BOARD_ONLY: the USB link's poll, the log's line encoder), as once
@@ -41,8 +44,8 @@ _OPS = {"LOAD_ATTR", "STORE_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "STORE_GLOBAL"}
 _GLOBAL_OPS = {"LOAD_GLOBAL", "STORE_GLOBAL"}
 # Looked up by a board's code that the CPython twins do not run: hal.StreamHost.read_byte (the
 # USB link, looked at after every token passed on), EventLog.flush_one's line encoder and the
-# node loop's run().
-BOARD_ONLY = ("_poll", "ipoll", "select", "POLLIN", "_line", "_line_views", "running")
+# node loop's run() (its pass: step).
+BOARD_ONLY = ("_poll", "ipoll", "select", "POLLIN", "_line", "_line_views", "running", "step")
 # This module's stand-ins (their names are the tracer's, not the board's).
 _OWN = {"_wire_bytes", "_wire_next", "_wire_piece", "_rng", "_loops", "random"}
 
@@ -110,16 +113,23 @@ def trace(spec, n=3, seed=1):
         lp.start(give_token=i == 0)
     _rng = random.Random(seed)
 
-    def drive(passes):
+    def drive(passes, counted=None):
         for _ in range(passes):
             for i, lp in enumerate(_loops):
                 if i < 2 and not lp.node.pending and not lp.node.in_cs and _rng.random() < 0.05:
                     lp.request()
+                before = (lp.rx_bytes, lp.tx_frames)
                 lp.step()
+                if counted is not None:
+                    # a pass that read or sent a frame (the hop's own lookups), else an idle one
+                    counted[(lp.rx_bytes, lp.tx_frames) != before].update(current)
+                    current.clear()
 
-    counts = collections.Counter()
+    current = collections.Counter()
+    busy, idle = collections.Counter(), collections.Counter()
     found = {}
     names = {}
+    modules = {p.stem for p in FIRMWARE.glob("*.py")}
 
     def tracer(frame, event, arg):
         frame.f_trace_opcodes = True
@@ -130,8 +140,9 @@ def trace(spec, n=3, seed=1):
                                              if i.opname in _OPS}
                 names[frame.f_code] = {i.offset: i.argval for i in dis.get_instructions(frame.f_code)}
             op = ops.get(frame.f_lasti)
-            if op is not None:
-                counts[(op, names[frame.f_code][frame.f_lasti], frame.f_globals.get("__name__", ""))] += 1
+            module = frame.f_globals.get("__name__", "")
+            if op is not None and module.rsplit(".", 1)[-1] in modules:
+                current[(op, names[frame.f_code][frame.f_lasti], module)] += 1
         return tracer
 
     drive(PASSES)
@@ -140,19 +151,26 @@ def trace(spec, n=3, seed=1):
     sys.settrace(tracer)
     try:
         while passes < PASSES or (sum(lp.tx_frames for lp in _loops) - sent < MIN_FRAMES and passes < 50 * PASSES):
-            drive(1)
+            drive(1, {True: busy, False: idle})
             passes += 1
     finally:
         sys.settrace(None)
     frames = max(1, sum(lp.tx_frames for lp in _loops) - sent)
-    per_name = collections.Counter()
     consts = {}
-    for (op, name, module), c in counts.items():
-        if _looked_up(op, name, module, consts):
-            per_name[name] += c / frames
+
+    def per_frame(counts):
+        got = collections.Counter()
+        for (op, name, module), c in counts.items():
+            if _looked_up(op, name, module, consts):
+                got[name] += c / frames
+        return got
+
+    hop, between = per_frame(busy), per_frame(idle)
     for name in BOARD_ONLY:
-        per_name[name] = max(per_name[name], 1.0)
-    return sorted(per_name.items(), key=lambda kc: (-kc[1], kc[0]))
+        hop[name] = max(hop[name], 1.0)
+    # The passes that read or sent a frame first (the hop), then what only idle passes look up.
+    return (sorted(hop.items(), key=lambda kc: (-kc[1], kc[0]))
+            + sorted(((k, c) for k, c in between.items() if k not in hop), key=lambda kc: (-kc[1], kc[0])))
 
 
 def table():
