@@ -427,36 +427,45 @@ try:
 
     @micropython.viper
     def seal_viper(raw, n: int, out) -> int:
+        # The CRC and the COBS in one pass (seal_py makes two): inside the loop each byte goes to
+        # out[i + 2] (the leading 00 and the first code byte before it), and a block's code byte is
+        # the distance from its place, so no output index or count is kept. Fewer locals, fewer of
+        # them on the stack: 37.5 against 50.0 us for a 30-byte frame on a Pico, 21.1 against 26.5
+        # for 8 (../shared/rp2040/exec, chip time; issue 41: a message passed on is resealed after
+        # its last byte lands).
         r = ptr8(raw)
         o = ptr8(out)
         t = ptr16(_CRC_TABLE)
         c = 0xFFFF
-        i = 0
-        while i < n:
-            c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ r[i]]
-            i += 1
-        r[n] = c >> 8
-        r[n + 1] = c & 0xFF
-        n += 2
         o[0] = 0
-        code_at = 1
-        code = 1
-        j = 2
+        at = 1
         i = 0
         while i < n:
             b = r[i]
+            c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
             if b:
-                o[j] = b
-                code += 1
+                o[i + 2] = b
             else:
-                o[code_at] = code
-                code_at = j
-                code = 1
-            j += 1
+                o[at] = i + 2 - at
+                at = i + 2
             i += 1
-        o[code_at] = code
-        o[j] = 0
-        return j + 1
+        b = c >> 8
+        r[n] = b
+        if b:
+            o[n + 2] = b
+        else:
+            o[at] = n + 2 - at
+            at = n + 2
+        b = c & 0xFF
+        r[n + 1] = b
+        if b:
+            o[n + 3] = b
+        else:
+            o[at] = n + 3 - at
+            at = n + 3
+        o[at] = n + 4 - at
+        o[n + 4] = 0
+        return n + 5
 
     @micropython.viper
     def cobs_viper(raw, n: int, out) -> int:

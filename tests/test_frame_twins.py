@@ -117,3 +117,34 @@ def test_entry_numbers_wrap_at_30_bits():
     dec = frame.Decoder()
     dec.feed(bytearray(wire), len(wire))
     assert dec.next() == frame.TOKEN and dec.seq == 0x3FFFFFFF
+
+
+def _seal_cases():
+    """seal cases the random ones rarely give: zero runs at either end, lengths up to 60, and
+    for each length a frame whose CRC's high byte is 0 and one whose low byte is (each a COBS
+    block of its own after the data)."""
+    out = []
+    for n in (1, 2, 3, 8, 16, 30, 31, 60):
+        for data in (bytes(n), b"\xff" * n, bytes((i % 3 == 0 and 0) or i for i in range(n)),
+                     b"\x00" + b"\x05" * (n - 1), b"\x05" * (n - 1) + b"\x00"):
+            out.append(["seal", data[:n].hex()])
+        for want in (0, 1):  # CRC high byte 0, CRC low byte 0
+            for v in range(65536):
+                data = bytearray(b"\x11" * n + b"\x00\x00")
+                data[n - 1] = v & 0xFF
+                if n > 1:
+                    data[n - 2] = v >> 8
+                c = frame.crc16_py(data, n)
+                if (c >> 8 if want == 0 else c & 0xFF) == 0:
+                    out.append(["seal", bytes(data[:n]).hex()])
+                    break
+    return out
+
+
+@pytest.mark.slow
+def test_seal_agrees_on_zero_runs_and_zero_crc_bytes(micropython, tmp_path):
+    # seal_viper makes the CRC and the COBS in one pass, each block's code byte from positions
+    # (issue 41): against seal_py on the cases that place a code byte at each end.
+    case_list = _seal_cases()
+    mp = twins_agree(micropython, DRIVER, cases_file(tmp_path, case_list))
+    assert len(mp["results"]["py"]) == len(case_list) > 50
