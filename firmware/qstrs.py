@@ -85,12 +85,12 @@ def place_protocol(spec):
 
 HOT = {  # (tests/hot_names.py --write)
     'bs': (
-        '_CRC_TABLE _countdown rx_bytes _lst out_len out _rd record rot node index SERVED_SLOTS '
-        'pending in_cs n _fwd fresh out_dst out_kind tx_frames has_token log sv_len epoch _watch '
-        'seq sv_age ticks_us half msg_sizes starting _clocked _mout _mviews fifo_head led POLLIN '
-        '_line _line_views _poll ipoll running select step _mhot _on_msg _taken sv_node sv_sn '
-        'trap_h _len_bad known_epoch known_owner msg_least put30 relay_rotation link send fifo '
-        'trap_sn _mfields _give _have _rotate '),
+        '_CRC_TABLE _countdown rx_bytes _lst out_len _rd out record node rot index pending in_cs '
+        'SERVED_SLOTS n _fwd fresh out_dst out_kind tx_frames has_token log epoch sv_len _watch seq '
+        'ticks_us half sv_age msg_sizes _clocked _mout _mviews starting led fifo_head POLLIN _line '
+        '_line_views _mhot _on_msg _poll _taken ipoll running select step sv_node sv_sn _len_bad '
+        'known_epoch known_owner msg_least trap_h put30 relay_rotation link send fifo trap_sn '
+        '_mfields sn _give _have '),
     'd': (
         '_CRC_TABLE record _countdown _lst node seq state count _taken epoch _rd rx_bytes ticks_us '
         'has_token _watch log pending in_cs tx_frames EV_RECV fresh st flag buf POLLIN _line '
@@ -146,7 +146,7 @@ HOT = {  # (tests/hot_names.py --write)
         'EV_ENTER '),
     's': (
         '_CRC_TABLE _lst seq epoch _countdown _taken count state link record node _watch ticks_us '
-        '_rd rx_bytes tx_frames _lbuf pending st log fresh has_token in_cs _wait_since capacity '
+        '_rd rx_bytes tx_frames _lbuf pending st log has_token in_cs fresh _wait_since capacity '
         'write POLLIN _fwd _line _line_views _poll _token_seen gen_us ipoll known_epoch known_owner '
         'regen_us running select step _encode_line _mv b2a_base64 flush_one _housekeeping '
         '_read_byte closed line poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst '
@@ -165,9 +165,9 @@ HOT = {  # (tests/hot_names.py --write)
         '_pass_msg_on seal buf st _cs_start audit _lbuf _mfields out_dst out_kind record_fields '),
     'wt': (
         '_CRC_TABLE _countdown node _lst now walk rx_bytes ticks_us _rd fresh has_token in_cs '
-        'starting index log _watch wake_at record epoch pending tx_frames _housekeeping link out '
-        'out_len _clk _mout _mviews n _fwd half seq _dst _lbuf record_fields _taken _mfields '
-        'out_dst out_kind put30 _tick _elapsed POLLIN _line _line_views _poll ipoll msg_sizes '
-        'running select step NodeLoop _read_byte closed line poll EV_RECV _SENDS_OF _act _arm _show '
-        'led sends uart '),
+        'starting log _watch index wake_at record epoch pending _housekeeping link out out_len '
+        'tx_frames _clk _fwd _mout _mviews n half seq _dst _lbuf _mfields _taken out_dst out_kind '
+        'put30 record_fields _tick _elapsed NodeLoop POLLIN _line _line_views _poll _read_byte '
+        'closed ipoll line msg_sizes poll running select step EV_RECV _SENDS_OF _act _arm _clocked '
+        '_show led sends '),
 }

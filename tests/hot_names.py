@@ -38,8 +38,9 @@ import protocol  # noqa: E402
 import qstrs  # noqa: E402
 
 HOT_TOP = 48  # the trace's most frequent names that must be in the table (the test; it holds qstrs.SLOTS)
-PASSES = 600  # traced passes of each board after as many to warm up (more for a slow walk: MIN_FRAMES)
-MIN_FRAMES = 200
+PASSES = 200  # traced passes of each board at least, after 600 to warm up; more until MIN_FRAMES
+MIN_FRAMES = 200  # frames sent in the traced passes (a slow walk, a resting token), within MAX_PASSES
+MAX_PASSES = 1500
 _OPS = {"LOAD_ATTR", "STORE_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "STORE_GLOBAL"}
 _GLOBAL_OPS = {"LOAD_GLOBAL", "STORE_GLOBAL"}
 # Looked up by a board's code that the CPython twins do not run: hal.StreamHost.read_byte (the
@@ -145,12 +146,12 @@ def trace(spec, n=3, seed=1):
                 current[(op, names[frame.f_code][frame.f_lasti], module)] += 1
         return tracer
 
-    drive(PASSES)
+    drive(600)
     sent = sum(lp.tx_frames for lp in _loops)
     passes = 0
     sys.settrace(tracer)
     try:
-        while passes < PASSES or (sum(lp.tx_frames for lp in _loops) - sent < MIN_FRAMES and passes < 50 * PASSES):
+        while passes < PASSES or (sum(lp.tx_frames for lp in _loops) - sent < MIN_FRAMES and passes < MAX_PASSES):
             drive(1, {True: busy, False: idle})
             passes += 1
     finally:
