@@ -92,7 +92,7 @@ BAD_REASONS = ("crc", "len", "cobs", "kind")
 # array of ints (array('i') on MicroPython, where viper reads it as ptr32).
 S_POS = const(0)  # next byte of the fed buffer
 S_END = const(1)  # end of the fed buffer
-_LEN = const(2)  # decoded bytes of the frame under way
+S_LEN = const(2)  # decoded bytes of the frame under way
 _LEFT = const(3)  # data bytes left in the current COBS block
 S_CODE = const(4)  # code of the current block (0xFF: no implied zero)
 _JUNK = const(5)  # 1: the frame under way is already bad (too long)
@@ -278,7 +278,7 @@ def scan_py(src, raw, st):
     st[S_GAP], mod 256), and for the first valid frame (st[S_GAP] 0)."""
     i = st[S_POS]
     end = st[S_END]
-    ln = st[_LEN]
+    ln = st[S_LEN]
     left = st[_LEFT]
     code = st[S_CODE]
     c = st[_CRC]
@@ -305,7 +305,7 @@ def scan_py(src, raw, st):
             continue
         # Delimiter: a frame (maybe empty) ends here.
         st[S_POS] = i
-        st[_LEN] = 0
+        st[S_LEN] = 0
         st[_LEFT] = 0
         st[S_CODE] = 0xFF
         st[_CRC] = 0xFFFF
@@ -320,7 +320,7 @@ def scan_py(src, raw, st):
         # (a lone code byte 01 is the COBS of an empty frame: too short, counted)
         return _check_py(raw, ln, st, c)
     st[S_POS] = i
-    st[_LEN] = ln
+    st[S_LEN] = ln
     st[_LEFT] = left
     st[S_CODE] = code
     st[_CRC] = c
@@ -718,7 +718,7 @@ try:
         t = ptr16(_CRC_TABLE)
         i = v[S_POS]
         end = v[S_END]
-        ln = v[_LEN]
+        ln = v[S_LEN]
         left = v[_LEFT]
         code = v[S_CODE]
         c = v[_CRC]
@@ -743,7 +743,7 @@ try:
                     left = b - 1
                 continue
             v[S_POS] = i
-            v[_LEN] = 0
+            v[S_LEN] = 0
             v[_LEFT] = 0
             v[S_CODE] = 0xFF
             v[_CRC] = 0xFFFF
@@ -837,7 +837,7 @@ try:
                 return kind | GAP
             return kind
         v[S_POS] = i
-        v[_LEN] = ln
+        v[S_LEN] = ln
         v[_LEFT] = left
         v[S_CODE] = code
         v[_CRC] = c

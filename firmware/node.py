@@ -10,6 +10,7 @@ import protocol
 import frame
 import hostlink
 from frame import scan, token as encode_token, message as encode_message, request as encode_request, seal
+from frame import _CRC_TABLE  # the reseal of a landing message (_finish_frame_viper)
 from hostlink import record_fields, record_token
 from protocol import sends
 from array import array
@@ -99,6 +100,7 @@ _L_PENDING = const(1)
 _POS = const(0)
 _END = const(1)
 _CODE = const(4)  # frame.S_CODE: 0xFF between frames
+_S_LEN = const(2)  # frame.S_LEN: decoded bytes of the frame under way
 
 # Event record codes of the hot path (ev | kind << 4, hostlink.EV_* and frame kinds).
 _CODE_SEND_TOKEN = const(0x12)
@@ -128,9 +130,10 @@ if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.ENTER_CS, protocol.SEND
         EV_SEND | (_TOKEN << 4), EV_RECV | (_TOKEN << 4), EV_SEND | (_REQUEST << 4), EV_RECV | (_REQUEST << 4)) != (
         _CODE_SEND_TOKEN, _CODE_RECV_TOKEN, _CODE_SEND_REQUEST, _CODE_RECV_REQUEST) or (
         frame.F_STATE, frame.F_COUNT, frame.F_SEQ, frame.F_EPOCH, frame.F_ORIGIN, frame.F_JOIN, frame.F_NONCE,
-        frame.F_PROBE, frame.S_BAD, frame.S_LAST_BAD, hostlink.L_PENDING, frame.S_POS, frame.S_END, frame.S_CODE) != (
+        frame.F_PROBE, frame.S_BAD, frame.S_LAST_BAD, hostlink.L_PENDING, frame.S_POS, frame.S_END, frame.S_CODE,
+        frame.S_LEN) != (
         _F_STATE, _F_COUNT, _F_SEQ, _F_EPOCH, _F_ORIGIN, _F_JOIN, _F_NONCE, _F_PROBE, _S_BAD, _S_LAST_BAD, _L_PENDING,
-        _POS, _END, _CODE):
+        _POS, _END, _CODE, _S_LEN):
     raise ImportError("node.py's protocol/frame constants disagree with protocol.py/frame.py")
 
 _CMD_R = const(114)  # "!r": the request command, parsed without allocating
@@ -1235,6 +1238,14 @@ try:
         views = taken
         sizes = taken
         least = taken
+        # A message for another node is resealed as it lands (3): its copy's CRC and COBS, with
+        # this link's sequence byte, advanced over each piece but the last two bytes (its CRC,
+        # perhaps); passing it on then costs its last bytes, not all of them (issue 41).
+        o = ptr8(draw)  # the copy's COBS (mout's once one is begun: a viper local keeps its first type)
+        rs = 0  # bytes resealed so far
+        rc = 0  # their CRC
+        rat = 0  # where the open COBS block's code goes
+        rlq = 0  # the sequence byte in the copy
         total = 0
         k = 0
         idle = _SPIN
@@ -1270,7 +1281,34 @@ try:
                 views = self._mviews
                 sizes = node.msg_sizes
                 least = node.msg_least
+                ct = ptr16(_CRC_TABLE)
                 named = 1
+            if named and (k == 0 or k == _MSG) and r[0] == _MSG:
+                # (3) up to the bytes that may be its CRC; once it has ended, up to its CRC. Not one
+                # for this node, nor a broadcast (_on_msg's), once its destination has landed.
+                top = v[_S_LEN] - 2
+                if k:
+                    top = v[_F_MLEN] + _MSG_HEAD
+                if top < rs:
+                    rs = 0  # a frame that ended without a kind (line noise): this is another
+                if rs < top and (v[_S_LEN] < 5 or (r[4] != index and r[4] != _BROADCAST)):
+                    if rs == 0:
+                        o = ptr8(mout)
+                        o[0] = 0
+                        rat = 1
+                        rc = 0xFFFF
+                        rlq = ptr8(eraw)[_LSEQ_AT]
+                    while rs < top:
+                        b = r[rs]
+                        if rs == 1:
+                            b = rlq
+                        rc = ((rc << 8) & 0xFFFF) ^ ct[(rc >> 8) ^ b]
+                        if b:
+                            o[rs + 2] = b
+                        else:
+                            o[rat] = rs + 2 - rat
+                            rat = rs + 2
+                        rs += 1
             if k == _MSG:
                 # A message for another node (not a broadcast): passed on without waking
                 # the protocol, as _on_msg does (which takes any other message up). _msg_bad
@@ -1293,7 +1331,27 @@ try:
                         lseq = e[_LSEQ_AT]
                         r[1] = lseq
                         e[_LSEQ_AT] = (lseq + 1) & 0xFF
-                        seal(draw, m + _MSG_HEAD, mout)
+                        top = m + _MSG_HEAD
+                        if rs == top and rlq == lseq:
+                            # (3) resealed while it landed: its CRC's two bytes and the last code
+                            b = rc >> 8
+                            r[top] = b
+                            if b:
+                                o[top + 2] = b
+                            else:
+                                o[rat] = top + 2 - rat
+                                rat = top + 2
+                            b = rc & 0xFF
+                            r[top + 1] = b
+                            if b:
+                                o[top + 3] = b
+                            else:
+                                o[rat] = top + 3 - rat
+                                rat = top + 3
+                            o[rat] = top + 4 - rat
+                            o[top + 4] = 0
+                        else:
+                            seal(draw, top, mout)
                         write(views[m])
                         taken[0] = t
                         k = _MSG_TAKEN
