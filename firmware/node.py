@@ -1284,14 +1284,16 @@ try:
                 ct = ptr16(_CRC_TABLE)
                 named = 1
             if named and (k == 0 or k == _MSG) and r[0] == _MSG:
-                # (3) up to the bytes that may be its CRC; once it has ended, up to its CRC. Not one
-                # for this node, nor a broadcast (_on_msg's), once its destination has landed.
+                # (3) up to the bytes that may be its CRC; once it has ended, up to its CRC. Begun
+                # once its destination has landed and is another node (not a broadcast: _on_msg's):
+                # begun before, a message for this node (the wandering token's every visit) paid for
+                # it (its relay hop 240 -> 260 us).
                 top = v[_S_LEN] - 2
                 if k:
                     top = v[_F_MLEN] + _MSG_HEAD
                 if top < rs:
                     rs = 0  # a frame that ended without a kind (line noise): this is another
-                if rs < top and (v[_S_LEN] < 5 or (r[4] != index and r[4] != _BROADCAST)):
+                if rs < top and top >= 3 and r[4] != index and r[4] != _BROADCAST:
                     if rs == 0:
                         o = ptr8(mout)
                         o[0] = 0
