@@ -85,65 +85,67 @@ def place_protocol(spec):
 
 HOT = {  # (tests/hot_names.py --write)
     'bs': (
-        '_CRC_TABLE _countdown rx_bytes _lst out_len _rd out record node rot index pending in_cs '
-        'SERVED_SLOTS n _fwd fresh out_dst out_kind tx_frames has_token log epoch sv_len _watch seq '
-        'ticks_us half sv_age msg_sizes _clocked _mout _mviews starting led fifo_head POLLIN _line '
-        '_line_views _mhot _on_msg _poll _taken ipoll running select step sv_node sv_sn _len_bad '
-        'known_epoch known_owner msg_least trap_h put30 relay_rotation link send fifo trap_sn '
-        '_mfields sn _give _have '),
+        '_countdown _CRC_TABLE _lst _rd node rx_bytes in_cs out_len out record index pending rot '
+        'log SERVED_SLOTS n fresh _fwd out_dst out_kind tx_frames has_token link _watch epoch '
+        'sv_len ticks_us seq half msg_sizes sv_age starting _clocked _mout _mviews led st fifo_head '
+        'POLLIN _line _line_views _mhot _on_msg _poll _taken ipoll running select step write '
+        'sv_node sv_sn _len_bad known_epoch known_owner msg_least capacity _encode_line _mv '
+        'b2a_base64 flush_one trap_h put30 relay_rotation '),
     'd': (
-        '_CRC_TABLE record _countdown _lst node seq state count _taken epoch _rd rx_bytes ticks_us '
-        'has_token _watch log pending in_cs tx_frames EV_RECV fresh st flag buf POLLIN _line '
-        '_line_views _poll ipoll running select step _fwd link starting _lbuf record_fields _tout '
-        'half _SENDS_OF _act _dst sends uart led _wait_since _eraw _token_seen gen_us known_epoch '
-        'known_owner regen_us write _show _cs_start audit EV_EXIT _on_request on_request _pass '
-        'encode_token n record_token _no_fields '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch log seq pending st state '
+        'count ticks_us has_token _taken epoch tx_frames rx_bytes fresh EV_RECV buf flag '
+        '_housekeeping _read_byte closed line poll starting write _SENDS_OF _act _dst sends uart '
+        'led capacity POLLIN _line _line_views _poll ipoll running select step _fwd _wait_since '
+        'half _show _encode_line _mv b2a_base64 flush_one _lbuf record_fields _tout request '
+        '_clocked _cs_start audit requests EV_EXIT '),
     'd-literal': (
-        '_CRC_TABLE record _countdown _lst seq node state _taken epoch count _rd rx_bytes ticks_us '
-        '_watch has_token tx_frames log pending in_cs fresh EV_RECV st flag link POLLIN _line '
-        '_line_views _poll ipoll running select step _fwd buf _lbuf record_fields starting half '
-        '_tout _wait_since _token_seen gen_us known_epoch known_owner regen_us _SENDS_OF _act _dst '
-        'sends uart led _eraw write record_token _show _cs_start audit EV_EXIT _housekeeping '
-        '_read_byte closed line poll _on_request '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch seq log pending st state '
+        'ticks_us _taken epoch count has_token tx_frames rx_bytes fresh EV_RECV buf flag '
+        '_housekeeping _read_byte closed line poll write starting _SENDS_OF _act _dst capacity '
+        'sends uart led POLLIN _line _line_views _poll _wait_since ipoll running select step _fwd '
+        '_encode_line _mv b2a_base64 flush_one _lbuf half _show record_fields _tout request gen_us '
+        'regen_us _clocked _cs_start audit '),
     'dag': (
-        '_CRC_TABLE _countdown qlen rx_bytes _lst record node in_cs _rd index log ticks_us seq _fwd '
-        'n pending fresh _dst has_token epoch _taken tx_frames out _watch starting _clocked half '
-        'led _mout _mviews POLLIN _line _line_views _poll ipoll running select step out_len queue '
-        'buf st EV_RECV _SENDS_OF _act _cs_start _show audit sends uart EV_EXIT _lbuf record_fields '
-        '_release msg_sizes _dequeue _mhot _on_msg asked out_dst out_kind sign link ticks_diff '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE qlen link record log _watch rx_bytes pending st '
+        'ticks_us index seq has_token fresh _housekeeping _read_byte closed line poll _dst n '
+        'starting buf _clocked led tx_frames out_len write EV_RECV _SENDS_OF _act _show sends uart '
+        'epoch out _fwd capacity _encode_line _mv b2a_base64 flush_one requests half _cs_start '
+        'audit EV_EXIT _mout _mviews _taken asked out_dst out_kind queue sign _lbuf record_fields '
+        'POLLIN _line '),
     'nt': (
-        '_CRC_TABLE record _countdown _lst node pending in_cs _rd rx_bytes ticks_us seq log _fwd '
-        '_dst fresh epoch tx_frames _taken index has_token _watch _clocked starting _mout _mviews '
-        'led POLLIN _line _line_views _poll ipoll out_len running select step half n NIL buf st '
-        'EV_RECV _SENDS_OF _act _cs_start _show audit sends uart _lbuf last record_fields EV_EXIT '
-        'msg_sizes out out_dst out_kind AT REQUEST _mhot _on_msg link EV_ENTER _cs_due _enter '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE link record log pending _watch st ticks_us seq '
+        'fresh NIL last _dst _housekeeping _read_byte closed line poll out_len tx_frames index '
+        'rx_bytes starting _clocked has_token buf led write _fwd epoch EV_RECV _SENDS_OF _act _show '
+        'sends uart capacity _encode_line _mv b2a_base64 flush_one _mout _mviews out out_dst '
+        'out_kind _taken requests _cs_start audit half EV_EXIT _lbuf record_fields POLLIN _line '
+        '_line_views _poll ipoll '),
     'q': (
-        '_CRC_TABLE record _countdown node _lst seq count in_cs ticks_us _rd _taken rx_bytes '
-        'pending _watch epoch log has_token fresh state EV_RECV st tx_frames buf starting led '
-        'POLLIN _line _line_views _poll ipoll running select step _fwd link half _lbuf '
-        'record_fields _SENDS_OF _act _dst sends uart EV_EXIT _cs_start _show audit _tout '
-        '_wait_since _eraw _on_request _token_seen gen_us known_epoch known_owner on_request '
-        'regen_us record_token _no_fields _write _clocked EV_ENTER _cs_due _enter '),
+        '_countdown node in_cs _lst _rd record link _CRC_TABLE _watch log st pending seq ticks_us '
+        'count buf has_token fresh EV_RECV _housekeeping _read_byte closed line poll epoch '
+        'tx_frames _taken rx_bytes starting led write _SENDS_OF _act _dst sends uart capacity _show '
+        '_encode_line _mv b2a_base64 flush_one state request requests _clocked EV_EXIT _cs_start '
+        'audit _wait_since half POLLIN _line _line_views _poll ipoll running select step _fwd '
+        'request_out _lbuf record_fields ticks_diff '),
     'ra': (
-        '_CRC_TABLE _countdown rx_bytes _lst node record _rd in_cs log n _fwd index ticks_us '
-        'tx_frames pending _mout _mviews fresh seq _dst has_token _watch _taken half POLLIN _line '
-        '_line_views _poll ipoll running select step starting EV_RECV _SENDS_OF _act _clocked sends '
-        'uart lv rq clock _mhot _on_msg EV_EXIT _show led epoch out_len _pass_msg_on seal buf st '
-        '_cs_start audit oldest_waiting _mfields out out_dst out_kind _lbuf record_fields link '
-        'msg_sizes '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE record link log _watch rx_bytes pending ticks_us '
+        'st index n tx_frames fresh _fwd seq _dst has_token starting _housekeeping _read_byte '
+        'closed line poll EV_RECV _SENDS_OF _act _clocked sends uart rq write _mout _mviews buf '
+        '_show led out_len clock half EV_EXIT capacity lv _taken _encode_line _mv b2a_base64 '
+        'flush_one POLLIN _line _line_views _poll ipoll running select step _cs_start audit '
+        'requests epoch '),
     'random': (
-        'POLLIN _line _line_views _poll ipoll running select step _countdown node in_cs _lst _rd '
-        'link record _watch pending log st _housekeeping _read_byte closed line poll buf seq '
-        'EV_EXIT EV_RECV _SENDS_OF _act _clocked _cs_start _dst _show audit fresh led requests '
-        'sends starting ticks_us uart capacity EV_ENTER EV_REQ _cs_due _enter _wait_since busy '
-        'cs_us epoch exit_cs half request ticks_diff _encode_line _mv b2a_base64 flush_one write '),
+        '_countdown node in_cs _lst _rd link record _watch pending log st _housekeeping _read_byte '
+        'closed line poll buf seq EV_EXIT EV_RECV _SENDS_OF _act _clocked _cs_start _dst _show '
+        'audit fresh led requests sends starting ticks_us uart capacity EV_ENTER EV_REQ _cs_due '
+        '_enter _wait_since busy cs_us epoch exit_cs half request ticks_diff _encode_line _mv '
+        'b2a_base64 flush_one write POLLIN _line _line_views _poll ipoll running select step '),
     'raymond': (
-        '_CRC_TABLE _countdown qlen rx_bytes _lst record node in_cs _rd index log ticks_us seq _fwd '
-        'pending fresh _dst epoch has_token _taken tx_frames n _watch starting _clocked half led '
-        '_mout _mviews POLLIN _line _line_views _poll ipoll running select step holder out out_len '
-        'queue buf st EV_RECV _SENDS_OF _act _cs_start _show audit sends uart EV_EXIT _lbuf '
-        'record_fields _release msg_sizes _mhot _on_msg asked out_dst out_kind link ticks_diff '
-        'EV_ENTER '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE link record qlen log _watch rx_bytes pending st '
+        'ticks_us seq index fresh _housekeeping _read_byte closed line poll _dst has_token starting '
+        'buf _clocked led tx_frames out_len write EV_RECV _SENDS_OF _act _show sends uart epoch n '
+        '_fwd capacity _encode_line _mv b2a_base64 flush_one requests half _cs_start audit EV_EXIT '
+        '_mout _mviews _taken asked out_dst out_kind holder out queue _lbuf record_fields POLLIN '
+        '_line '),
     's': (
         '_CRC_TABLE _lst seq epoch _countdown _taken count state link record node _watch ticks_us '
         '_rd rx_bytes tx_frames _lbuf pending st log has_token in_cs fresh _wait_since capacity '
@@ -152,22 +154,23 @@ HOT = {  # (tests/hot_names.py --write)
         '_read_byte closed line poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst '
         'sends starting uart EV_EXIT _clocked _cs_start _show _tout '),
     'sk': (
-        '_CRC_TABLE _countdown rx_bytes _lst node record _rd in_cs log _fwd index n ticks_us '
-        'tx_frames pending _mout _mviews fresh seq _dst qlen has_token _watch _taken half POLLIN '
-        '_line _line_views _poll ipoll running select step starting EV_RECV _SENDS_OF _act _clocked '
-        'sends uart rn ln _mhot _on_msg EV_EXIT _show led inq q epoch out_len _pass_msg_on seal buf '
-        'st _cs_start audit _lbuf _mfields out out_dst out_kind record_fields link '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE record link log rx_bytes _watch pending ticks_us '
+        'st index tx_frames fresh n _fwd seq _dst has_token starting _housekeeping _read_byte '
+        'closed line poll EV_RECV _SENDS_OF _act _clocked sends uart qlen rn write _mout _mviews '
+        'buf _show led out_len half EV_EXIT capacity ln _taken _encode_line _mv b2a_base64 '
+        'flush_one POLLIN _line _line_views _poll ipoll running select step requests _cs_start '
+        'audit inq '),
     'toy': (
-        '_CRC_TABLE _countdown record _lst node _rd rx_bytes index log _fwd rn in_cs n ticks_us '
-        'tx_frames pending ln AT _HEADER _mout _mviews fresh seq _dst has_token _taken _watch '
-        'POLLIN _line _line_views _poll ipoll running select step half starting EV_RECV _SENDS_OF '
-        '_act _clocked sends uart epoch _mhot _on_msg EV_EXIT _show led REQUEST _wants out out_len '
-        '_pass_msg_on seal buf st _cs_start audit _lbuf _mfields out_dst out_kind record_fields '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE record link log rn _watch index pending ticks_us '
+        'st tx_frames rx_bytes ln _fwd n fresh has_token _dst seq starting EV_RECV _SENDS_OF _act '
+        '_clocked sends uart _housekeeping _read_byte closed line poll _mout _mviews write out_len '
+        'AT _HEADER _show led buf half out _taken epoch capacity EV_EXIT _wants POLLIN _line '
+        '_line_views _poll ipoll running select step _encode_line _mv b2a_base64 flush_one '),
     'wt': (
-        '_CRC_TABLE _countdown node _lst now walk rx_bytes ticks_us _rd fresh has_token in_cs '
-        'starting log _watch index wake_at record epoch pending _housekeeping link out out_len '
-        'tx_frames _clk _fwd _mout _mviews n half seq _dst _lbuf _mfields _taken out_dst out_kind '
-        'put30 record_fields _tick _elapsed NodeLoop POLLIN _line _line_views _poll _read_byte '
-        'closed ipoll line msg_sizes poll running select step EV_RECV _SENDS_OF _act _arm _clocked '
-        '_show led sends '),
+        '_countdown node _lst _rd in_cs link _housekeeping ticks_us now _watch wake_at _clk '
+        '_CRC_TABLE _tick NodeLoop _read_byte closed line poll fresh starting _wait_since '
+        'ticks_diff gen_us regen_us walk log rx_bytes has_token record write pending index epoch '
+        'out out_len tx_frames st capacity _encode_line _mv b2a_base64 flush_one _fwd _mout _mviews '
+        'n half seq _dst _lbuf _mfields _taken out_dst out_kind put30 record_fields _elapsed POLLIN '
+        '_line _line_views _poll ipoll msg_sizes '),
 }

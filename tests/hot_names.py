@@ -5,9 +5,9 @@ functions: the same attribute and global names), its wires handing over a few by
 UART does, so that frames land in pieces and the loop's finishing path runs as on a board; boards
 0 and 1 ask for the critical section at random. Every LOAD_ATTR, STORE_ATTR, LOAD_METHOD and
 LOAD_GLOBAL the traced passes execute in firmware code is counted (sys.settrace opcode events), per
-frame sent; the names of the passes that read or sent a frame come first (the hop's own), then those
-only idle passes look up (a resting token's ring spins: counted per frame they would outrank the
-hop's).
+frame sent, idle passes included: what a board looks up while it waits for a frame takes the cache's
+slots as much as the hop's own lookups (ranking the passes that read or sent a frame first, as
+71016aa did, made sk's passed-on hop 186 -> 208 us: docs/performance.md).
 Left out: names a board never looks up (a module's own const() names, which MicroPython inlines;
 CPython's builtins; the pure-Python twins' own helpers) and this module's stand-ins'. Added: what
 only a board's own code looks up (BOARD_ONLY: the USB link's poll, the log's line encoder), as once
@@ -114,20 +114,14 @@ def trace(spec, n=3, seed=1):
         lp.start(give_token=i == 0)
     _rng = random.Random(seed)
 
-    def drive(passes, counted=None):
+    def drive(passes):
         for _ in range(passes):
             for i, lp in enumerate(_loops):
                 if i < 2 and not lp.node.pending and not lp.node.in_cs and _rng.random() < 0.05:
                     lp.request()
-                before = (lp.rx_bytes, lp.tx_frames)
                 lp.step()
-                if counted is not None:
-                    # a pass that read or sent a frame (the hop's own lookups), else an idle one
-                    counted[(lp.rx_bytes, lp.tx_frames) != before].update(current)
-                    current.clear()
 
-    current = collections.Counter()
-    busy, idle = collections.Counter(), collections.Counter()
+    counts = collections.Counter()
     found = {}
     names = {}
     modules = {p.stem for p in FIRMWARE.glob("*.py")}
@@ -143,7 +137,7 @@ def trace(spec, n=3, seed=1):
             op = ops.get(frame.f_lasti)
             module = frame.f_globals.get("__name__", "")
             if op is not None and module.rsplit(".", 1)[-1] in modules:
-                current[(op, names[frame.f_code][frame.f_lasti], module)] += 1
+                counts[(op, names[frame.f_code][frame.f_lasti], module)] += 1
         return tracer
 
     drive(600)
@@ -152,26 +146,20 @@ def trace(spec, n=3, seed=1):
     sys.settrace(tracer)
     try:
         while passes < PASSES or (sum(lp.tx_frames for lp in _loops) - sent < MIN_FRAMES and passes < MAX_PASSES):
-            drive(1, {True: busy, False: idle})
+            drive(1)
             passes += 1
     finally:
         sys.settrace(None)
     frames = max(1, sum(lp.tx_frames for lp in _loops) - sent)
     consts = {}
 
-    def per_frame(counts):
-        got = collections.Counter()
-        for (op, name, module), c in counts.items():
-            if _looked_up(op, name, module, consts):
-                got[name] += c / frames
-        return got
-
-    hop, between = per_frame(busy), per_frame(idle)
+    per_name = collections.Counter()
+    for (op, name, module), c in counts.items():
+        if _looked_up(op, name, module, consts):
+            per_name[name] += c / frames
     for name in BOARD_ONLY:
-        hop[name] = max(hop[name], 1.0)
-    # The passes that read or sent a frame first (the hop), then what only idle passes look up.
-    return (sorted(hop.items(), key=lambda kc: (-kc[1], kc[0]))
-            + sorted(((k, c) for k, c in between.items() if k not in hop), key=lambda kc: (-kc[1], kc[0])))
+        per_name[name] = max(per_name[name], 1.0)
+    return sorted(per_name.items(), key=lambda kc: (-kc[1], kc[0]))
 
 
 def table():
