@@ -9,7 +9,7 @@ frame sent, idle passes included: what a board looks up while it waits for a fra
 slots as much as the hop's own lookups (ranking the passes that read or sent a frame first, as
 71016aa did, made sk's passed-on hop 186 -> 208 us: docs/performance.md).
 Left out: names a board never looks up (a module's own const() names, which MicroPython inlines;
-CPython's builtins; the pure-Python twins' own helpers) and this module's stand-ins'. Added: what
+CPython's builtins; the pure-Python twins' own helpers); this module's own lookups are not counted. Added: what
 only a board's own code looks up (BOARD_ONLY: the USB link's poll, the log's line encoder), as once
 a frame.
 
@@ -47,8 +47,6 @@ _GLOBAL_OPS = {"LOAD_GLOBAL", "STORE_GLOBAL"}
 # USB link, looked at after every token passed on), EventLog.flush_one's line encoder and the
 # node loop's run() (its pass: step).
 BOARD_ONLY = ("_poll", "ipoll", "select", "POLLIN", "_line", "_line_views", "running", "step")
-# This module's stand-ins (their names are the tracer's, not the board's).
-_OWN = {"_wire_bytes", "_wire_next", "_wire_piece", "_rng", "_loops", "random"}
 
 
 class _TrickleUart:
@@ -91,10 +89,11 @@ def _consts(module):
 
 def _looked_up(op, name, module, consts):
     """False for a lookup no board makes: a module's own const() read as a global, a builtin,
-    a pure-Python twin's helper (*_py), this module's stand-ins'."""
+    a pure-Python twin's helper (*_py). (This module's own lookups are not counted at all: the
+    tracer counts firmware code only.)"""
     if op in _GLOBAL_OPS and name in consts.setdefault(module, _consts(module)):
         return False
-    return not (name.endswith("_py") or hasattr(builtins, name) or name in _OWN)
+    return not (name.endswith("_py") or hasattr(builtins, name))
 
 
 def trace(spec, n=3, seed=1):
