@@ -1240,7 +1240,9 @@ try:
         least = taken
         # A message for another node is resealed as it lands (3): its copy's CRC and COBS, with
         # this link's sequence byte, advanced over each piece but the last two bytes (its CRC,
-        # perhaps); passing it on then costs its last bytes, not all of them (issue 41).
+        # perhaps); passing it on then costs its last bytes, not all of them (issue 41). The steps
+        # are frame.seal_viper's, written out here (a call per piece is what this saves): keep
+        # them alike; the trickle test compares the frames passed on with the twin's.
         o = ptr8(draw)  # the copy's COBS (mout's once one is begun: a viper local keeps its first type)
         rs = 0  # bytes resealed so far
         rc = 0  # their CRC
