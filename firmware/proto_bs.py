@@ -119,9 +119,8 @@ _AT = const(5)  # protocol.PAYLOAD_AT
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
 _SEND_MSG = const(128)  # protocol.SEND_MSG
-_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
-if (GIMME, TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK, protocol.DISCARDED, protocol.SEND_MSG,
-        protocol.OWNER_TOKEN) != (_GIMME, _TOKEN, _AT, _SEQ_MASK, _DISCARDED, _SEND_MSG, _OWNER_TOKEN):
+if (GIMME, TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK, protocol.DISCARDED, protocol.SEND_MSG) != (
+        _GIMME, _TOKEN, _AT, _SEQ_MASK, _DISCARDED, _SEND_MSG):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 _G_Z = const(0)
 _G_SN = const(2)
@@ -381,7 +380,7 @@ class NodeBS(Node):
         # _TOKEN. Recovery (protocol.Node, docs/recovery.md): the epoch gate (token_gate, inline:
         # a method call costs about 11 us on a Pico, get30's 20 us; issue 41).
         epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)
-        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+        if epoch != self.open_epoch:
             epoch = self._gate(epoch)
             if epoch < 0:
                 return _DISCARDED
@@ -662,12 +661,12 @@ try:
         flags = b[_AT + _T_FLAGS]
         served = flags >> 1  # the list's entries: within the most the token declares (k <= SERVED_SLOTS)
         rot = ptr32(self.rot)
-        if k == _TOKEN and not self.fresh and not self.has_token and not (flags & 1) and not rot[_R_FIFO_LEN] \
+        if k == _TOKEN and not self.has_token and not (flags & 1) and not rot[_R_FIFO_LEN] \
                 and not self.pending and (not served or _T_SERVED + 3 * served <= ptr8(self.msg_sizes)[_TOKEN]):
             epoch = b[_AT + 4] | (b[_AT + 5] << 8)
             # not back from a lend: src != lent_to (-1, none, is no node's index; a ptr32 load of it
             # is 2**32 - 1 on a 64-bit port, which is no index either)
-            if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN and int(src) != rot[_R_LENT]:
+            if epoch == int(self.open_epoch) and int(src) != rot[_R_LENT]:
                 self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
                 self.epoch = epoch
                 n = rot[_R_N]

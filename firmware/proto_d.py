@@ -36,11 +36,10 @@ _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
 _DISCARDED = const(64)  # protocol.DISCARDED
 _SEND_AGAIN = const(16)  # protocol.SEND_AGAIN
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
-_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
 _CHECK = const(0)  # protocol.CHECK
 _ACTIVE = const(1)  # protocol.ACTIVE
-if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.DISCARDED, protocol.SEND_AGAIN, protocol.SEQ_MASK, protocol.OWNER_TOKEN, protocol.CHECK, protocol.ACTIVE) != (
-        _SEND_TOKEN, _SEND_REQUEST, _DISCARDED, _SEND_AGAIN, _SEQ_MASK, _OWNER_TOKEN, _CHECK, _ACTIVE):
+if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.DISCARDED, protocol.SEND_AGAIN, protocol.SEQ_MASK, protocol.CHECK, protocol.ACTIVE) != (
+        _SEND_TOKEN, _SEND_REQUEST, _DISCARDED, _SEND_AGAIN, _SEQ_MASK, _CHECK, _ACTIVE):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 
 CITATION = ("Feuerstein, Leonardi, Marchetti-Spaccamela, Santoro: Efficient Token-Based Control in Rings "
@@ -116,7 +115,7 @@ class NodeDLiteral(Node):
 
     @micropython.native
     def on_token(self, count, state, seq, epoch):
-        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+        if epoch != self.open_epoch:
             epoch = self._gate(epoch)  # else _gate would change nothing: not called (hot path)
             if epoch < 0:
                 return _DISCARDED

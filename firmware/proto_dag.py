@@ -69,12 +69,11 @@ _AT = const(5)  # protocol.PAYLOAD_AT
 _TOKEN_HEADER = const(6)  # protocol.TOKEN_HEADER
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
-_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
 _FLIP = const(2)
 _REQUEST = const(0)
 _SEND_MSG = const(128)  # protocol.SEND_MSG
-if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED, protocol.OWNER_TOKEN,
-        FLIP, REQUEST, protocol.SEND_MSG) != (_AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _OWNER_TOKEN, _FLIP, _REQUEST,
+if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED,
+        FLIP, REQUEST, protocol.SEND_MSG) != (_AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _FLIP, _REQUEST,
                                               _SEND_MSG):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 
@@ -281,7 +280,7 @@ class NodeDAG(protocol.QueueNode):
         # method call costs about 11 us on a Pico, get30's 20 us: issue 41). Node.token_gate,
         # recovery's epoch gate:
         epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)
-        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+        if epoch != self.open_epoch:
             epoch = self._gate(epoch)
             if epoch < 0:
                 return _DISCARDED

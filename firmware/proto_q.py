@@ -34,9 +34,8 @@ _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
 _DISCARDED = const(64)  # protocol.DISCARDED
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
-_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
-if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.DISCARDED, protocol.SEQ_MASK, protocol.OWNER_TOKEN) != (
-        _SEND_TOKEN, _SEND_REQUEST, _DISCARDED, _SEQ_MASK, _OWNER_TOKEN):
+if (protocol.SEND_TOKEN, protocol.SEND_REQUEST, protocol.DISCARDED, protocol.SEQ_MASK) != (
+        _SEND_TOKEN, _SEND_REQUEST, _DISCARDED, _SEQ_MASK):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 
 CITATION = ("Feuerstein, Leonardi, Marchetti-Spaccamela, Santoro: Efficient Token-Based Control in Rings "
@@ -90,7 +89,7 @@ class NodeQ(Node):
     @micropython.native
     def on_token(self, count, state, seq, epoch):
         # Rule 3.
-        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+        if epoch != self.open_epoch:
             epoch = self._gate(epoch)  # else _gate would change nothing: not called (hot path)
             if epoch < 0:
                 return _DISCARDED

@@ -75,11 +75,10 @@ _TOKEN_HEADER = const(6)  # protocol.TOKEN_HEADER
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
 _SEND_MSG = const(128)  # protocol.SEND_MSG
-_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
 _QUEUE_EMPTY = const(0xFF)  # protocol.QUEUE_EMPTY
 if (REQUEST, TOKEN, protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED,
-        protocol.SEND_MSG, protocol.OWNER_TOKEN, protocol.QUEUE_EMPTY) != (
-        _REQUEST, _TOKEN, _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _SEND_MSG, _OWNER_TOKEN, _QUEUE_EMPTY):
+        protocol.SEND_MSG, protocol.QUEUE_EMPTY) != (
+        _REQUEST, _TOKEN, _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _SEND_MSG, _QUEUE_EMPTY):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 
 
@@ -210,7 +209,7 @@ class NodeRaymond(protocol.QueueNode):
         # here). Each inlined piece names its helper: Node.token_gate, get30,
         # QueueNode._enqueue and _dequeue, _give's QueueNode.send_token, put_token_header, send.
         epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)  # token_gate: recovery's epoch gate
-        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+        if epoch != self.open_epoch:
             epoch = self._gate(epoch)
             if epoch < 0:
                 return _DISCARDED
@@ -335,9 +334,9 @@ try:
         # read in another order (reading one has no side effect), and nothing is written before
         # the hop is known to be this case. Everything else goes to the native method.
         b = ptr8(buf)
-        if int(kind) == _TOKEN and not self.fresh and not self.has_token:
+        if int(kind) == _TOKEN and not self.has_token:
             epoch = b[_AT + 4] | (b[_AT + 5] << 8)
-            if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN:
+            if epoch == int(self.open_epoch):  # (protocol.sync_gate)
                 q = ptr8(self.queue)
                 qlen = int(self.qlen)
                 index = int(self.index)

@@ -65,13 +65,12 @@ _AT = const(5)  # protocol.PAYLOAD_AT
 _TOKEN_HEADER = const(6)  # protocol.TOKEN_HEADER
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _DISCARDED = const(64)  # protocol.DISCARDED
-_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
 _SEND_MSG = const(128)  # protocol.SEND_MSG
 _REQUEST = const(0)
 _TOKEN = const(1)
-if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED, protocol.OWNER_TOKEN,
+if (protocol.PAYLOAD_AT, protocol.TOKEN_HEADER, protocol.SEQ_MASK, protocol.DISCARDED,
         protocol.SEND_MSG, REQUEST, TOKEN) != (
-        _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _OWNER_TOKEN, _SEND_MSG, _REQUEST, _TOKEN):
+        _AT, _TOKEN_HEADER, _SEQ_MASK, _DISCARDED, _SEND_MSG, _REQUEST, _TOKEN):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 
 
@@ -321,7 +320,7 @@ class NodeSK(Node):
         # Recovery (protocol.Node, docs/recovery.md): the epoch gate drops a token of an old
         # epoch (Node.token_gate).
         epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)
-        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+        if epoch != self.open_epoch:
             epoch = self._gate(epoch)
             if epoch < 0:
                 return _DISCARDED

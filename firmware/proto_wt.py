@@ -71,14 +71,13 @@ _AT = const(5)  # protocol.PAYLOAD_AT
 _SEQ_MASK = const(0x3FFFFFFF)  # protocol.SEQ_MASK
 _SEND_MSG = const(128)  # protocol.SEND_MSG
 _DISCARDED = const(64)  # protocol.DISCARDED
-_OWNER_TOKEN = const(0xFFFF)  # protocol.OWNER_TOKEN
 _RAND_M = const(1073741789)  # protocol.RAND_M and rand_next's multiplier, M // A and M % A
 _RAND_A = const(20001)
 _RAND_Q = const(53684)
 _RAND_R = const(8105)
-if (TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK, protocol.SEND_MSG, protocol.DISCARDED, protocol.OWNER_TOKEN,
+if (TOKEN, protocol.PAYLOAD_AT, protocol.SEQ_MASK, protocol.SEND_MSG, protocol.DISCARDED,
         protocol.RAND_M, rand_next(1), rand_next(_RAND_Q)) != (
-        _TOKEN, _AT, _SEQ_MASK, _SEND_MSG, _DISCARDED, _OWNER_TOKEN, _RAND_M, _RAND_A, _RAND_M - _RAND_R):
+        _TOKEN, _AT, _SEQ_MASK, _SEND_MSG, _DISCARDED, _RAND_M, _RAND_A, _RAND_M - _RAND_R):
     raise ImportError("%s: constants disagree with protocol.py" % __name__)
 _HEADER = protocol.TOKEN_HEADER  # seq u32, epoch u16
 _T_TS = const(6)
@@ -342,7 +341,7 @@ class NodeWT(Node):
             return 0
         # The layer's epoch gate (boot on a board): Node.token_gate.
         epoch = buf[_AT + 4] | (buf[_AT + 5] << 8)
-        if self.fresh or epoch != self.known_epoch or self.known_owner != _OWNER_TOKEN:
+        if epoch != self.open_epoch:
             epoch = self._gate(epoch)
             if epoch < 0:
                 return _DISCARDED
@@ -568,9 +567,9 @@ try:
         # (tests/test_hop_twins.py runs both); the attributes are read in another order, and
         # reading one has no side effect. Everything else goes to the native method.
         b = ptr8(buf)
-        if int(kind) == _TOKEN and not self.fresh and not self.has_token:
+        if int(kind) == _TOKEN and not self.has_token:
             epoch = b[_AT + 4] | (b[_AT + 5] << 8)
-            if epoch == int(self.known_epoch) and int(self.known_owner) == _OWNER_TOKEN:
+            if epoch == int(self.open_epoch):  # (protocol.sync_gate)
                 w = ptr32(self.walk)
                 now = int(self.now)
                 last_at = w[_W_LAST_AT]

@@ -86,49 +86,49 @@ def place_protocol(spec):
 HOT = {  # (tests/hot_names.py --write)
     'bs': (
         '_countdown _CRC_TABLE _lst _rd node rx_bytes in_cs out_len out record index pending rot '
-        'log SERVED_SLOTS n fresh _fwd out_dst out_kind tx_frames has_token link _watch epoch '
-        'sv_len ticks_us seq half msg_sizes sv_age starting _clocked _mout _mviews led st fifo_head '
+        'log SERVED_SLOTS n _fwd out_dst out_kind tx_frames has_token link _watch epoch sv_len '
+        'ticks_us seq half msg_sizes sv_age fresh starting _clocked _mout _mviews led st fifo_head '
         'POLLIN _line _line_views _mhot _on_msg _poll _taken ipoll running select step write '
-        'sv_node sv_sn _len_bad known_epoch known_owner msg_least capacity _encode_line _mv '
-        'b2a_base64 flush_one trap_h put30 relay_rotation '),
+        'sv_node sv_sn _len_bad msg_least open_epoch capacity _encode_line _mv b2a_base64 flush_one '
+        'trap_h put30 relay_rotation send '),
     'd': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch log seq pending st state '
-        'count ticks_us has_token _taken epoch tx_frames rx_bytes fresh EV_RECV buf flag '
-        '_housekeeping _read_byte closed line poll starting write _SENDS_OF _act _dst sends uart '
-        'led capacity POLLIN _line _line_views _poll ipoll running select step _fwd _wait_since '
-        'half _show _encode_line _mv b2a_base64 flush_one _lbuf record_fields _tout request '
-        '_clocked _cs_start audit requests EV_EXIT '),
+        'count ticks_us has_token _taken epoch tx_frames rx_bytes EV_RECV buf flag _housekeeping '
+        '_read_byte closed line poll fresh starting write _SENDS_OF _act _dst sends uart led '
+        'capacity POLLIN _line _line_views _poll ipoll running select step _fwd _wait_since half '
+        '_show _encode_line _mv b2a_base64 flush_one _lbuf record_fields _tout request _clocked '
+        '_cs_start audit requests EV_EXIT '),
     'd-literal': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch seq log pending st state '
-        'ticks_us _taken epoch count has_token tx_frames rx_bytes fresh EV_RECV buf flag '
-        '_housekeeping _read_byte closed line poll write starting _SENDS_OF _act _dst capacity '
-        'sends uart led POLLIN _line _line_views _poll _wait_since ipoll running select step _fwd '
-        '_encode_line _mv b2a_base64 flush_one _lbuf half _show record_fields _tout request gen_us '
-        'regen_us _clocked _cs_start audit '),
+        'ticks_us _taken epoch count has_token tx_frames rx_bytes EV_RECV buf flag _housekeeping '
+        '_read_byte closed line poll write fresh starting _SENDS_OF _act _dst capacity sends uart '
+        'led POLLIN _line _line_views _poll _wait_since ipoll running select step _fwd _encode_line '
+        '_mv b2a_base64 flush_one _lbuf half _show record_fields _tout request gen_us regen_us '
+        '_clocked _cs_start audit '),
     'dag': (
         '_countdown node _lst in_cs _rd _CRC_TABLE qlen link record log _watch rx_bytes pending st '
-        'ticks_us index seq has_token fresh _housekeeping _read_byte closed line poll _dst n '
+        'ticks_us index seq has_token _housekeeping _read_byte closed line poll _dst n fresh '
         'starting buf _clocked led tx_frames out_len write EV_RECV _SENDS_OF _act _show sends uart '
         'epoch out _fwd capacity _encode_line _mv b2a_base64 flush_one requests half _cs_start '
         'audit EV_EXIT _mout _mviews _taken asked out_dst out_kind queue sign _lbuf record_fields '
         'POLLIN _line '),
     'nt': (
         '_countdown node _lst in_cs _rd _CRC_TABLE link record log pending _watch st ticks_us seq '
-        'fresh NIL last _dst _housekeeping _read_byte closed line poll out_len tx_frames index '
-        'rx_bytes starting _clocked has_token buf led write _fwd epoch EV_RECV _SENDS_OF _act _show '
+        'NIL last _dst _housekeeping _read_byte closed line poll out_len tx_frames index rx_bytes '
+        'fresh starting _clocked has_token buf led write _fwd epoch EV_RECV _SENDS_OF _act _show '
         'sends uart capacity _encode_line _mv b2a_base64 flush_one _mout _mviews out out_dst '
         'out_kind _taken requests _cs_start audit half EV_EXIT _lbuf record_fields POLLIN _line '
         '_line_views _poll ipoll '),
     'q': (
         '_countdown node in_cs _lst _rd record link _CRC_TABLE _watch log st pending seq ticks_us '
-        'count buf has_token fresh EV_RECV _housekeeping _read_byte closed line poll epoch '
-        'tx_frames _taken rx_bytes starting led write _SENDS_OF _act _dst sends uart capacity _show '
+        'count buf has_token EV_RECV _housekeeping _read_byte closed line poll epoch tx_frames '
+        '_taken rx_bytes fresh starting led write _SENDS_OF _act _dst sends uart capacity _show '
         '_encode_line _mv b2a_base64 flush_one state request requests _clocked EV_EXIT _cs_start '
         'audit _wait_since half POLLIN _line _line_views _poll ipoll running select step _fwd '
         'request_out _lbuf record_fields ticks_diff '),
     'ra': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link log _watch rx_bytes pending ticks_us '
-        'st index n tx_frames fresh _fwd seq _dst has_token starting _housekeeping _read_byte '
+        'st index n tx_frames _fwd seq _dst has_token fresh starting _housekeeping _read_byte '
         'closed line poll EV_RECV _SENDS_OF _act _clocked sends uart rq write _mout _mviews buf '
         '_show led out_len clock half EV_EXIT capacity lv _taken _encode_line _mv b2a_base64 '
         'flush_one POLLIN _line _line_views _poll ipoll running select step _cs_start audit '
@@ -141,28 +141,28 @@ HOT = {  # (tests/hot_names.py --write)
         'b2a_base64 flush_one write POLLIN _line _line_views _poll ipoll running select step '),
     'raymond': (
         '_countdown node _lst in_cs _rd _CRC_TABLE link record qlen log _watch rx_bytes pending st '
-        'ticks_us seq index fresh _housekeeping _read_byte closed line poll _dst has_token starting '
+        'ticks_us seq index _housekeeping _read_byte closed line poll _dst has_token fresh starting '
         'buf _clocked led tx_frames out_len write EV_RECV _SENDS_OF _act _show sends uart epoch n '
         '_fwd capacity _encode_line _mv b2a_base64 flush_one requests half _cs_start audit EV_EXIT '
         '_mout _mviews _taken asked out_dst out_kind holder out queue _lbuf record_fields POLLIN '
         '_line '),
     's': (
         '_CRC_TABLE _lst seq epoch _countdown _taken count state link record node _watch ticks_us '
-        '_rd rx_bytes tx_frames _lbuf pending st log has_token in_cs fresh _wait_since capacity '
-        'write POLLIN _fwd _line _line_views _poll _token_seen gen_us ipoll known_epoch known_owner '
-        'regen_us running select step _encode_line _mv b2a_base64 flush_one _housekeeping '
-        '_read_byte closed line poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst '
-        'sends starting uart EV_EXIT _clocked _cs_start _show _tout '),
+        '_rd rx_bytes tx_frames _lbuf pending st log has_token in_cs _wait_since capacity write '
+        'POLLIN _fwd _line _line_views _poll _token_seen gen_us ipoll open_epoch regen_us running '
+        'select step _encode_line _mv b2a_base64 flush_one _housekeeping _read_byte closed line '
+        'poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst fresh sends starting uart '
+        'EV_EXIT _clocked _cs_start _show _tout audit '),
     'sk': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link log rx_bytes _watch pending ticks_us '
-        'st index tx_frames fresh n _fwd seq _dst has_token starting _housekeeping _read_byte '
+        'st index tx_frames n _fwd seq _dst has_token fresh starting _housekeeping _read_byte '
         'closed line poll EV_RECV _SENDS_OF _act _clocked sends uart qlen rn write _mout _mviews '
         'buf _show led out_len half EV_EXIT capacity ln _taken _encode_line _mv b2a_base64 '
         'flush_one POLLIN _line _line_views _poll ipoll running select step requests _cs_start '
         'audit inq '),
     'toy': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link log rn _watch index pending ticks_us '
-        'st tx_frames rx_bytes ln _fwd n fresh has_token _dst seq starting EV_RECV _SENDS_OF _act '
+        'st tx_frames rx_bytes ln _fwd n has_token _dst seq fresh starting EV_RECV _SENDS_OF _act '
         '_clocked sends uart _housekeeping _read_byte closed line poll _mout _mviews write out_len '
         'AT _HEADER _show led buf half out _taken epoch capacity EV_EXIT _wants POLLIN _line '
         '_line_views _poll ipoll running select step _encode_line _mv b2a_base64 flush_one '),

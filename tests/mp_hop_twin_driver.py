@@ -110,8 +110,10 @@ def run(spec, seed, events, on_message, module, counts):
             counts[0] += 1
             if q == 10:
                 nd.fresh = True  # the gate's other case: a node still joining drops the token
+                nd.sync_gate()
                 act(nd, nd.on_message(kind, src, buf), "msg fresh")
                 nd.fresh = False
+                nd.sync_gate()
             else:
                 act(nd, nd.on_message(kind, src, buf), "msg")
         trace_len += 1

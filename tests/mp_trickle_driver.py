@@ -55,6 +55,7 @@ def enters_in_the_pass_that_saw_the_token_half_read():
     wire.peer = Wire()
     lp = node.NodeLoop(protocol.make_node("q", 1, 3), wire, Host(), lambda: 0, lambda a, b: a - b)
     lp.node.fresh = False
+    lp.node.sync_gate()
     lp.request()
     wire.pending.extend(frame.Encoder().token(0, 0, 7, 0))
     wire.landed = 1

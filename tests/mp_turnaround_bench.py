@@ -53,6 +53,7 @@ def measure(proto, n, make_frame, rounds=40):
     u = Trickle()
     lp = node.NodeLoop(protocol.make_node(proto, 1, n), u, Host(), ticks_us, time.ticks_diff)
     lp.node.fresh = False
+    lp.node.sync_gate()
     enc = frame.Encoder()
     out = []
     for r in range(rounds):

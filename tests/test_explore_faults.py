@@ -8,10 +8,11 @@ import pytest
 
 from picoring.cli.main import main
 from picoring.explore.lossy import explore_faults, format_faults_report, replay_faults
-from picoring.explore.lossy_model import (F_TOKEN, L_COUNT, L_FLAG, L_HAS_TOKEN, L_IN_CS, L_PENDING, L_STATE,
-                                          LossyExplorer, parse_faults)
+from picoring.explore.lossy_model import (F_TOKEN, L_COUNT, L_FLAG, L_FRESH, L_HAS_TOKEN, L_IN_CS, L_KNOWN_EPOCH,
+                                          L_KNOWN_OWNER, L_PENDING, L_STATE, LOSSY_FIELDS, LossyExplorer,
+                                          parse_faults)
 from picoring.explore.model import REQ, Explorer
-from picoring.firmware.protocol import NodeD, NodeQ, NodeS, newer
+from picoring.firmware.protocol import OWNER_TOKEN, NodeD, NodeQ, NodeS, newer
 
 SAFETY = ("mutual_exclusion", "entry_numbers", "one_live_token")
 
@@ -130,6 +131,46 @@ def test_lossy_mode_without_faults_is_the_fault_free_explorer(protocol):
     assert a == b
 
 
+def gate_out_of_sync(protocol, n, boot, **budgets):
+    """The node attribute tuples of the reachable states (the lossy explorer, these fault
+    budgets) whose open_epoch is not what protocol.Node.sync_gate makes of fresh, known_epoch
+    and known_owner: every on_token's one comparison must say what the three would."""
+    lossy = LossyExplorer(protocol, n, 1, boot=boot, **budgets).build()
+    assert lossy.complete
+    at = LOSSY_FIELDS.index("open_epoch")
+    bad = set()
+    for st in lossy.states:
+        for v in lossy.decode(st)[0]:
+            if v[at] != (-1 if v[L_FRESH] or v[L_KNOWN_OWNER] != OWNER_TOKEN else v[L_KNOWN_EPOCH]):
+                bad.add(v)
+    return bad
+
+
+@pytest.mark.parametrize("protocol", ["s", "q", "d"])
+def test_the_gates_one_comparison_agrees_with_its_three_fields_in_every_state(protocol):
+    # boots, claims, joins, lost frames, a restart: every handler that writes the gate's fields
+    assert gate_out_of_sync(protocol, 3, True, drops=1, timeouts=1) == set()
+    assert gate_out_of_sync(protocol, 2, False, drops=1, timeouts=2, restarts=1) == set()
+
+
+class QGateLeftOpen(NodeQ):
+    """Q whose claim handler adopts a claim's key but leaves the gate as it was (a writer
+    of known_owner that forgets sync_gate)."""
+
+    name = "q-gate-left-open"
+
+    def on_claim(self, epoch, origin, join, seq, nonce=0):
+        was = self.open_epoch
+        try:
+            return NodeQ.on_claim(self, epoch, origin, join, seq, nonce)
+        finally:
+            self.open_epoch = was  # the bug
+
+
+def test_a_writer_that_forgets_sync_gate_is_found():
+    assert gate_out_of_sync(QGateLeftOpen, 2, False, timeouts=1)
+
+
 # -- (2) planted bugs ---------------------------------------------------------------
 
 class QClaimPassesHolder(NodeQ):
@@ -158,6 +199,7 @@ def accepts_old_epochs(base):
         def on_token(self, count, state, seq, epoch):
             if not self.fresh and newer(self.known_epoch, epoch):
                 self.known_epoch = epoch  # the bug
+                self.sync_gate()
             return base.on_token(self, count, state, seq, epoch)
 
     AcceptsOldEpochs.__name__ = base.__name__ + "AcceptsOldEpochs"

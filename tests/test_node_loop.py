@@ -286,6 +286,7 @@ def test_half_read_frame_finished_in_one_step():
     tx.peer = Wire()
     lp = fw_node.NodeLoop(protocol.make_node("s", 1, 3), rx, Host(), lambda: 0, lambda a, b: a - b)
     lp.node.fresh = False
+    lp.node.sync_gate()
     lp.uart = tx
     lp._write = tx.write
     lp.bind_hot()  # the hop path holds its objects in tuples
@@ -303,6 +304,7 @@ def _s_loop_that_passed_its_first_token():
     tx.peer = Wire()
     lp = fw_node.NodeLoop(protocol.make_node("s", 1, 3), rx, host, lambda: 0, lambda a, b: a - b)
     lp.node.fresh = False
+    lp.node.sync_gate()
     lp.uart = tx
     lp._write = tx.write
     lp.bind_hot()

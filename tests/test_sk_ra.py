@@ -347,6 +347,7 @@ def test_the_epoch_gate_drops_a_token_of_an_old_epoch(name):
     assert _deliver(a, b) == SEND_MSG
     b.known_epoch = 3  # a claim of epoch 3 passed b meanwhile: a's token (epoch 0) is dead
     b.known_owner = 2
+    b.sync_gate()
     assert _deliver(b, a) == protocol.DISCARDED and not b.has_token and b.discarded == 1
 
 
