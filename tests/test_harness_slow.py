@@ -1411,3 +1411,56 @@ def test_the_run_ends_on_a_cut_that_has_every_receives_send():
     # what was placed pairs on every link: nothing was received that was not sent
     assert all(run.merger.received[link] <= run.merger.sent[link] for link in range(n))
     assert sum(run.merger.received) >= 5  # the run's own hops are all there
+
+
+class _ProbeLink:
+    """What discover.successors uses of a BoardLink: a command answered at once, a write of the
+    probe (its arrival and ack put into the shared inbox at the test clock's times)."""
+
+    def __init__(self, i, inbox, clock, arrives_at, receiver):
+        self.i, self.inbox, self.clock, self.port = i, inbox, clock, "fake%d" % i
+        self.arrives_at, self.receiver = arrives_at, receiver
+
+    def command(self, word, timeout=None):
+        return 0, Reply(self.i, word, "")
+
+    def write(self, data):
+        self.inbox.schedule(self.clock.t, (self.i, 0, Reply(self.i, "probe", "")))
+        self.inbox.schedule(self.arrives_at, (self.receiver, 0, Reply(self.receiver, "probed", "%d" % (self.i + 1))))
+
+
+class _TimedInbox(queue.Queue):
+    """An inbox whose items come at the test clock's times; each empty wait moves the clock on
+    by the wait (as if it had waited)."""
+
+    def __init__(self, clock):
+        super().__init__()
+        self.clock, self.due = clock, []
+
+    def schedule(self, t, item):
+        self.due.append((t, item))
+
+    def get(self, block=True, timeout=None):
+        self.clock.advance(timeout or 0.05)
+        for entry in sorted(self.due, key=lambda e: e[0]):
+            if entry[0] <= self.clock.t:
+                self.due.remove(entry)
+                return entry[1]
+        raise queue.Empty
+
+
+@pytest.mark.parametrize("pace, heard", [(None, False), (1.0, False), (0.2, True), (0.0, True)])
+def test_the_probe_window_counts_the_rings_own_time(pace, heard):
+    # A flash's ring check under a loaded suite once said a TX reached none of the boards: the
+    # boards' processes were waiting to run, and the 5 s window passed in wall time. Counted
+    # in the ring's time (its pace: a fifth of wall time here), the late probe is heard; a pace
+    # of 0 (the ring's clock stands still) still ends the window, 100 times late at most.
+    from picoring.ring.discover import successors
+
+    clock = FakeClock(stall_aware=False)
+    inbox = _TimedInbox(clock)
+    links = [_ProbeLink(0, inbox, clock, 12.0, 1), _ProbeLink(1, inbox, clock, 1.0, 0)]
+    arrivals = successors(links, timeout=5.0, clock_rate=None if pace is None else (lambda: pace))
+    assert arrivals[1] == [0]
+    assert arrivals[0] == ([1] if heard else [])
+    assert clock.t <= 5.0 * 100 + 1

@@ -539,15 +539,15 @@ def test_cli_flash_checks_that_the_boards_form_the_ring(tmp_path, capsys):
         status = main(["flash", "-p", "q", "--ports", "virtual:0,virtual:1", "--virtual-dir", str(d)])
         err = capsys.readouterr().err
         assert status == 2, err
-        assert "2 board(s) flashed and confirmed, but the boards as given do not form a ring of 2" in err
-        assert "the TX of %s (position 1) reaches none of the 2 boards given, not %s (position 0)" % (usb[1], usb[0]) in err
-        assert "flash them all, in ring order" in err
+        assert "2 board(s) flashed and confirmed, but the boards as given do not form a ring of 2" in err, err
+        assert "the TX of %s (position 1) reaches none of the 2 boards given, not %s (position 0)" % (usb[1], usb[0]) in err, err
+        assert "flash them all, in ring order" in err, err
         # all three, in the wrong order: the wires say which
         status = main(["flash", "-p", "q", "--ports", "virtual:0,virtual:2,virtual:1", "--virtual-dir", str(d)])
         err = capsys.readouterr().err
         assert status == 2, err
-        assert "the TX of %s (position 0) reaches %s (position 2), not %s (position 1)" % (usb[0], usb[1], usb[2]) in err
-        assert "flash them all" not in err
+        assert "the TX of %s (position 0) reaches %s (position 2), not %s (position 1)" % (usb[0], usb[1], usb[2]) in err, err
+        assert "flash them all" not in err, err
         status = main(["flash", "-p", "q", "--ports", "virtual:0,virtual:2", "--virtual-dir", str(d), "--no-ring-check"])
         assert status == 0, capsys.readouterr().err
     finally:

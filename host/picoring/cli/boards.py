@@ -106,11 +106,12 @@ def do_flash(args, out=None):
     if args.regen_ms is not None and args.regen_ms < 0:
         raise ValueError("--regen-ms must be >= 0 (0: no recovery timeouts)")
     resource, hold = resource_args(args)
+    clock_rate = clock_rate_for_ports(targets)  # one for the flash and its ring check (a pace needs samples)
     results = flash(targets, args.protocol, baud=args.baud, board=args.board, cs_us=args.cs_us, regen_ms=args.regen_ms,
                     copy_timeout=args.timeout, log=say, mpy=not args.no_mpy, resource=resource, cs_hold_us=hold,
-                    drop_rx=drop_rx, clock=for_ports(targets), clock_rate=clock_rate_for_ports(targets))
+                    drop_rx=drop_rx, clock=for_ports(targets), clock_rate=clock_rate)
     if not args.no_ring_check:
-        _check_ring(targets, say)
+        _check_ring(targets, say, clock_rate)
     elapsed = time.monotonic() - t0
     if args.json:
         print(json.dumps({"boards": results, "seconds": round(elapsed, 2)}, sort_keys=True, default=str), file=out)
@@ -124,15 +125,16 @@ def do_flash(args, out=None):
     return 0
 
 
-def _check_ring(targets, say):
+def _check_ring(targets, say, clock_rate):
     """The flash went well board by board; do they form the ring they were configured as?
-    (2 of 3 wired boards flash fine and fail only at run.)"""
+    (2 of 3 wired boards flash fine and fail only at run.) clock_rate: the ring's own count,
+    as the flash had it (discover.successors)."""
     from ..ring.discover import WiringError, check_ring
 
     if say:
         say("checking the ring: a probe from each board must reach the next position's board...")
     try:
-        seconds = check_ring(targets, clock=for_ports(targets))
+        seconds = check_ring(targets, clock=for_ports(targets), clock_rate=clock_rate)
     except WiringError as e:
         raise WiringError("%d board(s) flashed and confirmed, but %s" % (len(targets), e)) from None
     if say:
@@ -159,6 +161,7 @@ def argparse_discover(sub):
 
 def do_discover(args, out=None):
     from ..ring.discover import discover, save
+    from ..ringrate import clock_rate_for_ports
     from ..ring.ports import resolve_many, split_ports, targets_from_args
 
     out = out or sys.stdout
@@ -178,7 +181,8 @@ def do_discover(args, out=None):
     say = (lambda text: print(text, file=sys.stderr)) if not args.json else None
     ordered, info = discover(targets, board=args.board, baud=args.baud, first=first,
                              reflash=True if args.reflash else "auto", log=say,
-                             hello_timeout=args.timeout, probe_timeout=args.timeout, clock=for_ports(targets))
+                             hello_timeout=args.timeout, probe_timeout=args.timeout, clock=for_ports(targets),
+                             clock_rate=clock_rate_for_ports(targets))
     doc = save(args.ring_file, ordered, args.board)
     if args.json:
         print(json.dumps({"ring_file": args.ring_file, "ring": doc, "info": info}, sort_keys=True), file=out)

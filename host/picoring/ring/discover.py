@@ -26,9 +26,20 @@ class WiringError(RuntimeError):
     """The probes show a ring that is not one cycle; the message says which wire to check."""
 
 
-def successors(links, timeout=5.0):
+# A probe window in the boards' time runs at least this fast in wall time: a ring whose pace
+# reads 0 (its clock's keeper stands still, or is gone) still ends its window, 100 times late
+# at most (link.slowness's bound).
+_SLOWEST_PACE = 0.01
+
+
+def successors(links, timeout=5.0, clock_rate=None):
     """Send one probe from every board at once; returns succ: sender index -> receiver index
-    (None when the probe arrived nowhere) and the receivers of every probe."""
+    (None when the probe arrived nowhere) and the receivers of every probe.
+
+    timeout counts the boards' time where the ring has a count of its own (clock_rate: an
+    emulated ring's chip time, a virtual ring's clock, per wall second; ringrate.py): a probe
+    on a machine that leaves the boards' processes waiting to run arrives late, not never
+    (a flash's ring check under a loaded suite found a wire that reached "none of the boards")."""
     n = len(links)
     arrivals = {i: [] for i in range(n)}
     inbox = links[0].inbox
@@ -38,13 +49,20 @@ def successors(links, timeout=5.0):
     for i, link in enumerate(links):
         link.write(encode_command("probe", i + 1))
     clock = links[0].clock
-    deadline = clock.now() + timeout
+    waited = 0.0  # of the boards' time
+    last = clock.now()
     acked = set()
     got = 0
-    while clock.now() < deadline and (got < n or len(acked) < n):
+    while waited < timeout and (got < n or len(acked) < n):
         try:
             b, _, item = inbox.get(timeout=0.05)
         except queue.Empty:
+            item = None
+        now = clock.now()
+        pace = clock_rate() if clock_rate is not None else None
+        waited += (now - last) * (1.0 if pace is None else min(1.0, max(_SLOWEST_PACE, pace)))
+        last = now
+        if item is None:
             continue
         if isinstance(item, HarnessError):
             raise item
@@ -118,18 +136,19 @@ def ring_order(labels, arrivals, first=0):
     return order
 
 
-def check_ring(targets, timeout=5.0, tap=None, clock=WALL):
+def check_ring(targets, timeout=5.0, tap=None, clock=WALL, clock_rate=None):
     """After a flash (positions in the order of targets): every board's probe must reach the
     board at the next position, the last one's the first. Raises WiringError naming each TX
     that goes elsewhere; a TX that reaches none of the boards given most often means a board
-    wired into the ring was left out. Returns the seconds it took."""
+    wired into the ring was left out. Returns the seconds it took. timeout, clock_rate: as
+    successors takes them."""
     n = len(targets)
     t0 = time.monotonic()
     inbox = queue.Queue()
     links = []
     try:
         links = [flashmod.open_link(i, t, inbox, tap, clock) for i, t in enumerate(targets)]
-        arrivals = successors(links, timeout)
+        arrivals = successors(links, timeout, clock_rate)
     finally:
         for link in links:
             link.close()
@@ -201,11 +220,12 @@ def current_firmware(targets, links, fw, timeout, clock=WALL):
 
 
 def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_timeout=5.0, hello_timeout=6.0,
-             reflash="auto", tap=None, log=None, clock=WALL):
+             reflash="auto", tap=None, log=None, clock=WALL, clock_rate=None):
     """Find the ring order of targets. Returns (ordered targets, info dict). Boards that do not
     answer with the current firmware get it with a provisional config (said on log); a port
     where nothing at all answers within hello_timeout is an error before anything is flashed.
-    clock: what the waits on the boards count (picoring.clock)."""
+    clock: what the waits on the boards count (picoring.clock); clock_rate: the ring's own
+    count, for the probes' window (successors)."""
     log = log or (lambda text: None)
     n = len(targets)
     flashmod.plan(targets)
@@ -240,7 +260,7 @@ def discover(targets, board=boarddefs.DEFAULT_BOARD, baud=None, first=0, probe_t
             links = [flashmod.open_link(i, t, inbox, tap, clock) for i, t in enumerate(targets)]
         info["prepare_s"] = round(time.monotonic() - t0, 2)
         t1 = time.monotonic()
-        arrivals = successors(links, probe_timeout)
+        arrivals = successors(links, probe_timeout, clock_rate)
         info["probe_s"] = round(time.monotonic() - t1, 2)
     finally:
         for link in links:
