@@ -4,7 +4,7 @@ CPython (3.11 to 3.13) keeps an object's attributes in a compact table shared by
 instances of its class only while the class has at most 29 of them; from the 30th on,
 every instance gets a dictionary of its own, and each attribute read or write in a
 protocol's handler becomes a dictionary lookup. Every registered protocol has 30 or more
-(protocol.Node alone has 30: the recovery fields and the message layer's), and a hop of
+(protocol.Node alone has 32: the recovery fields and the message layer's), and a hop of
 Q's token cost 318 ns with 30 attributes against 156 ns with 25 (`picoring bench sim`'s
 regression after the protocol layer: see `sim_class`).
 
