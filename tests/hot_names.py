@@ -96,8 +96,8 @@ def _looked_up(op, name, module, consts):
     return not (name.endswith("_py") or hasattr(builtins, name))
 
 
-def trace(spec, n=3, seed=1):
-    """[(name, lookups a frame sent)] of protocol spec's ring, most frequent first (ties by name)."""
+def ring_of_loops(spec, n=3):
+    """n started node loops of protocol spec on trickling wires, board 0 with the token."""
     t = [0]
 
     def ticks():
@@ -107,10 +107,16 @@ def trace(spec, n=3, seed=1):
     uarts = [_TrickleUart() for _ in range(n)]
     for i in range(n):
         uarts[i]._wire_next = uarts[(i + 1) % n]
-    _loops = [fw_node.NodeLoop(protocol.make_node(spec, i, n), uarts[i], _Host(), ticks, lambda a, b: a - b)
-              for i in range(n)]
-    for i, lp in enumerate(_loops):
+    loops = [fw_node.NodeLoop(protocol.make_node(spec, i, n), uarts[i], _Host(), ticks, lambda a, b: a - b)
+             for i in range(n)]
+    for i, lp in enumerate(loops):
         lp.start(give_token=i == 0)
+    return loops
+
+
+def trace(spec, n=3, seed=1):
+    """[(name, lookups a frame sent)] of protocol spec's ring, most frequent first (ties by name)."""
+    _loops = ring_of_loops(spec, n)
     _rng = random.Random(seed)
 
     def drive(passes):
