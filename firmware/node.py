@@ -267,11 +267,12 @@ class NodeLoop:
         # _finish_frame(): one lookup and an unpacking instead of a lookup per name (each
         # attribute lookup costs about 2 us on a Pico, its hash a software division; a
         # frame's first bytes waited behind 23 of them, issue 41).
-        # and _on_msg, bound once: looked up through the loop it is a miss in its nearly full map
-        # (25 of 47 slots probed, about 13 us on a Pico: tests/map_model.py) on every message
-        # delivered here; a new attribute would fill the map.
+        # and _on_msg and _on_request, bound once: looked up through the loop each is a miss in its
+        # nearly full map (25 and 33 of 47 slots probed, about 13 and 16 us on a Pico:
+        # tests/map_model.py) on every message delivered here, every request frame; a new
+        # attribute would fill the map.
         self._rd = (self._any, uart.readinto, self.rx, rxbuf, scan, self._dst, self._draw, self._finish_frame,
-                    self._on_msg)
+                    self._on_msg, self._on_request)
         self._lbuf = self.log.buf
         self._lst = self.log.st
         self.bind_hot()
@@ -457,7 +458,7 @@ class NodeLoop:
         timeouts are looked at every _HOUSEKEEPING_EVERY passes."""
         busy = False
         sent = False  # a token went straight on in this pass: the chores' moment (below)
-        ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg = self._rd
+        ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, on_request = self._rd
         if ready is None:
             n = readinto(rx)
         else:
@@ -500,7 +501,7 @@ class NodeLoop:
                     else:
                         self._act(a, t, EV_RECV, _TOKEN)
                 elif k == _REQUEST:
-                    self._on_request(t)
+                    on_request(t)
                 elif k == _MSG:
                     on_msg(t)
                 elif k == _MSG_TAKEN:  # _finish_frame passed it on: it was for another node
@@ -547,7 +548,7 @@ class NodeLoop:
         (_MSG_TAKEN). Returns the kind of the frame that ended (0: none within _SPIN
         empty polls, or _FINISH_MAX bytes of a frame that does not end: line garbage)
         plus 32 x the bytes it read. On the chip: _finish_frame_viper, below."""
-        ready, readinto, rx, rxlen, sc, st, draw, finish, _ = self._rd
+        ready, readinto, rx, rxlen, sc, st, draw, finish, _, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
@@ -1231,7 +1232,7 @@ try:
         both). Viper: the decoder's fields are read through a pointer (a subscript of the
         array costs 1.7 us in native code, and each chunk took 4-6 of them). Bounded
         like step()'s own polls, so the scheduler waits no longer than before."""
-        ready, readinto, rx, rxlen, sc, st, draw, finish, _ = self._rd
+        ready, readinto, rx, rxlen, sc, st, draw, finish, _, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
