@@ -12,7 +12,6 @@ every case tests/mp_map_bench.py measures.
 
     python tests/map_model.py [PROTOCOL ...]   # each protocol's node and node loop: their maps,
                                                # and what each class name costs them as a miss
-Runs under MicroPython too (tests/mp_map_bench.py prints its figures beside the chip's).
 """
 
 SIZES = (0, 2, 4, 6, 8, 10, 12, 17, 23, 29, 37, 47, 59, 73, 97, 127, 167, 223, 293, 389)

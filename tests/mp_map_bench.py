@@ -2,10 +2,8 @@
 # maps that are full"). MicroPython keeps an instance's attributes in a hash map that grows only
 # when it is full (py/map.c: 29, 37, 47, 59, 73 ... slots); a name looked up through an instance
 # that does not hold it (a method, a class constant) probes to the first empty slot first.
-#   PATH=$PWD/.venv/bin:$PATH ../shared/rp2040/exec tests/mp_map_bench.py    (chip time: the figures)
-#   .venv/bin/micropython tests/mp_map_bench.py firmware    (also each protocol's node and node
-#     loop: their attribute counts and map sizes; the unix port's times say nothing about a Pico)
-import sys
+#   PATH=$PWD/.venv/bin:$PATH ../shared/rp2040/exec tests/mp_map_bench.py    (chip time)
+# (the firmware's own objects, their maps and what a miss costs them: python tests/map_model.py)
 import time
 
 import micropython
@@ -71,17 +69,4 @@ def costs(k=500):
               % (n, map_slots(n), us_a_read(read_class_constant, o, k, base), us_a_read(read_own, o, k, base)))
 
 
-def firmware_objects(firmware):
-    sys.path.insert(0, firmware)
-    sys.path.insert(0, firmware.rstrip("/").rsplit("/", 1)[0] + "/tests" if "/" in firmware else "tests")
-    from mp_links import ring
-
-    for p in ("s", "q", "d", "sk", "ra", "raymond", "nt", "dag", "bs", "wt:skip=0"):
-        lp = ring(p, 3)[0][0]
-        a, b = len(lp.node.__dict__), len(lp.__dict__)
-        print("%-10s node: %d attributes in a map of %d; node loop: %d in %d" % (p, a, map_slots(a), b, map_slots(b)))
-
-
 costs()
-if len(sys.argv) > 1:
-    firmware_objects(sys.argv[1])
