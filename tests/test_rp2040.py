@@ -178,6 +178,23 @@ def test_flash_mpy_files_load_on_a_pico_and_import_fast(firmware_pico):
     assert ms < MPY_IMPORT_MS, result
 
 
+def test_bench_chip_runs_on_the_rp2040_tools_which_compile_the_sources_on_the_board():
+    """`picoring bench chip` without --emulated runs on the rp2040 tools' exec, which copies the
+    firmware's .py sources and has the board compile them: node.py's compile needs blocks of
+    kilobytes from a heap that already holds the bench's own source. `bench chip -p ra --quick`
+    failed there, every time (the chip is deterministic), with a MemoryError at `import node`
+    (4,168 bytes) until the runs script imported the firmware first, each module after a
+    collection."""
+    from picoring.bench import chip
+
+    tools = chip.find_rp2040()
+    if tools is None:
+        pytest.skip("needs the rp2040 tools (../shared/rp2040)")
+    result = chip.run(quick=True, rp2040=tools, protocols=("ra",))["protocols"]["ra"]  # `bench chip -p ra --quick`
+    assert result["frames"] > 0 and result["token_hops"] > 0, result
+    assert result["heap_lock"].startswith("no allocation") and result["routed_heap_lock"].startswith("no allocation")
+
+
 def test_no_allocation_on_a_pico_across_the_wrap(firmware_pico):
     """Suzuki-Kasami and Ricart-Agrawala's token (firmware/proto_sk.py, proto_ra.py), and Q,
     through the node loop on the rp2 port, under micropython.heap_lock(): the adversarial

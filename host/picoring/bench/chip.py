@@ -142,9 +142,17 @@ def node_bench_on_chip(rp2040, protocol, rounds, lock=False, firmware_dir=None, 
 
 # mp_node_bench.py once per argument list in one exec script (one boot, one upload); each run's
 # last line (its JSON, or "no allocation ...") is followed by "RUN END i", a run that raised by
-# "RUN FAILED i" and its traceback.
+# "RUN FAILED i" and its traceback. The firmware's modules are imported first, each after a
+# collection: on the rp2040 tools the board compiles their sources, and node.py's compile needs
+# blocks of kilobytes, which the bench's own compiled source and a run's leftovers had cut up (ra's
+# runs failed at `import node`, "allocating 4168 bytes"). Imported in mp_node_bench's order, so the
+# runs see the modules as before.
 RUNS_SCRIPT = r"""
-import sys
+import gc, sys
+for name in ('frame', 'protocol', 'node'):
+    gc.collect()
+    __import__(name)
+gc.collect()
 SRC = %(src)r
 for i, args in enumerate(%(runs)r):
     try:
