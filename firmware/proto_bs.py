@@ -648,12 +648,12 @@ try:
     @micropython.viper
     def on_message_viper(self, kind, src, buf) -> int:
         # The token of the rotation arriving where the layer's gate stays quiet (not fresh, the
-        # epoch and key known), with no trap to serve, no request here, not lent and not back
-        # from a lend: on_message's fast path, taken whole here, where the payload's bytes and
-        # the arithmetic cost cycles (in native code a subscript or an operator costs about a
-        # microsecond on a Pico; issue 41). The state it leaves and the bytes it writes are
-        # on_message_native's (tests/test_hop_twins.py runs both); the attributes are read in
-        # another order, and reading one has no side effect.
+        # epoch and key known), with no live trap to serve (none, or all stale: below), no
+        # request here, not lent and not back from a lend: on_message's fast path, taken whole
+        # here, where the payload's bytes and the arithmetic cost cycles (in native code a
+        # subscript or an operator costs about a microsecond on a Pico; issue 41). The state it
+        # leaves and the bytes it writes are on_message_native's (tests/test_hop_twins.py runs
+        # both); the attributes are read in another order, and reading one has no side effect.
         k = int(kind)
         if k == _GIMME:
             return int(self._gimme(buf))  # as on_message_native does
@@ -661,16 +661,61 @@ try:
         flags = b[_AT + _T_FLAGS]
         served = flags >> 1  # the list's entries: within the most the token declares (k <= SERVED_SLOTS)
         rot = ptr32(self.rot)
-        if k == _TOKEN and not self.has_token and not (flags & 1) and not rot[_R_FIFO_LEN] \
+        if k == _TOKEN and not self.has_token and not (flags & 1) \
                 and not self.pending and (not served or _T_SERVED + 3 * served <= ptr8(self.msg_sizes)[_TOKEN]):
             epoch = b[_AT + 4] | (b[_AT + 5] << 8)
             # not back from a lend: src != lent_to (-1, none, is no node's index; a ptr32 load of it
             # is 2**32 - 1 on a 64-bit port, which is no index either)
             if epoch == int(self.open_epoch) and int(src) != rot[_R_LENT]:
-                self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
-                self.epoch = epoch
                 n = rot[_R_N]
                 hmask = rot[_R_HMASK]
+                traps = rot[_R_FIFO_LEN]
+                if traps:
+                    # Traps laid here: _have's loop takes them in FIFO order, drops each that _stale
+                    # finds served (its requester and request number in the token's served list) or
+                    # old (the round rule, with the token's R as it came), and lends the token to
+                    # the first live one. When every one is stale the visit is the rotation's hop
+                    # with the traps gone, the common case under load (a requester served by the
+                    # rotation before the token reaches its trap); otherwise the native method,
+                    # nothing changed yet.
+                    fifo = ptr16(self.fifo)
+                    trap_h = ptr32(self.trap_h)
+                    trap_sn = ptr8(self.trap_sn)
+                    head = int(self.fifo_head)
+                    at = _AT + _T_R
+                    r = b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | ((b[at + 3] & 0x3F) << 24)
+                    hhalf = rot[_R_HHALF]
+                    i = head
+                    left = traps
+                    while left:
+                        z = fifo[i]
+                        sn = trap_sn[z]
+                        at = _AT + _T_SERVED
+                        end = at + 3 * served
+                        while at < end:
+                            if b[at] == (z & 0xFF) and b[at + 1] == (z >> 8) and b[at + 2] == sn:
+                                break
+                            at += 3
+                        if at == end:  # not served: the round rule
+                            d = (r - trap_h[z]) & hmask
+                            if d < n or d >= hhalf:
+                                return int(on_message_native(self, kind, src, buf))  # a live trap: a lend
+                        i += 1
+                        if i == n:
+                            i = 0
+                        left -= 1
+                    i = head
+                    left = traps
+                    while left:
+                        trap_h[fifo[i]] = -1
+                        i += 1
+                        if i == n:
+                            i = 0
+                        left -= 1
+                    self.fifo_head = i
+                    rot[_R_FIFO_LEN] = 0
+                self.seq = b[_AT] | (b[_AT + 1] << 8) | (b[_AT + 2] << 16) | ((b[_AT + 3] & 0x3F) << 24)
+                self.epoch = epoch
                 # relay_rotation, inline: the header, R + 1 (rule 4's rotation event), lend 0, the
                 # list one pass older (_rotate) or expired
                 o = ptr8(self.out)

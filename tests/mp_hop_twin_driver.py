@@ -120,6 +120,56 @@ def run(spec, seed, events, on_message, module, counts):
     return [digest[0], trace_len]
 
 
+try:
+    import micropython
+
+    HEAP_LOCK = (micropython.heap_lock, micropython.heap_unlock)
+except (ImportError, AttributeError):  # CPython
+    HEAP_LOCK = (None, None)
+
+
+def bs_trap_cases(module, on_message, lock=None, unlock=None):
+    """BS: the rotation's token reaching node 2 of 4 with one trap laid there (by a gimme of
+    requester 1), at each distance d of the token's R from the trap's history around the round
+    rule's bounds (n and _hhalf), with the trap's request in the served list, another request of
+    the same requester there, or neither: what a random run seldom meets. Each case's action,
+    state and bytes, folded. The token handled under lock() (MicroPython's heap_lock: a hop
+    allocates nothing)."""
+    cls = protocol.load("bs")
+    cls.on_message = on_message
+    out = []
+    hhalf = cls._hhalf
+    n = 4
+    for d in (0, 1, n - 2, n - 1, n, n + 1, hhalf - 1, hhalf, hhalf + 1):
+        for served in ((), ((1, 5),), ((1, 6),), ((0, 5), (3, 9), (1, 5))):
+            nd = cls(2, n)
+            h = 1000
+            gimme = bytearray(5 + 11)
+            gimme[5:7] = bytes((1, 0))  # requester 1
+            gimme[7] = 5  # its request number
+            for k in range(4):
+                gimme[8 + k] = (h >> (8 * k)) & 0xFF  # its history
+            gimme[12:16] = bytes((1, 0, 3, 0))  # lo 1, hi 3
+            nd.on_message(module.GIMME, 1, gimme)
+            r = (h + d) & 0x3FFFFFFF
+            tok = bytearray(5) + bytearray((7, 0, 0, 0, nd.open_epoch & 0xFF, nd.open_epoch >> 8))
+            tok += bytearray(((r >> (8 * k)) & 0xFF for k in range(4)))
+            tok.append(len(served) << 1)
+            if served:
+                tok += bytearray((2, 0))  # the list's age
+                for z, sn in served:
+                    tok += bytearray((z, 0, sn))
+            if lock is not None:
+                lock()
+            try:
+                a = on_message(nd, module.TOKEN, 1, tok)
+            finally:
+                if unlock is not None:
+                    unlock()
+            out.append(fold(0, repr(a) + json.dumps(snapshot(nd)) + repr(list(nd.out[:nd.out_len]))))
+    return out
+
+
 def main():
     # every seed in one process: the interpreter's start and the firmware's import (viper
     # compiled) were most of a run's time, 60 processes for Raymond's 30 seeds
@@ -131,6 +181,8 @@ def main():
     out = {"impl": sys.implementation.name, "results": {}}
     counts = [0]
     out["results"]["native"] = [run(spec, seed, events, native, module, counts) for seed in seeds]
+    if name == "bs":
+        out["results"]["native"].append(bs_trap_cases(module, native, *HEAP_LOCK))
     out["delivered"] = counts[0]
     viper = getattr(module, "on_message_viper", None)
     if viper is not None:
@@ -140,13 +192,28 @@ def main():
             general[0] += 1
             return native(self, kind, src, buf)
 
+        # BS's tokens taken whole by viper where traps were laid (trap_h: -1 where none), all
+        # stale (a live one is a lend, the native method's)
+        with_traps = [0]
+
+        def viper_counting(self, kind, src, buf):
+            before = general[0]
+            traps = any(h >= 0 for h in getattr(self, "trap_h", ()))
+            a = viper(self, kind, src, buf)
+            if traps and general[0] == before:
+                with_traps[0] += 1
+            return a
+
         module.on_message_native = counting  # what the viper twin calls for the other cases
         delivered = [0]
         try:
-            out["results"]["viper"] = [run(spec, seed, events, viper, module, delivered) for seed in seeds]
+            out["results"]["viper"] = [run(spec, seed, events, viper_counting, module, delivered) for seed in seeds]
         finally:
             module.on_message_native = native
         out["taken_by_viper"] = delivered[0] - general[0]
+        if name == "bs":  # (the viper twin handing its other cases to the native method itself)
+            out["results"]["viper"].append(bs_trap_cases(module, viper, *HEAP_LOCK))
+        out["taken_by_viper_with_traps"] = with_traps[0]
     print(json.dumps(out))
 
 
