@@ -710,7 +710,14 @@ class NodeLoop:
         if dst == _BROADCAST:
             if self._clocked:
                 self._tick(t)
-            self._act(on_message(node, mk, src, draw), t)
+            a = on_message(node, mk, src, draw)
+            if a:
+                self._act(a, t)
+            else:
+                # A broadcast taken in with nothing to do (sk's and ra's requests at every board
+                # but the token's): all _act would do is this, after a bytecode call of tens of
+                # microseconds on a Pico, which a token landing behind the request waits for.
+                self._watch = node.fresh or node.starting or (node.pending and not node.has_token)
 
     @micropython.native
     def _msg_passed(self, t):
@@ -1448,7 +1455,13 @@ try:
         if dst == _BROADCAST:
             if self._clocked:
                 self._tick(t)
-            self._act(on_message(node, mk, src, draw), t)
+            a = int(on_message(node, mk, src, draw))
+            if a:
+                self._act(a, t)
+            elif node.fresh or node.starting or (node.pending and not node.has_token):  # (as _act)
+                self._watch = True
+            else:
+                self._watch = False
 
     NodeLoop._on_msg = _on_msg_viper
 except (SyntaxError, NameError, AttributeError):  # CPython (its micropython stub), a port without viper
