@@ -40,6 +40,16 @@ def farm(tmp_path_factory):
         yield farm
 
 
+@pytest.fixture(scope="module")
+def q_boards(farm):
+    """The place's boards running Q, for the tests that run on them, whichever test ran first
+    (they once counted on test_flash_and_run_by_place having run before them, on the same xdist
+    worker). Flash copies only what changed: after that test's flash, every file is up to date."""
+    flashed = farm.picoring("flash", "--labgrid", PLACE, "-p", "q")
+    assert flashed.returncode == 0, flashed.stderr
+    return farm
+
+
 def _one_line(result):
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("picoring: "), result.stderr
@@ -91,8 +101,8 @@ def test_on_the_place(ring, boards):
 
 @pytest.mark.slow
 @needs_farm
-def test_the_pytest_plugin_runs_on_a_place(farm):
-    """--ring-labgrid PLACE: the session's boards are the place's (flashed for Q by the test above)."""
+def test_the_pytest_plugin_runs_on_a_place(farm, q_boards):
+    """--ring-labgrid PLACE: the session's boards are the place's (running Q: --ring-flashed q)."""
     (farm.root / "test_on_place.py").write_text(PLUGIN_TEST % (N, N))
     ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ring-labgrid", PLACE,
                           "--ring-flashed", "q", "test_on_place.py"], cwd=farm.root, env=farm.env,
@@ -104,7 +114,7 @@ def test_the_pytest_plugin_runs_on_a_place(farm):
 
 @pytest.mark.slow
 @needs_farm
-def test_ctrl_c_releases_the_place(farm):
+def test_ctrl_c_releases_the_place(farm, q_boards):
     trace = farm.root / "ctrl-c.jsonl"
     run = subprocess.Popen([sys.executable, "-m", "picoring.cli.main", "run", "--labgrid", PLACE, "-p", "q", "-k", "5000",
                             "--trace", str(trace)],
@@ -182,7 +192,7 @@ def test_a_coordinator_that_does_not_answer(monkeypatch, capsys):
 
 @pytest.mark.slow
 @needs_farm
-def test_an_exporter_that_goes_away_mid_run(farm, monkeypatch, capsys):
+def test_an_exporter_that_goes_away_mid_run(farm, q_boards, monkeypatch, capsys):
     """Its boards' links are lost as when a USB cable is pulled: the run goes on, keeps its trace,
     says which ports went away, and the place is released."""
     # (REPLY_TIMEOUT_S is the run's own 30 s: a command to a port that is gone fails at once
