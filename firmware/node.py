@@ -504,7 +504,7 @@ class NodeLoop:
                     on_request(t)
                 elif k == _MSG:
                     on_msg(t)
-                elif k == _MSG_TAKEN:  # _finish_frame passed it on: it was for another node
+                elif k == _MSG_TAKEN:  # _finish_frame passed it on: for another node, or to all
                     self._msg_passed(_taken[0])
                 else:
                     self._on_frame(k, t)
@@ -589,9 +589,11 @@ class NodeLoop:
                 mout = self._mout
                 views = self._mviews
             if k == _MSG:
-                # A message for another node (not a broadcast): passed on without waking
-                # the protocol, as _on_msg does (which takes any other message up).
-                if (st[_F_DST] != index and st[_F_DST] < n and st[_F_SRC] != index
+                # A message for another node, or another node's broadcast: passed on at once
+                # without waking the protocol, as _on_msg does (which takes any other message
+                # up); _msg_passed then delivers a broadcast here too.
+                d = st[_F_DST]
+                if (((d != index and d < n) or d == _BROADCAST) and st[_F_SRC] != index
                         and not _msg_bad(st, n, node)):
                     t = ticks_us()
                     _pass_msg_on(draw, eraw, st, mout, write, views)
@@ -721,10 +723,21 @@ class NodeLoop:
 
     @micropython.native
     def _msg_passed(self, t):
-        """Log a MSG frame passed on (received at t)."""
+        """Log a MSG frame that _finish_frame passed on (received at t); a broadcast, then
+        delivered to the protocol as _on_msg delivers one (the same steps, in its order)."""
         self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
-        record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, self._dst, _F_STATE, t)
-        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, self._dst, _F_STATE, self.ticks_us())
+        st = self._dst
+        record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
+        record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, self.ticks_us())
+        if st[_F_DST] == _BROADCAST:
+            node = self.node
+            if self._clocked:
+                self._tick(t)
+            a = self._fwd[7](node, st[_F_STATE], st[_F_SRC], self._draw)  # the node's on_message
+            if a:
+                self._act(a, t)
+            else:
+                self._watch = node.fresh or node.starting or (node.pending and not node.has_token)  # (as _act)
 
     def _bad_msg(self, t):
         """A MSG frame the protocol does not declare (kind, size) or with a source or
@@ -1303,7 +1316,7 @@ try:
                 named = 1
             if named and (k == 0 or k == _MSG) and r[0] == _MSG:
                 # (3) up to the bytes that may be its CRC; once it has ended, up to its CRC. Begun
-                # once its destination has landed and is another node (not a broadcast: _on_msg's):
+                # once its destination has landed and is another node or all, from another node:
                 # begun before, a message for this node (the wandering token's every visit) paid for
                 # it (its relay hop 240 -> 260 us).
                 top = v[_S_LEN] - 2
@@ -1311,7 +1324,7 @@ try:
                     top = v[_F_MLEN] + _MSG_HEAD
                 if top < rs:
                     rs = 0  # a frame that ended without a kind (line noise): this is another
-                if rs < top and top >= 3 and r[4] != index and r[4] != _BROADCAST:
+                if rs < top and top >= 3 and r[4] != index and r[3] != index:
                     if rs == 0:
                         o = ptr8(mout)
                         o[0] = 0
@@ -1330,14 +1343,16 @@ try:
                             rat = rs + 2
                         rs += 1
             if k == _MSG:
-                # A message for another node (not a broadcast): passed on without waking
-                # the protocol, as _on_msg does (which takes any other message up). _msg_bad
-                # inline, on machine words (a native call and its subscripts cost the passed-on
-                # hop about 20 us on a Pico; issue 41).
+                # A message for another node, or another node's broadcast: passed on at once
+                # without waking the protocol, as _on_msg does (which takes any other message
+                # up); _msg_passed then delivers a broadcast here too (sk's and ra's requests:
+                # passed on by _on_msg after their last byte, 166 us, while a token landed
+                # behind them). _msg_bad inline, on machine words (a native call and its
+                # subscripts cost the passed-on hop about 20 us on a Pico; issue 41).
                 # A message for this node (the wandering token's every visit) stops at the first
                 # test: the rest is read only for one to pass on.
                 d = v[_F_DST]
-                if d != index and d < n:
+                if (d != index and d < n) or d == _BROADCAST:
                     mk = v[_F_STATE]
                     m = v[_F_MLEN]
                     src = v[_F_SRC]
