@@ -7,9 +7,12 @@
 # outgoing bytes after every handler compared. Runs under MicroPython (both twins) and CPython
 # (the native twin only); prints one JSON line, which tests/test_hop_twins.py compares.
 # Usage: <python> mp_hop_twin_driver.py FIRMWARE_DIR SPEC SEED[,SEED...] EVENTS (a result per seed)
+# Run under another __name__ (exec'd on an emulated Pico, whose firmware is on its filesystem:
+# tests/test_rp2040.py), it only defines its functions.
 import sys
 
-sys.path.insert(0, sys.argv[1])
+if __name__ == "__main__":
+    sys.path.insert(0, sys.argv[1])
 import json
 
 import protocol
@@ -217,4 +220,5 @@ def main():
     print(json.dumps(out))
 
 
-main()
+if __name__ == "__main__":
+    main()

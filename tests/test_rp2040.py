@@ -195,6 +195,27 @@ def test_bench_chip_runs_on_the_rp2040_tools_which_compile_the_sources_on_the_bo
     assert result["heap_lock"].startswith("no allocation") and result["routed_heap_lock"].startswith("no allocation")
 
 
+def test_bs_drops_stale_traps_in_viper_as_its_native_twin_on_a_pico(firmware_pico):
+    """BinarySearch's viper hop on the rp2 port (30-bit small ints, 32-bit viper words): the
+    rotation's token reaching a node with a trap at each side of the round rule's bounds, served
+    or not (tests/mp_hop_twin_driver.py's bs_trap_cases), leaves the node and its bytes as the
+    native method does, and allocates nothing (each hop under heap_lock). The unix port runs the
+    same cases in tests/test_hop_twins.py."""
+    driver = (ROOT / "tests" / "mp_hop_twin_driver.py").read_text()
+    script = (
+        "import micropython\nimport proto_bs\n"
+        "ns = {'__name__': 'twin_cases'}\n"
+        "exec(%r, ns)\n"
+        "cases = ns['bs_trap_cases']\n"
+        "lock = (micropython.heap_lock, micropython.heap_unlock)\n"
+        "viper = cases(proto_bs, proto_bs.on_message_viper, *lock)\n"
+        "native = cases(proto_bs, proto_bs.on_message_native, *lock)\n"
+        "print('cases', len(viper), 'agree', viper == native)\n" % driver)
+    status, out, err = run_on_pico(script, pico=firmware_pico)
+    assert status == 0, (out, err[-2000:])
+    assert out.split()[-4:] == ["cases", "36", "agree", "True"], out
+
+
 def test_no_allocation_on_a_pico_across_the_wrap(firmware_pico):
     """Suzuki-Kasami and Ricart-Agrawala's token (firmware/proto_sk.py, proto_ra.py), and Q,
     through the node loop on the rp2 port, under micropython.heap_lock(): the adversarial
