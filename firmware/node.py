@@ -706,20 +706,7 @@ class NodeLoop:
             record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
         _pass_msg_on(draw, eraw, st, mout, write, views)
-        self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK  # (as _msg_passed: a call less on the hop)
-        record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
-        record(lbuf, lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
-        if dst == _BROADCAST:
-            if self._clocked:
-                self._tick(t)
-            a = on_message(node, mk, src, draw)
-            if a:
-                self._act(a, t)
-            else:
-                # A broadcast taken in with nothing to do (sk's and ra's requests at every board
-                # but the token's): all _act would do is this, after a bytecode call of tens of
-                # microseconds on a Pico, which a token landing behind the request waits for.
-                self._watch = node.fresh or node.starting or (node.pending and not node.has_token)
+        self._msg_passed(t)  # logged, and a broadcast delivered, as one that _finish_frame passed on
 
     @micropython.native
     def _msg_passed(self, t):
@@ -737,7 +724,10 @@ class NodeLoop:
             if a:
                 self._act(a, t)
             else:
-                self._watch = node.fresh or node.starting or (node.pending and not node.has_token)  # (as _act)
+                # A broadcast taken in with nothing to do (sk's and ra's requests at every board
+                # but the token's): all _act would do is this, after a bytecode call of tens of
+                # microseconds on a Pico, which a token landing behind the request waits for.
+                self._watch = node.fresh or node.starting or (node.pending and not node.has_token)
 
     def _bad_msg(self, t):
         """A MSG frame the protocol does not declare (kind, size) or with a source or
@@ -1468,6 +1458,8 @@ try:
         record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
         record(lbuf, lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())
         if dst == _BROADCAST:
+            # _msg_passed's delivery, inline (its lookup through the loop's nearly full map and its
+            # call would be waited for by a token landing behind the broadcast)
             if self._clocked:
                 self._tick(t)
             a = int(on_message(node, mk, src, draw))
