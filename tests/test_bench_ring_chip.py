@@ -5,6 +5,7 @@ on emulated Picos scale by the ring's own count of chip time (RingRun.measure_sl
 
 import json
 import os
+import select
 
 import pytest
 
@@ -122,26 +123,26 @@ def test_every_protocol_but_s_runs_with_requests_and_is_measured_at_the_board_th
     assert result["runs"][1]["requests"].startswith("boards 0 to 1")
 
 
-def test_the_feeder_stops_when_told():
-    """bench.feed stops at its stop event (the bench's window is over), not only at its life."""
-    import threading
+def test_the_feeder_asks_each_port_in_turn_for_its_life():
+    """bench.feed (the host's feed for ../shared/rp2040/bench) writes the request command to the
+    ports in turn, one every period, and stops at the end of its life."""
+    from picoring.bench.feed import REQUEST, feed
 
-    from picoring.bench.feed import feed
-
-    master, slave = os.openpty()  # a board's USB port
+    ptys = [os.openpty() for _ in range(2)]  # two boards' USB ports
     try:
-        stop = threading.Event()
-        stop.set()
-        assert feed([os.ttyname(slave)], 0.001, 60.0, stop=stop) == 0
-        stop.clear()
-        t = threading.Timer(0.05, stop.set)
-        t.start()
-        assert feed([os.ttyname(slave)], 0.001, 60.0, stop=stop) >= 1  # it ran until told
-        t.join()
-        assert os.read(master, 100).startswith(b"!r")
+        ticks = iter(range(100))
+        sent = feed([os.ttyname(s) for _, s in ptys], 1.0, 5.0, clock=lambda: next(ticks) / 2)
+        assert sent >= 3  # a request a period of its clock, which each call moves on by half a period
+        want = [REQUEST * ((sent + 1) // 2), REQUEST * (sent // 2)]
+        got = [b"", b""]
+        for i, (m, _) in enumerate(ptys):  # a pty hands written bytes on to its master in its own time
+            while len(got[i]) < len(want[i]) and select.select([m], [], [], 10)[0]:
+                got[i] += os.read(m, 100)
+        assert got == want
     finally:
-        os.close(master)
-        os.close(slave)
+        for m, s in ptys:
+            os.close(m)
+            os.close(s)
 
 
 def test_percentile_is_the_nearest_rank():

@@ -38,6 +38,29 @@ def board_ring(request):
     return request.getfixturevalue("ring")
 
 
+def test_requests_paced_in_chip_time_by_the_emulator(board_ring):
+    """`picoring bench ring --emulated`'s requests: the emulator writes the request command to
+    boards 0 to n - 2 in turn, one every 10 ms of chip time from the window's request to its end,
+    however fast this machine runs the chips; the firmware serves them, and the token's hops at
+    the board that never asks are measured. (First in this file: the ring is still flashed for Q.)"""
+    from picoring.bench import ring_chip
+    from picoring.bench.feed import REQUEST
+    from picoring.emulated import supervisor
+
+    ring, n = board_ring, board_ring.n
+    state_dir = supervisor.state_dir_for_ports(ring.ports)
+    if state_dir is None:
+        pytest.skip("real boards: no chip time to pace requests in (the bench is for emulated Picos)")
+    protocol = ring.flashed[0] if ring.flashed and ring.flashed[0] in ("q", "d") else "q"
+    ring.flash(protocol)
+    window = supervisor.record_window(state_dir, 0.02, 0.1, feed=(range(n - 1), 0.01, REQUEST))
+    assert window["fed"] == 12  # at 0, 10, ..., 110 ms of chip time: the window ends at 120
+    m = ring_chip.measure(window, ring_chip.token_of(protocol), [n - 1])
+    assert not m["stopped"]
+    hops = m["token_hop"]["relay"]["n"] + m["token_hop"]["passed_on"]["n"]
+    assert hops >= 3, m["token_hop"]  # a token round per request served, each through board n - 1
+
+
 @pytest.mark.parametrize("protocol", ["q", "d"])
 def test_adversarial_exact_message_counts(board_ring, protocol):
     """The lower-bound construction (a request at the node just behind the resting token):

@@ -41,7 +41,7 @@ BITS_PER_BYTE = 10
 WARM_MS = (100, 200)
 WINDOW_MS = (200, 500)
 TAIL_S = 0.05  # chip time recorded after the window: the frames that answer its last ones
-FEED_PERIOD_S = 0.01  # a request to a board this often (bench.feed), for a protocol whose token rests
+FEED_PERIOD_S = 0.01  # chip time: a request to a board this often, for a protocol whose token rests
 REPL_WAIT_S = 60.0  # wall seconds for an idle board's raw REPL to answer (it runs in real time)
 
 # The minimal relay. The host puts BAUD, FRAME (bytes) and FIRST (1: the board that sends the
@@ -229,30 +229,23 @@ def start_script(port, text, until=None, timeout_s=REPL_WAIT_S):
 
 def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms=None, firmware=None, bootrom=None, log=None,
                     requests=False):
-    """requests: boards 0 to n - 2 are asked for the critical section all along (bench.feed, each
-    in turn every FEED_PERIOD_S of wall time; a board that has a request outstanding refuses
-    it), board n - 1 never: its token hops are hops alone, no critical section among them."""
-    import threading
-
+    """requests: boards 0 to n - 2 are asked for the critical section all along (the request
+    command bench.feed sends, written by the emulator to each in turn every FEED_PERIOD_S of
+    chip time from the warm-up on; a board that has a request outstanding refuses it), board
+    n - 1 never: its token hops are hops alone, no critical section among them. Paced in chip
+    time, the requests meet the token where a real host's would on real boards, whatever this
+    machine's load."""
     from ..emulated.session import start_flashed
-    from .feed import feed
+    from .feed import REQUEST
 
-    ring, ports, _ = start_flashed(n, protocol, baud=baud, regen_ms=regen_ms, firmware=firmware, bootrom=bootrom,
-                                   log=log)
-    stop = threading.Event()
-    feeder = None
+    ring, _, _ = start_flashed(n, protocol, baud=baud, regen_ms=regen_ms, firmware=firmware, bootrom=bootrom,
+                               log=log)
     try:
-        if requests:
-            feeder = threading.Thread(target=feed, args=(ports[:-1], FEED_PERIOD_S, 1e9), kwargs={"stop": stop},
-                                      name="bench-feed", daemon=True)
-            feeder.start()
         if log:
             log("bench ring --emulated: recording %g s of chip time after %g s" % (window_s, warm_s))
-        return ring.record_window(warm_s, window_s, tail_s=TAIL_S)
+        feed = (range(n - 1), FEED_PERIOD_S, REQUEST) if requests else None
+        return ring.record_window(warm_s, window_s, tail_s=TAIL_S, feed=feed)
     finally:
-        stop.set()
-        if feeder is not None:
-            feeder.join(5)
         ring.stop()
 
 
@@ -295,9 +288,9 @@ def run(quick=False, log=None, n=N_BOARDS, protocol="s", baud=BAUD, regen_ms=Non
     result = {"n": n, "protocol": protocol, "baud": baud, "warm_ms": warm_s * 1e3, "window_ms": window_s * 1e3,
               "deploy": "picoring flash --ports P --protocol %s --baud %d%s" % (
                   protocol, baud, "" if regen_ms is None else " --regen-ms %d" % regen_ms),
-              "requests": "boards 0 to %d, each in turn every %g s of wall time" % (n - 2, FEED_PERIOD_S)
+              "requests": "boards 0 to %d, each in turn every %g s of chip time" % (n - 2, FEED_PERIOD_S)
               if requests else None,
-              "token_frame_bytes": TOKEN_WIRE, "firmware": fw, "wall_s": walls}
+              "requests_fed": window.get("fed"), "token_frame_bytes": TOKEN_WIRE, "firmware": fw, "wall_s": walls}
     if fw["stopped"]:
         raise ChipRingError("a board stopped: %s" % "; ".join(fw["stopped"]))
     if not fw["hops"]:
@@ -361,7 +354,7 @@ def print_table(result, console=None):
              % (result["n"], result["baud"], result["window_ms"], result["warm_ms"])]
     lines += _block("firmware, protocol %s, flashed as %s" % (result["protocol"], result["deploy"]), result["firmware"])
     if result.get("requests"):
-        lines.append("  requests: %s (bench.feed)" % result["requests"])
+        lines.append("  requests: %s (%s sent by the emulator)" % (result["requests"], result.get("requests_fed")))
     lines += _block("minimal relay: %d-byte frames (the firmware's token frame), fresh boards, the same wires"
                     % result["token_frame_bytes"], result["relay"])
     lines.append("firmware / relay: %s (hops per chip-second)" % result["firmware_over_relay"])

@@ -293,14 +293,18 @@ def read_clock(state_dir):
         return None
 
 
-def record_window(state_dir, warm_s, window_s, tail_s=0.05, timeout_s=600.0):
+def record_window(state_dir, warm_s, window_s, tail_s=0.05, timeout_s=600.0, feed=None):
     """The frames on every wire and each board's counters over a window of chip time: from the
     chip time at which node gets the request plus warm_s, window_s long, with tail_s more of
     frames (those that answer the window's last ones). A dict (js/emulator.mjs, windowTick):
     start_ns, end_ns, start and end ({chip_ns, usb_bytes, cycles} per board), baud, stopped,
     wires (wires[i]: the frames board i sent, [start ns, end ns, bytes, its first 64 bytes in hex],
-    end: when the last byte landed in board i + 1's UART). EmulatedError if the ring is down or the window does not end
-    within timeout_s of wall time (chip time runs 5-50 times slower than wall time when busy)."""
+    end: when the last byte landed in board i + 1's UART), fed. EmulatedError if the ring is down or the window does not end
+    within timeout_s of wall time (chip time runs 5-50 times slower than wall time when busy).
+
+    feed (boards, period_s, data): the emulator writes data to those boards' USB serial in turn,
+    one every period_s of chip time from the request to the window's end (fed: how many); the
+    figures are then the firmware's whatever pace this machine runs the chips at."""
     state_dir = Path(state_dir)
     state = read_state(state_dir)
     if not state or not _alive(state["supervisor_pid"]):
@@ -309,6 +313,9 @@ def record_window(state_dir, warm_s, window_s, tail_s=0.05, timeout_s=600.0):
     out.unlink(missing_ok=True)
     request = {"warm_ns": int(warm_s * 1e9), "window_ns": int(window_s * 1e9), "tail_ns": int(tail_s * 1e9),
                "out": str(out)}
+    if feed is not None:
+        boards, period_s, data = feed
+        request["feed"] = {"boards": list(boards), "period_ns": int(period_s * 1e9), "hex": bytes(data).hex()}
     _write_json(state_dir / WINDOW, request)
     deadline = time.monotonic() + timeout_s
     while not out.exists():
@@ -357,14 +364,22 @@ class ChipClock(WallClock):
         return self._stalled
 
 
-def chip_rate_for_ports(ports):
-    """For the ports of a ring of emulated Picos that is up (DIR/ttyE<i>): a function giving its
-    chip-seconds per wall-second over the emulator's last sample (0.5 s; None before the first),
-    for the harness's deadlines (RingRun clock_rate). None for any other ports."""
+def state_dir_for_ports(ports):
+    """The state folder of the ring of emulated Picos that is up with these ports (DIR/ttyE<i>),
+    or None for any other ports."""
     dirs = {Path(p).parent for p in ports if isinstance(p, str) and re.fullmatch(r"ttyE\d+", Path(p).name)}
     if len(dirs) != 1 or len(ports) == 0 or read_state(next(iter(dirs))) is None:
         return None
-    state_dir = dirs.pop()
+    return dirs.pop()
+
+
+def chip_rate_for_ports(ports):
+    """For the ports of a ring of emulated Picos that is up: a function giving its chip-seconds
+    per wall-second over the emulator's last sample (0.5 s; None before the first), for the
+    harness's deadlines (RingRun clock_rate). None for any other ports."""
+    state_dir = state_dir_for_ports(ports)
+    if state_dir is None:
+        return None
     return lambda: (read_clock(state_dir) or {}).get("chip_per_wall")
 
 

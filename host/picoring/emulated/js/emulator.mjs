@@ -393,12 +393,24 @@ function runFor(ms) {
 // plus warm_ns, window_ns long; tail_ns more so that the frames answering the window's last ones
 // are there too. Each board's USB bytes and cycles are read at the window's two ends (the first
 // slice boundary at or after each: at most one byte time late).
+// With req.feed ({boards, period_ns, hex}): those bytes go to the boards' USB serial in turn, one
+// board every period_ns of chip time from the request on, until the window's end; a host's feed
+// would follow wall time, which follows how fast this machine runs the chips.
 let recording = null;
 
 function startWindow(req) {
   const t0 = chipNanos + req.warm_ns;
-  recording = { req, t0, t1: t0 + req.window_ns, at0: null, at1: null };
+  const feed = req.feed ? { ...req.feed, bytes: Buffer.from(req.feed.hex, 'hex'), due: chipNanos, sent: 0 } : null;
+  recording = { req, t0, t1: t0 + req.window_ns, at0: null, at1: null, feed };
   for (const c of chips) c.wireLog = [];
+}
+
+function feedTick(f, until) {
+  while (f.due <= chipNanos && f.due < until) {
+    chips[f.boards[f.sent % f.boards.length]].writeUsb(f.bytes);
+    f.sent += 1;
+    f.due += f.period_ns;
+  }
 }
 
 function counters() {
@@ -407,6 +419,7 @@ function counters() {
 
 function windowTick() {
   const w = recording;
+  if (w.feed) feedTick(w.feed, w.t1);
   if (!w.at0 && chipNanos >= w.t0) w.at0 = counters();
   if (!w.at1 && chipNanos >= w.t1) w.at1 = counters();
   if (chipNanos < w.t1 + w.req.tail_ns) return;
@@ -417,6 +430,7 @@ function windowTick() {
     end: w.at1,
     baud: chips.map((c) => c.mcu.uart[0].baudRate),
     stopped: chips.map((c) => c.stopped),
+    fed: w.feed ? w.feed.sent : null,
     // wires[i]: chip i -> chip i + 1; each frame [start, end, bytes, its first bytes in hex]
     wires: chips.map((c) => c.wireLog.map(([s, e, n, data]) => [s, e, n, Buffer.from(data).toString('hex')])),
   };
