@@ -41,7 +41,7 @@ BITS_PER_BYTE = 10
 WARM_MS = (100, 200)
 WINDOW_MS = (200, 500)
 TAIL_S = 0.05  # chip time recorded after the window: the frames that answer its last ones
-FEED_PERIOD_S = 0.01  # chip time: a request to a board this often, for a protocol whose token rests
+FEED_PERIOD_S = 0.002  # chip time: a request to a board this often, for a protocol whose token rests
 REPL_WAIT_S = 60.0  # wall seconds for an idle board's raw REPL to answer (it runs in real time)
 
 # The minimal relay. The host puts BAUD, FRAME (bytes) and FIRST (1: the board that sends the
