@@ -35,7 +35,7 @@ except ImportError:  # CPython
 
 
 
-FIRMWARE_VERSION = "0.8.1"  # 0.8.1: idle bytes in front of a message frame, so that it is whole 4-byte words (docs/frames.md); 0.8.0: message kinds of variable length (BS's token carries only its live served entries); 0.7.0: the token frame in 12 bytes (docs/frames.md); 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
+FIRMWARE_VERSION = "0.8.2"  # 0.8.2: no idle bytes in front of a message frame (they made a frame look like an idle line while its first bytes landed); 0.8.1: idle bytes in front of a message frame, so that it is whole 4-byte words (docs/frames.md); 0.8.0: message kinds of variable length (BS's token carries only its live served entries); 0.7.0: the token frame in 12 bytes (docs/frames.md); 0.6.0: lost frames counted by the receiver (gap events), hello again at the first host line; 0.5.0: the protocol layer (MSG frames, a module per protocol); 0.4.0: viper codec, 30-bit counters; 0.3.0: token recovery; 0.2.0: !probe
 
 _SEND_TOKEN = const(1)  # protocol.SEND_TOKEN
 _SEND_REQUEST = const(2)  # protocol.SEND_REQUEST
@@ -56,7 +56,6 @@ _AGAIN = const(6)  # frame.AGAIN
 _MSG = const(7)  # frame.MSG
 _MSG_HEAD_CRC = const(7)  # frame.MSG_HEAD + 2 crc bytes: a MSG frame's raw length is its payload's + this
 _MSG_WIRE_EXTRA = const(10)  # frame.MSG_WIRE_EXTRA
-_MSG_ROOM = const(3)  # room in front of the message buffer for a frame's idle bytes (_message_views)
 _MSG_HEAD = const(5)  # frame.MSG_HEAD
 _GAP = const(8)  # frame.GAP: or-ed into a frame's kind when frames were lost before it
 _LSEQ_AT = const(256)  # frame._LSEQ_AT: the encoder's next link sequence byte
@@ -167,9 +166,10 @@ _taken = [0, 0]  # (tick, action) of the frame _finish_frame took; step reads it
 
 def _message_views(mv, sizes, least):
     """views[m]: what a board writes for a MSG frame with m payload bytes (m + MSG_WIRE_EXTRA
-    on the wire), encoded _MSG_ROOM bytes into the buffer mv: the frame, with the idle bytes in
-    front of it that make it a multiple of 4 (docs/frames.md), for every length m a declared kind
-    allows; None for the others."""
+    on the wire), encoded at the start of the buffer mv, for every length m a declared kind
+    allows; None for the others. Nothing in front of the frame's delimiter: idle bytes there
+    (0.8.1 made every write whole 4-byte words) are read as an idle line, and the next board's
+    loop then ran its chores while the frame landed (docs/frames.md)."""
     top = -1
     for k in range(_MSG_KINDS):
         if sizes[k] != 255 and sizes[k] > top:
@@ -180,7 +180,7 @@ def _message_views(mv, sizes, least):
             for m in range(least[k], sizes[k] + 1):
                 if views[m] is None:
                     n = m + _MSG_WIRE_EXTRA
-                    views[m] = mv[_MSG_ROOM - (-n & 3):_MSG_ROOM + n]
+                    views[m] = mv[:n]
     return views
 
 
@@ -255,14 +255,13 @@ class NodeLoop:
         self._on_token = getattr(node, "on_token", None) or (lambda c, s, q, e: node.on_token(c, s, q, e))
         # MSG frames (new or passed on) go out of one buffer, through a view cut here
         # per payload length a declared kind can have (the wire length is the payload's
-        # + 10, and up to 3 idle bytes in front: docs/frames.md), indexed by that length: a
-        # fixed kind's one, a variable kind's least..most.
-        # The buffer is the loop's own, with room in front for the idle bytes (on the
-        # Encoder, one attribute more cost S's hop 2.5 us on a Pico: measured, cause not found).
-        out = bytearray(_MSG_ROOM + len(self.enc.msg_out))
-        self._mout = memoryview(out)[_MSG_ROOM:]
+        # + 10: docs/frames.md), indexed by that length: a fixed kind's one, a variable
+        # kind's least..most. The buffer is the loop's own (on the Encoder, one attribute
+        # more cost S's hop 2.5 us on a Pico: measured, cause not found).
+        out = bytearray(len(self.enc.msg_out))
+        self._mout = memoryview(out)
         self._mfields = self.enc.msg_fields
-        self._mviews = _message_views(memoryview(out), node.msg_sizes, node.msg_least)
+        self._mviews = _message_views(self._mout, node.msg_sizes, node.msg_least)
         # The hop path's objects in two tuples, unpacked at the start of step() and
         # _finish_frame(): one lookup and an unpacking instead of a lookup per name (each
         # attribute lookup costs about 2 us on a Pico, its hash a software division; a
