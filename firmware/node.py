@@ -440,10 +440,11 @@ class NodeLoop:
         on_token = _handler(node, "on_token") or (lambda n, c, s, q, e: n.on_token(c, s, q, e))
         on_message = _handler(node, "on_message") or (lambda n, k, s, b: n.on_message(k, s, b))
         self._fwd = (self.ticks_us, on_token, encode_token, self._eraw, self._tout, self._write, node, on_message)
-        # A message's (_on_msg): one lookup for thirteen names and attributes (about 2 us each on a
-        # Pico; issue 41). The node's n, index and sizes never change.
+        # A message's (_on_msg, and _finish_frame once one is landing): one lookup for fourteen
+        # names and attributes (about 2 us each on a Pico, more in the loop's nearly full map;
+        # issue 41). The node's n, index and sizes never change.
         self._mhot = (self._dst, self._draw, self._lbuf, self._lst, self._mfields, self._mout, self._mviews,
-                      encode_message, record_fields, node.n, node.index, node.msg_sizes, node.msg_least)
+                      encode_message, record_fields, node.n, node.index, node.msg_sizes, node.msg_least, _CRC_TABLE)
 
     @micropython.native
     def step(self):
@@ -581,12 +582,8 @@ class NodeLoop:
             if views is None and (k == _MSG or draw[0] == _MSG):
                 # A message is landing (draw[0], the kind, is this frame's once its first
                 # byte is decoded, until then the last frame's: looked up for nothing at
-                # worst). One name per line: a tuple assignment of more than three names
-                # allocates its tuple.
-                index = node.index
-                n = node.n
-                mout = self._mout
-                views = self._mviews
+                # worst). Unpacked from _on_msg's tuple: one lookup.
+                _, _, _, _, _, mout, views, _, _, n, index, _, _, _ = self._mhot
             if k == _MSG:
                 # A message for another node, or another node's broadcast: passed on at once
                 # without waking the protocol, as _on_msg does (which takes any other message
@@ -660,7 +657,7 @@ class NodeLoop:
         # The hop's objects from bind_hot's tuple and _mhot: two lookups for sixteen (about 2 us each;
         # encode: the token's, then the message's).
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
-        st, draw, lbuf, lst, fields, mout, views, encode, record, n, index, sizes, least = self._mhot
+        st, draw, lbuf, lst, fields, mout, views, encode, record, n, index, sizes, least, _ = self._mhot
         mk = st[_F_STATE]
         src = st[_F_SRC]
         dst = st[_F_DST]
@@ -1295,13 +1292,13 @@ try:
                 # A message is landing (draw[0], the kind, is this frame's once its first
                 # byte is decoded, until then the last frame's: looked up for nothing at
                 # worst).
-                index = int(node.index)
-                n = int(node.n)
-                mout = self._mout
-                views = self._mviews
-                sizes = node.msg_sizes
-                least = node.msg_least
-                ct = ptr16(_CRC_TABLE)
+                # One lookup and an unpacking (_on_msg's tuple): six lookups here took about 35 us
+                # on the chip, while the frame's bytes piled up behind them (the second chunk
+                # of a 22-byte message was read after its last byte had landed; issue 41).
+                _, _, _, _, _, mout, views, _, _, ring, at, sizes, least, table = self._mhot
+                index = int(at)
+                n = int(ring)
+                ct = ptr16(table)
                 named = 1
             if named and (k == 0 or k == _MSG) and r[0] == _MSG:
                 # (3) up to the bytes that may be its CRC; once it has ended, up to its CRC. Begun
@@ -1400,7 +1397,7 @@ try:
         each subscript, comparison or operator is a runtime call of about a microsecond on a Pico,
         some twenty on a delivered message; issue 41). Same steps, same order."""
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
-        st, draw, lbuf, lst, fields, mout, views, encode, record, ring, at, sizes, least = self._mhot
+        st, draw, lbuf, lst, fields, mout, views, encode, record, ring, at, sizes, least, _ = self._mhot
         v = ptr32(st)
         mk = v[_F_STATE]
         src = v[_F_SRC]

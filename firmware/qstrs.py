@@ -85,12 +85,12 @@ def place_protocol(spec):
 
 HOT = {  # (tests/hot_names.py --write)
     'bs': (
-        '_countdown _CRC_TABLE _lst _rd node rx_bytes in_cs out_len out record index pending rot '
-        'log SERVED_SLOTS n _fwd out_dst out_kind tx_frames has_token link _watch epoch sv_len '
-        'ticks_us seq half msg_sizes sv_age fresh starting _clocked _mout _mviews led st fifo_head '
-        'POLLIN _line _line_views _mhot _poll _taken ipoll running select step write sv_node sv_sn '
-        '_len_bad msg_least open_epoch capacity _encode_line _mv b2a_base64 flush_one trap_h put30 '
-        'relay_rotation send _housekeeping '),
+        '_CRC_TABLE _countdown out_len out record pending _lst _rd _fwd _mhot out_dst out_kind '
+        'rx_bytes tx_frames rot SERVED_SLOTS log has_token node _watch epoch in_cs index ticks_us '
+        'seq msg_sizes _clocked fresh starting led POLLIN _line _line_views _poll _taken half ipoll '
+        'running select step _len_bad msg_least open_epoch relay_rotation sv_len sv_age link n '
+        'capacity fifo_head sv_node sv_sn st trap_h write put30 _encode_line _mv b2a_base64 '
+        'flush_one send _mfields fifo sn '),
     'd': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch log seq pending st state '
         'count ticks_us has_token _taken epoch tx_frames rx_bytes EV_RECV buf flag _housekeeping '
@@ -106,19 +106,19 @@ HOT = {  # (tests/hot_names.py --write)
         '_mv b2a_base64 flush_one _lbuf half _show record_fields _tout request gen_us regen_us '
         '_clocked _cs_start audit '),
     'dag': (
-        '_countdown node _lst in_cs _rd _CRC_TABLE qlen link record log _watch rx_bytes pending st '
-        'ticks_us index seq has_token _housekeeping _read_byte closed line poll n fresh starting '
-        'buf _dst _clocked led tx_frames out_len write EV_RECV _SENDS_OF _act _show sends uart '
-        'epoch out _fwd capacity _encode_line _mv b2a_base64 flush_one requests half _cs_start '
-        'audit EV_EXIT _mout _mviews _taken asked out_dst out_kind queue sign _lbuf record_fields '
-        'POLLIN _line '),
+        '_countdown node _lst in_cs _rd qlen _CRC_TABLE link record log _watch pending st ticks_us '
+        'has_token seq _housekeeping _read_byte closed line poll out_len tx_frames rx_bytes index '
+        'fresh starting _clocked _dst buf led write out _fwd _mhot epoch EV_RECV _SENDS_OF _act '
+        '_show sends uart capacity _encode_line _mv b2a_base64 flush_one out_dst out_kind _taken n '
+        'queue asked requests _cs_start audit half EV_EXIT sign _lbuf record_fields POLLIN _line '
+        '_line_views '),
     'nt': (
         '_countdown node _lst in_cs _rd _CRC_TABLE link record log pending _watch st ticks_us seq '
-        'NIL last _housekeeping _read_byte closed line poll out_len tx_frames index rx_bytes fresh '
-        'starting _clocked _dst has_token buf led write _fwd epoch EV_RECV _SENDS_OF _act _show '
-        'sends uart capacity _encode_line _mv b2a_base64 flush_one _mout _mviews out out_dst '
-        'out_kind _taken requests _cs_start audit half EV_EXIT _lbuf record_fields POLLIN _line '
-        '_line_views _poll ipoll '),
+        'NIL last _housekeeping _read_byte closed line poll out_len tx_frames rx_bytes fresh '
+        'starting _clocked _dst has_token buf led write _fwd _mhot epoch EV_RECV _SENDS_OF _act '
+        '_show sends uart capacity _encode_line _mv b2a_base64 flush_one out out_dst out_kind '
+        '_taken requests _cs_start audit half EV_EXIT _lbuf record_fields POLLIN _line _line_views '
+        '_poll index ipoll msg_sizes '),
     'q': (
         '_countdown node in_cs _lst _rd record link _CRC_TABLE _watch log st pending seq ticks_us '
         'count buf has_token EV_RECV _housekeeping _read_byte closed line poll epoch tx_frames '
@@ -127,12 +127,12 @@ HOT = {  # (tests/hot_names.py --write)
         'audit _wait_since half POLLIN _line _line_views _poll ipoll running select step _fwd '
         'request_out _lbuf record_fields ticks_diff '),
     'ra': (
-        '_countdown node _lst in_cs _rd _CRC_TABLE record link log _watch rx_bytes ticks_us pending '
-        'st index n tx_frames _dst _fwd seq has_token fresh starting _housekeeping _read_byte '
-        'closed line poll _clocked rq _lbuf record_fields _taken write _mout _mviews buf EV_RECV '
-        '_SENDS_OF _act _show led sends uart out_len clock half capacity lv _encode_line _mv '
-        'b2a_base64 flush_one POLLIN _line _line_views _poll ipoll msg_sizes running select step '
-        '_cs_start audit '),
+        '_countdown _lst node in_cs _rd _CRC_TABLE record link log _watch ticks_us pending st '
+        'tx_frames rx_bytes _fwd _dst has_token seq fresh starting _lbuf record_fields _taken rq '
+        '_clocked _housekeeping _read_byte closed line poll write _mhot clock out_len index EV_RECV '
+        '_SENDS_OF _act _show led sends uart buf half capacity lv n POLLIN _line _line_views _poll '
+        'ipoll msg_sizes running select step _encode_line _mv b2a_base64 flush_one _mfields out '
+        'out_dst '),
     'random': (
         '_countdown node in_cs _lst _rd link record _watch pending log st _housekeeping _read_byte '
         'closed line poll buf seq EV_EXIT EV_RECV _SENDS_OF _act _clocked _cs_start _dst _show '
@@ -140,12 +140,12 @@ HOT = {  # (tests/hot_names.py --write)
         '_enter _wait_since busy cs_us epoch exit_cs half request ticks_diff _encode_line _mv '
         'b2a_base64 flush_one write POLLIN _line _line_views _poll ipoll running select step '),
     'raymond': (
-        '_countdown node _lst in_cs _rd _CRC_TABLE link record qlen log _watch rx_bytes pending st '
-        'ticks_us seq index _housekeeping _read_byte closed line poll has_token fresh starting buf '
-        '_dst _clocked led tx_frames out_len write EV_RECV _SENDS_OF _act _show sends uart epoch n '
-        '_fwd capacity _encode_line _mv b2a_base64 flush_one requests half _cs_start audit EV_EXIT '
-        '_mout _mviews _taken asked out_dst out_kind holder out queue _lbuf record_fields POLLIN '
-        '_line '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE qlen link record log _watch pending st ticks_us '
+        'seq has_token _housekeeping _read_byte closed line poll out_len tx_frames rx_bytes fresh '
+        'starting _clocked _dst buf led write index _fwd _mhot epoch EV_RECV _SENDS_OF _act _show '
+        'sends uart capacity _encode_line _mv b2a_base64 flush_one out out_dst out_kind _taken '
+        'holder queue asked requests _cs_start audit half EV_EXIT _lbuf record_fields POLLIN _line '
+        '_line_views _poll '),
     's': (
         '_CRC_TABLE _lst seq epoch _countdown _taken count state link record node _watch ticks_us '
         '_rd rx_bytes tx_frames _lbuf pending st log has_token in_cs _wait_since capacity write '
@@ -154,23 +154,24 @@ HOT = {  # (tests/hot_names.py --write)
         'poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst fresh sends starting uart '
         'EV_EXIT _clocked _cs_start _show _tout audit '),
     'sk': (
-        '_countdown node _lst in_cs _rd _CRC_TABLE record link log rx_bytes _watch ticks_us pending '
-        'st index tx_frames _dst n _fwd seq has_token fresh starting _housekeeping _read_byte '
-        'closed line poll _clocked qlen rn _lbuf record_fields _taken write _mout _mviews buf '
-        'EV_RECV _SENDS_OF _act _show led sends uart out_len half capacity ln _encode_line _mv '
-        'b2a_base64 flush_one POLLIN _line _line_views _poll ipoll msg_sizes running select step '
-        'requests _cs_start '),
+        '_countdown _lst node in_cs _rd _CRC_TABLE record link log _watch ticks_us pending st '
+        'tx_frames rx_bytes _fwd _dst has_token seq fresh starting _lbuf record_fields _taken rn '
+        '_clocked qlen _housekeeping _read_byte closed line poll write _mhot out_len index EV_RECV '
+        '_SENDS_OF _act _show led sends uart buf half capacity ln POLLIN _line _line_views _poll '
+        'ipoll msg_sizes running select step _encode_line _mv b2a_base64 flush_one _mfields out '
+        'out_dst out_kind '),
     'toy': (
-        '_countdown _lst node in_cs _rd _CRC_TABLE record link log rn _watch index ticks_us pending '
-        'st tx_frames rx_bytes ln _fwd n _dst has_token seq fresh starting _lbuf record_fields '
-        '_taken _clocked _housekeeping _read_byte closed line poll _mout _mviews write out_len AT '
-        '_HEADER EV_RECV _SENDS_OF _act _show led sends uart buf half out epoch capacity _wants '
-        'POLLIN _line _line_views _poll ipoll msg_sizes running select step _encode_line _mv '),
+        '_countdown _lst node in_cs _rd _CRC_TABLE record link log rn _watch ticks_us pending st '
+        'tx_frames rx_bytes index ln _fwd _dst has_token seq fresh starting _lbuf record_fields '
+        '_taken _clocked _housekeeping _read_byte closed line poll write _mhot out_len AT _HEADER '
+        'EV_RECV _SENDS_OF _act _show led sends uart buf half out epoch capacity _wants POLLIN '
+        '_line _line_views _poll ipoll msg_sizes running select step _encode_line _mv b2a_base64 '
+        'flush_one '),
     'wt': (
         '_countdown node _lst _rd in_cs link _housekeeping ticks_us now _watch wake_at _clk '
-        '_CRC_TABLE _tick NodeLoop _read_byte closed line poll fresh starting _wait_since '
-        'ticks_diff gen_us regen_us walk log rx_bytes has_token record write pending index epoch '
-        'out out_len tx_frames st capacity _encode_line _mv b2a_base64 flush_one _fwd _mout _mviews '
-        'n half seq _lbuf _mfields _taken out_dst out_kind put30 record_fields _dst _elapsed POLLIN '
-        '_line _line_views _poll ipoll msg_sizes '),
+        '_CRC_TABLE _tick NodeLoop _read_byte closed line poll fresh starting ticks_diff '
+        '_wait_since gen_us regen_us walk log has_token record pending write epoch out out_len '
+        'rx_bytes tx_frames st _fwd _mhot capacity half _encode_line _mv b2a_base64 flush_one seq '
+        '_lbuf _mfields _taken index out_dst out_kind put30 record_fields _dst _elapsed POLLIN '
+        '_line _line_views _poll ipoll msg_sizes running select '),
 }
