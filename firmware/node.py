@@ -64,6 +64,7 @@ _STARVED = const(64)  # passes the chores may wait for a frame to end
 _SPIN = const(24)  # idle polls of the UART between two passes (about 0.25 ms on a Pico)
 _TOKEN_TAKEN = const(16)  # _finish_frame's kind for a token it gave the protocol: its tick and action in _taken
 _MSG_TAKEN = const(17)  # _finish_frame's kind for a message it passed on: its tick in _taken
+_MSG_DELIVERED = const(18)  # _finish_frame's kind for a message for this node it handed to _on_msg
 _STILL_READ_US = const(50_000)  # a virtual board's protocol clock reads its ring's stillness this often
 _FINISH_MAX = const(300)  # bytes step() reads at most while waiting for a frame's end (> any frame)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
@@ -506,6 +507,8 @@ class NodeLoop:
                     on_msg(t)
                 elif k == _MSG_TAKEN:  # _finish_frame passed it on: for another node, or to all
                     self._msg_passed(_taken[0])
+                elif k == _MSG_DELIVERED:  # _finish_frame gave it to _on_msg: nothing left to do
+                    pass
                 else:
                     self._on_frame(k, t)
                 k = sc(rx, draw, st)
@@ -545,10 +548,10 @@ class NodeLoop:
         self.rx. A token frame that ends here is given to the protocol at once and,
         when it only goes through, passed on (step logs it: kind _TOKEN_TAKEN, its
         tick and the protocol's action in _taken); so is a message for another node
-        (_MSG_TAKEN). Returns the kind of the frame that ended (0: none within _SPIN
+        (_MSG_TAKEN); a message for this node is handed to _on_msg (_MSG_DELIVERED). Returns the kind of the frame that ended (0: none within _SPIN
         empty polls, or _FINISH_MAX bytes of a frame that does not end: line garbage)
         plus 32 x the bytes it read. On the chip: _finish_frame_viper, below."""
-        ready, readinto, rx, rxlen, sc, st, draw, finish, _, _ = self._rd
+        ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
@@ -595,6 +598,12 @@ class NodeLoop:
                     _pass_msg_on(draw, eraw, st, mout, write, views)
                     taken[0] = t
                     k = _MSG_TAKEN
+                elif d == index:
+                    # For this node (a relay: the wandering token's visit, BS's rotation):
+                    # delivered from here, as a token is, not after a return to step()
+                    # and its dispatch (about 15 us on a Pico; issue 41).
+                    on_msg(ticks_us())
+                    k = _MSG_DELIVERED
                 break
             if k or st[_CODE] == 0xFF:
                 break
@@ -1238,7 +1247,7 @@ try:
         both). Viper: the decoder's fields are read through a pointer (a subscript of the
         array costs 1.7 us in native code, and each chunk took 4-6 of them). Bounded
         like step()'s own polls, so the scheduler waits no longer than before."""
-        ready, readinto, rx, rxlen, sc, st, draw, finish, _, _ = self._rd
+        ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
@@ -1376,6 +1385,12 @@ try:
                         write(views[m])
                         taken[0] = t
                         k = _MSG_TAKEN
+                elif d == index:
+                    # For this node (a relay: the wandering token's visit, BS's rotation):
+                    # delivered from here, as a token is, not after a return to step() and
+                    # its dispatch (about 15 us on a Pico; issue 41).
+                    on_msg(ticks_us())
+                    k = _MSG_DELIVERED
                 break
             if k or v[_CODE] == 0xFF:
                 break
