@@ -95,16 +95,16 @@ HOT = {  # (tests/hot_names.py --write)
         '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch log seq pending st state '
         'count ticks_us has_token _taken epoch tx_frames rx_bytes EV_RECV buf flag _housekeeping '
         '_read_byte closed line poll fresh starting write _SENDS_OF _act _dst sends uart led '
-        'capacity POLLIN _line _line_views _poll ipoll running select step _fwd _wait_since half '
-        '_show _encode_line _mv b2a_base64 flush_one _lbuf record_fields _tout request _clocked '
-        '_cs_start audit requests EV_EXIT '),
+        'capacity POLLIN _enter _line _line_views _poll active_budget ipoll n open_epoch running '
+        'select step _fwd _wait_since half _show _encode_line _mv b2a_base64 flush_one _lbuf '
+        'record_fields _tout request _clocked '),
     'd-literal': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch seq log pending st state '
         'ticks_us _taken epoch count has_token tx_frames rx_bytes EV_RECV buf flag _housekeeping '
         '_read_byte closed line poll write fresh starting _SENDS_OF _act _dst capacity sends uart '
-        'led POLLIN _line _line_views _poll _wait_since ipoll running select step _fwd _encode_line '
-        '_mv b2a_base64 flush_one _lbuf half _show record_fields _tout request gen_us regen_us '
-        '_clocked _cs_start audit '),
+        'led POLLIN _enter _line _line_views _poll _wait_since active_budget ipoll n open_epoch '
+        'running select step _fwd _encode_line _mv b2a_base64 flush_one _lbuf half _show '
+        'record_fields _tout request gen_us '),
     'dag': (
         '_countdown node _lst in_cs _rd qlen _CRC_TABLE link record log _watch pending st ticks_us '
         'has_token seq _housekeeping _read_byte closed line poll out_len tx_frames rx_bytes index '
@@ -124,8 +124,8 @@ HOT = {  # (tests/hot_names.py --write)
         'count buf has_token EV_RECV _housekeeping _read_byte closed line poll epoch tx_frames '
         '_taken rx_bytes fresh starting led write _SENDS_OF _act _dst sends uart capacity _show '
         '_encode_line _mv b2a_base64 flush_one state request requests _clocked EV_EXIT _cs_start '
-        'audit _wait_since half POLLIN _line _line_views _poll ipoll running select step _fwd '
-        'request_out _lbuf record_fields ticks_diff '),
+        'audit _wait_since half POLLIN _enter _line _line_views _poll ipoll n open_epoch running '
+        'select step _fwd request_out '),
     'ra': (
         '_countdown _lst node in_cs _rd _CRC_TABLE record link log _watch ticks_us pending st '
         'tx_frames rx_bytes _fwd _dst has_token seq fresh starting _lbuf record_fields _taken rq '
@@ -149,10 +149,10 @@ HOT = {  # (tests/hot_names.py --write)
     's': (
         '_CRC_TABLE _lst seq epoch _countdown _taken count state link record node _watch ticks_us '
         '_rd rx_bytes tx_frames _lbuf pending st log has_token in_cs _wait_since capacity write '
-        'POLLIN _fwd _line _line_views _poll _token_seen gen_us ipoll open_epoch regen_us running '
-        'select step _encode_line _mv b2a_base64 flush_one _housekeeping _read_byte closed line '
-        'poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst fresh sends starting uart '
-        'EV_EXIT _clocked _cs_start _show _tout audit '),
+        'POLLIN _enter _fwd _line _line_views _poll _token_seen gen_us ipoll open_epoch regen_us '
+        'running select step _encode_line _mv b2a_base64 flush_one _housekeeping _read_byte closed '
+        'line poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst fresh sends starting '
+        'uart EV_EXIT _clocked _cs_start _show _tout '),
     'sk': (
         '_countdown _lst node in_cs _rd _CRC_TABLE record link log _watch ticks_us pending st '
         'tx_frames rx_bytes _fwd _dst has_token seq fresh starting _lbuf record_fields _taken rn '
@@ -168,10 +168,10 @@ HOT = {  # (tests/hot_names.py --write)
         '_line _line_views _poll ipoll msg_sizes running select step _encode_line _mv b2a_base64 '
         'flush_one '),
     'wt': (
-        '_countdown node _lst _rd in_cs link _housekeeping ticks_us now _watch wake_at _clk '
-        '_CRC_TABLE _tick NodeLoop _read_byte closed line poll fresh starting ticks_diff '
-        '_wait_since gen_us regen_us walk log has_token record pending write epoch out out_len '
-        'rx_bytes tx_frames st _fwd _mhot capacity half _encode_line _mv b2a_base64 flush_one seq '
-        '_lbuf _mfields _taken index out_dst out_kind put30 record_fields _dst _elapsed POLLIN '
-        '_line _line_views _poll ipoll msg_sizes running select '),
+        '_countdown node _lst _rd in_cs link _housekeeping ticks_us now _watch _CRC_TABLE wake_at '
+        '_clk _tick NodeLoop _read_byte closed line poll fresh starting walk _wait_since ticks_diff '
+        'gen_us regen_us log has_token record pending write epoch rx_bytes tx_frames out out_len st '
+        '_fwd _mhot capacity half _encode_line _mv b2a_base64 flush_one seq _lbuf _taken '
+        'record_fields _mfields index out_dst out_kind put30 _dst _elapsed POLLIN _line _line_views '
+        '_poll ipoll msg_sizes running select '),
 }
