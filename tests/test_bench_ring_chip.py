@@ -145,6 +145,40 @@ def test_the_feeder_asks_each_port_in_turn_for_its_life():
             os.close(s)
 
 
+def test_a_windows_feed_goes_to_the_emulator_with_the_request(tmp_path):
+    """record_window(feed=...) hands the emulator the boards, the period in chip nanoseconds and the
+    bytes in hex (js/emulator.mjs writes them, in chip time); a feed the ring cannot take (a board
+    it has not, no period, nothing to send) is refused before anything is asked of the emulator."""
+    import threading
+    import time
+    from pathlib import Path
+
+    (tmp_path / supervisor.STATE).write_text(json.dumps({"supervisor_pid": os.getpid(), "n": 3}))
+    seen = {}
+
+    def emulator():  # takes the request and answers it, as node does (empty windows)
+        for _ in range(500):
+            req = tmp_path / supervisor.WINDOW
+            if req.exists():
+                seen.update(json.loads(req.read_text()))
+                req.unlink()  # (as the supervisor passes it on)
+                Path(seen["out"]).write_text(json.dumps({"wires": [], "fed": 7}))
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=emulator)
+    t.start()
+    window = supervisor.record_window(tmp_path, 0.01, 0.02, feed=(range(2), 0.002, b"!r\n"), timeout_s=30)
+    t.join()
+    assert window["fed"] == 7
+    assert seen["feed"] == {"boards": [0, 1], "period_ns": 2_000_000, "hex": "21720a"}
+    assert (seen["warm_ns"], seen["window_ns"]) == (10_000_000, 20_000_000)
+    for bad in ((range(4), 0.002, b"!r\n"), ([], 0.002, b"!r\n"), (range(2), 0, b"!r\n"), (range(2), 0.002, b"")):
+        with pytest.raises(supervisor.EmulatedError, match="feed needs boards among the ring's 0..2"):
+            supervisor.record_window(tmp_path, 0.01, 0.02, feed=bad, timeout_s=1)
+    assert not (tmp_path / supervisor.WINDOW).exists()  # nothing asked
+
+
 def test_percentile_is_the_nearest_rank():
     xs = list(range(1, 101))
     assert ring_chip.percentile(xs, 50) == 50

@@ -315,7 +315,12 @@ def record_window(state_dir, warm_s, window_s, tail_s=0.05, timeout_s=600.0, fee
                "out": str(out)}
     if feed is not None:
         boards, period_s, data = feed
-        request["feed"] = {"boards": list(boards), "period_ns": int(period_s * 1e9), "hex": bytes(data).hex()}
+        boards = list(boards)
+        n = state.get("n", len(state.get("boards", ())))
+        if not boards or any(not 0 <= b < n for b in boards) or not period_s > 0 or not data:
+            raise EmulatedError("a window's feed needs boards among the ring's 0..%d, a period above 0 and bytes to "
+                                "send: got boards %s, period %r s, %d bytes" % (n - 1, boards, period_s, len(data)))
+        request["feed"] = {"boards": boards, "period_ns": int(period_s * 1e9), "hex": bytes(data).hex()}
     _write_json(state_dir / WINDOW, request)
     deadline = time.monotonic() + timeout_s
     while not out.exists():
