@@ -548,9 +548,10 @@ class NodeLoop:
         self.rx. A token frame that ends here is given to the protocol at once and,
         when it only goes through, passed on (step logs it: kind _TOKEN_TAKEN, its
         tick and the protocol's action in _taken); so is a message for another node
-        (_MSG_TAKEN); a message for this node is handed to _on_msg (_MSG_DELIVERED). Returns the kind of the frame that ended (0: none within _SPIN
-        empty polls, or _FINISH_MAX bytes of a frame that does not end: line garbage)
-        plus 32 x the bytes it read. On the chip: _finish_frame_viper, below."""
+        (_MSG_TAKEN); a message for this node is handed to _on_msg (_MSG_DELIVERED).
+        Returns the kind of the frame that ended (0: none within _SPIN empty polls, or
+        _FINISH_MAX bytes of a frame that does not end: line garbage) plus 32 x the bytes
+        it read. On the chip: _finish_frame_viper, below."""
         ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
@@ -601,7 +602,8 @@ class NodeLoop:
                 elif d == index:
                     # For this node (a relay: the wandering token's visit, BS's rotation):
                     # delivered from here, as a token is, not after a return to step()
-                    # and its dispatch (about 15 us on a Pico; issue 41).
+                    # and its dispatch (a relay hop 10 us shorter on the emulated Pico;
+                    # issue 41).
                     on_msg(ticks_us())
                     k = _MSG_DELIVERED
                 break
@@ -1388,7 +1390,7 @@ try:
                 elif d == index:
                     # For this node (a relay: the wandering token's visit, BS's rotation):
                     # delivered from here, as a token is, not after a return to step() and
-                    # its dispatch (about 15 us on a Pico; issue 41).
+                    # its dispatch (a relay hop 10 us shorter on the emulated Pico; issue 41).
                     on_msg(ticks_us())
                     k = _MSG_DELIVERED
                 break
