@@ -126,7 +126,8 @@ def test_every_protocol_but_s_runs_with_requests_and_is_measured_at_the_board_th
 def test_the_feeder_asks_each_port_in_turn_for_its_life():
     """bench.feed (the host's feed for ../shared/rp2040/bench) writes the request command to the
     ports in turn, one every period, and stops at the end of its life."""
-    from picoring.bench.feed import REQUEST, feed
+    from picoring.bench.feed import feed
+    from picoring.ring.hostlink import REQUEST
 
     ptys = [os.openpty() for _ in range(2)]  # two boards' USB ports
     try:

@@ -44,7 +44,7 @@ def test_requests_paced_in_chip_time_by_the_emulator(board_ring):
     however fast this machine runs the chips; the firmware serves them, and the token's hops at
     the board that never asks are measured. (First in this file: the ring is still flashed for Q.)"""
     from picoring.bench import ring_chip
-    from picoring.bench.feed import REQUEST
+    from picoring.ring.hostlink import REQUEST
     from picoring.emulated import supervisor
 
     ring, n = board_ring, board_ring.n

@@ -16,8 +16,7 @@ import os
 import time
 
 from .. import fdwait
-
-REQUEST = b"!r\n"
+from ..ring.hostlink import REQUEST
 
 
 def feed(ports, period=0.01, life=60.0, clock=time.monotonic):

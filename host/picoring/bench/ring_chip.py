@@ -230,13 +230,13 @@ def start_script(port, text, until=None, timeout_s=REPL_WAIT_S):
 def firmware_window(n, protocol, baud, warm_s, window_s, regen_ms=None, firmware=None, bootrom=None, log=None,
                     requests=False):
     """requests: boards 0 to n - 2 are asked for the critical section all along (the request
-    command bench.feed sends, written by the emulator to each in turn every FEED_PERIOD_S of
+    command, hostlink.REQUEST, written by the emulator to each in turn every FEED_PERIOD_S of
     chip time from the warm-up on; a board that has a request outstanding refuses it), board
     n - 1 never: its token hops are hops alone, no critical section among them. Paced in chip
     time, the requests meet the token where a real host's would on real boards, whatever this
     machine's load."""
     from ..emulated.session import start_flashed
-    from .feed import REQUEST
+    from ..ring.hostlink import REQUEST
 
     ring, _, _ = start_flashed(n, protocol, baud=baud, regen_ms=regen_ms, firmware=firmware, bootrom=bootrom,
                                log=log)

@@ -315,8 +315,7 @@ def record_window(state_dir, warm_s, window_s, tail_s=0.05, timeout_s=600.0, fee
                "out": str(out)}
     if feed is not None:
         boards, period_s, data = feed
-        boards = list(boards)
-        n = state.get("n", len(state.get("boards", ())))
+        boards, n = list(boards), state["n"]
         if not boards or any(not 0 <= b < n for b in boards) or not period_s > 0 or not data:
             raise EmulatedError("a window's feed needs boards among the ring's 0..%d, a period above 0 and bytes to "
                                 "send: got boards %s, period %r s, %d bytes" % (n - 1, boards, period_s, len(data)))
