@@ -724,10 +724,10 @@ class NodeLoop:
         record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
         record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, self.ticks_us())
         if st[_F_DST] == _BROADCAST:
-            node = self.node
+            _, _, _, _, _, _, node, on_message = self._fwd
             if self._clocked:
                 self._tick(t)
-            a = self._fwd[7](node, st[_F_STATE], st[_F_SRC], self._draw)  # the node's on_message
+            a = on_message(node, st[_F_STATE], st[_F_SRC], self._draw)
             if a:
                 self._act(a, t)
             else:
