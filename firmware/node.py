@@ -64,7 +64,7 @@ _STARVED = const(64)  # passes the chores may wait for a frame to end
 _SPIN = const(24)  # idle polls of the UART between two passes (about 0.25 ms on a Pico)
 _TOKEN_TAKEN = const(16)  # _finish_frame's kind for a token it gave the protocol: its tick and action in _taken
 _MSG_TAKEN = const(17)  # _finish_frame's kind for a message it passed on: its tick in _taken
-_MSG_DELIVERED = const(18)  # _finish_frame's kind for a message for this node it handed to _on_msg
+_MSG_DELIVERED = const(18)  # _finish_frame's kind for a message for this node it gave the protocol: its tick, action and send tick in _taken
 _STILL_READ_US = const(50_000)  # a virtual board's protocol clock reads its ring's stillness this often
 _FINISH_MAX = const(300)  # bytes step() reads at most while waiting for a frame's end (> any frame)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
@@ -162,7 +162,7 @@ def _handler(node, name):
     return getattr(type(node), name, None)
 
 
-_taken = [0, 0]  # (tick, action) of the frame _finish_frame took; step reads it at once
+_taken = [0, 0, 0]  # (tick, action, the send's tick) of the frame _finish_frame took; step reads it at once
 
 
 def _message_views(mv, sizes, least):
@@ -344,6 +344,7 @@ class NodeLoop:
                 bind = getattr(ring_stood_still, "bind", None)
                 if bind is not None:
                     bind(self.leave_out_stillness)
+            self.bind_hot()  # again: the clock goes into _mhot (its place in the map kept: bound above)
         self._commands = {
             "r": self._cmd_request,
             "req": self._cmd_request,
@@ -445,7 +446,8 @@ class NodeLoop:
         # names and attributes (about 2 us each on a Pico, more in the loop's nearly full map;
         # issue 41). The node's n, index and sizes never change.
         self._mhot = (self._dst, self._draw, self._lbuf, self._lst, self._mfields, self._mout, self._mviews,
-                      encode_message, record_fields, node.n, node.index, node.msg_sizes, node.msg_least, _CRC_TABLE)
+                      encode_message, record_fields, node.n, node.index, node.msg_sizes, node.msg_least, _CRC_TABLE,
+                      self._clk if self._clocked else None)
 
     @micropython.native
     def step(self):
@@ -507,8 +509,8 @@ class NodeLoop:
                     on_msg(t)
                 elif k == _MSG_TAKEN:  # _finish_frame passed it on: for another node, or to all
                     self._msg_passed(_taken[0])
-                elif k == _MSG_DELIVERED:  # _finish_frame gave it to _on_msg: nothing left to do
-                    pass
+                elif k == _MSG_DELIVERED:  # _finish_frame gave it to the protocol (and wrote what it sent)
+                    self._delivered(_taken[0], _taken[1], _taken[2])
                 else:
                     self._on_frame(k, t)
                 k = sc(rx, draw, st)
@@ -548,10 +550,10 @@ class NodeLoop:
         self.rx. A token frame that ends here is given to the protocol at once and,
         when it only goes through, passed on (step logs it: kind _TOKEN_TAKEN, its
         tick and the protocol's action in _taken); so is a message for another node
-        (_MSG_TAKEN); a message for this node is handed to _on_msg (_MSG_DELIVERED).
-        Returns the kind of the frame that ended (0: none within _SPIN empty polls, or
-        _FINISH_MAX bytes of a frame that does not end: line garbage) plus 32 x the bytes
-        it read. On the chip: _finish_frame_viper, below."""
+        (_MSG_TAKEN); a message for this node is given to the protocol, and what it
+        sends at once written (_MSG_DELIVERED: step logs both, _delivered). Returns the
+        kind of the frame that ended (0: none within _SPIN empty polls, or _FINISH_MAX
+        bytes of a frame that does not end: line garbage) plus 32 x the bytes it read. On the chip: _finish_frame_viper, below."""
         ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
@@ -587,7 +589,7 @@ class NodeLoop:
                 # A message is landing (draw[0], the kind, is this frame's once its first
                 # byte is decoded, until then the last frame's: looked up for nothing at
                 # worst). Unpacked from _on_msg's tuple: one lookup.
-                _, _, _, _, _, mout, views, _, _, n, index, _, _, _ = self._mhot
+                _, _, _, _, fields, mout, views, menc, _, n, index, _, _, _, clk = self._mhot
             if k == _MSG:
                 # A message for another node, or another node's broadcast: passed on at once
                 # without waking the protocol, as _on_msg does (which takes any other message
@@ -599,12 +601,22 @@ class NodeLoop:
                     _pass_msg_on(draw, eraw, st, mout, write, views)
                     taken[0] = t
                     k = _MSG_TAKEN
-                elif d == index:
-                    # For this node (a relay: the wandering token's visit, BS's rotation):
-                    # delivered from here, as a token is, not after a return to step()
-                    # and its dispatch (a relay hop 10 us shorter on the emulated Pico;
-                    # issue 41).
-                    on_msg(ticks_us())
+                elif d == index and not _msg_bad(st, n, node):
+                    # For this node (a relay: the wandering token's visit, BS's rotation): given
+                    # to the protocol here, as a token is, and what it sends at once written
+                    # before anything is logged (step: _delivered), not after a return to step(),
+                    # its dispatch and _on_msg's lookups (issue 41). A message _msg_bad refuses
+                    # goes to _on_msg (kind _MSG), which logs it.
+                    t = ticks_us()
+                    if clk is not None:
+                        self._tick(t)
+                    a = on_message(node, st[_F_STATE], st[_F_SRC], draw)
+                    if a == _SEND_MSG:
+                        menc(eraw, mout, node, fields)
+                        write(views[node.out_len])
+                        taken[2] = ticks_us()
+                    taken[0] = t
+                    taken[1] = a
                     k = _MSG_DELIVERED
                 break
             if k or st[_CODE] == 0xFF:
@@ -668,7 +680,7 @@ class NodeLoop:
         # The hop's objects from bind_hot's tuple and _mhot: two lookups for sixteen (about 2 us each;
         # encode: the token's, then the message's).
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
-        st, draw, lbuf, lst, fields, mout, views, encode, record, n, index, sizes, least, _ = self._mhot
+        st, draw, lbuf, lst, fields, mout, views, encode, record, n, index, sizes, least, _, _ = self._mhot
         mk = st[_F_STATE]
         src = st[_F_SRC]
         dst = st[_F_DST]
@@ -679,41 +691,45 @@ class NodeLoop:
             self._bad_msg(t)
             return
         if dst == index:
+            # (_finish_frame delivers most: this is a message read whole by step())
             if self._clocked:
-                # _tick, inline: every hop of the wandering token's walk comes here (a method
-                # call, and its bytecode, cost the hop tens of microseconds on a Pico).
-                clk = self._clk
-                d = (t - clk[0]) & _COUNT_MASK
-                if 1000 <= d < 0x20000000:
-                    k = d // 1000
-                    clk[0] = (t - (d - k * 1000)) & _COUNT_MASK
-                    node.now = (node.now + k) & _COUNT_MASK
+                self._tick(t)
             a = on_message(node, mk, src, draw)
-            # What _act does for the two actions a delivered token most often has, without its
-            # generic loops and log cases (a bytecode call of tens of microseconds on a Pico): a
-            # message sent on at once (BS's rotation, the wandering token's walk: every hop of
-            # theirs), or nothing (the token taken in, at rest or in the critical section).
-            if a == _SEND_MSG:
-                # Forwarded first, then both events logged (the receive's tick is t).
+            sent = 0
+            if a == _SEND_MSG:  # forwarded first, then logged
                 encode(eraw, mout, node, fields)
                 write(views[node.out_len])
-                self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
-                record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
-                record(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
-                if self.led is not None:
-                    self._show()
-            else:
-                record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
-                if a:
-                    self._act(a, t)
-                    return
-            self._watch = node.fresh or node.starting or (node.pending and not node.has_token)  # (as _act)
+                sent = ticks_us()
+            self._delivered(t, a, sent)
             return
         if src == index:
             record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
             return  # a broadcast back at its sender: taken off
         _pass_msg_on(draw, eraw, st, mout, write, views)
         self._msg_passed(t)  # logged, and a broadcast delivered, as one that _finish_frame passed on
+
+    @micropython.native
+    def _delivered(self, t, a, sent):
+        """Log a message for this node that the protocol took (received at t; a: its action)
+        and act on the rest: a message it sent at once (BS's rotation, the wandering token's
+        walk: every hop of theirs) is written already, at tick sent. What _act does for the two
+        actions a delivered token most often has, sending on or nothing (taken in, at rest or in
+        the critical section), without its generic loops and log cases (a bytecode call of tens
+        of microseconds on a Pico)."""
+        st, draw, lbuf, lst, fields, mout, views, encode, record, n, index, sizes, least, _, _ = self._mhot
+        if a == _SEND_MSG:
+            self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
+            record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+            record(lbuf, lst, _CODE_SEND_MSG, fields, 0, sent)
+            if self.led is not None:
+                self._show()
+        else:
+            record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
+            if a:
+                self._act(a, t)
+                return
+        node = self.node
+        self._watch = node.fresh or node.starting or (node.pending and not node.has_token)  # (as _act)
 
     @micropython.native
     def _msg_passed(self, t):
@@ -1262,6 +1278,9 @@ try:
         n = 0
         mout = taken  # (objects until then: a viper local keeps its first type)
         views = taken
+        fields = taken
+        menc = taken
+        clk = taken
         sizes = taken
         least = taken
         # A message for another node is resealed as it lands (3): its copy's CRC and COBS, with
@@ -1306,7 +1325,7 @@ try:
                 # One lookup and an unpacking (_on_msg's tuple): six lookups here took about 35 us
                 # on the chip, while the frame's bytes piled up behind them (the second chunk
                 # of a 22-byte message was read after its last byte had landed; issue 41).
-                _, _, _, _, _, mout, views, _, _, ring, at, sizes, least, table = self._mhot
+                _, _, _, _, fields, mout, views, menc, _, ring, at, sizes, least, table, clk = self._mhot
                 index = int(at)
                 n = int(ring)
                 ct = ptr16(table)
@@ -1345,17 +1364,16 @@ try:
                 # up); _msg_passed then delivers a broadcast here too (sk's and ra's requests:
                 # passed on by _on_msg after their last byte, 166 us, while a token landed
                 # behind them). _msg_bad inline, on machine words (a native call and its
-                # subscripts cost the passed-on hop about 20 us on a Pico; issue 41).
-                # A message for this node (the wandering token's every visit) stops at the first
-                # test: the rest is read only for one to pass on.
+                # subscripts cost the passed-on hop about 20 us on a Pico; issue 41), and not
+                # from this node (a broadcast back at its sender): _on_msg takes up what fails.
                 d = v[_F_DST]
-                if (d != index and d < n) or d == _BROADCAST:
-                    mk = v[_F_STATE]
-                    m = v[_F_MLEN]
-                    src = v[_F_SRC]
-                    most = ptr8(sizes)
-                    if (src != index and mk < _MSG_KINDS and (m == most[mk] or (m >= ptr8(least)[mk] and m <= most[mk]))
-                            and src < n and src != d):
+                mk = v[_F_STATE]
+                m = v[_F_MLEN]
+                src = v[_F_SRC]
+                most = ptr8(sizes)
+                if (src != index and mk < _MSG_KINDS and (m == most[mk] or (m >= ptr8(least)[mk] and m <= most[mk]))
+                        and src < n and src != d):
+                    if (d != index and d < n) or d == _BROADCAST:
                         t = ticks_us()
                         # _pass_msg_on, inline: a native call and its subscripts cost the passed-on
                         # hop about 10 us on a Pico (issue 41)
@@ -1387,12 +1405,28 @@ try:
                         write(views[m])
                         taken[0] = t
                         k = _MSG_TAKEN
-                elif d == index:
-                    # For this node (a relay: the wandering token's visit, BS's rotation):
-                    # delivered from here, as a token is, not after a return to step() and
-                    # its dispatch (a relay hop 10 us shorter on the emulated Pico; issue 41).
-                    on_msg(ticks_us())
-                    k = _MSG_DELIVERED
+                    elif d == index:
+                        # For this node (a relay: the wandering token's visit, BS's rotation):
+                        # given to the protocol here, as a token is, and what it sends at once
+                        # written before anything is logged (step: _delivered), not after a return
+                        # to step(), its dispatch and _on_msg's lookups and call (issue 41).
+                        t = ticks_us()
+                        if clk:
+                            # _tick, inline (a clocked loop's: the wandering token's)
+                            c = ptr32(clk)
+                            dt = (int(t) - c[0]) & _COUNT_MASK
+                            if dt >= 1000 and dt < 0x20000000:
+                                q = dt // 1000
+                                c[0] = (int(t) - (dt - q * 1000)) & _COUNT_MASK
+                                node.now = (int(node.now) + q) & _COUNT_MASK
+                        a = on_message(node, mk, src, draw)
+                        if int(a) == _SEND_MSG:
+                            menc(eraw, mout, node, fields)
+                            write(views[node.out_len])
+                            taken[2] = ticks_us()
+                        taken[0] = t
+                        taken[1] = a
+                        k = _MSG_DELIVERED
                 break
             if k or v[_CODE] == 0xFF:
                 break
@@ -1410,11 +1444,11 @@ try:
     @micropython.viper
     def _on_msg_viper(self, t):
         """NodeLoop._on_msg in viper, where the port has the emitter: the decoder's fields read
-        through a pointer, the checks and the clock's arithmetic on machine words (in native code
+        through a pointer, the checks on machine words (in native code
         each subscript, comparison or operator is a runtime call of about a microsecond on a Pico,
         some twenty on a delivered message; issue 41). Same steps, same order."""
         ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
-        st, draw, lbuf, lst, fields, mout, views, encode, record, ring, at, sizes, least, _ = self._mhot
+        st, draw, lbuf, lst, fields, mout, views, encode, record, ring, at, sizes, least, _, _ = self._mhot
         v = ptr32(st)
         mk = v[_F_STATE]
         src = v[_F_SRC]
@@ -1428,33 +1462,16 @@ try:
             return
         index = int(at)
         if dst == index:
+            # (_finish_frame delivers most: this is a message read whole by step())
             if self._clocked:
-                # _tick, inline
-                clk = ptr32(self._clk)
-                d = (int(t) - clk[0]) & _COUNT_MASK
-                if d >= 1000 and d < 0x20000000:
-                    k = d // 1000
-                    clk[0] = (int(t) - (d - k * 1000)) & _COUNT_MASK
-                    node.now = (int(node.now) + k) & _COUNT_MASK
-            a = int(on_message(node, mk, src, draw))
-            if a == _SEND_MSG:
+                self._tick(t)
+            a = on_message(node, mk, src, draw)
+            sent = t  # (unused unless sent: a viper local keeps its first type)
+            if int(a) == _SEND_MSG:  # forwarded first, then logged
                 encode(eraw, mout, node, fields)
                 write(views[node.out_len])
-                self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
-                record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
-                record(lbuf, lst, _CODE_SEND_MSG, fields, 0, ticks_us())
-                if self.led:  # (a Pin or None: viper has no "is None")
-                    self._show()
-            else:
-                record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
-                if a:
-                    self._act(a, t)
-                    return
-            # (as _act; the node's flags are bools)
-            if node.fresh or node.starting or (node.pending and not node.has_token):
-                self._watch = True
-            else:
-                self._watch = False
+                sent = ticks_us()
+            self._delivered(t, a, sent)
             return
         if src == index:
             record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
@@ -1475,7 +1492,7 @@ try:
             # call would be waited for by a token landing behind the broadcast)
             if self._clocked:
                 self._tick(t)
-            a = int(on_message(node, mk, src, draw))
+            a = on_message(node, mk, src, draw)
             if a:
                 self._act(a, t)
             elif node.fresh or node.starting or (node.pending and not node.has_token):  # (as _act)

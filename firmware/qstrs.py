@@ -85,12 +85,12 @@ def place_protocol(spec):
 
 HOT = {  # (tests/hot_names.py --write)
     'bs': (
-        '_CRC_TABLE _countdown out_len out record pending _lst _rd _fwd _mhot out_dst out_kind '
-        'rx_bytes tx_frames rot SERVED_SLOTS log has_token node _watch epoch in_cs index ticks_us '
-        'seq msg_sizes _clocked fresh starting led POLLIN _line _line_views _poll _taken half ipoll '
-        'running select step _len_bad msg_least open_epoch relay_rotation sv_len sv_age link n '
-        'capacity fifo_head sv_node sv_sn st trap_h write put30 _encode_line _mv b2a_base64 '
-        'flush_one send _mfields fifo sn '),
+        '_CRC_TABLE _taken _countdown out_len out record node pending _lst msg_sizes _rd _mhot '
+        'out_dst out_kind rx_bytes tx_frames rot SERVED_SLOTS log has_token _watch epoch in_cs '
+        'index ticks_us seq fresh starting led POLLIN _delivered _fwd _line _line_views _msg_bad '
+        '_poll half ipoll running select step _len_bad msg_least open_epoch relay_rotation sv_len '
+        'sv_age link n capacity fifo_head sv_node sv_sn st trap_h write put30 _encode_line _mv '
+        'b2a_base64 flush_one send _mfields fifo '),
     'd': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch log seq pending st state '
         'count ticks_us has_token _taken epoch tx_frames rx_bytes EV_RECV buf flag _housekeeping '
@@ -106,19 +106,19 @@ HOT = {  # (tests/hot_names.py --write)
         'running select step _fwd _encode_line _mv b2a_base64 flush_one _lbuf half _show '
         'record_fields _tout request gen_us '),
     'dag': (
-        '_countdown node _lst in_cs _rd qlen _CRC_TABLE link record log _watch pending st ticks_us '
-        'has_token seq _housekeeping _read_byte closed line poll out_len tx_frames rx_bytes index '
-        'fresh starting _clocked _dst buf led write out _fwd _mhot epoch EV_RECV _SENDS_OF _act '
-        '_show sends uart capacity _encode_line _mv b2a_base64 flush_one out_dst out_kind _taken n '
-        'queue asked requests _cs_start audit half EV_EXIT sign _lbuf record_fields POLLIN _line '
-        '_line_views '),
+        '_countdown node _lst in_cs _rd qlen _CRC_TABLE link record log _watch pending st _taken '
+        'ticks_us has_token seq _housekeeping _read_byte closed line poll out_len tx_frames '
+        'rx_bytes index fresh starting _dst buf led write msg_sizes out _mhot epoch EV_RECV '
+        '_SENDS_OF _act _show sends uart capacity _encode_line _mv b2a_base64 flush_one out_dst '
+        'out_kind n queue asked requests _clocked _cs_start audit half EV_EXIT sign _lbuf '
+        'record_fields POLLIN _line _line_views '),
     'nt': (
-        '_countdown node _lst in_cs _rd _CRC_TABLE link record log pending _watch st ticks_us seq '
-        'NIL last _housekeeping _read_byte closed line poll out_len tx_frames rx_bytes fresh '
-        'starting _clocked _dst has_token buf led write _fwd _mhot epoch EV_RECV _SENDS_OF _act '
+        '_countdown node _lst in_cs _rd _CRC_TABLE link record log pending _watch st _taken '
+        'ticks_us seq NIL last _housekeeping _read_byte closed line poll out_len tx_frames rx_bytes '
+        'fresh starting _dst has_token buf led write msg_sizes _mhot epoch EV_RECV _SENDS_OF _act '
         '_show sends uart capacity _encode_line _mv b2a_base64 flush_one out out_dst out_kind '
-        '_taken requests _cs_start audit half EV_EXIT _lbuf record_fields POLLIN _line _line_views '
-        '_poll index ipoll msg_sizes '),
+        'requests _clocked _cs_start audit half EV_EXIT _lbuf record_fields POLLIN _line '
+        '_line_views _poll index ipoll running '),
     'q': (
         '_countdown node in_cs _lst _rd record link _CRC_TABLE _watch log st pending seq ticks_us '
         'count buf has_token EV_RECV _housekeeping _read_byte closed line poll epoch tx_frames '
@@ -128,11 +128,11 @@ HOT = {  # (tests/hot_names.py --write)
         'select step _fwd request_out '),
     'ra': (
         '_countdown _lst node in_cs _rd _CRC_TABLE record link log _watch ticks_us pending st '
-        'tx_frames rx_bytes _fwd _dst has_token seq fresh starting _lbuf record_fields _taken rq '
-        '_clocked _housekeeping _read_byte closed line poll write _mhot clock out_len index EV_RECV '
-        '_SENDS_OF _act _show led sends uart buf half capacity lv n POLLIN _line _line_views _poll '
-        'ipoll msg_sizes running select step _encode_line _mv b2a_base64 flush_one _mfields out '
-        'out_dst '),
+        '_taken tx_frames rx_bytes _dst has_token seq _fwd fresh starting _lbuf record_fields rq '
+        '_housekeeping _read_byte closed line poll write _mhot clock out_len index _clocked EV_RECV '
+        '_SENDS_OF _act _show led sends uart buf msg_sizes half capacity lv n POLLIN _line '
+        '_line_views _poll ipoll running select step _encode_line _mv b2a_base64 flush_one _mfields '
+        'out out_dst '),
     'random': (
         '_countdown node in_cs _lst _rd link record _watch pending log st _housekeeping _read_byte '
         'closed line poll buf seq EV_EXIT EV_RECV _SENDS_OF _act _clocked _cs_start _dst _show '
@@ -140,12 +140,12 @@ HOT = {  # (tests/hot_names.py --write)
         '_enter _wait_since busy cs_us epoch exit_cs half request ticks_diff _encode_line _mv '
         'b2a_base64 flush_one write POLLIN _line _line_views _poll ipoll running select step '),
     'raymond': (
-        '_countdown node _lst in_cs _rd _CRC_TABLE qlen link record log _watch pending st ticks_us '
-        'seq has_token _housekeeping _read_byte closed line poll out_len tx_frames rx_bytes fresh '
-        'starting _clocked _dst buf led write index _fwd _mhot epoch EV_RECV _SENDS_OF _act _show '
-        'sends uart capacity _encode_line _mv b2a_base64 flush_one out out_dst out_kind _taken '
-        'holder queue asked requests _cs_start audit half EV_EXIT _lbuf record_fields POLLIN _line '
-        '_line_views _poll '),
+        '_countdown node _lst in_cs _rd _CRC_TABLE qlen link record log _watch pending st _taken '
+        'ticks_us seq has_token _housekeeping _read_byte closed line poll out_len tx_frames '
+        'rx_bytes fresh starting _dst buf led write index msg_sizes _mhot epoch EV_RECV _SENDS_OF '
+        '_act _show sends uart capacity _encode_line _mv b2a_base64 flush_one out out_dst out_kind '
+        'holder queue asked requests _clocked _cs_start audit half EV_EXIT _lbuf record_fields '
+        'POLLIN _line _line_views _poll '),
     's': (
         '_CRC_TABLE _lst seq epoch _countdown _taken count state link record node _watch ticks_us '
         '_rd rx_bytes tx_frames _lbuf pending st log has_token in_cs _wait_since capacity write '
@@ -155,23 +155,23 @@ HOT = {  # (tests/hot_names.py --write)
         'uart EV_EXIT _clocked _cs_start _show _tout '),
     'sk': (
         '_countdown _lst node in_cs _rd _CRC_TABLE record link log _watch ticks_us pending st '
-        'tx_frames rx_bytes _fwd _dst has_token seq fresh starting _lbuf record_fields _taken rn '
-        '_clocked qlen _housekeeping _read_byte closed line poll write _mhot out_len index EV_RECV '
-        '_SENDS_OF _act _show led sends uart buf half capacity ln POLLIN _line _line_views _poll '
-        'ipoll msg_sizes running select step _encode_line _mv b2a_base64 flush_one _mfields out '
-        'out_dst out_kind '),
+        '_taken tx_frames rx_bytes _dst has_token seq _fwd fresh starting _lbuf record_fields rn '
+        'qlen _housekeeping _read_byte closed line poll write _mhot out_len index _clocked EV_RECV '
+        '_SENDS_OF _act _show led sends uart buf msg_sizes half capacity ln POLLIN _line '
+        '_line_views _poll ipoll running select step _encode_line _mv b2a_base64 flush_one _mfields '
+        'out out_dst out_kind '),
     'toy': (
         '_countdown _lst node in_cs _rd _CRC_TABLE record link log rn _watch ticks_us pending st '
-        'tx_frames rx_bytes index ln _fwd _dst has_token seq fresh starting _lbuf record_fields '
-        '_taken _clocked _housekeeping _read_byte closed line poll write _mhot out_len AT _HEADER '
-        'EV_RECV _SENDS_OF _act _show led sends uart buf half out epoch capacity _wants POLLIN '
-        '_line _line_views _poll ipoll msg_sizes running select step _encode_line _mv b2a_base64 '
-        'flush_one '),
+        '_taken tx_frames rx_bytes index ln _dst has_token seq _fwd fresh starting _lbuf '
+        'record_fields _housekeeping _read_byte closed line poll write _mhot out_len AT _HEADER '
+        '_clocked EV_RECV _SENDS_OF _act _show led sends uart buf msg_sizes half out epoch capacity '
+        '_wants POLLIN _line _line_views _poll ipoll running select step _encode_line _mv '
+        'b2a_base64 flush_one '),
     'wt': (
         '_countdown node _lst _rd in_cs link _housekeeping ticks_us now _watch _CRC_TABLE wake_at '
         '_clk _tick NodeLoop _read_byte closed line poll fresh starting walk _wait_since ticks_diff '
-        'gen_us regen_us log has_token record pending write epoch rx_bytes tx_frames out out_len st '
-        '_fwd _mhot capacity half _encode_line _mv b2a_base64 flush_one seq _lbuf _taken '
-        'record_fields _mfields index out_dst out_kind put30 _dst _elapsed POLLIN _line _line_views '
-        '_poll ipoll msg_sizes running select '),
+        'gen_us regen_us log _taken has_token record pending write epoch rx_bytes tx_frames out '
+        'out_len st _mhot msg_sizes capacity half _encode_line _mv b2a_base64 flush_one seq _lbuf '
+        'record_fields _mfields index out_dst out_kind put30 _dst _elapsed POLLIN _fwd _line '
+        '_line_views _msg_bad _poll ipoll running '),
 }

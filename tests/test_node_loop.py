@@ -15,6 +15,7 @@ import node as fw_node  # noqa: E402
 import protocol  # noqa: E402
 import frame as fw_frame  # noqa: E402
 import hostlink as fw_hostlink  # noqa: E402
+import proto_bs  # noqa: E402
 from mp_links import TrickleWire  # noqa: E402
 
 
@@ -396,7 +397,8 @@ def _without_hello(results):
 def test_a_token_finished_while_landing_is_given_to_the_protocol_in_that_pass(micropython):
     """Bytes landing one at a time (a Pico's UART at 1 Mbaud): every frame is finished in
     NodeLoop._finish_frame, which gives a token to the protocol and passes it on before
-    step() logs it, and passes a message for another node on. Under the real micropython
+    step() logs it, passes a message for another node on and gives one for this node to the
+    protocol, writing its reply first (BS's rotation, one_step_relay). Under the real micropython
     binary and CPython alike, S, Q, D and two protocols of messages (toy: the token routed
     to the requester; sk) serve every request as they do on whole-frame wires."""
     mp, cp = _trickle_runs(micropython)
@@ -419,6 +421,15 @@ def test_a_token_finished_while_landing_is_given_to_the_protocol_in_that_pass(mi
     assert one["busy"] and one["has_token"] and one["seq"] == 8 and one["rx_bytes"] == fw_frame.TOKEN_WIRE
     assert one["sent"] == 0  # kept: the node entered (and, with no time to hold it, left) in that step
     assert [e[0] for e in _logged([one["host"]])[0]] == ["req", "send", "gap", "recv", "enter", "exit"]
+    # A message for this node (BS's rotation) finished in _finish_frame: given to the protocol,
+    # passed on by rule 4 (R + 1, to node 2) and written in that pass, then logged, received first.
+    relay = mp["one_step_relay"]
+    wire_len = fw_frame.MSG_WIRE_EXTRA + 11
+    assert relay["busy"] and relay["passed"] == wire_len  # the gimme before it, passed on
+    assert relay["rx_bytes"] == 2 * wire_len and relay["tx_frames"] == 2
+    assert (relay["wire"], relay["kind"], relay["mkind"], relay["src"], relay["dst"]) == (wire_len, fw_frame.MSG, 1, 1, 2)
+    assert relay["payload"][6:] == [6, 0, 0, 0, 0] and relay["rot"][proto_bs._R_H] == 6 and not relay["has_token"]
+    assert _logged([relay["host"]])[0] == [("recv", "msg"), ("send", "msg")]
 
 
 def test_node_loop_attribute_table_not_full():
