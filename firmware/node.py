@@ -473,13 +473,18 @@ class NodeLoop:
             st[_POS] = 0  # the bytes to scan
             st[_END] = n
             k = sc(rx, draw, st)
-            if not k and st[_CODE] != 0xFF and ready is not None:
+            if not k and ready is not None and (st[_CODE] != 0xFF or not rx[n - 1]):
                 # A frame is half read: its next bytes are on the wire. Wait for them
                 # here, in native code, and scan each as it lands: the frame's last
                 # byte is then seen within a poll or two, where a bytecode pass of the
                 # loop (tens of microseconds on a Pico) could have just begun when it
                 # landed and delayed the hop by its whole length. Bounded (_SPIN polls
                 # without a byte: about 0.1 ms on a Pico) for a line that goes quiet.
+                # A read that ends on a delimiter that ended no frame has read the
+                # first byte of one (the ring's line is silent between frames): the
+                # decoder is between frames, but the chores must not start (a trace:
+                # a read of the lone 00, then the chores, and the frame read after its
+                # end; issue 41).
                 k = finish(st)
                 n += k >> 5  # the bytes it read
                 k &= 31
