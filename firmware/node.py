@@ -66,6 +66,7 @@ _TOKEN_TAKEN = const(16)  # _finish_frame's kind for a token it gave the protoco
 _MSG_TAKEN = const(17)  # _finish_frame's kind for a message it passed on: its tick in _taken
 _MSG_DELIVERED = const(18)  # _finish_frame's kind for a message for this node it gave the protocol: its tick, action and send tick in _taken
 _STILL_READ_US = const(50_000)  # a virtual board's protocol clock reads its ring's stillness this often
+_HEAD_BYTES = const(4)  # a message frame's first bytes, written alone (_message_views)
 _FINISH_MAX = const(300)  # bytes step() reads at most while waiting for a frame's end (> any frame)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
 # The protocol clock's tick (NodeLoop._clk) is kept modulo 2**30 too (_COUNT_MASK), whatever the
@@ -168,20 +169,24 @@ _taken = [0, 0, 0]  # (tick, action, the send's tick) of the frame _finish_frame
 def _message_views(mv, sizes, least):
     """views[m]: what a board writes for a MSG frame with m payload bytes (m + MSG_WIRE_EXTRA
     on the wire), encoded at the start of the buffer mv, for every length m a declared kind
-    allows; None for the others. Nothing in front of the frame's delimiter: idle bytes there
-    (0.8.1 made every write whole 4-byte words) are read as an idle line, and the next board's
-    loop then ran its chores while the frame landed (docs/frames.md)."""
+    allows (None for the others), in two writes: its first _HEAD_BYTES, then the rest.
+    uart.write puts all it is given into the driver's buffer before the UART sends the first
+    byte (about a microsecond a byte on a Pico): its first bytes alone are on the wire at
+    once, and the rest follow while they go out (4 bytes at 1 Mbaud: 40 us, the second write
+    about 15). Nothing in front of the frame's delimiter: idle bytes there (0.8.1 made every
+    write whole 4-byte words) are read as an idle line, and the next board's loop then ran its
+    chores while the frame landed (docs/frames.md)."""
     top = -1
     for k in range(_MSG_KINDS):
         if sizes[k] != 255 and sizes[k] > top:
             top = sizes[k]
     views = [None] * (top + 1)
+    head = mv[:_HEAD_BYTES]
     for k in range(_MSG_KINDS):
         if sizes[k] != 255:
             for m in range(least[k], sizes[k] + 1):
                 if views[m] is None:
-                    n = m + _MSG_WIRE_EXTRA
-                    views[m] = mv[:n]
+                    views[m] = (head, mv[_HEAD_BYTES:m + _MSG_WIRE_EXTRA])
     return views
 
 
@@ -212,7 +217,9 @@ def _pass_msg_on(raw, eraw, st, mout, write, views):
     eraw[_LSEQ_AT] = (raw[1] + 1) & 0xFF
     m = st[_F_MLEN]
     seal(raw, m + _MSG_HEAD, mout)
-    write(views[m])
+    head, rest = views[m]
+    write(head)
+    write(rest)
 
 
 class NodeLoop:
@@ -618,7 +625,9 @@ class NodeLoop:
                     a = on_message(node, st[_F_STATE], st[_F_SRC], draw)
                     if a == _SEND_MSG:
                         menc(eraw, mout, node, fields)
-                        write(views[node.out_len])
+                        head, rest = views[node.out_len]
+                        write(head)
+                        write(rest)
                         taken[2] = ticks_us()
                     taken[0] = t
                     taken[1] = a
@@ -703,7 +712,9 @@ class NodeLoop:
             sent = 0
             if a == _SEND_MSG:  # forwarded first, then logged
                 encode(eraw, mout, node, fields)
-                write(views[node.out_len])
+                head, rest = views[node.out_len]
+                write(head)
+                write(rest)
                 sent = ticks_us()
             self._delivered(t, a, sent)
             return
@@ -964,7 +975,9 @@ class NodeLoop:
         for b in sent:
             if b == _SEND_MSG:
                 encode_message(self._eraw, self._mout, node, self._mfields)
-                uart.write(self._mviews[node.out_len])
+                head, rest = self._mviews[node.out_len]
+                uart.write(head)
+                uart.write(rest)
             elif b == _SEND_TOKEN:
                 encode_token(self._eraw, self._tout, node)
                 uart.write(self._tout)
@@ -1407,7 +1420,9 @@ try:
                             o[top + 4] = 0
                         else:
                             seal(draw, top, mout)
-                        write(views[m])
+                        head, rest = views[m]
+                        write(head)
+                        write(rest)
                         taken[0] = t
                         k = _MSG_TAKEN
                     elif d == index:
@@ -1427,7 +1442,9 @@ try:
                         a = on_message(node, mk, src, draw)
                         if int(a) == _SEND_MSG:
                             menc(eraw, mout, node, fields)
-                            write(views[node.out_len])
+                            head, rest = views[node.out_len]
+                            write(head)
+                            write(rest)
                             taken[2] = ticks_us()
                         taken[0] = t
                         taken[1] = a
@@ -1474,7 +1491,9 @@ try:
             sent = t  # (unused unless sent: a viper local keeps its first type)
             if int(a) == _SEND_MSG:  # forwarded first, then logged
                 encode(eraw, mout, node, fields)
-                write(views[node.out_len])
+                head, rest = views[node.out_len]
+                write(head)
+                write(rest)
                 sent = ticks_us()
             self._delivered(t, a, sent)
             return
@@ -1488,7 +1507,9 @@ try:
         r[1] = lseq
         e[_LSEQ_AT] = (lseq + 1) & 0xFF
         seal(draw, m + _MSG_HEAD, mout)
-        write(views[m])
+        head, rest = views[m]
+        write(head)
+        write(rest)
         self.tx_frames = (int(self.tx_frames) + 1) & _COUNT_MASK
         record(lbuf, lst, _CODE_RECV_MSG, st, _F_STATE, t)
         record(lbuf, lst, _CODE_FWD_MSG, st, _F_STATE, ticks_us())

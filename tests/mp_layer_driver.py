@@ -53,7 +53,7 @@ def snapshot(loops, wires, hosts, counts):
         "host": [bytes(h.out).decode() for h in hosts],
     }
     for w in wires:
-        w.writes = 0
+        w.delimiters = 0
     for c in counts:
         c.got = []
     for h in hosts:

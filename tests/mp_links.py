@@ -5,18 +5,25 @@
 
 class Wire:
     """Board i's TX into board i+1's RX, whole frames (no any(): read by readinto alone);
-    counts the frames written on it and the bytes read from it."""
+    counts the frames written on it (writes: a frame may take more than one write, and every
+    frame has two delimiters, its first byte and its last) and the bytes read from it."""
 
     def __init__(self):
         self.pending = bytearray()
         self.peer = None
-        self.writes = 0
+        self.delimiters = 0
         self.received = 0
 
     def write(self, data):
         self.peer.pending.extend(data)
-        self.writes += 1
+        for b in data:
+            if not b:
+                self.delimiters += 1
         return len(data)
+
+    @property
+    def writes(self):
+        return self.delimiters // 2
 
     def readinto(self, buf):
         n = min(len(buf), len(self.pending))
