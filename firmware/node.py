@@ -66,7 +66,12 @@ _TOKEN_TAKEN = const(16)  # _finish_frame's kind for a token it gave the protoco
 _MSG_TAKEN = const(17)  # _finish_frame's kind for a message it passed on: its tick in _taken
 _MSG_DELIVERED = const(18)  # _finish_frame's kind for a message for this node it gave the protocol: its tick, action and send tick in _taken
 _STILL_READ_US = const(50_000)  # a virtual board's protocol clock reads its ring's stillness this often
-_HEAD_BYTES = const(4)  # a message frame's first bytes, written alone (_message_views)
+# A frame's first bytes, written alone, then the rest: uart.write on the rp2 port puts all it is given
+# into the driver's ring buffer before it starts the UART (about a microsecond a byte on a Pico), so
+# those bytes are on the wire at once, and the rest follow while they go out (4 bytes at 1 Mbaud: 40 us,
+# the second write about 15; a pause at a higher rate only slows that frame). Issue 41: a 21-byte
+# message's first byte went out 25 us after the write began, a token's 16.
+_HEAD_BYTES = const(4)
 _FINISH_MAX = const(300)  # bytes step() reads at most while waiting for a frame's end (> any frame)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
 # The protocol clock's tick (NodeLoop._clk) is kept modulo 2**30 too (_COUNT_MASK), whatever the
@@ -169,13 +174,10 @@ _taken = [0, 0, 0]  # (tick, action, the send's tick) of the frame _finish_frame
 def _message_views(mv, sizes, least):
     """views[m]: what a board writes for a MSG frame with m payload bytes (m + MSG_WIRE_EXTRA
     on the wire), encoded at the start of the buffer mv, for every length m a declared kind
-    allows (None for the others), in two writes: its first _HEAD_BYTES, then the rest.
-    uart.write puts all it is given into the driver's buffer before the UART sends the first
-    byte (about a microsecond a byte on a Pico): its first bytes alone are on the wire at
-    once, and the rest follow while they go out (4 bytes at 1 Mbaud: 40 us, the second write
-    about 15). Nothing in front of the frame's delimiter: idle bytes there (0.8.1 made every
-    write whole 4-byte words) are read as an idle line, and the next board's loop then ran its
-    chores while the frame landed (docs/frames.md)."""
+    allows (None for the others), as the pair of views written one after the other: its
+    first _HEAD_BYTES, then the rest. Nothing in front of the frame's delimiter: idle bytes
+    there (0.8.1 made every write whole 4-byte words) are read as an idle line, and the next
+    board's loop then ran its chores while the frame landed (docs/frames.md)."""
     top = -1
     for k in range(_MSG_KINDS):
         if sizes[k] != 255 and sizes[k] > top:
@@ -448,7 +450,10 @@ class NodeLoop:
         node = self.node
         on_token = _handler(node, "on_token") or (lambda n, c, s, q, e: n.on_token(c, s, q, e))
         on_message = _handler(node, "on_message") or (lambda n, k, s, b: n.on_message(k, s, b))
-        self._fwd = (self.ticks_us, on_token, encode_token, self._eraw, self._tout, self._write, node, on_message)
+        # (the token frame's buffer, and its views written one after the other: _HEAD_BYTES)
+        tv = memoryview(self._tout)
+        self._fwd = (self.ticks_us, on_token, encode_token, self._eraw, self._tout, self._write, node, on_message,
+                     tv[:_HEAD_BYTES], tv[_HEAD_BYTES:])
         # A message's (_on_msg, and _finish_frame once one is landing): one lookup for fourteen
         # names and attributes (about 2 us each on a Pico, more in the loop's nearly full map;
         # issue 41). The node's n, index and sizes never change.
@@ -501,9 +506,12 @@ class NodeLoop:
                     if k == _TOKEN:
                         a = self._on_token(st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
                         if a == _SEND_TOKEN:
-                            # Passed straight on: forward first, then log.
-                            encode_token(self._eraw, self._tout, self.node)
-                            self._write(self._tout)
+                            # Passed straight on: forward first (its first bytes alone: _HEAD_BYTES),
+                            # then log.
+                            _, _, encode, eraw, tout, write, node, _, thead, ttail = self._fwd
+                            encode(eraw, tout, node)
+                            write(thead)
+                            write(ttail)
                     else:  # _finish_frame gave it to the protocol (and passed it on)
                         t = _taken[0]
                         a = _taken[1]
@@ -569,7 +577,7 @@ class NodeLoop:
         ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
-        ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
+        ticks_us, on_token, encode, eraw, tout, write, node, on_message, thead, ttail = self._fwd
         taken = _taken
         views = None  # what passing a message on needs, looked up once one is landing
         total = 0
@@ -592,7 +600,8 @@ class NodeLoop:
                 a = on_token(node, st[_F_COUNT], st[_F_STATE], st[_F_SEQ], st[_F_EPOCH])
                 if a == _SEND_TOKEN:
                     encode(eraw, tout, node)
-                    write(tout)
+                    write(thead)
+                    write(ttail)
                 taken[0] = t
                 taken[1] = a
                 k = _TOKEN_TAKEN
@@ -658,8 +667,10 @@ class NodeLoop:
             # The resting token woken by a request message (Q's and D's rule 2) and sent on at
             # once: what _act does for it, without its generic loops and log cases (a bytecode
             # call of tens of microseconds on a Pico, on the hop that starts each service).
-            encode_token(self._eraw, self._tout, node)
-            self._write(self._tout)
+            _, _, encode, eraw, tout, write, _, _, thead, ttail = self._fwd
+            encode(eraw, tout, node)
+            write(thead)
+            write(ttail)
             self.tx_frames = (self.tx_frames + 1) & _COUNT_MASK
             lbuf = self._lbuf
             lst = self._lst
@@ -693,7 +704,7 @@ class NodeLoop:
         broadcast, both; a broadcast back at its sender, taken off the ring."""
         # The hop's objects from bind_hot's tuple and _mhot: two lookups for sixteen (about 2 us each;
         # encode: the token's, then the message's).
-        ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
+        ticks_us, on_token, encode, eraw, tout, write, node, on_message, thead, ttail = self._fwd
         st, draw, lbuf, lst, fields, mout, views, encode, record, n, index, sizes, least, _, _ = self._mhot
         mk = st[_F_STATE]
         src = st[_F_SRC]
@@ -756,7 +767,7 @@ class NodeLoop:
         record_fields(self._lbuf, self._lst, _CODE_RECV_MSG, st, _F_STATE, t)
         record_fields(self._lbuf, self._lst, _CODE_FWD_MSG, st, _F_STATE, self.ticks_us())
         if st[_F_DST] == _BROADCAST:
-            _, _, _, _, _, _, node, on_message = self._fwd
+            _, _, _, _, _, _, node, on_message, _, _ = self._fwd
             if self._clocked:
                 self._tick(t)
             a = on_message(node, st[_F_STATE], st[_F_SRC], self._draw)
@@ -979,8 +990,10 @@ class NodeLoop:
                 uart.write(head)
                 uart.write(rest)
             elif b == _SEND_TOKEN:
-                encode_token(self._eraw, self._tout, node)
-                uart.write(self._tout)
+                _, _, encode, eraw, tout, _, _, _, thead, ttail = self._fwd
+                encode(eraw, tout, node)
+                uart.write(thead)
+                uart.write(ttail)
             elif b == _SEND_REQUEST:
                 uart.write(self.enc.request())
             elif b == _SEND_AGAIN:
@@ -1286,7 +1299,7 @@ try:
         ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
-        ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
+        ticks_us, on_token, encode, eraw, tout, write, node, on_message, thead, ttail = self._fwd
         taken = _taken
         v = ptr32(st)
         r = ptr8(draw)
@@ -1331,7 +1344,8 @@ try:
                 a = on_token(node, v[_F_COUNT], v[_F_STATE], v[_F_SEQ], v[_F_EPOCH])
                 if int(a) == _SEND_TOKEN:
                     encode(eraw, tout, node)
-                    write(tout)
+                    write(thead)
+                    write(ttail)
                 taken[0] = t
                 taken[1] = a
                 k = _TOKEN_TAKEN
@@ -1469,7 +1483,7 @@ try:
         through a pointer, the checks on machine words (in native code
         each subscript, comparison or operator is a runtime call of about a microsecond on a Pico,
         some twenty on a delivered message; issue 41). Same steps, same order."""
-        ticks_us, on_token, encode, eraw, tout, write, node, on_message = self._fwd
+        ticks_us, on_token, encode, eraw, tout, write, node, on_message, thead, ttail = self._fwd
         st, draw, lbuf, lst, fields, mout, views, encode, record, ring, at, sizes, least, _, _ = self._mhot
         v = ptr32(st)
         mk = v[_F_STATE]

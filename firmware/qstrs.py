@@ -89,47 +89,47 @@ HOT = {  # (tests/hot_names.py --write)
         'out_dst out_kind rx_bytes tx_frames rot SERVED_SLOTS log has_token _watch epoch in_cs '
         'index ticks_us seq fresh starting led POLLIN _delivered _fwd _line _line_views _msg_bad '
         '_poll half ipoll running select step _len_bad msg_least open_epoch relay_rotation sv_len '
-        'sv_age link n capacity fifo_head sv_node sv_sn st trap_h write put30 _encode_line _mv '
+        'sv_age link n capacity fifo_head write sv_node sv_sn st trap_h put30 _encode_line _mv '
         'b2a_base64 flush_one send _mfields fifo '),
     'd': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch log seq pending st state '
-        'count ticks_us has_token _taken epoch tx_frames rx_bytes EV_RECV buf flag _housekeeping '
-        '_read_byte closed line poll fresh starting write _SENDS_OF _act _dst sends uart led '
-        'capacity POLLIN _enter _line _line_views _poll active_budget ipoll n open_epoch running '
-        'select step _fwd _wait_since half _show _encode_line _mv b2a_base64 flush_one _lbuf '
-        'record_fields _tout request _clocked '),
+        'count ticks_us has_token _taken epoch tx_frames rx_bytes EV_RECV buf flag write '
+        '_housekeeping _read_byte closed line poll _fwd fresh starting _SENDS_OF _act _dst sends '
+        'uart led capacity POLLIN _enter _line _line_views _poll active_budget ipoll n open_epoch '
+        'running select step _wait_since half _show _encode_line _mv b2a_base64 flush_one _lbuf '
+        'record_fields request _clocked _cs_start '),
     'd-literal': (
         '_countdown node _lst in_cs _rd _CRC_TABLE record link _watch seq log pending st state '
-        'ticks_us _taken epoch count has_token tx_frames rx_bytes EV_RECV buf flag _housekeeping '
-        '_read_byte closed line poll write fresh starting _SENDS_OF _act _dst capacity sends uart '
-        'led POLLIN _enter _line _line_views _poll _wait_since active_budget ipoll n open_epoch '
-        'running select step _fwd _encode_line _mv b2a_base64 flush_one _lbuf half _show '
-        'record_fields _tout request gen_us '),
+        'ticks_us _taken epoch count has_token tx_frames rx_bytes EV_RECV buf flag write '
+        '_housekeeping _read_byte closed line poll _fwd fresh starting _SENDS_OF _act _dst capacity '
+        'sends uart led POLLIN _enter _line _line_views _poll _wait_since active_budget ipoll n '
+        'open_epoch running select step _encode_line _mv b2a_base64 flush_one _lbuf half _show '
+        'record_fields request gen_us regen_us '),
     'dag': (
         '_countdown node _lst in_cs _rd qlen _CRC_TABLE link record log _watch pending st _taken '
-        'ticks_us has_token seq _housekeeping _read_byte closed line poll out_len tx_frames '
-        'rx_bytes index fresh starting _dst buf led write msg_sizes out _mhot epoch EV_RECV '
-        '_SENDS_OF _act _show sends uart capacity _encode_line _mv b2a_base64 flush_one out_dst '
-        'out_kind n queue asked requests _clocked _cs_start audit half EV_EXIT sign _lbuf '
-        'record_fields POLLIN _line _line_views '),
+        'ticks_us has_token seq write _housekeeping _read_byte closed line poll out_len tx_frames '
+        'rx_bytes index fresh starting _dst buf led msg_sizes out _mhot epoch EV_RECV _SENDS_OF '
+        '_act _show sends uart capacity _encode_line _mv b2a_base64 flush_one out_dst out_kind n '
+        'queue asked requests _clocked _cs_start audit half EV_EXIT sign _lbuf record_fields POLLIN '
+        '_line _line_views '),
     'nt': (
         '_countdown node _lst in_cs _rd _CRC_TABLE link record log pending _watch st _taken '
-        'ticks_us seq NIL last _housekeeping _read_byte closed line poll out_len tx_frames rx_bytes '
-        'fresh starting _dst has_token buf led write msg_sizes _mhot epoch EV_RECV _SENDS_OF _act '
-        '_show sends uart capacity _encode_line _mv b2a_base64 flush_one out out_dst out_kind '
+        'ticks_us seq NIL last write _housekeeping _read_byte closed line poll out_len tx_frames '
+        'rx_bytes fresh starting _dst has_token buf led msg_sizes _mhot epoch EV_RECV _SENDS_OF '
+        '_act _show sends uart capacity _encode_line _mv b2a_base64 flush_one out out_dst out_kind '
         'requests _clocked _cs_start audit half EV_EXIT _lbuf record_fields POLLIN _line '
         '_line_views _poll index ipoll running '),
     'q': (
         '_countdown node in_cs _lst _rd record link _CRC_TABLE _watch log st pending seq ticks_us '
         'count buf has_token EV_RECV _housekeeping _read_byte closed line poll epoch tx_frames '
-        '_taken rx_bytes fresh starting led write _SENDS_OF _act _dst sends uart capacity _show '
-        '_encode_line _mv b2a_base64 flush_one state request requests _clocked EV_EXIT _cs_start '
-        'audit _wait_since half POLLIN _enter _line _line_views _poll ipoll n open_epoch running '
-        'select step _fwd request_out '),
+        '_taken rx_bytes fresh starting write led _SENDS_OF _act _dst sends uart capacity _show '
+        '_encode_line _mv b2a_base64 flush_one state _fwd request requests _clocked EV_EXIT '
+        '_cs_start audit _wait_since half POLLIN _enter _line _line_views _poll ipoll n open_epoch '
+        'running select step request_out '),
     'ra': (
         '_countdown _lst node in_cs _rd _CRC_TABLE record link log _watch ticks_us pending st '
-        '_taken tx_frames rx_bytes _dst has_token seq _fwd fresh starting _lbuf record_fields rq '
-        '_housekeeping _read_byte closed line poll write _mhot clock out_len index _clocked EV_RECV '
+        '_taken tx_frames rx_bytes write _dst has_token seq _fwd fresh starting _lbuf record_fields '
+        'rq _housekeeping _read_byte closed line poll _mhot clock out_len index _clocked EV_RECV '
         '_SENDS_OF _act _show led sends uart buf msg_sizes half capacity lv n POLLIN _line '
         '_line_views _poll ipoll running select step _encode_line _mv b2a_base64 flush_one _mfields '
         'out out_dst '),
@@ -141,36 +141,36 @@ HOT = {  # (tests/hot_names.py --write)
         'b2a_base64 flush_one write POLLIN _line _line_views _poll ipoll running select step '),
     'raymond': (
         '_countdown node _lst in_cs _rd _CRC_TABLE qlen link record log _watch pending st _taken '
-        'ticks_us seq has_token _housekeeping _read_byte closed line poll out_len tx_frames '
-        'rx_bytes fresh starting _dst buf led write index msg_sizes _mhot epoch EV_RECV _SENDS_OF '
-        '_act _show sends uart capacity _encode_line _mv b2a_base64 flush_one out out_dst out_kind '
+        'ticks_us seq has_token write _housekeeping _read_byte closed line poll out_len tx_frames '
+        'rx_bytes fresh starting _dst buf led index msg_sizes _mhot epoch EV_RECV _SENDS_OF _act '
+        '_show sends uart capacity _encode_line _mv b2a_base64 flush_one out out_dst out_kind '
         'holder queue asked requests _clocked _cs_start audit half EV_EXIT _lbuf record_fields '
         'POLLIN _line _line_views _poll '),
     's': (
         '_CRC_TABLE _lst seq epoch _countdown _taken count state link record node _watch ticks_us '
-        '_rd rx_bytes tx_frames _lbuf pending st log has_token in_cs _wait_since capacity write '
-        'POLLIN _enter _fwd _line _line_views _poll _token_seen gen_us ipoll open_epoch regen_us '
-        'running select step _encode_line _mv b2a_base64 flush_one _housekeeping _read_byte closed '
-        'line poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst fresh sends starting '
-        'uart EV_EXIT _clocked _cs_start _show _tout '),
+        '_rd rx_bytes tx_frames _lbuf pending st log has_token in_cs write _fwd _wait_since '
+        'capacity POLLIN _enter _line _line_views _poll _token_seen gen_us ipoll open_epoch '
+        'regen_us running select step _encode_line _mv b2a_base64 flush_one _housekeeping '
+        '_read_byte closed line poll record_fields record_token EV_RECV buf _SENDS_OF _act _dst '
+        'fresh sends starting uart EV_EXIT _clocked _cs_start _show audit '),
     'sk': (
         '_countdown _lst node in_cs _rd _CRC_TABLE record link log _watch ticks_us pending st '
-        '_taken tx_frames rx_bytes _dst has_token seq _fwd fresh starting _lbuf record_fields rn '
-        'qlen _housekeeping _read_byte closed line poll write _mhot out_len index _clocked EV_RECV '
+        '_taken tx_frames rx_bytes write _dst has_token seq _fwd fresh starting _lbuf record_fields '
+        'rn qlen _housekeeping _read_byte closed line poll _mhot out_len index _clocked EV_RECV '
         '_SENDS_OF _act _show led sends uart buf msg_sizes half capacity ln POLLIN _line '
         '_line_views _poll ipoll running select step _encode_line _mv b2a_base64 flush_one _mfields '
         'out out_dst out_kind '),
     'toy': (
         '_countdown _lst node in_cs _rd _CRC_TABLE record link log rn _watch ticks_us pending st '
-        '_taken tx_frames rx_bytes index ln _dst has_token seq _fwd fresh starting _lbuf '
-        'record_fields _housekeeping _read_byte closed line poll write _mhot out_len AT _HEADER '
-        '_clocked EV_RECV _SENDS_OF _act _show led sends uart buf msg_sizes half out epoch capacity '
-        '_wants POLLIN _line _line_views _poll ipoll running select step _encode_line _mv '
-        'b2a_base64 flush_one '),
+        '_taken tx_frames rx_bytes index ln write _dst has_token seq _fwd fresh starting _lbuf '
+        'record_fields _housekeeping _read_byte closed line poll _mhot out_len AT _HEADER _clocked '
+        'EV_RECV _SENDS_OF _act _show led sends uart buf msg_sizes half out epoch capacity _wants '
+        'POLLIN _line _line_views _poll ipoll running select step _encode_line _mv b2a_base64 '
+        'flush_one '),
     'wt': (
         '_countdown node _lst _rd in_cs link _housekeeping ticks_us now _watch _CRC_TABLE wake_at '
         '_clk _tick NodeLoop _read_byte closed line poll fresh starting walk _wait_since ticks_diff '
-        'gen_us regen_us log _taken has_token record pending write epoch rx_bytes tx_frames out '
+        'gen_us regen_us log _taken write has_token record pending epoch rx_bytes tx_frames out '
         'out_len st _mhot msg_sizes capacity half _encode_line _mv b2a_base64 flush_one seq _lbuf '
         'record_fields _mfields index out_dst out_kind put30 _dst _elapsed POLLIN _fwd _line '
         '_line_views _msg_bad _poll ipoll running '),
