@@ -68,9 +68,9 @@ _MSG_DELIVERED = const(18)  # _finish_frame's kind for a message for this node i
 _STILL_READ_US = const(50_000)  # a virtual board's protocol clock reads its ring's stillness this often
 # A frame's first bytes, written alone, then the rest: uart.write on the rp2 port puts all it is given
 # into the driver's ring buffer before it starts the UART (about a microsecond a byte on a Pico), so
-# those bytes are on the wire at once, and the rest follow while they go out (4 bytes at 1 Mbaud: 40 us,
-# the second write about 15; a pause at a higher rate only slows that frame). Issue 41: a 21-byte
-# message's first byte went out 25 us after the write began, a token's 16.
+# those bytes are on the wire at once, and the second write ends while they go out (4 bytes at 1 Mbaud:
+# 40 us; at a rate where it would not, the frame has a pause, which no decoder minds). Issue 41: a
+# 21-byte message's first byte went out 25 us after the write began, a token's 16.
 _HEAD_BYTES = const(4)
 _FINISH_MAX = const(300)  # bytes step() reads at most while waiting for a frame's end (> any frame)
 _COUNT_MASK = const(0x3FFFFFFF)  # counters wrap at 2**30: a larger int is a heap object on rp2
@@ -573,7 +573,8 @@ class NodeLoop:
         (_MSG_TAKEN); a message for this node is given to the protocol, and what it
         sends at once written (_MSG_DELIVERED: step logs both, _delivered). Returns the
         kind of the frame that ended (0: none within _SPIN empty polls, or _FINISH_MAX
-        bytes of a frame that does not end: line garbage) plus 32 x the bytes it read. On the chip: _finish_frame_viper, below."""
+        bytes of a frame that does not end: line garbage) plus 32 x the bytes it read.
+        On the chip: _finish_frame_viper, below."""
         ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
@@ -1480,9 +1481,9 @@ try:
     @micropython.viper
     def _on_msg_viper(self, t):
         """NodeLoop._on_msg in viper, where the port has the emitter: the decoder's fields read
-        through a pointer, the checks on machine words (in native code
-        each subscript, comparison or operator is a runtime call of about a microsecond on a Pico,
-        some twenty on a delivered message; issue 41). Same steps, same order."""
+        through a pointer, the checks on machine words (in native code each subscript,
+        comparison or operator is a runtime call of about a microsecond on a Pico, some twenty
+        on a delivered message; issue 41). Same steps, same order."""
         ticks_us, on_token, encode, eraw, tout, write, node, on_message, thead, ttail = self._fwd
         st, draw, lbuf, lst, fields, mout, views, encode, record, ring, at, sizes, least, _, _ = self._mhot
         v = ptr32(st)
