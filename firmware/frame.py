@@ -129,7 +129,11 @@ S_LOST = const(28)  # frames lost in all (the gaps' sum; wraps at 2**30; zeroed 
 # token decoded, or what the node learnt from a claim (written by the node loop).
 S_REF_SEQ = const(29)
 S_REF_EPOCH = const(30)
-_ST_SIZE = const(31)
+# A copy of the CRC table (Decoder): scan_viper reads it through st's pointer, which it has; the
+# module's global cost it a lookup and a pointer, 2.3 us a call on a Pico (issue 41: a landing
+# frame is scanned in chunks, two to five a hop).
+_CRC_AT = const(31)
+_ST_SIZE = const(287)  # _CRC_AT + 256
 GAP = const(8)  # or-ed into the kind scan() returns: frames were lost before this one
 _COUNT_MASK = const(0x3FFFFFFF)
 
@@ -715,7 +719,6 @@ try:
         s = ptr8(src)
         r = ptr8(raw)
         v = ptr32(st)
-        t = ptr16(_CRC_TABLE)
         i = v[S_POS]
         end = v[S_END]
         ln = v[S_LEN]
@@ -733,12 +736,12 @@ try:
                     r[ln] = b
                     ln += 1
                     left -= 1
-                    c = ((c << 8) & 0xFFFF) ^ t[(c >> 8) ^ b]
+                    c = ((c << 8) & 0xFFFF) ^ v[_CRC_AT + ((c >> 8) ^ b)]
                 else:
                     if code != 0xFF:
                         r[ln] = 0
                         ln += 1
-                        c = ((c << 8) & 0xFFFF) ^ t[c >> 8]
+                        c = ((c << 8) & 0xFFFF) ^ v[_CRC_AT + (c >> 8)]
                     code = b
                     left = b - 1
                 continue
@@ -984,6 +987,8 @@ class Decoder:
         self.st = _int_array(_ST_SIZE)
         self.st[S_CODE] = 0xFF
         self.st[_CRC] = 0xFFFF
+        for i in range(256):
+            self.st[_CRC_AT + i] = _CRC_TABLE[i]
         self._src = b""
 
     def reset_counters(self):
