@@ -133,7 +133,7 @@ S_REF_EPOCH = const(30)
 # module's global cost it a lookup and a pointer, 2.3 us a call on a Pico (issue 41: a landing
 # frame is scanned in chunks, two to five a hop).
 _CRC_AT = const(31)
-_ST_SIZE = const(287)  # _CRC_AT + 256
+_ST_SIZE = const(_CRC_AT + 256)
 GAP = const(8)  # or-ed into the kind scan() returns: frames were lost before this one
 _COUNT_MASK = const(0x3FFFFFFF)
 

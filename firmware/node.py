@@ -575,7 +575,7 @@ class NodeLoop:
         kind of the frame that ended (0: none within _SPIN empty polls, or _FINISH_MAX
         bytes of a frame that does not end: line garbage) plus 32 x the bytes it read.
         On the chip: _finish_frame_viper, below."""
-        ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, _ = self._rd
+        ready, readinto, rx, rxlen, sc, st, draw, _, _, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
         ticks_us, on_token, encode, eraw, tout, write, node, on_message, thead, ttail = self._fwd
@@ -617,18 +617,18 @@ class NodeLoop:
                 # without waking the protocol, as _on_msg does (which takes any other message
                 # up); _msg_passed then delivers a broadcast here too.
                 d = st[_F_DST]
-                if (((d != index and d < n) or d == _BROADCAST) and st[_F_SRC] != index
-                        and not _msg_bad(st, n, node)):
+                if st[_F_SRC] == index or _msg_bad(st, n, node):
+                    pass  # _on_msg takes it up (kind _MSG)
+                elif (d != index and d < n) or d == _BROADCAST:
                     t = ticks_us()
                     _pass_msg_on(draw, eraw, st, mout, write, views)
                     taken[0] = t
                     k = _MSG_TAKEN
-                elif d == index and not _msg_bad(st, n, node):
+                elif d == index:
                     # For this node (a relay: the wandering token's visit, BS's rotation): given
                     # to the protocol here, as a token is, and what it sends at once written
                     # before anything is logged (step: _delivered), not after a return to step(),
-                    # its dispatch and _on_msg's lookups (issue 41). A message _msg_bad refuses
-                    # goes to _on_msg (kind _MSG), which logs it.
+                    # its dispatch and _on_msg's lookups (issue 41).
                     t = ticks_us()
                     if clk is not None:
                         self._tick(t)
@@ -1297,7 +1297,7 @@ try:
         both). Viper: the decoder's fields are read through a pointer (a subscript of the
         array costs 1.7 us in native code, and each chunk took 4-6 of them). Bounded
         like step()'s own polls, so the scheduler waits no longer than before."""
-        ready, readinto, rx, rxlen, sc, st, draw, finish, on_msg, _ = self._rd
+        ready, readinto, rx, rxlen, sc, st, draw, _, _, _ = self._rd
         # What a token hop needs, at hand before the frame's last byte (a lookup after
         # it delays the hop by a microsecond or more each).
         ticks_us, on_token, encode, eraw, tout, write, node, on_message, thead, ttail = self._fwd

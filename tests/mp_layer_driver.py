@@ -44,7 +44,7 @@ def run(loops, passes=60):
 
 def snapshot(loops, wires, hosts, counts):
     out = {
-        "tx": [w.writes for w in wires],
+        "tx": [w.frames for w in wires],
         "got": [c.got for c in counts],
         "token": [lp.node.has_token for lp in loops],
         "seq": [lp.node.seq for lp in loops],

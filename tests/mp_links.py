@@ -5,7 +5,7 @@
 
 class Wire:
     """Board i's TX into board i+1's RX, whole frames (no any(): read by readinto alone);
-    counts the frames written on it (writes: a frame may take more than one write, and every
+    counts the frames written on it (frames: a frame may take more than one write, and every
     frame has two delimiters, its first byte and its last) and the bytes read from it."""
 
     def __init__(self):
@@ -22,7 +22,7 @@ class Wire:
         return len(data)
 
     @property
-    def writes(self):
+    def frames(self):
         return self.delimiters // 2
 
     def readinto(self, buf):

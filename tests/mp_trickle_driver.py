@@ -38,7 +38,7 @@ def workload(proto, n, wire):
             pass
     return {
         "host": [bytes(h.out).decode() for h in hosts],
-        "tx": [w.writes for w in wires],
+        "tx": [w.frames for w in wires],
         "seq": [lp.node.seq for lp in loops],
         "rx_bytes": [lp.rx_bytes for lp in loops],
         "rx_wire": [w.received for w in wires],

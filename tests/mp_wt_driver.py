@@ -68,7 +68,7 @@ def main():
     nodes = [lp.node for lp in loops]
     print(json.dumps({"impl": sys.implementation.name, "ms": loops[0].node.now,
                       "ops": [nd.ops for nd in nodes], "generated": [nd.generated for nd in nodes],
-                      "removed": [nd.removed for nd in nodes], "tx": [w.writes for w in wires],
+                      "removed": [nd.removed for nd in nodes], "tx": [w.frames for w in wires],
                       "errors": [nd.errors for nd in nodes], "bad": [lp.dec.bad for lp in loops],
                       "d_gen": [nd.walk[proto_wt.W_GEN] for nd in nodes], "timeouts": [lp.timeouts for lp in loops], "most_running": most, "running_passes": running,
                       "lost_at": lost_at, "dropped_rx": [getattr(u, "lost", 0) for u in uarts],
